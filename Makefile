@@ -1,0 +1,50 @@
+# The two commands: `make run` and `make test`. Everything they need is installed from here.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
+export HF_HUB_OFFLINE := 1
+
+.PHONY: install install-test run test check bench bench-quality clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	# torch is pinned to the CPU wheel: a bare `torch` would pull a multi-GB CUDA build
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e .
+	touch $@
+
+install: $(STAMP)
+
+$(TEST_STAMP): $(STAMP) pyproject.toml
+	$(PIP) install --quiet -e '.[test,dev]'
+	scripts/install-browser
+	touch $@
+
+install-test: $(TEST_STAMP)
+
+run: install
+	$(VENV)/bin/caesar db upgrade
+	$(VENV)/bin/caesar serve
+
+test: install-test
+	scripts/run-tests
+
+check: install-test
+	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench
+	scripts/run-tests
+
+bench: install-test
+	$(PY) bench/run_all.py
+
+bench-quality: install-test
+	$(PY) bench/recall_quality.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

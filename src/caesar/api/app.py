@@ -1,0 +1,103 @@
+"""`create_app(settings)`: the FastAPI application, its error translation and its lifecycle."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from caesar import __version__
+from caesar.api.limits import BodySizeLimit, RequestTooLarge
+from caesar.brain import Brain
+from caesar.config import Settings
+from caesar.errors import CaesarError, ConfigError, InputError, NotFound, ProviderError
+from caesar.services import Services
+from caesar.workers import WorkerRunner
+
+log = logging.getLogger(__name__)
+
+
+def _error(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message, **extra}}, status_code=status)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ProviderError)
+    async def _provider(_: Request, exc: ProviderError) -> JSONResponse:
+        return _error(exc.http_status, "provider_error", str(exc), provider=exc.provider)
+
+    @app.exception_handler(InputError)
+    async def _input(_: Request, exc: InputError) -> JSONResponse:
+        return _error(400, "invalid_request", str(exc))
+
+    @app.exception_handler(NotFound)
+    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, "not_found", str(exc))
+
+    @app.exception_handler(ConfigError)
+    async def _config(_: Request, exc: ConfigError) -> JSONResponse:
+        return _error(503, "not_configured", str(exc))
+
+    @app.exception_handler(CaesarError)
+    async def _caesar(_: Request, exc: CaesarError) -> JSONResponse:
+        return _error(503, "unavailable", str(exc))
+
+    @app.exception_handler(RequestTooLarge)
+    async def _too_large(_: Request, exc: RequestTooLarge) -> JSONResponse:
+        return _error(413, "request_too_large", str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+            problems.append(f"{where}: {err.get('msg')}")
+        return _error(422, "invalid_request", "; ".join(problems)[:2000], details=problems[:20])
+
+
+def create_app(settings: Settings, services: Services | None = None, *, run_workers: bool | None = None) -> FastAPI:
+    """Build the app. Pass `services` to share a database/embedder (tests); `run_workers`
+    overrides `settings.run_workers`."""
+    services = services or Services.build(settings)
+    brain = Brain(services)
+    start_workers = settings.run_workers if run_workers is None else run_workers
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runner = WorkerRunner(services.enabled_workers()) if start_workers else None
+        if runner:
+            runner.start()
+        app.state.runner = runner
+        try:
+            yield
+        finally:
+            if runner:
+                runner.stop()
+
+    app = FastAPI(title="caesar", version=__version__, lifespan=lifespan)
+    app.state.services = services
+    app.state.brain = brain
+    _install_error_handlers(app)
+
+    from caesar.api import routes_chat, routes_memory
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        """Liveness; the only route that needs no token."""
+        return {"status": "ok", "version": __version__}
+
+    app.include_router(routes_chat.router)
+    app.include_router(routes_memory.router)
+    try:
+        from caesar.api import dashboard
+    except ImportError:  # the dashboard module arrives with the facts layer
+        dashboard = None  # type: ignore[assignment]
+    if dashboard is not None:
+        app.include_router(dashboard.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    return app

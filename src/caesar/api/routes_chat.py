@@ -1,0 +1,151 @@
+"""POST /v1/chat and the OpenAI-compatible POST /v1/chat/completions."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+
+from caesar.api.deps import Authenticated, BrainDep
+from caesar.errors import InputError
+from caesar.gateway.base import Message
+
+router = APIRouter(dependencies=[Authenticated])
+
+MAX_MESSAGE_CHARS = 100_000
+
+
+class Turn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["user", "assistant"]
+    content: StrictStr = Field(max_length=MAX_MESSAGE_CHARS)
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    message: StrictStr = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    history: list[Turn] = Field(default_factory=list, max_length=200)
+
+    @field_validator("message")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("message must not be empty or whitespace")
+        return value
+
+
+class ChatResponse(BaseModel):
+    reply: str
+    audit_id: int
+    recalled: list[int] = Field(description="audit ids of the past conversations recalled")
+
+
+@router.post("/v1/chat", response_model=ChatResponse)
+def chat(body: ChatRequest, brain: BrainDep) -> ChatResponse:
+    history: list[Message] = [{"role": t.role, "content": t.content} for t in body.history]
+    result = brain.turn(body.message, history)
+    return ChatResponse(
+        reply=result.reply, audit_id=result.audit_id, recalled=[e.audit_log_id for e in result.recalled]
+    )
+
+
+class OpenAIMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: StrictStr | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
+        return self.content or ""
+
+
+class OpenAIChatRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str = "caesar"
+    messages: Annotated[list[OpenAIMessage], Field(min_length=1, max_length=500)]
+    stream: bool = False
+
+
+def _split(body: OpenAIChatRequest) -> tuple[str, list[Message]]:
+    """The last user message is the turn; earlier user/assistant (and client system) turns are
+    history. caesar's own system prompt, with memory, always comes first."""
+    turns = [m for m in body.messages if m.role in ("system", "developer", "user", "assistant")]
+    if not turns or turns[-1].role != "user" or not turns[-1].text().strip():
+        raise InputError("the last message must be a non-empty user message")
+    history: list[Message] = [
+        {"role": "system" if m.role == "developer" else m.role, "content": m.text()} for m in turns[:-1]
+    ]
+    return turns[-1].text(), history
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+@router.post("/v1/chat/completions", response_model=None)
+def chat_completions(body: OpenAIChatRequest, brain: BrainDep) -> Any:
+    message, history = _split(body)
+    created = int(time.time())
+    if not body.stream:
+        result = brain.turn(message, history)
+        return {
+            "id": f"chatcmpl-caesar-{result.audit_id}",
+            "object": "chat.completion",
+            "created": created,
+            "model": result.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": result.reply},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": _usage(result.usage.prompt_tokens, result.usage.completion_tokens),
+        }
+
+    ctx = brain.prepare(message, history)
+    chunks = brain.stream(ctx)
+    # Pull the first chunk before answering, so a provider that fails outright still gets a
+    # proper 502/503/504 instead of a broken 200 stream.
+    first = next(chunks, None)
+    _provider, model = brain.services.gateway.route("chat")
+
+    def frame(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> str:
+        chunk: dict[str, Any] = {
+            "id": "chatcmpl-caesar-stream",
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        if usage is not None:
+            chunk["usage"] = usage
+        return f"data: {json.dumps(chunk)}\n\n"
+
+    def events() -> Iterator[str]:
+        yield frame({"role": "assistant", "content": ""})
+        pending = [first] if first is not None else []
+        try:
+            for chunk in _chain(pending, chunks):
+                if chunk.text:
+                    yield frame({"content": chunk.text})
+                elif chunk.usage is not None:
+                    usage = _usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+                    yield frame({}, "stop", usage)
+        except Exception as exc:  # noqa: BLE001 - already audited as chat.failed by the brain
+            error = {"error": {"type": "provider_error", "message": str(exc)}}
+            yield f"data: {json.dumps(error)}\n\n"
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _chain(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
+    yield from first
+    yield from rest

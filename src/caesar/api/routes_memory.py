@@ -1,0 +1,85 @@
+"""Audit log, facts and recall over JSON."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from caesar import audit
+from caesar.api.deps import Authenticated, ServicesDep
+from caesar.clock import to_naive_utc
+
+router = APIRouter(dependencies=[Authenticated])
+
+
+def event_json(row: Any) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "event_type": row.event_type,
+        "created_at": row.created_at.isoformat(),
+        "payload": row.payload,
+    }
+
+
+@router.get("/v1/audit")
+def list_audit(
+    services: ServicesDep,
+    event_type: Annotated[str | None, Query(max_length=64)] = None,
+    after_id: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    """Events after `after_id`, oldest first (newest last)."""
+    with services.db.read() as session:
+        rows = audit.list_events(session, event_type=event_type, after_id=after_id, limit=limit)
+        return {"events": [event_json(r) for r in rows]}
+
+
+@router.get("/v1/facts")
+def list_facts(services: ServicesDep) -> dict[str, Any]:
+    return {"facts": [f.as_json() for f in services.facts.list_all()]}
+
+
+class FactValue(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    value: StrictStr = Field(min_length=1, max_length=1000)
+
+
+@router.put("/v1/facts/{key}")
+def set_fact(key: str, body: FactValue, services: ServicesDep) -> dict[str, Any]:
+    fact, audit_id = services.facts.set_by_operator(key, body.value)
+    return {"fact": services.facts.get(fact.key).as_json(), "audit_id": audit_id}
+
+
+@router.delete("/v1/facts/{key}")
+def delete_fact(key: str, services: ServicesDep) -> dict[str, Any]:
+    return {"deleted": key, "audit_id": services.facts.delete(key)}
+
+
+class RecallRequest(BaseModel):
+    """Null for `max_age_days` or `similarity_threshold` disables that filter."""
+
+    model_config = ConfigDict(extra="forbid")
+    query: StrictStr = Field(min_length=1, max_length=10_000)
+    top_k: int | None = Field(default=None, ge=1, le=100)
+    now: datetime | None = None
+    max_age_days: float | None = Field(default=0, ge=0)
+    similarity_threshold: float | None = Field(default=2.0, ge=-1, le=2)
+
+
+@router.post("/v1/memory/recall")
+def recall_preview(body: RecallRequest, services: ServicesDep) -> dict[str, Any]:
+    """What auto-recall would surface for `query`, with every score component. Read-only."""
+    overrides: dict[str, Any] = {}
+    sent = body.model_fields_set
+    if body.top_k is not None:
+        overrides["top_k"] = body.top_k
+    if "max_age_days" in sent:
+        overrides["max_age_days"] = body.max_age_days
+    if "similarity_threshold" in sent:
+        overrides["similarity_threshold"] = body.similarity_threshold
+    now = to_naive_utc(body.now) if body.now else None
+    episodes = services.episodes.preview(body.query, now, **overrides)
+    return {"episodes": [e.as_json() for e in episodes]}

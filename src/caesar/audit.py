@@ -1,0 +1,117 @@
+"""The append-only audit log: every event caesar produces is one row here.
+
+Payloads pass through `redact` first: values under secret-looking keys are replaced, and any
+configured secret (API keys, the API token) is cut out of every string wherever it appears.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from caesar.clock import utcnow
+from caesar.db.models import AuditLog
+
+CHAT_COMPLETED = "chat.completed"
+CHAT_FAILED = "chat.failed"
+PROACTIVE_COMPLETED = "proactive.completed"
+PROACTIVE_FAILED = "proactive.failed"
+FACT_EXTRACTED = "memory.fact.extracted"
+FACT_UPDATED = "memory.fact.updated"
+FACT_USER_EDITED = "memory.fact.user_edited"
+FACT_USER_DELETED = "memory.fact.user_deleted"
+EXTRACT_FAILED = "memory.extract_failed"
+EPISODE_SUMMARISED = "memory.episode.summarised"
+EPISODE_SUMMARISE_SKIPPED = "memory.episode.summarise_skipped"
+EPISODE_SUMMARISE_FAILED = "memory.episode.summarise_failed"
+EPISODE_RECALLED = "memory.episode.recalled"
+RECALL_FAILED = "memory.recall_failed"
+SEMANTIC_INDEXED = "semantic.indexed"
+SEMANTIC_INDEX_FAILED = "semantic.index_failed"
+RETENTION_SWEPT = "retention.swept"
+WORKER_CRASHED = "worker.crashed"
+
+# Conversations that memory workers learn from.
+CONVERSATION_EVENTS = (CHAT_COMPLETED,)
+
+REDACTED = "[redacted]"
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)", re.IGNORECASE)
+
+
+class Audit:
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        # Longest first so a secret containing another is cut whole.
+        self._secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+
+    def redact(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: (REDACTED if _SECRET_KEY.search(str(k)) and v else self.redact(v))
+                for k, v in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.redact(v) for v in value]
+        if isinstance(value, str):
+            for secret in self._secrets:
+                if secret in value:
+                    value = value.replace(secret, REDACTED)
+            return value
+        return value
+
+    def append(
+        self,
+        session: Session,
+        event_type: str,
+        payload: dict[str, Any],
+        *,
+        subject_id: int | None = None,
+        subject_key: str | None = None,
+        created_at: datetime | None = None,
+    ) -> AuditLog:
+        row = AuditLog(
+            event_type=event_type,
+            created_at=created_at or utcnow(),
+            payload=self.redact(payload),
+            subject_id=subject_id,
+            subject_key=subject_key,
+        )
+        session.add(row)
+        session.flush()
+        return row
+
+
+def list_events(
+    session: Session,
+    *,
+    event_type: str | None = None,
+    after_id: int = 0,
+    before_id: int | None = None,
+    limit: int = 100,
+    newest_first: bool = False,
+) -> Sequence[AuditLog]:
+    query = select(AuditLog).where(AuditLog.id > after_id)
+    if event_type:
+        query = query.where(AuditLog.event_type == event_type)
+    if before_id is not None:
+        query = query.where(AuditLog.id < before_id)
+    query = query.order_by(AuditLog.id.desc() if newest_first else AuditLog.id).limit(limit)
+    return session.scalars(query).all()
+
+
+def event_types(session: Session) -> list[str]:
+    return list(session.scalars(select(AuditLog.event_type).distinct().order_by(AuditLog.event_type)))
+
+
+def count_by_subject_key(session: Session, event_type: str) -> dict[str, int]:
+    """Indexed aggregate (event_type, subject_key): e.g. operator edits per fact key."""
+    rows = session.execute(
+        select(AuditLog.subject_key, func.count())
+        .where(AuditLog.event_type == event_type, AuditLog.subject_key.is_not(None))
+        .group_by(AuditLog.subject_key)
+    )
+    return {key: count for key, count in rows}

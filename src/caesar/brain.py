@@ -1,0 +1,212 @@
+"""One brain turn: a chat message from the operator, or a proactive run caesar starts itself.
+
+    1. facts, ranked by importance, capped           (facts block)
+    2. embed the message, auto-recall episodes      (past conversations block)
+    3. system prompt = base + facts + episodes + operator prompt
+    4. gateway.complete(messages, task="chat")
+    5. one write transaction: chat.completed (or chat.failed), memory.episode.recalled rows,
+       recall counters bumped
+
+Memory never breaks a turn: a recall failure is audited and the turn goes on without it.
+Nothing slow runs inside a database transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from caesar import audit
+from caesar.clock import utcnow
+from caesar.errors import ProviderError
+from caesar.gateway.base import Completion, Message, StreamChunk, Usage
+from caesar.memory.episodes import RecallParams, RecalledEpisode
+from caesar.prompt import EpisodeLine, FactLine, episodes_block, facts_block, system_prompt
+from caesar.services import Services
+
+log = logging.getLogger(__name__)
+
+MAX_HISTORY_TURNS = 100
+
+
+@dataclass
+class TurnContext:
+    now: datetime
+    message: str
+    history: list[Message]
+    messages: list[Message]
+    facts_used: int
+    recalled: list[RecalledEpisode] = field(default_factory=list)
+    recall_error: str | None = None
+    memory_ms: float = 0.0
+    audit_id: int | None = None  # set once the turn is recorded
+
+
+@dataclass
+class TurnResult:
+    reply: str
+    audit_id: int
+    provider: str
+    model: str
+    usage: Usage
+    latency_ms: float
+    recalled: list[RecalledEpisode]
+
+
+@dataclass(frozen=True)
+class TurnKind:
+    completed: str
+    failed: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+CHAT = TurnKind(audit.CHAT_COMPLETED, audit.CHAT_FAILED)
+
+
+def proactive_kind(name: str) -> TurnKind:
+    return TurnKind(audit.PROACTIVE_COMPLETED, audit.PROACTIVE_FAILED, {"proactive": name})
+
+
+class Brain:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.settings = services.settings
+
+    # -- step 1-3 ---------------------------------------------------------------------------
+    def prepare(self, message: str, history: list[Message] | None = None, now: datetime | None = None) -> TurnContext:
+        started = time.perf_counter()
+        now = now or utcnow()
+        history = list(history or [])[-MAX_HISTORY_TURNS:]
+        inject = self.settings.memory.facts_inject
+        ranked = self.services.facts.list_all(now) if inject.max_facts else []
+        facts_text = facts_block(
+            [FactLine(f.key, f.value) for f in ranked],
+            max_facts=inject.max_facts,
+            max_chars=inject.max_chars,
+        )
+        used = sum(1 for line in facts_text.splitlines() if line.startswith("- "))
+        ctx = TurnContext(now, message, history, [], facts_used=used)
+        recall = self.settings.memory.episodes_recall
+        if recall.enabled and self.services.embedder.enabled:
+            try:
+                params = RecallParams.from_settings(recall)
+                vector = self.services.episodes.embed_query(message)
+                ctx.recalled = self.services.episodes.search(vector, now, params)
+            except Exception as exc:  # noqa: BLE001 - memory never breaks chat; audited below
+                log.warning("auto-recall failed: %s", exc)
+                ctx.recall_error = f"{type(exc).__name__}: {exc}"[:1000]
+        episodes_text = episodes_block(
+            [EpisodeLine(e.created_at, e.summary) for e in ctx.recalled], now
+        )
+        prompt = system_prompt(
+            self.settings.system_prompt, facts_text, episodes_text, self.settings.operator_prompt
+        )
+        ctx.messages = [{"role": "system", "content": prompt}, *history, {"role": "user", "content": message}]
+        ctx.memory_ms = (time.perf_counter() - started) * 1000
+        return ctx
+
+    # -- step 5 -----------------------------------------------------------------------------
+    def _record(
+        self,
+        ctx: TurnContext,
+        kind: TurnKind,
+        completion: Completion | None,
+        error: ProviderError | None,
+        latency_ms: float,
+    ) -> int:
+        memory = {
+            "facts_injected": ctx.facts_used,
+            "episodes_recalled": [e.audit_log_id for e in ctx.recalled],
+            "memory_ms": round(ctx.memory_ms, 2),
+        }
+        conversation = [*ctx.history, {"role": "user", "content": ctx.message}]
+        with self.services.db.write() as session:
+            if completion is not None:
+                row = self.services.audit.append(
+                    session,
+                    kind.completed,
+                    {
+                        **kind.extra,
+                        "messages": conversation,
+                        "reply": completion.text,
+                        "provider": completion.provider,
+                        "model": completion.model,
+                        "usage": completion.usage.as_dict(),
+                        "latency_ms": round(latency_ms, 2),
+                        "memory": memory,
+                    },
+                    created_at=ctx.now,
+                )
+            else:
+                assert error is not None
+                row = self.services.audit.append(
+                    session,
+                    kind.failed,
+                    {
+                        **kind.extra,
+                        "messages": conversation,
+                        "provider": error.provider,
+                        "error": error.detail,
+                        "error_type": type(error).__name__,
+                        "status": error.http_status,
+                        "latency_ms": round(latency_ms, 2),
+                        "memory": memory,
+                    },
+                    created_at=ctx.now,
+                )
+            if ctx.recall_error:
+                self.services.audit.append(
+                    session, audit.RECALL_FAILED, {"error": ctx.recall_error, "turn_audit_id": row.id}
+                )
+            if ctx.recalled:
+                self.services.episodes.record_recalls(
+                    session, ctx.recalled, now=ctx.now, context={"turn_audit_id": row.id}
+                )
+            return row.id
+
+    # -- a whole turn -----------------------------------------------------------------------
+    def turn(self, message: str, history: list[Message] | None = None, kind: TurnKind = CHAT) -> TurnResult:
+        ctx = self.prepare(message, history)
+        started = time.perf_counter()
+        try:
+            completion = self.services.gateway.complete(ctx.messages, task="chat")
+        except ProviderError as exc:
+            self._record(ctx, kind, None, exc, (time.perf_counter() - started) * 1000)
+            raise
+        latency = (time.perf_counter() - started) * 1000
+        audit_id = self._record(ctx, kind, completion, None, latency)
+        return TurnResult(
+            reply=completion.text,
+            audit_id=audit_id,
+            provider=completion.provider,
+            model=completion.model,
+            usage=completion.usage,
+            latency_ms=latency,
+            recalled=ctx.recalled,
+        )
+
+    def stream(self, ctx: TurnContext, kind: TurnKind = CHAT) -> Iterator[StreamChunk]:
+        """Stream the reply of a prepared turn; audits once the stream ends (or breaks) and sets
+        `ctx.audit_id`. The last chunk is empty and carries the usage."""
+        provider, model = self.services.gateway.route("chat")
+        started = time.perf_counter()
+        parts: list[str] = []
+        usage = Usage()
+        try:
+            for chunk in self.services.gateway.stream(ctx.messages, task="chat"):
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                if chunk.text:
+                    parts.append(chunk.text)
+                    yield chunk
+        except ProviderError as exc:
+            self._record(ctx, kind, None, exc, (time.perf_counter() - started) * 1000)
+            raise
+        latency = (time.perf_counter() - started) * 1000
+        completion = Completion("".join(parts), provider.name, model, usage, latency)
+        ctx.audit_id = self._record(ctx, kind, completion, None, latency)
+        yield StreamChunk("", usage=usage)

@@ -1,0 +1,276 @@
+"""The `caesar` command. Thin: parse, call the core, print. Errors become one red line + exit 1."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from functools import wraps
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from caesar.config import Settings, load_settings
+from caesar.errors import CaesarError
+
+app = typer.Typer(help="caesar: a personal AI assistant server whose memory works.", no_args_is_help=True)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+facts_app = typer.Typer(help="What caesar knows about you.", no_args_is_help=True)
+episodes_app = typer.Typer(help="Episode summaries (past conversations).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(facts_app, name="facts")
+app.add_typer(episodes_app, name="episodes")
+
+console = Console()
+err = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def friendly(fn: F) -> F:
+    """Translate caesar's errors once, at the edge."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except CaesarError as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _settings(**overrides: Any) -> Settings:
+    return load_settings(**overrides)
+
+
+def services(settings: Settings | None = None, *, check_schema: bool = True) -> Any:
+    from caesar.db import migrate
+    from caesar.errors import ConfigError
+    from caesar.services import Services
+
+    built = Services.build(settings or _settings())
+    if check_schema and not migrate.is_current(built.db):
+        raise ConfigError(
+            f"the database at {built.db.engine.url.render_as_string(hide_password=True)} is not "
+            "at the current schema: run `caesar db upgrade`"
+        )
+    return built
+
+
+@app.callback()
+def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+# -- db ---------------------------------------------------------------------------------------
+@db_app.command("upgrade")
+@friendly
+def db_upgrade() -> None:
+    """Apply the schema migrations (creates the database if needed)."""
+    from caesar.db import Database, migrate
+
+    settings = _settings()
+    db = Database(settings.sqlalchemy_url)
+    before = migrate.current_revision(db)
+    migrate.upgrade(db)
+    after = migrate.current_revision(db)
+    console.print(f"database {db.engine.url.render_as_string(hide_password=True)}: {before or 'empty'} → {after}")
+
+
+# -- serve ------------------------------------------------------------------------------------
+@app.command()
+@friendly
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default: settings.host).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: settings.port).")] = None,
+    workers: Annotated[bool, typer.Option(help="Run the enabled workers in-process.")] = True,
+) -> None:
+    """Run the HTTP server (and the enabled background workers)."""
+    import threading
+
+    import uvicorn
+
+    from caesar.api import create_app
+
+    overrides: dict[str, Any] = {}
+    if host:
+        overrides["host"] = host
+    if port:
+        overrides["port"] = port
+    settings = _settings(**overrides)
+    built = services(settings)
+    app_ = create_app(settings, built, run_workers=workers)
+    if settings.semantic.enabled:
+        # Load the embedder and the episode index in the background: ready to serve at once.
+        threading.Thread(target=_warm, args=(built,), daemon=True, name="warm").start()
+    console.print(f"caesar listening on http://{settings.host}:{settings.port}")
+    uvicorn.run(app_, host=settings.host, port=settings.port, log_level="warning")
+
+
+def _warm(built: Any) -> None:
+    log = logging.getLogger("caesar.warm")
+    try:
+        built.episodes.embed_query("warm up")
+        count = built.episodes.warm()
+        log.info("episode index ready: %d episodes", count)
+    except Exception:  # noqa: BLE001 - warming is an optimisation; a turn will retry and audit
+        log.exception("warm-up failed")
+
+
+# -- chat -------------------------------------------------------------------------------------
+@app.command()
+@friendly
+def chat(
+    message: Annotated[str | None, typer.Option("--message", "-m", help="One message, one reply.")] = None,
+) -> None:
+    """Chat in the terminal (interactive), or one-shot with -m."""
+    from caesar.brain import Brain
+    from caesar.gateway.base import Message
+
+    built = services()
+    brain = Brain(built)
+    if message is not None:
+        console.print(brain.turn(message).reply, highlight=False, markup=False)
+        return
+    history: list[Message] = []
+    console.print("[dim]caesar chat — empty line or Ctrl-D to quit[/dim]")
+    while True:
+        try:
+            line = console.input("[bold cyan]you>[/bold cyan] ")
+        except (EOFError, KeyboardInterrupt):
+            break
+        if not line.strip():
+            break
+        try:
+            result = brain.turn(line, history)
+        except CaesarError as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            continue
+        console.print("[bold green]caesar>[/bold green] ", end="")
+        console.print(result.reply, highlight=False, markup=False)
+        history += [{"role": "user", "content": line}, {"role": "assistant", "content": result.reply}]
+
+
+# -- workers ----------------------------------------------------------------------------------
+@app.command()
+@friendly
+def worker(
+    names: Annotated[list[str] | None, typer.Argument(help="Workers to run (default: the enabled ones).")] = None,
+    once: Annotated[bool, typer.Option("--once", help="Run until caught up, then exit.")] = False,
+) -> None:
+    """Run background workers: memory.extract, memory.summarise, semantic.index, retention.sweep."""
+    from caesar.errors import ConfigError
+    from caesar.workers import WorkerRunner, run_until_caught_up
+
+    built = services()
+    if names:
+        unknown = [n for n in names if n not in built.workers]
+        if unknown:
+            raise ConfigError(f"unknown worker(s) {', '.join(unknown)}; known: {', '.join(built.workers)}")
+        chosen = [built.workers[n] for n in names]  # named explicitly: runs even if disabled
+    else:
+        chosen = built.enabled_workers()
+        if not chosen:
+            raise ConfigError("no worker is enabled; name one, e.g. `caesar worker --once memory.summarise`")
+    if once:
+        for w in chosen:
+            handled = run_until_caught_up(w)
+            console.print(f"{w.name}: {handled} handled")
+        return
+    console.print(f"running {', '.join(w.name for w in chosen)} (Ctrl-C to stop)")
+    runner = WorkerRunner(chosen)
+    runner.start()
+    try:
+        runner.wait()
+    except KeyboardInterrupt:
+        runner.stop()
+
+
+# -- facts ------------------------------------------------------------------------------------
+@facts_app.command("list")
+@friendly
+def facts_list() -> None:
+    """Facts, most important first."""
+    table = Table("key", "value", "confidence", "importance", "edits", "updated (UTC)")
+    for f in services().facts.list_all():
+        table.add_row(
+            f.key, f.value, f"{f.confidence:.2f}", f"{f.importance:.3f}", str(f.edit_count),
+            f.updated_at.strftime("%Y-%m-%d %H:%M"),
+        )
+    console.print(table)
+
+
+@facts_app.command("set")
+@friendly
+def facts_set(key: str, value: str) -> None:
+    """Create or edit a fact (confidence 1.0)."""
+    fact, audit_id = services().facts.set_by_operator(key, value)
+    console.print(f"{fact.key} = {fact.value}  (audit #{audit_id})", highlight=False, markup=False)
+
+
+@facts_app.command("delete")
+@friendly
+def facts_delete(key: str) -> None:
+    """Delete a fact."""
+    audit_id = services().facts.delete(key)
+    console.print(f"deleted {key}  (audit #{audit_id})", highlight=False, markup=False)
+
+
+# -- recall -----------------------------------------------------------------------------------
+@app.command()
+@friendly
+def recall(
+    query: str,
+    top_k: Annotated[int | None, typer.Option(help="How many.")] = None,
+    now: Annotated[datetime | None, typer.Option(help="Pretend it is this time (UTC).")] = None,
+    all_ages: Annotated[bool, typer.Option("--all-ages", help="Ignore max_age_days.")] = False,
+    no_threshold: Annotated[bool, typer.Option("--no-threshold", help="Ignore the similarity threshold.")] = False,
+) -> None:
+    """Preview what auto-recall would surface for QUERY, with every score component."""
+    from caesar.prompt import relative_time
+    from caesar.clock import utcnow
+
+    overrides: dict[str, Any] = {}
+    if top_k:
+        overrides["top_k"] = top_k
+    if all_ages:
+        overrides["max_age_days"] = None
+    if no_threshold:
+        overrides["similarity_threshold"] = None
+    moment = now or utcnow()
+    episodes = services().episodes.preview(query, moment, **overrides)
+    table = Table("when", "chat", "cosine", "freshness", "recalls", "weight", "score", "summary")
+    for e in episodes:
+        table.add_row(
+            relative_time(e.created_at, moment), f"#{e.audit_log_id}", f"{e.cosine:.3f}",
+            f"{e.freshness:.3f}", str(e.recall_count), f"{e.recall_weight:.3f}", f"{e.score:.3f}", e.summary,
+        )
+    console.print(table if episodes else "nothing would be recalled")
+
+
+# -- episodes ---------------------------------------------------------------------------------
+@episodes_app.command("retry-failed")
+@friendly
+def episodes_retry_failed() -> None:
+    """Summarise again the chats whose summarising failed."""
+    from caesar.memory.summarise import SummariseWorker, retry_failed
+
+    built = services()
+    retried, still = retry_failed(built.workers[SummariseWorker.name])
+    console.print(f"retried {retried} chats; {retried - still} summarised or skipped, {still} failed again")
+
+
+def main() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,270 @@
+"""The one typed settings tree.
+
+Sources, highest priority first: keyword arguments (tests), environment variables
+(`CAESAR_` prefix, `__` between nested names: `CAESAR_MEMORY__EPISODES_RECALL__TOP_K=5`),
+the TOML file named by `CAESAR_CONFIG`, then the defaults below. Built once by
+`load_settings()` and passed down; there is no import-time global.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from caesar.errors import ConfigError
+
+CHAT_TASK = "chat"
+MEMORY_TASKS = ("memory_extract", "memory_summarise")
+TASKS = (CHAT_TASK, *MEMORY_TASKS)
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("CAESAR_HOME", Path.home() / ".caesar"))
+
+
+class ProviderSettings(BaseModel):
+    """One LLM endpoint. `openai` covers every OpenAI-compatible server (Ollama's /v1, vLLM,
+    llama.cpp, LM Studio, OpenAI itself); `offline` needs no LLM and serves memory tasks only."""
+
+    kind: Literal["openai", "anthropic", "offline"]
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    timeout_seconds: float = 60.0
+    max_retries: int = Field(default=2, ge=0, le=10)
+
+
+def _default_providers() -> dict[str, ProviderSettings]:
+    return {
+        "local": ProviderSettings(
+            kind="openai", base_url="http://127.0.0.1:11434/v1", api_key=SecretStr("ollama")
+        ),
+        "offline": ProviderSettings(kind="offline"),
+    }
+
+
+def _default_routes() -> dict[str, str]:
+    return {task: "local:llama3.2" for task in TASKS}
+
+
+class GatewaySettings(BaseModel):
+    providers: dict[str, ProviderSettings] = Field(default_factory=_default_providers)
+    routes: dict[str, str] = Field(default_factory=_default_routes)
+
+    @model_validator(mode="after")
+    def _check_routes(self) -> GatewaySettings:
+        for task in TASKS:
+            self.routes.setdefault(task, _default_routes()[task])
+        for task, target in self.routes.items():
+            provider_name, sep, model = target.partition(":")
+            if not sep or not provider_name or not model:
+                raise ValueError(
+                    f"gateway.routes.{task} = {target!r}: expected 'provider:model', "
+                    f"e.g. 'local:llama3.2'"
+                )
+            provider = self.providers.get(provider_name)
+            if provider is None:
+                raise ValueError(
+                    f"gateway.routes.{task} names provider {provider_name!r}, which is not "
+                    f"configured; add [gateway.providers.{provider_name}] "
+                    f"(configured: {', '.join(sorted(self.providers)) or 'none'})"
+                )
+            if provider.kind == "offline" and task not in MEMORY_TASKS:
+                raise ValueError(
+                    f"gateway.routes.{task} routes to the offline provider {provider_name!r}, "
+                    f"which cannot chat: it only serves {', '.join(MEMORY_TASKS)}. Route "
+                    f"{task} to an LLM provider (kind 'openai' or 'anthropic')."
+                )
+        return self
+
+
+class EmbedderSettings(BaseModel):
+    """`minilm` is the bundled all-MiniLM-L6-v2, run on ONNX Runtime (or torch)."""
+
+    kind: Literal["minilm", "openai"] = "minilm"
+    backend: Literal["onnx", "torch"] = "onnx"
+    model: str = "all-MiniLM-L6-v2"
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    cache_dir: Path | None = None  # where the ONNX export lives; default <home>/models
+
+
+class SemanticSettings(BaseModel):
+    enabled: bool = True  # the embedder; summarisation and recall need it (ADR-0034 §Neutral)
+    index_enabled: bool = False  # the semantic.index worker over raw replies
+    interval_seconds: float = 60.0
+    batch_size: int = Field(default=32, ge=1)
+    chunk_chars: int = Field(default=800, ge=100)
+
+
+class FactsExtractSettings(BaseModel):
+    enabled: bool = False  # per-chat LLM calls cost money: operators opt in
+    interval_seconds: float = 60.0
+    batch_size: int = Field(default=8, ge=1)
+
+
+class FactsImportanceSettings(BaseModel):
+    halflife_days: float = Field(default=60.0, gt=0)
+    edit_weight_scale: float = Field(default=0.5, ge=0)
+
+
+class FactsInjectSettings(BaseModel):
+    max_facts: int = Field(default=30, ge=0)
+    max_chars: int = Field(default=2048, ge=0)
+
+
+class EpisodesSummariseSettings(BaseModel):
+    enabled: bool = False
+    interval_seconds: float = 60.0
+    batch_size: int = Field(default=4, ge=1)  # smaller than fact-extract; each is two calls
+
+
+class EpisodesRecallSettings(BaseModel):
+    enabled: bool = True
+    top_k: int = Field(default=3, ge=1, le=50)
+    similarity_threshold: float = Field(default=0.45, ge=-1, le=1)
+    max_age_days: int = Field(default=90, ge=1)
+    halflife_days: float = Field(default=30.0, gt=0)
+    recall_weight_scale: float = Field(default=0.25, ge=0)
+
+
+class MemorySettings(BaseModel):
+    facts_extract: FactsExtractSettings = Field(default_factory=FactsExtractSettings)
+    facts_importance: FactsImportanceSettings = Field(default_factory=FactsImportanceSettings)
+    facts_inject: FactsInjectSettings = Field(default_factory=FactsInjectSettings)
+    episodes_summarise: EpisodesSummariseSettings = Field(
+        default_factory=EpisodesSummariseSettings
+    )
+    episodes_recall: EpisodesRecallSettings = Field(default_factory=EpisodesRecallSettings)
+
+
+class RetentionSettings(BaseModel):
+    enabled: bool = True
+    ttl_days: int = Field(default=90, ge=1)
+    interval_seconds: float = 3600.0
+
+
+class ProactiveSettings(BaseModel):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    prompt: str = Field(min_length=1)
+    interval_seconds: float | None = Field(default=None, gt=0)
+    cron: str | None = None
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> ProactiveSettings:
+        if (self.interval_seconds is None) == (self.cron is None):
+            raise ValueError(f"proactive {self.name!r}: set exactly one of interval_seconds, cron")
+        if self.cron is not None:
+            from croniter import croniter
+
+            if not croniter.is_valid(self.cron):
+                raise ValueError(f"proactive {self.name!r}: invalid cron {self.cron!r}")
+        return self
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CAESAR_",
+        env_nested_delimiter="__",
+        extra="forbid",
+    )
+
+    home: Path = Field(default_factory=default_home)
+    database_url: str | None = None  # default: sqlite file under `home`
+    api_token: SecretStr | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(default=8042, ge=1, le=65535)
+    max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
+    system_prompt: str = (
+        "You are caesar, the operator's personal assistant. Be direct and helpful."
+    )
+    operator_prompt: str = ""
+    run_workers: bool = True  # `caesar serve` runs the enabled workers in-process
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
+    semantic: SemanticSettings = Field(default_factory=SemanticSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    proactive: list[ProactiveSettings] = Field(default_factory=list)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        config_file = os.environ.get("CAESAR_CONFIG")
+        if config_file:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config_file)))
+        return tuple(sources)
+
+    @field_validator("api_token")
+    @classmethod
+    def _token_strength(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("api_token must be at least 16 characters")
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_unsafe(self) -> Settings:
+        if self.api_token is None and not is_loopback(self.host):
+            raise ValueError(
+                f"host {self.host!r} is not loopback and no api_token is set: refusing to expose "
+                "caesar unauthenticated. Set CAESAR_API_TOKEN (16+ characters) or bind 127.0.0.1."
+            )
+        if self.memory.episodes_summarise.enabled and not self.semantic.enabled:
+            raise ValueError(
+                "memory.episodes_summarise.enabled needs the embedder, but semantic.enabled is "
+                "false; enable semantic (CAESAR_SEMANTIC__ENABLED=true) or turn summarising off"
+            )
+        names = [p.name for p in self.proactive]
+        if len(names) != len(set(names)):
+            raise ValueError("proactive run names must be unique")
+        return self
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.home / 'caesar.db'}"
+
+    @property
+    def model_cache_dir(self) -> Path:
+        return self.embedder.cache_dir or self.home / "models"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build the settings once, turning validation errors into one readable ConfigError."""
+    from pydantic import ValidationError
+
+    config_file = os.environ.get("CAESAR_CONFIG")
+    if config_file and not Path(config_file).is_file():
+        raise ConfigError(f"CAESAR_CONFIG={config_file} does not exist")
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "settings"
+            lines.append(f"  {where}: {err['msg']}")
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None

@@ -1,0 +1,47 @@
+"""Alembic driven from code: `caesar db upgrade` and the test suite call `upgrade(db)`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from caesar.db.engine import Database
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def _config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return cfg
+
+
+def upgrade(db: Database, revision: str = "head") -> None:
+    cfg = _config()
+    with db.engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, revision)
+
+
+def downgrade(db: Database, revision: str) -> None:
+    cfg = _config()
+    with db.engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.downgrade(cfg, revision)
+
+
+def current_revision(db: Database) -> str | None:
+    with db.engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(_config()).get_current_head()
+
+
+def is_current(db: Database) -> bool:
+    return current_revision(db) == head_revision()

@@ -1,0 +1,139 @@
+"""The schema. Changed only through numbered Alembic migrations (caesar/db/migrations).
+
+All datetimes are naive UTC. The audit log is the source of truth; facts, episode summaries
+and semantic chunks are derived from it by idempotent workers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class AuditLog(Base):
+    """Append-only. `subject_id` / `subject_key` index what a row is about (the source chat of
+    a recalled episode, the key of an edited fact) so aggregates over them never scan."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    event_type: Mapped[str] = mapped_column(String(64), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    payload: Mapped[dict[str, Any]] = mapped_column(JsonType, nullable=False)
+    subject_id: Mapped[int | None] = mapped_column(Integer, nullable=True, default=None)
+    subject_key: Mapped[str | None] = mapped_column(String(200), nullable=True, default=None)
+
+    __table_args__ = (
+        Index("idx_audit_log_type_id", "event_type", "id"),
+        Index("idx_audit_log_created", "created_at"),
+        Index("idx_audit_log_type_subject_key", "event_type", "subject_key"),
+        Index("idx_audit_log_type_subject_id", "event_type", "subject_id"),
+    )
+
+
+class Fact(Base):
+    __tablename__ = "facts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(100), nullable=False, unique=True)
+    value: Mapped[str] = mapped_column(Text, nullable=False)
+    confidence: Mapped[float] = mapped_column(Float, nullable=False)
+    # A fact outlives the chat it came from (retention sweeps chats, not what the operator
+    # taught caesar): the link is cleared, the fact stays.
+    source_audit_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("audit_log.id", ondelete="SET NULL"), nullable=True
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+
+
+class EpisodeSummary(Base):
+    """ADR-0034 §1. `created_at` is when the summarised conversation happened (for a live chat,
+    within one worker interval of the summary; for an imported one, its original date), so the
+    time anchors "3 days ago" describe the conversation. `embedding_f32` is a compact copy of
+    `embedding` for fast loading into the in-process vector index; the JSON stays the record."""
+
+    __tablename__ = "episode_summaries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    audit_log_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("audit_log.id", ondelete="CASCADE"), nullable=False, unique=True
+    )
+    summary: Mapped[str] = mapped_column(Text, nullable=False)
+    embedding: Mapped[list[float]] = mapped_column(JsonType, nullable=False)
+    model: Mapped[str] = mapped_column(String(200), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    last_recalled_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    recall_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    embedding_f32: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+
+    __table_args__ = (
+        Index("idx_episode_summaries_audit", "audit_log_id"),
+        Index("idx_episode_summaries_created", "created_at"),
+        Index("idx_episode_summaries_model_id", "model", "id"),
+    )
+
+
+class SemanticChunk(Base):
+    """The v0.4 semantic index: raw replies, chunked and embedded, for explicit recall."""
+
+    __tablename__ = "semantic_chunks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    audit_log_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("audit_log.id", ondelete="CASCADE"), nullable=False
+    )
+    chunk_index: Mapped[int] = mapped_column(Integer, nullable=False)
+    text: Mapped[str] = mapped_column(Text, nullable=False)
+    embedding: Mapped[list[float]] = mapped_column(JsonType, nullable=False)
+    embedding_f32: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    model: Mapped[str] = mapped_column(String(200), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+
+    __table_args__ = (
+        UniqueConstraint("audit_log_id", "chunk_index", name="uq_semantic_chunks_audit_chunk"),
+        Index("idx_semantic_chunks_model_id", "model", "id"),
+    )
+
+
+class _CursorMixin:
+    """A singleton row (id=1): the last audit id a worker has finished with."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    last_audit_id: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default="0"
+    )
+    updated_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+
+
+class MemoryExtractCursor(_CursorMixin, Base):
+    __tablename__ = "memory_extract_cursor"
+
+
+class MemorySummariseCursor(_CursorMixin, Base):
+    __tablename__ = "memory_summarise_cursor"
+
+
+class SemanticIndexCursor(_CursorMixin, Base):
+    __tablename__ = "semantic_index_cursor"

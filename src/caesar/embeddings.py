@@ -1,0 +1,120 @@
+"""The Embedder protocol (ADR-0010, reused unchanged by ADR-0034): texts in, unit vectors out.
+
+One abstract method, `embed_batch`; `embed` is derived from it. Every stored vector carries
+`model_id`, and recall only compares vectors of the same model.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from caesar.config import Settings
+from caesar.errors import ConfigError, EmbedderError
+
+
+class Embedder(Protocol):
+    @property
+    def model_id(self) -> str: ...
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 array of shape (len(texts), dim), each row L2-normalised."""
+        ...
+
+
+def embed_one(embedder: Embedder, text: str) -> np.ndarray:
+    return embedder.embed_batch([text])[0]
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+class MiniLMEmbedder:
+    """The bundled all-MiniLM-L6-v2 (384-d), ONNX Runtime by default."""
+
+    def __init__(self, settings: Settings) -> None:
+        from caesar.minilm import MODEL_ID, MiniLM
+
+        self._model = MiniLM(settings.model_cache_dir, backend=settings.embedder.backend)
+        self._model_id = MODEL_ID
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        try:
+            return self._model.embed_batch(list(texts))
+        except Exception as exc:  # any load/inference failure is an embedder failure
+            raise EmbedderError(f"{self._model_id}: {type(exc).__name__}: {exc}") from exc
+
+
+class OpenAIEmbedder:
+    """Embeddings from an OpenAI-compatible server (OpenAI, Ollama's /v1/embeddings, …)."""
+
+    def __init__(self, settings: Settings) -> None:
+        import openai
+
+        spec = settings.embedder
+        self._model = spec.model
+        self._client = openai.OpenAI(
+            base_url=spec.base_url,
+            api_key=spec.api_key.get_secret_value() if spec.api_key else "not-needed",
+            max_retries=2,
+            timeout=30,
+        )
+
+    @property
+    def model_id(self) -> str:
+        return self._model
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        import openai
+
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        try:
+            response = self._client.embeddings.create(model=self._model, input=list(texts))
+        except openai.OpenAIError as exc:
+            raise EmbedderError(f"{self._model}: {type(exc).__name__}: {exc}") from exc
+        rows = sorted(response.data, key=lambda d: d.index)
+        return normalise(np.array([r.embedding for r in rows], dtype=np.float32))
+
+
+class EmbedderHandle:
+    """Builds the configured embedder once, lazily, and shares it (thread-safe)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._embedder: Embedder | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._settings.semantic.enabled
+
+    def get(self) -> Embedder:
+        if not self.enabled:
+            raise ConfigError("the embedder is off (semantic.enabled = false)")
+        if self._embedder is None:
+            with self._lock:
+                if self._embedder is None:
+                    self._embedder = build_embedder(self._settings)
+        return self._embedder
+
+    def set(self, embedder: Embedder) -> None:
+        """Install a specific embedder (e.g. one shared across apps in one process)."""
+        self._embedder = embedder
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    if settings.embedder.kind == "openai":
+        return OpenAIEmbedder(settings)
+    return MiniLMEmbedder(settings)

@@ -1,0 +1,142 @@
+"""The `offline` provider: memory tasks with no LLM at all.
+
+memory_summarise: an extractive TextRank summary (sumy) of the operator's and caesar's turns,
+framed in the third person; trivial chats get "" (the ADR's skip signal).
+memory_extract: facts from plain first-person patterns ("my dog's name is Biscuit").
+It never chats: routing `chat` here is rejected when the settings load.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+from sumy.models.dom import ObjectDocumentModel, Paragraph, Sentence
+from sumy.nlp.stemmers import Stemmer
+from sumy.summarizers.text_rank import TextRankSummarizer
+from sumy.utils import get_stop_words
+
+from caesar.errors import ProviderError
+from caesar.gateway.base import Completion, Message, StreamChunk
+from caesar.memory.transcript import parse_transcript
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD = re.compile(r"[\w'’°%-]+", re.UNICODE)
+_STOP = frozenset(get_stop_words("english"))
+MIN_CONTENT_WORDS = 5  # fewer meaningful words than this in the operator's turns: trivial
+MAX_SENTENCE_CHARS = 220
+
+
+class _Tokenizer:
+    """sumy's default tokenizer needs NLTK's punkt data, which cannot be downloaded here."""
+
+    language = "english"
+
+    def to_sentences(self, text: str) -> list[str]:
+        return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+    def to_words(self, sentence: str) -> list[str]:
+        return _WORD.findall(sentence)
+
+
+_TOKENIZER = _Tokenizer()
+
+
+def _content_words(text: str) -> list[str]:
+    return [w for w in _TOKENIZER.to_words(text.lower()) if w not in _STOP and len(w) > 1]
+
+
+def _best_sentence(texts: list[str]) -> str:
+    sentences = [s for t in texts for s in _TOKENIZER.to_sentences(t)]
+    sentences = [s for s in sentences if _content_words(s)]
+    if not sentences:
+        return ""
+    if len(sentences) == 1:
+        best = sentences[0]
+    else:
+        document = ObjectDocumentModel(
+            [Paragraph([Sentence(s, _TOKENIZER) for s in sentences])]  # type: ignore[arg-type]
+        )
+        summarizer = TextRankSummarizer(Stemmer("english"))
+        summarizer.stop_words = _STOP
+        picked = summarizer(document, 1)
+        best = str(picked[0]) if picked else sentences[0]
+    if len(best) > MAX_SENTENCE_CHARS:
+        best = best[: MAX_SENTENCE_CHARS - 1].rstrip() + "…"
+    return best
+
+
+def summarise(turns: list[Message]) -> str:
+    said = [t["content"] for t in turns if t["role"] == "user"]
+    replied = [t["content"] for t in turns if t["role"] == "assistant"]
+    if len(_content_words(" ".join(said))) < MIN_CONTENT_WORDS:
+        return ""
+    parts = [f'The operator said: "{_best_sentence(said)}"']
+    answer = _best_sentence(replied)
+    if answer:
+        parts.append(f'caesar replied: "{answer}"')
+    return " ".join(parts)
+
+
+_VALUE = r"([^.!?,;\n]{1,80}?)"
+_END = r"(?=[.!?,;\n]|$| and | but )"
+_PATTERNS: list[tuple[re.Pattern[str], str | None]] = [
+    (re.compile(r"\bmy name is " + _VALUE + _END, re.I), "name"),
+    (re.compile(r"\bcall me " + _VALUE + _END, re.I), "preferred_name"),
+    (re.compile(r"\bi live in " + _VALUE + _END, re.I), "home_location"),
+    (re.compile(r"\bi work (?:as an?|as) " + _VALUE + _END, re.I), "occupation"),
+    (re.compile(r"\bi work (?:at|for) " + _VALUE + _END, re.I), "employer"),
+    (re.compile(r"\bi(?:'m| am) allergic to " + _VALUE + _END, re.I), "allergy"),
+    (re.compile(r"\bmy birthday is (?:on )?" + _VALUE + _END, re.I), "birthday"),
+    # "my dog's name is Biscuit", "my wife's name is Alice"
+    (re.compile(r"\bmy ([a-z]+(?: [a-z]+)?)'s name is " + _VALUE + _END, re.I), "{0}_name"),
+    # "my favourite colour is green"
+    (re.compile(r"\bmy favou?rite ([a-z]+) is " + _VALUE + _END, re.I), "favourite_{0}"),
+]
+
+
+def _snake(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:60]
+
+
+def extract_facts(turns: list[Message]) -> list[dict[str, object]]:
+    facts: dict[str, dict[str, object]] = {}
+    for turn in turns:
+        if turn["role"] != "user":
+            continue
+        for pattern, key_template in _PATTERNS:
+            for match in pattern.finditer(turn["content"]):
+                groups = match.groups()
+                if key_template and "{0}" in key_template:
+                    key = _snake(key_template.format(groups[0]))
+                    value = groups[1]
+                else:
+                    key = _snake(key_template or "")
+                    value = groups[0]
+                value = value.strip().strip("\"'“”")
+                if key and value:
+                    facts[key] = {"key": key, "value": value, "confidence": 0.8}
+    return list(facts.values())
+
+
+class OfflineProvider:
+    can_chat = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def complete(
+        self, messages: list[Message], model: str, *, task: str, json_mode: bool = False
+    ) -> Completion:
+        turns = parse_transcript(messages[-1]["content"] if messages else "")
+        if task == "memory_summarise":
+            text = summarise(turns)
+        elif task == "memory_extract":
+            text = json.dumps({"facts": extract_facts(turns)})
+        else:
+            raise ProviderError(self.name, f"the offline provider cannot serve task {task!r}")
+        return Completion(text=text, provider=self.name, model=model)
+
+    def stream(self, messages: list[Message], model: str, *, task: str) -> Iterator[StreamChunk]:
+        raise ProviderError(self.name, "the offline provider cannot chat")

@@ -1,0 +1,222 @@
+"""Episode recall (ADR-0034 §3–4): which past conversations a message brings back, and why.
+
+A search keeps summaries of the current embedder model whose raw cosine clears the threshold
+and whose conversation is younger than `max_age_days`, ranks them by
+`score = cosine × freshness × recall_weight`, and returns the top K with every component, so
+the `memory.episode.recalled` audit row (and the preview API) can explain each one.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from caesar import audit
+from caesar.clock import utcnow
+from caesar.config import EpisodesRecallSettings
+from caesar.db.engine import Database
+from caesar.db.models import EpisodeSummary
+from caesar.embeddings import EmbedderHandle, embed_one
+from caesar.memory.importance import (
+    SECONDS_PER_DAY,
+    freshness,
+    freshness_v,
+    recall_weight,
+    recall_weight_v,
+)
+from caesar.memory.vectors import VectorIndex, epoch_seconds
+
+# Candidates fetched beyond top_k, so fresh counters from the database can reorder them.
+OVERFETCH = 4
+
+
+@dataclass(frozen=True)
+class RecallParams:
+    top_k: int
+    similarity_threshold: float | None
+    max_age_days: float | None
+    halflife_days: float
+    recall_weight_scale: float
+
+    @classmethod
+    def from_settings(cls, s: EpisodesRecallSettings, **overrides: object) -> RecallParams:
+        values: dict[str, object] = {
+            "top_k": s.top_k,
+            "similarity_threshold": s.similarity_threshold,
+            "max_age_days": s.max_age_days,
+            "halflife_days": s.halflife_days,
+            "recall_weight_scale": s.recall_weight_scale,
+        }
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class RecalledEpisode:
+    episode_id: int
+    audit_log_id: int
+    summary: str
+    created_at: datetime
+    cosine: float
+    age_days: float
+    freshness: float
+    recall_count: int
+    recall_weight: float
+    score: float
+
+    def as_json(self) -> dict[str, object]:
+        data = asdict(self)
+        data["created_at"] = self.created_at.isoformat()
+        for key in ("cosine", "age_days", "freshness", "recall_weight", "score"):
+            data[key] = round(float(data[key]), 6)
+        return data
+
+
+def rank_episodes(
+    rows: list[tuple[int, int, str, datetime, int]],
+    cosines: dict[int, float],
+    now: datetime,
+    params: RecallParams,
+) -> list[RecalledEpisode]:
+    """Score (id, audit_log_id, summary, created_at, recall_count) rows; best first, top K."""
+    out = []
+    for episode_id, audit_id, summary, created_at, count in rows:
+        age = (now - created_at).total_seconds() / SECONDS_PER_DAY
+        fresh = freshness(age, params.halflife_days)
+        weight = recall_weight(count, params.recall_weight_scale)
+        cosine = cosines[episode_id]
+        out.append(
+            RecalledEpisode(
+                episode_id=episode_id,
+                audit_log_id=audit_id,
+                summary=summary,
+                created_at=created_at,
+                cosine=cosine,
+                age_days=age,
+                freshness=fresh,
+                recall_count=count,
+                recall_weight=weight,
+                score=cosine * fresh * weight,
+            )
+        )
+    out.sort(key=lambda e: (-e.score, -e.episode_id))
+    return out[: params.top_k]
+
+
+class EpisodeMemory:
+    def __init__(
+        self,
+        db: Database,
+        embedder: EmbedderHandle,
+        settings: EpisodesRecallSettings,
+        audit_log: audit.Audit,
+    ) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.settings = settings
+        self.audit = audit_log
+        self._index: VectorIndex | None = None
+        self._lock = threading.Lock()
+
+    def index(self) -> VectorIndex:
+        model_id = self.embedder.get().model_id
+        with self._lock:
+            if self._index is None or self._index.model_id != model_id:
+                self._index = VectorIndex(
+                    EpisodeSummary, model_id, extra_filter=EpisodeSummary.summary != ""
+                )
+            return self._index
+
+    def warm(self) -> int:
+        """Load the index now (start-up), rather than on the first turn."""
+        index = self.index()
+        with self.db.read() as session:
+            index.refresh(session)
+        return len(index)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return embed_one(self.embedder.get(), text)
+
+    def search(self, query_vector: np.ndarray, now: datetime, params: RecallParams) -> list[RecalledEpisode]:
+        index = self.index()
+        now_s = epoch_seconds(now)
+        min_created = None
+        if params.max_age_days is not None:
+            min_created = now_s - params.max_age_days * SECONDS_PER_DAY
+
+        def rank(cos: np.ndarray, created: np.ndarray, recalls: np.ndarray) -> np.ndarray:
+            age = (now_s - created) / SECONDS_PER_DAY
+            return (
+                cos
+                * freshness_v(age, params.halflife_days)
+                * recall_weight_v(recalls, params.recall_weight_scale)
+            )
+
+        with self.db.read() as session:
+            index.refresh(session)
+            hits = index.search(
+                query_vector,
+                limit=params.top_k * OVERFETCH,
+                threshold=params.similarity_threshold,
+                min_created=min_created,
+                rank=rank,
+            )
+            if hits.ids.size == 0:
+                return []
+            ids = [int(i) for i in hits.ids]
+            rows = session.execute(
+                select(
+                    EpisodeSummary.id,
+                    EpisodeSummary.audit_log_id,
+                    EpisodeSummary.summary,
+                    EpisodeSummary.created_at,
+                    EpisodeSummary.recall_count,
+                ).where(EpisodeSummary.id.in_(ids))
+            ).all()
+        found = {r.id for r in rows}
+        gone = [i for i in ids if i not in found]
+        if gone:
+            index.forget(gone)
+        cosines = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
+        return rank_episodes([tuple(r) for r in rows], cosines, now, params)  # type: ignore[misc]
+
+    def preview(
+        self, query: str, now: datetime | None = None, **overrides: object
+    ) -> list[RecalledEpisode]:
+        """What auto-recall would surface, without bumping anything."""
+        params = RecallParams.from_settings(self.settings, **overrides)
+        return self.search(self.embed_query(query), now or utcnow(), params)
+
+    def record_recalls(
+        self,
+        session: Session,
+        episodes: list[RecalledEpisode],
+        *,
+        now: datetime,
+        context: dict[str, object],
+    ) -> None:
+        """Bump counters and append one `memory.episode.recalled` row per surfaced episode."""
+        index = self._index
+        for episode in episodes:
+            session.execute(
+                update(EpisodeSummary)
+                .where(EpisodeSummary.id == episode.episode_id)
+                .values(recall_count=EpisodeSummary.recall_count + 1, last_recalled_at=now)
+            )
+            if index is not None:
+                index.set_recall_count(episode.episode_id, episode.recall_count + 1)
+            payload = {**episode.as_json(), **context}
+            payload.pop("summary", None)
+            payload["summary"] = episode.summary
+            self.audit.append(
+                session, audit.EPISODE_RECALLED, payload, subject_id=episode.audit_log_id
+            )
+
+
+def age_cutoff(now: datetime, days: float) -> datetime:
+    return now - timedelta(days=days)

@@ -1,0 +1,44 @@
+"""ADR-0034 §4, the ranking-only decay formulas. Pure: no I/O, computed at read time.
+
+Half-lives are true half-lives (DESIGN.md): `0.5 ** (age / halflife)` halves at `halflife`,
+where the ADR's `exp(-age / halflife)` would halve at 0.69 × halflife.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+SECONDS_PER_DAY = 86_400.0
+
+
+def freshness(age_days: float, halflife_days: float) -> float:
+    return float(0.5 ** (max(age_days, 0.0) / halflife_days))
+
+
+def fact_importance(
+    *, age_days: float, confidence: float, edit_count: int, halflife_days: float, edit_weight_scale: float
+) -> float:
+    """importance = freshness × confidence × edit_weight; edit_weight = 1 + scale × edits."""
+    edit_weight = 1.0 + edit_weight_scale * edit_count
+    return freshness(age_days, halflife_days) * confidence * edit_weight
+
+
+def recall_weight(recall_count: int | float, scale: float) -> float:
+    """1 + scale × log1p(recall_count): past relevance compounds, slowly."""
+    return 1.0 + scale * math.log1p(max(recall_count, 0))
+
+
+def episode_score(*, cosine: float, age_days: float, recall_count: int, halflife_days: float, recall_weight_scale: float) -> float:
+    """score = cosine × freshness × recall_weight."""
+    return cosine * freshness(age_days, halflife_days) * recall_weight(recall_count, recall_weight_scale)
+
+
+# Vectorised twins for the recall hot path (same formulas, numpy arrays in and out).
+def freshness_v(age_days: np.ndarray, halflife_days: float) -> np.ndarray:
+    return np.power(0.5, np.maximum(age_days, 0.0) / halflife_days)
+
+
+def recall_weight_v(recall_counts: np.ndarray, scale: float) -> np.ndarray:
+    return 1.0 + scale * np.log1p(np.maximum(recall_counts, 0))

@@ -1,0 +1,67 @@
+"""Everything a request, a worker or a CLI command needs, built once from the settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from caesar.audit import Audit
+from caesar.config import Settings
+from caesar.db.engine import Database
+from caesar.embeddings import EmbedderHandle
+from caesar.gateway import Gateway
+from caesar.memory.episodes import EpisodeMemory
+from caesar.memory.facts import FactsStore
+from caesar.workers import Worker
+
+
+def _secrets(settings: Settings) -> list[str]:
+    found = [settings.api_token.get_secret_value()] if settings.api_token else []
+    for provider in settings.gateway.providers.values():
+        if provider.api_key:
+            found.append(provider.api_key.get_secret_value())
+    if settings.embedder.api_key:
+        found.append(settings.embedder.api_key.get_secret_value())
+    # "ollama" and similar placeholders are not secrets worth cutting out of every payload.
+    return [s for s in found if len(s) >= 8]
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: Database
+    audit: Audit
+    gateway: Gateway
+    embedder: EmbedderHandle
+    facts: FactsStore
+    episodes: EpisodeMemory
+    workers: dict[str, Worker] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, settings: Settings, db: Database | None = None) -> Services:
+        db = db or Database(settings.sqlalchemy_url)
+        audit_log = Audit(_secrets(settings))
+        embedder = EmbedderHandle(settings)
+        services = cls(
+            settings=settings,
+            db=db,
+            audit=audit_log,
+            gateway=Gateway(settings.gateway),
+            embedder=embedder,
+            facts=FactsStore(db, settings.memory.facts_importance, audit_log),
+            episodes=EpisodeMemory(db, embedder, settings.memory.episodes_recall, audit_log),
+        )
+        services.workers = {w.name: w for w in _all_workers(services)}
+        return services
+
+    def enabled_workers(self) -> list[Worker]:
+        return [w for w in self.workers.values() if w.enabled]
+
+    def close(self) -> None:
+        self.db.dispose()
+
+
+def _all_workers(services: Services) -> list[Worker]:
+    from caesar.memory.extract import ExtractWorker
+    from caesar.memory.summarise import SummariseWorker
+
+    return [ExtractWorker(services), SummariseWorker(services)]

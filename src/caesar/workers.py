@@ -1,0 +1,189 @@
+"""The cursor-polling loop every background worker shares.
+
+A worker reads a batch of audit rows past its cursor, does the slow part (LLM, embedding)
+outside any transaction, then writes its results *and* advances the cursor in one short
+write transaction. The cursor update is a compare-and-swap (`WHERE last_audit_id = <what
+we read>`): if another worker process finished the same batch first, ours writes nothing.
+So a crash at any point, or two workers on one database, leaves every row with exactly one
+outcome — the price is, rarely, one wasted LLM call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from caesar import audit
+from caesar.clock import utcnow
+from caesar.db.models import AuditLog
+from caesar.errors import CaesarError
+
+log = logging.getLogger(__name__)
+
+Prepared = TypeVar("Prepared")
+
+
+class Worker(ABC):
+    """Anything `caesar worker` can run: one step does a batch and says how much it did."""
+
+    name: ClassVar[str]
+
+    @property
+    @abstractmethod
+    def enabled(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def interval_seconds(self) -> float: ...
+
+    @abstractmethod
+    def step(self) -> int:
+        """Do one batch; return how many items were handled (0 = caught up)."""
+
+
+class CursorWorker(Worker, Generic[Prepared]):
+    cursor_model: ClassVar[Any]
+    source_events: ClassVar[tuple[str, ...]] = audit.CONVERSATION_EVENTS
+
+    def __init__(self, services: Any) -> None:
+        self.services = services
+        self.db = services.db
+        self.audit: audit.Audit = services.audit
+
+    @property
+    @abstractmethod
+    def batch_size(self) -> int: ...
+
+    @abstractmethod
+    def prepare(self, rows: Sequence[AuditLog]) -> Prepared:
+        """The slow part, outside any transaction. Must not write to the database."""
+
+    @abstractmethod
+    def apply(self, session: Session, rows: Sequence[AuditLog], prepared: Prepared) -> None:
+        """Write the outcomes, inside the transaction that advances the cursor."""
+
+    def cursor(self, session: Session) -> int:
+        value = session.scalar(select(self.cursor_model.last_audit_id).where(self.cursor_model.id == 1))
+        return int(value or 0)
+
+    def pending(self, session: Session, after_id: int, limit: int) -> Sequence[AuditLog]:
+        return session.scalars(
+            select(AuditLog)
+            .where(AuditLog.id > after_id, AuditLog.event_type.in_(self.source_events))
+            .order_by(AuditLog.id)
+            .limit(limit)
+        ).all()
+
+    def backlog(self) -> int:
+        from sqlalchemy import func
+
+        with self.db.read() as session:
+            after = self.cursor(session)
+            return int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(AuditLog)
+                    .where(AuditLog.id > after, AuditLog.event_type.in_(self.source_events))
+                )
+                or 0
+            )
+
+    def step(self) -> int:
+        with self.db.read() as session:
+            start = self.cursor(session)
+            rows = self.pending(session, start, self.batch_size)
+            session.expunge_all()
+        if not rows:
+            return 0
+        prepared = self.prepare(rows)
+        with self.db.write() as session:
+            moved = session.execute(
+                update(self.cursor_model)
+                .where(self.cursor_model.id == 1, self.cursor_model.last_audit_id == start)
+                .values(last_audit_id=rows[-1].id, updated_at=utcnow())
+            ).rowcount
+            if moved != 1:
+                log.info("%s: batch after %d taken by another worker", self.name, start)
+                return len(rows)
+            self.apply(session, rows, prepared)
+        return len(rows)
+
+
+def run_until_caught_up(worker: Worker, on_progress: Callable[[int], None] | None = None) -> int:
+    """`caesar worker --once`: steps until a step finds nothing; returns the total handled."""
+    total = 0
+    while True:
+        done = worker.step()
+        if done == 0:
+            return total
+        total += done
+        if on_progress:
+            on_progress(done)
+
+
+def _audit_crash(worker: Worker, exc: BaseException) -> None:
+    services = getattr(worker, "services", None)
+    if services is None:
+        return
+    try:
+        with services.db.write() as session:
+            services.audit.append(
+                session,
+                audit.WORKER_CRASHED,
+                {
+                    "worker": worker.name,
+                    "error": f"{type(exc).__name__}: {exc}"[:2000],
+                    "traceback": traceback.format_exc()[-4000:],
+                },
+            )
+    except Exception:  # the database itself may be what failed; the log line remains
+        log.exception("%s: could not audit the crash", worker.name)
+
+
+class WorkerRunner:
+    """Runs workers forever, each on its own thread, until `stop()`. A step that raises is
+    audited as `worker.crashed` and retried after the worker's interval; it never kills
+    the process (or the server that hosts it)."""
+
+    def __init__(self, workers: Sequence[Worker]) -> None:
+        self.workers = list(workers)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def _loop(self, worker: Worker) -> None:
+        while not self._stop.is_set():
+            try:
+                done = worker.step()
+            except (CaesarError, Exception) as exc:  # noqa: BLE001 - audited, then retried
+                log.exception("worker %s crashed", worker.name)
+                _audit_crash(worker, exc)
+                done = 0
+            if done == 0:
+                self._stop.wait(worker.interval_seconds)
+
+    def start(self) -> None:
+        for worker in self.workers:
+            thread = threading.Thread(target=self._loop, args=(worker,), name=worker.name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def wait(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._stop.wait(1.0)
+        finally:
+            self.stop()
