@@ -253,7 +253,7 @@ def _terminate(proc: subprocess.Popen) -> None:
             continue
 
 
-_template_dirs: dict[Path, Path] = {}  # data root -> dir holding an initdb'd cluster in "data"
+_template_dir: Path | None = None  # per-process dir holding an initdb'd cluster in "data"
 _module_pid = os.getpid()
 
 
@@ -265,9 +265,10 @@ def _stop_all() -> None:
         with contextlib.suppress(Exception):
             s.stop()
     if os.getpid() == _module_pid:
-        for d in list(_template_dirs.values()):
-            shutil.rmtree(d, ignore_errors=True)
-        _template_dirs.clear()
+        global _template_dir
+        if _template_dir is not None:
+            shutil.rmtree(_template_dir, ignore_errors=True)
+            _template_dir = None
 
 
 # ---------------------------------------------------------------------------
@@ -325,22 +326,34 @@ def _run_as(run_as: str | None, args: list[str], **kw) -> subprocess.CompletedPr
 _checked: dict[tuple, bool] = {}
 
 
-def _user_can_write_into(path: Path, run_as: str | None) -> bool:
-    """True if *run_as* can traverse to and create entries in *path* (checked as that user)."""
-    key = ("w", str(path), run_as)
+def _usable_root(path: Path, run_as: str | None) -> bool:
+    """Can we host a cluster dir in *path*?
+
+    As root we mkdtemp there ourselves and chown the new dir, so the server user
+    only has to be able to traverse *path* (checked by running ``test`` as it).
+    """
+    key = ("root", str(path), run_as)
     if key not in _checked:
-        if run_as is None:
+        if not path.is_dir():
+            ok = False
+        elif run_as is None:
             ok = os.access(path, os.W_OK | os.X_OK)
         else:
-            ok = (
-                _run_as(
-                    run_as,
-                    ["/bin/sh", "-c", 'test -d "$1" && test -w "$1" && test -x "$1"', "sh", str(path)],
-                ).returncode
-                == 0
+            ok = os.access(path, os.W_OK | os.X_OK) and (
+                _run_as(run_as, ["/bin/sh", "-c", 'test -x "$1"', "sh", str(path)]).returncode == 0
             )
         _checked[key] = ok
     return _checked[key]
+
+
+def _shm_ok() -> bool:
+    if not _SHM.is_dir():
+        return False
+    try:
+        st = os.statvfs(_SHM)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize >= _SHM_MIN_FREE
 
 
 def _check_binaries(run_as: str | None) -> None:
@@ -401,18 +414,12 @@ def _pick_data_root(tmpdir: Path, run_as: str | None, data_root: Path | str | No
     if data_root is not None:
         root = Path(data_root).resolve()
         root.mkdir(parents=True, exist_ok=True)
-        if not _user_can_write_into(root, run_as):
-            raise PgStartError(f"data_root {root} is not writable/traversable by {run_as!r}")
+        if not _usable_root(root, run_as):
+            raise PgStartError(f"data_root {root} is not usable by {run_as!r}")
         return root
-    candidates: list[Path] = []
-    if _SHM.is_dir():
-        with contextlib.suppress(OSError):
-            st = os.statvfs(_SHM)
-            if st.f_bavail * st.f_frsize >= _SHM_MIN_FREE:
-                candidates.append(_SHM)
-    candidates += [tmpdir, Path(tempfile.gettempdir())]
+    candidates = ([_SHM] if _shm_ok() else []) + [tmpdir, Path(tempfile.gettempdir())]
     for root in candidates:
-        if _user_can_write_into(root, run_as):
+        if _usable_root(root, run_as):
             return root
     raise PgStartError(f"none of {candidates} is writable by {run_as!r}; pass data_root=")
 
@@ -438,16 +445,22 @@ def _make_cluster(root: Path, base: Path, run_as: str | None, use_template: bool
     if not use_template:
         _initdb(datadir, run_as)
         return "initdb"
+    global _template_dir
     with _lock:
-        tpl = _template_dirs.get(root)
+        tpl = _template_dir
         if tpl is None or not (tpl / "data" / "PG_VERSION").exists():
-            tpl = _owned_mkdtemp(root, "caesar-pg-template-", run_as)
+            # keep the template out of per-test tmpdirs: tmpfs or system temp if usable
+            tpl_root = next(
+                (r for r in [_SHM] if _shm_ok() and _usable_root(r, run_as)),
+                root,
+            )
+            tpl = _owned_mkdtemp(tpl_root, "caesar-pg-template-", run_as)
             try:
                 _initdb(tpl / "data", run_as)
             except BaseException:
                 shutil.rmtree(tpl, ignore_errors=True)
                 raise
-            _template_dirs[root] = tpl
+            _template_dir = tpl
     r = _run_as(run_as, ["cp", "-a", str(tpl / "data"), str(datadir)])
     if r.returncode != 0:
         raise PgStartError(f"copying template cluster failed: {r.stderr}")

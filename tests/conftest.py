@@ -1,0 +1,166 @@
+"""Shared fixtures: real SQLite files, a real PostgreSQL, the real embedding model, and a local
+HTTP server that speaks OpenAI's and Anthropic's wire protocols (driven by the real SDKs)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `fakes`, `pg`
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from fakes.llm_server import FakeLLMServer  # noqa: E402
+
+from caesar.config import Settings  # noqa: E402
+from caesar.db import Database, migrate  # noqa: E402
+from caesar.services import Services  # noqa: E402
+
+# The ONNX export of the model is made once and kept between runs (gitignored).
+MODEL_CACHE = ROOT / ".caesar-test" / "models"
+TEST_TOKEN = "test-token-0123456789abcdef"
+PROVIDER_KEY = "sk-test-provider-key-987654"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The developer's own CAESAR_* variables must not leak into tests."""
+    for name in list(os.environ):
+        if name.startswith("CAESAR_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="session")
+def shared_embedder() -> Any:
+    """One real all-MiniLM-L6-v2 (ONNX) per test process."""
+    from caesar.embeddings import MiniLMEmbedder
+
+    return MiniLMEmbedder(Settings(home=MODEL_CACHE.parent, embedder={"cache_dir": MODEL_CACHE}))
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path, llm: FakeLLMServer) -> Callable[..., Settings]:
+    """Settings on a fresh SQLite file, every task routed to the fake OpenAI server."""
+
+    def make(**overrides: Any) -> Settings:
+        base: dict[str, Any] = {
+            "home": tmp_path / "home",
+            "gateway": {
+                "providers": {
+                    "local": {
+                        "kind": "openai",
+                        "base_url": llm.base_url,
+                        "api_key": PROVIDER_KEY,
+                        "max_retries": 0,
+                        "timeout_seconds": 5,
+                    },
+                    "claude": {
+                        "kind": "anthropic",
+                        "base_url": llm.anthropic_base_url,
+                        "api_key": PROVIDER_KEY,
+                        "max_retries": 0,
+                        "timeout_seconds": 5,
+                    },
+                    "offline": {"kind": "offline"},
+                },
+                "routes": {
+                    "chat": "local:test-model",
+                    "memory_extract": "local:test-model",
+                    "memory_summarise": "local:test-model",
+                },
+            },
+            "embedder": {"cache_dir": MODEL_CACHE},
+        }
+        return Settings(**_merge(base, overrides))
+
+    return make
+
+
+@pytest.fixture
+def make_services(
+    make_settings: Callable[..., Settings], shared_embedder: Any
+) -> Iterator[Callable[..., Services]]:
+    """Services on a migrated database; pass `settings=` or settings overrides."""
+    built: list[Services] = []
+
+    def make(settings: Settings | None = None, **overrides: Any) -> Services:
+        settings = settings or make_settings(**overrides)
+        services = Services.build(settings)
+        services.embedder.set(shared_embedder)
+        migrate.upgrade(services.db)
+        built.append(services)
+        return services
+
+    yield make
+    for services in built:
+        services.close()
+
+
+@pytest.fixture
+def services(make_services: Callable[..., Services]) -> Services:
+    return make_services()
+
+
+@pytest.fixture
+def client(services: Services) -> Iterator[Any]:
+    from fastapi.testclient import TestClient
+
+    from caesar.api import create_app
+
+    with TestClient(create_app(services.settings, services, run_workers=False)) as test_client:
+        yield test_client
+
+
+# -- PostgreSQL -------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from pg import start_postgres
+
+    with start_postgres(tmp_path_factory.mktemp("pg")) as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> str:
+    """A fresh, empty PostgreSQL database for this test."""
+    from pg import create_database
+
+    return create_database(pg_server)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Run the test on both engines."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'caesar.db'}"
+    return request.getfixturevalue("pg_url")  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def migrated_db(db_url: str) -> Iterator[Database]:
+    db = Database(db_url)
+    migrate.upgrade(db)
+    yield db
+    db.dispose()
