@@ -274,3 +274,7 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+# Commands kept in their own modules register themselves on `app` when imported.
+from caesar import cli_data  # noqa: E402,F401
