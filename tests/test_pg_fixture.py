@@ -38,7 +38,10 @@ def test_embedded_postgres_roundtrip(tmp_path):
         engine = sa.create_engine(url)
         try:
             with engine.begin() as conn:
-                assert conn.execute(sa.text("select current_database()")).scalar_one() == "caesar_smoke"
+                assert (
+                    conn.execute(sa.text("select current_database()")).scalar_one()
+                    == "caesar_smoke"
+                )
                 conn.execute(sa.text("create table t (id int primary key, name text)"))
                 conn.execute(sa.text("insert into t values (1, 'a')"))
                 if server.has_pgvector:
@@ -74,7 +77,8 @@ def test_embedded_postgres_roundtrip(tmp_path):
 
 
 @pytest.mark.skipif(
-    os.environ.get("CAESAR_REQUIRE_PGVECTOR") != "1", reason="set CAESAR_REQUIRE_PGVECTOR=1 to enforce"
+    os.environ.get("CAESAR_REQUIRE_PGVECTOR") != "1",
+    reason="set CAESAR_REQUIRE_PGVECTOR=1 to enforce",
 )
 def test_pgvector_required(tmp_path):
     with start_postgres(tmp_path) as server:

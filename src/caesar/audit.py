@@ -1,7 +1,11 @@
 """The append-only audit log: every event caesar produces is one row here.
 
-Payloads pass through `redact` first: values under secret-looking keys are replaced, and any
-configured secret (API keys, the API token) is cut out of every string wherever it appears.
+Payloads pass through `redact` first: values under secret-looking keys (`api_key`,
+`x-api-key`, `token`, `access_token`, `password`, `secret`, `authorization`) are replaced, and
+any configured secret (API keys, the API token) is cut out of every string wherever it appears.
+Counts that merely mention tokens (`prompt_tokens`, `max_tokens`) are data and stay. NUL
+characters become U+FFFD: PostgreSQL's JSONB cannot store them, and the same payload must be
+writable on both engines.
 """
 
 from __future__ import annotations
@@ -40,7 +44,16 @@ WORKER_CRASHED = "worker.crashed"
 CONVERSATION_EVENTS = (CHAT_COMPLETED,)
 
 REDACTED = "[redacted]"
-_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|authorization)", re.IGNORECASE)
+# A whole key or its last `_`/`-` separated part; `prompt_tokens` is a count, not a secret.
+_SECRET_KEY = re.compile(
+    r"(?:^|[_-])(?:api[_-]?key|token|secret|password|passwd|authorization|bearer|cookie)$",
+    re.IGNORECASE,
+)
+NUL_REPLACEMENT = "\ufffd"
+
+
+def is_secret_key(key: object) -> bool:
+    return bool(_SECRET_KEY.search(str(key)))
 
 
 class Audit:
@@ -51,7 +64,11 @@ class Audit:
     def redact(self, value: Any) -> Any:
         if isinstance(value, dict):
             return {
-                k: (REDACTED if _SECRET_KEY.search(str(k)) and v else self.redact(v))
+                self.redact(str(k)): (
+                    REDACTED
+                    if is_secret_key(k) and v and not isinstance(v, bool | int | float)
+                    else self.redact(v)
+                )
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):
@@ -60,7 +77,7 @@ class Audit:
             for secret in self._secrets:
                 if secret in value:
                     value = value.replace(secret, REDACTED)
-            return value
+            return value.replace("\x00", NUL_REPLACEMENT)
         return value
 
     def append(

@@ -62,13 +62,16 @@ class TurnKind:
     completed: str
     failed: str
     extra: dict[str, Any] = field(default_factory=dict)
+    subject_key: str | None = None  # proactive runs: the run's name, so its last run is indexed
 
 
 CHAT = TurnKind(audit.CHAT_COMPLETED, audit.CHAT_FAILED)
 
 
 def proactive_kind(name: str) -> TurnKind:
-    return TurnKind(audit.PROACTIVE_COMPLETED, audit.PROACTIVE_FAILED, {"proactive": name})
+    return TurnKind(
+        audit.PROACTIVE_COMPLETED, audit.PROACTIVE_FAILED, {"proactive": name}, subject_key=name
+    )
 
 
 class Brain:
@@ -140,6 +143,7 @@ class Brain:
                         "memory": memory,
                     },
                     created_at=ctx.now,
+                    subject_key=kind.subject_key,
                 )
             else:
                 assert error is not None
@@ -157,6 +161,7 @@ class Brain:
                         "memory": memory,
                     },
                     created_at=ctx.now,
+                    subject_key=kind.subject_key,
                 )
             if ctx.recall_error:
                 self.services.audit.append(

@@ -166,7 +166,8 @@ def worker(
     names: Annotated[list[str] | None, typer.Argument(help="Workers to run (default: the enabled ones).")] = None,
     once: Annotated[bool, typer.Option("--once", help="Run until caught up, then exit.")] = False,
 ) -> None:
-    """Run background workers: memory.extract, memory.summarise, semantic.index, retention.sweep."""
+    """Run background workers: memory.extract, memory.summarise, semantic.index, retention.sweep,
+    proactive."""
     from caesar.errors import ConfigError
     from caesar.workers import WorkerRunner, run_until_caught_up
 
@@ -266,6 +267,12 @@ def episodes_retry_failed() -> None:
     built = services()
     retried, still = retry_failed(built.workers[SummariseWorker.name])
     console.print(f"retried {retried} chats; {retried - still} summarised or skipped, {still} failed again")
+
+
+# -- import, semantic-recall, proactive (cli_memory.py) -----------------------------------------
+from caesar.cli_memory import register as _register_memory_commands  # noqa: E402 - needs the above
+
+_register_memory_commands(app)
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import tomllib
 from pathlib import Path
 from typing import Literal
 
@@ -39,8 +40,11 @@ class ProviderSettings(BaseModel):
     kind: Literal["openai", "anthropic", "offline"]
     base_url: str | None = None
     api_key: SecretStr | None = None
-    timeout_seconds: float = 60.0
+    timeout_seconds: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=2, ge=0, le=10)
+    # A provider asking (Retry-After) for a longer wait than this is not retried: the turn fails
+    # at once with 503 rather than leaving the operator waiting (see docs/gateway.md).
+    max_retry_wait_seconds: float = Field(default=30.0, ge=0)
 
 
 def _default_providers() -> dict[str, ProviderSettings]:
@@ -62,8 +66,9 @@ class GatewaySettings(BaseModel):
 
     @model_validator(mode="after")
     def _check_routes(self) -> GatewaySettings:
-        for task in TASKS:
-            self.routes.setdefault(task, _default_routes()[task])
+        defaulted = [task for task in TASKS if task not in self.routes]
+        for task in defaulted:
+            self.routes[task] = _default_routes()[task]
         for task, target in self.routes.items():
             provider_name, sep, model = target.partition(":")
             if not sep or not provider_name or not model:
@@ -73,10 +78,12 @@ class GatewaySettings(BaseModel):
                 )
             provider = self.providers.get(provider_name)
             if provider is None:
+                default = " (the default route)" if task in defaulted else ""
                 raise ValueError(
-                    f"gateway.routes.{task} names provider {provider_name!r}, which is not "
-                    f"configured; add [gateway.providers.{provider_name}] "
-                    f"(configured: {', '.join(sorted(self.providers)) or 'none'})"
+                    f"gateway.routes.{task} = {target!r}{default} names provider "
+                    f"{provider_name!r}, which is not configured; add "
+                    f"[gateway.providers.{provider_name}] or route {task} to one of: "
+                    f"{', '.join(sorted(self.providers)) or 'none'}"
                 )
             if provider.kind == "offline" and task not in MEMORY_TASKS:
                 raise ValueError(
@@ -262,6 +269,8 @@ def load_settings(**overrides: object) -> Settings:
         raise ConfigError(f"CAESAR_CONFIG={config_file} does not exist")
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"CAESAR_CONFIG={config_file} is not valid TOML: {exc}") from None
     except ValidationError as exc:
         lines = []
         for err in exc.errors():

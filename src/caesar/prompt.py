@@ -60,19 +60,21 @@ def _fence(text: str) -> str:
 
 
 def facts_block(facts: Sequence[FactLine], *, max_facts: int, max_chars: int) -> str:
-    """Most important first (the caller's order); stops before the cap is exceeded, so the
-    least important facts are the ones dropped."""
+    """Most important first (the caller's order). The whole block, header and fences included,
+    is at most `max_facts` facts and `max_chars` characters: it stops at the first fact that
+    would not fit, so the ones dropped are always the least important."""
+    frame = len(FACTS_HEADER) + len(MEMORY_OPEN) + len(MEMORY_CLOSE) + 2  # + the newlines
     lines: list[str] = []
-    used = 0
+    used = frame
     for fact in facts[:max_facts]:
-        line = f"- {_one_line(fact.key)}: {_one_line(fact.value)}"
-        if used + len(line) + 1 > max_chars:
+        line = _fence(f"- {_one_line(fact.key)}: {_one_line(fact.value)}")
+        if used + 1 + len(line) > max_chars:
             break
         lines.append(line)
-        used += len(line) + 1
+        used += 1 + len(line)
     if not lines:
         return ""
-    return "\n".join([FACTS_HEADER, MEMORY_OPEN, _fence("\n".join(lines)), MEMORY_CLOSE])
+    return "\n".join([FACTS_HEADER, MEMORY_OPEN, *lines, MEMORY_CLOSE])
 
 
 def episodes_block(episodes: Sequence[EpisodeLine], now: datetime) -> str:

@@ -11,6 +11,7 @@ from caesar.embeddings import EmbedderHandle
 from caesar.gateway import Gateway
 from caesar.memory.episodes import EpisodeMemory
 from caesar.memory.facts import FactsStore
+from caesar.memory.semantic import SemanticMemory
 from caesar.workers import Worker
 
 
@@ -34,6 +35,7 @@ class Services:
     embedder: EmbedderHandle
     facts: FactsStore
     episodes: EpisodeMemory
+    semantic: SemanticMemory
     workers: dict[str, Worker] = field(default_factory=dict)
 
     @classmethod
@@ -49,6 +51,7 @@ class Services:
             embedder=embedder,
             facts=FactsStore(db, settings.memory.facts_importance, audit_log),
             episodes=EpisodeMemory(db, embedder, settings.memory.episodes_recall, audit_log),
+            semantic=SemanticMemory(db, embedder),
         )
         services.workers = {w.name: w for w in _all_workers(services)}
         return services
@@ -62,6 +65,15 @@ class Services:
 
 def _all_workers(services: Services) -> list[Worker]:
     from caesar.memory.extract import ExtractWorker
+    from caesar.memory.semantic import SemanticIndexWorker
     from caesar.memory.summarise import SummariseWorker
+    from caesar.proactive import ProactiveScheduler
+    from caesar.retention import RetentionWorker
 
-    return [ExtractWorker(services), SummariseWorker(services)]
+    return [
+        ExtractWorker(services),
+        SummariseWorker(services),
+        SemanticIndexWorker(services),
+        RetentionWorker(services),
+        ProactiveScheduler(services),
+    ]

@@ -55,6 +55,10 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = []
         for err in exc.errors():
+            if err.get("type") == "json_invalid":  # loc is ("body", <character offset>)
+                why = (err.get("ctx") or {}).get("error", "")
+                problems.append(f"body: invalid JSON at character {err['loc'][-1]}: {why}")
+                continue
             where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
             problems.append(f"{where}: {err.get('msg')}")
         return _error(422, "invalid_request", "; ".join(problems)[:2000], details=problems[:20])
@@ -84,7 +88,7 @@ def create_app(settings: Settings, services: Services | None = None, *, run_work
     app.state.brain = brain
     _install_error_handlers(app)
 
-    from caesar.api import routes_chat, routes_memory
+    from caesar.api import dashboard, routes_chat, routes_episodes, routes_memory
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
@@ -93,11 +97,7 @@ def create_app(settings: Settings, services: Services | None = None, *, run_work
 
     app.include_router(routes_chat.router)
     app.include_router(routes_memory.router)
-    try:
-        from caesar.api import dashboard
-    except ImportError:  # the dashboard module arrives with the facts layer
-        dashboard = None  # type: ignore[assignment]
-    if dashboard is not None:
-        app.include_router(dashboard.router)
+    app.include_router(routes_episodes.router)
+    app.include_router(dashboard.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     return app

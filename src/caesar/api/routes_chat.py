@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
@@ -12,9 +13,10 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from caesar.api.deps import Authenticated, BrainDep
-from caesar.errors import InputError
+from caesar.errors import CaesarError, InputError, ProviderError
 from caesar.gateway.base import Message
 
+log = logging.getLogger(__name__)
 router = APIRouter(dependencies=[Authenticated])
 
 MAX_MESSAGE_CHARS = 100_000
@@ -131,6 +133,8 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep) -> Any:
     def events() -> Iterator[str]:
         yield frame({"role": "assistant", "content": ""})
         pending = [first] if first is not None else []
+        # The 200 and its headers are gone by now: a failure can only be reported in-band, the
+        # way OpenAI does it (an `error` event, which its SDK raises as APIError).
         try:
             for chunk in _chain(pending, chunks):
                 if chunk.text:
@@ -138,12 +142,22 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep) -> Any:
                 elif chunk.usage is not None:
                     usage = _usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
                     yield frame({}, "stop", usage)
-        except Exception as exc:  # noqa: BLE001 - already audited as chat.failed by the brain
-            error = {"error": {"type": "provider_error", "message": str(exc)}}
-            yield f"data: {json.dumps(error)}\n\n"
+        except ProviderError as exc:  # already audited as chat.failed by the brain
+            log.warning("chat stream failed: %s", exc)
+            yield _error_event("provider_error", str(exc), provider=exc.provider, status=exc.http_status)
+        except CaesarError as exc:
+            log.warning("chat stream failed: %s", exc)
+            yield _error_event("unavailable", str(exc))
+        except Exception:  # an unexpected bug: logged whole, answered without internals
+            log.exception("chat stream failed")
+            yield _error_event("internal_error", "internal error; see the server log")
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream")
+
+
+def _error_event(kind: str, message: str, **extra: Any) -> str:
+    return f"data: {json.dumps({'error': {'type': kind, 'message': message, **extra}})}\n\n"
 
 
 def _chain(first: list[Any], rest: Iterator[Any]) -> Iterator[Any]:

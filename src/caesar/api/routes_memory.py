@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from caesar import audit
 from caesar.api.deps import Authenticated, ServicesDep
 from caesar.clock import to_naive_utc
+from caesar.memory.facts import MAX_VALUE, normalise_key
 
 router = APIRouter(dependencies=[Authenticated])
 
@@ -39,23 +40,30 @@ def list_audit(
 
 @router.get("/v1/facts")
 def list_facts(services: ServicesDep) -> dict[str, Any]:
+    """Every fact, most important first; `importance` is computed now (ADR-0034 §4)."""
     return {"facts": [f.as_json() for f in services.facts.list_all()]}
 
 
 class FactValue(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    value: StrictStr = Field(min_length=1, max_length=1000)
+    value: StrictStr = Field(min_length=1, max_length=MAX_VALUE)
 
 
 @router.put("/v1/facts/{key}")
-def set_fact(key: str, body: FactValue, services: ServicesDep) -> dict[str, Any]:
+def set_fact(
+    key: Annotated[str, Path(max_length=200)], body: FactValue, services: ServicesDep
+) -> dict[str, Any]:
+    """Create or edit (confidence 1.0, audited as `memory.fact.user_edited`). The key is
+    normalised to snake_case ("Dog Name" → dog_name); the response carries the stored key."""
     fact, audit_id = services.facts.set_by_operator(key, body.value)
     return {"fact": services.facts.get(fact.key).as_json(), "audit_id": audit_id}
 
 
 @router.delete("/v1/facts/{key}")
-def delete_fact(key: str, services: ServicesDep) -> dict[str, Any]:
-    return {"deleted": key, "audit_id": services.facts.delete(key)}
+def delete_fact(key: Annotated[str, Path(max_length=200)], services: ServicesDep) -> dict[str, Any]:
+    """Audited as `memory.fact.user_deleted`; 404 if there is no such fact."""
+    audit_id = services.facts.delete(key)
+    return {"deleted": normalise_key(key), "audit_id": audit_id}
 
 
 class RecallRequest(BaseModel):

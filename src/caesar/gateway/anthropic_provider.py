@@ -1,4 +1,5 @@
-"""Anthropic's Messages API through the official SDK (retries with backoff are the SDK's)."""
+"""Anthropic's Messages API through the official SDK (retries with backoff are the SDK's,
+Retry-After capped in gateway/http.py; failures translated in gateway/errors.py)."""
 
 from __future__ import annotations
 
@@ -9,29 +10,12 @@ from typing import Any
 import anthropic
 
 from caesar.config import ProviderSettings
-from caesar.errors import (
-    ProviderBadResponse,
-    ProviderError,
-    ProviderTimeout,
-    ProviderUnavailable,
-)
+from caesar.errors import ProviderBadResponse, ProviderError
 from caesar.gateway.base import Completion, Message, StreamChunk, Usage
+from caesar.gateway.errors import catchable, translate
+from caesar.gateway.http import sdk_http_client
 
 MAX_TOKENS = 4096
-
-
-def translate_anthropic_error(provider: str, exc: Exception) -> ProviderError:
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ProviderTimeout(provider, "timed out")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ProviderUnavailable(provider, f"cannot connect: {exc}")
-    if isinstance(exc, anthropic.RateLimitError):
-        return ProviderUnavailable(provider, "rate limited (429) after retries")
-    if isinstance(exc, anthropic.APIStatusError):
-        if exc.status_code >= 500:
-            return ProviderUnavailable(provider, f"server error {exc.status_code}")
-        return ProviderError(provider, f"rejected the request ({exc.status_code}): {exc.message}")
-    return ProviderBadResponse(provider, f"unreadable response: {type(exc).__name__}: {exc}")
 
 
 def split_system(messages: list[Message]) -> tuple[str, list[dict[str, str]]]:
@@ -56,18 +40,29 @@ class AnthropicProvider:
 
     def __init__(self, name: str, settings: ProviderSettings) -> None:
         self.name = name
+        api_key = settings.api_key.get_secret_value() if settings.api_key else None
+        self._secrets = [api_key] if api_key else []
+        self._catch = catchable(anthropic)
         kwargs: dict[str, Any] = {}
         if settings.base_url:
             kwargs["base_url"] = settings.base_url
         self._client = anthropic.Anthropic(
-            api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+            api_key=api_key,
             timeout=settings.timeout_seconds,
             max_retries=settings.max_retries,
+            http_client=sdk_http_client(
+                anthropic.DefaultHttpxClient, settings.max_retry_wait_seconds
+            ),
             **kwargs,
         )
 
+    def _error(self, exc: BaseException) -> ProviderError:
+        return translate(anthropic, self.name, exc, self._secrets)
+
     def _params(self, messages: list[Message], model: str) -> dict[str, Any]:
         system, turns = split_system(messages)
+        if not turns:
+            raise ProviderError(self.name, "nothing to send: the messages hold no user turn")
         params: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "messages": turns}
         if system:
             params["system"] = system
@@ -77,32 +72,41 @@ class AnthropicProvider:
         self, messages: list[Message], model: str, *, task: str, json_mode: bool = False
     ) -> Completion:
         # Anthropic has no JSON mode; the memory prompts ask for JSON and replies are validated.
+        params = self._params(messages, model)
         started = time.perf_counter()
         try:
-            response = self._client.messages.create(**self._params(messages, model))
+            response = self._client.messages.create(**params)
             text = "".join(block.text for block in response.content if block.type == "text")
-        except (anthropic.AnthropicError, ValueError, AttributeError, TypeError) as exc:
-            raise translate_anthropic_error(self.name, exc) from exc
+            usage = Usage(response.usage.input_tokens, response.usage.output_tokens)
+        except self._catch as exc:
+            raise self._error(exc) from exc
         return Completion(
             text=text,
             provider=self.name,
             model=response.model or model,
-            usage=Usage(response.usage.input_tokens, response.usage.output_tokens),
+            usage=usage,
             latency_ms=(time.perf_counter() - started) * 1000,
         )
 
     def stream(self, messages: list[Message], model: str, *, task: str) -> Iterator[StreamChunk]:
+        """Text as it arrives; the last chunk is empty and carries the usage. The stream must
+        end with `message_stop`: a body that stops early, even cleanly, is a
+        `ProviderBadResponse` (the SDK itself does not complain)."""
+        params = self._params(messages, model)
+        stopped = False
         try:
-            with self._client.messages.stream(**self._params(messages, model)) as events:
-                for text in events.text_stream:
-                    yield StreamChunk(text)
-                final = events.get_final_message()
-            if final.stop_reason is None:
-                raise ProviderBadResponse(self.name, "stream ended before the reply was finished")
-            yield StreamChunk("", usage=Usage(final.usage.input_tokens, final.usage.output_tokens))
-        except (anthropic.AnthropicError, ValueError, AttributeError, TypeError) as exc:
-            raise translate_anthropic_error(self.name, exc) from exc
-        except Exception as exc:
-            if type(exc).__module__.startswith(("httpx", "httpcore")):
-                raise ProviderUnavailable(self.name, f"stream broke: {exc}") from exc
-            raise
+            with self._client.messages.stream(**params) as events:
+                for event in events:
+                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        yield StreamChunk(event.delta.text)
+                    elif event.type == "message_stop":
+                        stopped = True
+                final = events.get_final_message() if stopped else None
+                usage = (
+                    Usage(final.usage.input_tokens, final.usage.output_tokens) if final else None
+                )
+        except self._catch as exc:
+            raise self._error(exc) from exc
+        if usage is None:
+            raise ProviderBadResponse(self.name, "stream ended before the reply was finished")
+        yield StreamChunk("", usage=usage)

@@ -1,6 +1,7 @@
 """Any OpenAI-compatible server (Ollama's /v1, vLLM, llama.cpp, LM Studio, OpenAI) through the
 official SDK. Transient errors (connection, 408/409/429/5xx) are retried by the SDK itself with
-bounded exponential backoff that honours Retry-After; what is left is translated once here."""
+bounded exponential backoff that honours Retry-After (capped, see gateway/http.py); whatever
+is left is translated once, in gateway/errors.py."""
 
 from __future__ import annotations
 
@@ -11,27 +12,13 @@ from typing import Any
 import openai
 
 from caesar.config import ProviderSettings
-from caesar.errors import (
-    ProviderBadResponse,
-    ProviderError,
-    ProviderTimeout,
-    ProviderUnavailable,
-)
+from caesar.errors import ProviderBadResponse, ProviderError
 from caesar.gateway.base import Completion, Message, StreamChunk, Usage
+from caesar.gateway.errors import catchable, translate
+from caesar.gateway.http import sdk_http_client
 
-
-def translate_openai_error(provider: str, exc: Exception) -> ProviderError:
-    if isinstance(exc, openai.APITimeoutError):
-        return ProviderTimeout(provider, "timed out")
-    if isinstance(exc, openai.APIConnectionError):
-        return ProviderUnavailable(provider, f"cannot connect: {exc}")
-    if isinstance(exc, openai.RateLimitError):
-        return ProviderUnavailable(provider, "rate limited (429) after retries")
-    if isinstance(exc, openai.APIStatusError):
-        if exc.status_code >= 500:
-            return ProviderUnavailable(provider, f"server error {exc.status_code}")
-        return ProviderError(provider, f"rejected the request ({exc.status_code}): {exc.message}")
-    return ProviderBadResponse(provider, f"unreadable response: {type(exc).__name__}: {exc}")
+# Servers that need no key (Ollama, llama.cpp) still get one: the SDK refuses to start without.
+NO_KEY = "not-needed"
 
 
 class OpenAIProvider:
@@ -39,13 +26,19 @@ class OpenAIProvider:
 
     def __init__(self, name: str, settings: ProviderSettings) -> None:
         self.name = name
-        api_key = settings.api_key.get_secret_value() if settings.api_key else "not-needed"
+        api_key = settings.api_key.get_secret_value() if settings.api_key else NO_KEY
+        self._secrets = [api_key]
+        self._catch = catchable(openai)
         self._client = openai.OpenAI(
             base_url=settings.base_url,
             api_key=api_key,
             timeout=settings.timeout_seconds,
             max_retries=settings.max_retries,
+            http_client=sdk_http_client(openai.DefaultHttpxClient, settings.max_retry_wait_seconds),
         )
+
+    def _error(self, exc: BaseException) -> ProviderError:
+        return translate(openai, self.name, exc, self._secrets)
 
     def complete(
         self, messages: list[Message], model: str, *, task: str, json_mode: bool = False
@@ -56,16 +49,18 @@ class OpenAIProvider:
         started = time.perf_counter()
         try:
             response = self._client.chat.completions.create(
-                model=model, messages=list(messages), **kwargs  # type: ignore[arg-type]
+                model=model,
+                messages=list(messages),  # type: ignore[arg-type]
+                **kwargs,
             )
             text = response.choices[0].message.content
-        except (openai.OpenAIError, ValueError, IndexError, AttributeError, TypeError) as exc:
-            raise translate_openai_error(self.name, exc) from exc
+            usage = Usage()
+            if response.usage is not None:
+                usage = Usage(response.usage.prompt_tokens, response.usage.completion_tokens)
+        except self._catch as exc:
+            raise self._error(exc) from exc
         if text is None:
             raise ProviderBadResponse(self.name, "response had no message content")
-        usage = Usage()
-        if response.usage is not None:
-            usage = Usage(response.usage.prompt_tokens, response.usage.completion_tokens)
         return Completion(
             text=text,
             provider=self.name,
@@ -75,6 +70,9 @@ class OpenAIProvider:
         )
 
     def stream(self, messages: list[Message], model: str, *, task: str) -> Iterator[StreamChunk]:
+        """Text as it arrives; the last chunk is empty and carries the usage. A stream that
+        ends before any choice reported a finish_reason is a `ProviderBadResponse`: the SDK
+        itself is silent when the `[DONE]` marker never comes."""
         try:
             events = self._client.chat.completions.create(
                 model=model,
@@ -84,19 +82,16 @@ class OpenAIProvider:
             )
             usage = Usage()
             finished = False
-            for event in events:
-                if event.usage is not None:
-                    usage = Usage(event.usage.prompt_tokens, event.usage.completion_tokens)
-                for choice in event.choices:
-                    if choice.delta and choice.delta.content:
-                        yield StreamChunk(choice.delta.content)
-                    finished = finished or choice.finish_reason is not None
-            if not finished:
-                raise ProviderBadResponse(self.name, "stream ended before the reply was finished")
-            yield StreamChunk("", usage=usage)
-        except (openai.OpenAIError, ValueError, AttributeError, TypeError) as exc:
-            raise translate_openai_error(self.name, exc) from exc
-        except Exception as exc:  # httpx read errors when the stream breaks mid-way
-            if type(exc).__module__.startswith(("httpx", "httpcore")):
-                raise ProviderUnavailable(self.name, f"stream broke: {exc}") from exc
-            raise
+            with events:
+                for event in events:
+                    if event.usage is not None:
+                        usage = Usage(event.usage.prompt_tokens, event.usage.completion_tokens)
+                    for choice in event.choices:
+                        if choice.delta and choice.delta.content:
+                            yield StreamChunk(choice.delta.content)
+                        finished = finished or choice.finish_reason is not None
+        except self._catch as exc:
+            raise self._error(exc) from exc
+        if not finished:
+            raise ProviderBadResponse(self.name, "stream ended before the reply was finished")
+        yield StreamChunk("", usage=usage)

@@ -1,23 +1,32 @@
-"""Task routing (ADR-0026): each task names "provider:model" in `gateway.routes`."""
+"""Task routing (ADR-0026): each task names "provider:model" in `gateway.routes`.
+
+Providers are built on first use and kept: one SDK client (and connection pool) per provider.
+Their modules are imported only then, so a process that never chats through Anthropic never
+pays for importing its SDK (about a second of start-up each for the SDKs and sumy).
+"""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 from caesar.config import GatewaySettings
 from caesar.errors import ConfigError
-from caesar.gateway.anthropic_provider import AnthropicProvider
 from caesar.gateway.base import Completion, Message, Provider, StreamChunk
-from caesar.gateway.offline import OfflineProvider
-from caesar.gateway.openai_provider import OpenAIProvider
 
 
 def build_provider(name: str, settings: GatewaySettings) -> Provider:
     spec = settings.providers[name]
     if spec.kind == "openai":
+        from caesar.gateway.openai_provider import OpenAIProvider
+
         return OpenAIProvider(name, spec)
     if spec.kind == "anthropic":
+        from caesar.gateway.anthropic_provider import AnthropicProvider
+
         return AnthropicProvider(name, spec)
+    from caesar.gateway.offline import OfflineProvider
+
     return OfflineProvider(name)
 
 
@@ -25,15 +34,22 @@ class Gateway:
     def __init__(self, settings: GatewaySettings) -> None:
         self._settings = settings
         self._providers: dict[str, Provider] = {}
+        # Requests and workers route from several threads; build each provider only once.
+        self._lock = threading.Lock()
 
     def route(self, task: str) -> tuple[Provider, str]:
         target = self._settings.routes.get(task)
         if target is None:
             raise ConfigError(f"no route for task {task!r}; add gateway.routes.{task}")
         provider_name, _, model = target.partition(":")
-        if provider_name not in self._providers:
-            self._providers[provider_name] = build_provider(provider_name, self._settings)
-        return self._providers[provider_name], model
+        provider = self._providers.get(provider_name)
+        if provider is None:
+            with self._lock:
+                provider = self._providers.get(provider_name)
+                if provider is None:
+                    provider = build_provider(provider_name, self._settings)
+                    self._providers[provider_name] = provider
+        return provider, model
 
     def complete(self, messages: list[Message], *, task: str, json_mode: bool = False) -> Completion:
         provider, model = self.route(task)

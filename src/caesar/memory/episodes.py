@@ -139,10 +139,18 @@ class EpisodeMemory:
             index.refresh(session)
         return len(index)
 
+    def forget(self, episode_ids: list[int]) -> None:
+        """Drop episodes deleted by retention from the in-process index at once (a search would
+        also find them missing, but only after they had taken candidate slots)."""
+        if self._index is not None and episode_ids:
+            self._index.forget(episode_ids)
+
     def embed_query(self, text: str) -> np.ndarray:
         return embed_one(self.embedder.get(), text)
 
-    def search(self, query_vector: np.ndarray, now: datetime, params: RecallParams) -> list[RecalledEpisode]:
+    def search(
+        self, query_vector: np.ndarray, now: datetime, params: RecallParams
+    ) -> list[RecalledEpisode]:
         index = self.index()
         now_s = epoch_seconds(now)
         min_created = None
@@ -157,30 +165,40 @@ class EpisodeMemory:
                 * recall_weight_v(recalls, params.recall_weight_scale)
             )
 
-        with self.db.read() as session:
-            index.refresh(session)
-            hits = index.search(
-                query_vector,
-                limit=params.top_k * OVERFETCH,
-                threshold=params.similarity_threshold,
-                min_created=min_created,
-                rank=rank,
-            )
-            if hits.ids.size == 0:
-                return []
-            ids = [int(i) for i in hits.ids]
-            rows = session.execute(
-                select(
-                    EpisodeSummary.id,
-                    EpisodeSummary.audit_log_id,
-                    EpisodeSummary.summary,
-                    EpisodeSummary.created_at,
-                    EpisodeSummary.recall_count,
-                ).where(EpisodeSummary.id.in_(ids))
-            ).all()
-        found = {r.id for r in rows}
-        gone = [i for i in ids if i not in found]
-        if gone:
+        # Rows swept since they were loaded are found missing and forgotten; searching again
+        # lets the rows behind them take their slots (rarely more than one retry).
+        for _attempt in range(3):
+            with self.db.read() as session:
+                index.refresh(session)
+                hits = index.search(
+                    query_vector,
+                    limit=params.top_k * OVERFETCH,
+                    threshold=params.similarity_threshold,
+                    min_created=min_created,
+                    rank=rank,
+                    # freshness ≤ 1 and recall_weight ≤ its value at the largest count: what
+                    # lets the IVF stage stop early without changing the result.
+                    factor_range=(
+                        0.0,
+                        recall_weight(index.max_recall_count, params.recall_weight_scale),
+                    ),
+                )
+                if hits.ids.size == 0:
+                    return []
+                ids = [int(i) for i in hits.ids]
+                rows = session.execute(
+                    select(
+                        EpisodeSummary.id,
+                        EpisodeSummary.audit_log_id,
+                        EpisodeSummary.summary,
+                        EpisodeSummary.created_at,
+                        EpisodeSummary.recall_count,
+                    ).where(EpisodeSummary.id.in_(ids))
+                ).all()
+            found = {r.id for r in rows}
+            gone = [i for i in ids if i not in found]
+            if not gone:
+                break
             index.forget(gone)
         cosines = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
         return rank_episodes([tuple(r) for r in rows], cosines, now, params)  # type: ignore[misc]

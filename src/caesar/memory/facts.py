@@ -1,39 +1,57 @@
-"""The facts layer: what caesar knows about the operator, ranked by importance at read time."""
+"""The facts layer: what caesar knows about the operator, ranked by importance at read time.
+
+Two writers: the operator (`set_by_operator`, `delete`: the API, CLI and dashboard) and the
+`memory.extract` worker (`upsert_extracted`). The operator's word wins: an extraction from a
+chat that happened before the operator last touched a key never overrides or resurrects it.
+"""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, aliased
 
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.config import FactsImportanceSettings
 from caesar.db.engine import Database
-from caesar.db.models import Fact
+from caesar.db.models import AuditLog, Fact
 from caesar.errors import InputError, NotFound
 from caesar.memory.importance import SECONDS_PER_DAY, fact_importance
 
 MAX_KEY = 100
 MAX_VALUE = 1000
 _KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+# Separators an operator or a model may use between words; anything else is refused rather
+# than silently dropped ("café" must not become "caf").
+_SEPARATORS = re.compile(r"[\s\-.]+")
 
 
 def normalise_key(raw: str) -> str:
-    """'Dog Name' → 'dog_name'. Keys are short snake_case (the extractor is asked for that)."""
-    key = re.sub(r"[^a-z0-9]+", "_", raw.strip().lower()).strip("_")
+    """'Dog Name' / 'dog-name' / "dog's name" → 'dog_name'. Keys are short ASCII snake_case
+    starting with a letter; anything else is an error, never silently rewritten."""
+    key = raw.strip().lower().replace("'", "").replace("’", "")
+    key = re.sub(r"_+", "_", _SEPARATORS.sub("_", key)).rstrip("_")
     if not key or not _KEY.match(key):
-        raise InputError(f"invalid fact key {raw!r}: use letters, digits and underscores")
+        raise InputError(
+            f"invalid fact key {raw[:120]!r}: use snake_case, starting with a letter "
+            "(a-z, 0-9, _), e.g. dog_name"
+        )
     if len(key) > MAX_KEY:
         raise InputError(f"fact key longer than {MAX_KEY} characters")
     return key
 
 
 def clean_value(raw: str) -> str:
+    """One line, no control characters (PostgreSQL refuses NUL; the prompt wants one line)."""
     value = " ".join(str(raw).split())
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        raise InputError("fact value must not contain control characters")
     if not value:
         raise InputError("fact value must not be empty")
     if len(value) > MAX_VALUE:
@@ -64,53 +82,94 @@ class RankedFact:
         }
 
 
+def edit_counts(session: Session, key: str | None = None) -> dict[str, int]:
+    """Operator edits per key (`memory.fact.user_edited` rows, ADR-0034 §4), counting only
+    edits after the key's last `memory.fact.user_deleted`: deleting a fact forgets the
+    interest the operator once showed in it. Both lookups ride idx_audit_log_type_subject_key."""
+    deleted = aliased(AuditLog)
+    last_delete = (
+        select(func.max(deleted.id))
+        .where(
+            deleted.event_type == audit.FACT_USER_DELETED,
+            deleted.subject_key == AuditLog.subject_key,
+        )
+        .correlate(AuditLog)
+        .scalar_subquery()
+    )
+    query = (
+        select(AuditLog.subject_key, func.count())
+        .where(
+            AuditLog.event_type == audit.FACT_USER_EDITED,
+            AuditLog.subject_key.is_not(None),
+            AuditLog.id > func.coalesce(last_delete, 0),
+        )
+        .group_by(AuditLog.subject_key)
+    )
+    if key is not None:
+        query = query.where(AuditLog.subject_key == key)
+    return {k: n for k, n in session.execute(query)}
+
+
+_COLUMNS = (
+    Fact.key,
+    Fact.value,
+    Fact.confidence,
+    Fact.source_audit_id,
+    Fact.created_at,
+    Fact.updated_at,
+)
+
+
 class FactsStore:
-    def __init__(self, db: Database, settings: FactsImportanceSettings, audit_log: audit.Audit) -> None:
+    def __init__(
+        self, db: Database, settings: FactsImportanceSettings, audit_log: audit.Audit
+    ) -> None:
         self.db = db
         self.settings = settings
         self.audit = audit_log
 
-    def edit_counts(self, session: Session) -> dict[str, int]:
-        return audit.count_by_subject_key(session, audit.FACT_USER_EDITED)
+    def _rank(self, row: Any, edits: int, now: datetime) -> RankedFact:
+        return RankedFact(
+            key=row.key,
+            value=row.value,
+            confidence=row.confidence,
+            importance=fact_importance(
+                age_days=(now - row.updated_at).total_seconds() / SECONDS_PER_DAY,
+                confidence=row.confidence,
+                edit_count=edits,
+                halflife_days=self.settings.halflife_days,
+                edit_weight_scale=self.settings.edit_weight_scale,
+            ),
+            edit_count=edits,
+            source_audit_id=row.source_audit_id,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+        )
 
     def list_all(self, now: datetime | None = None) -> list[RankedFact]:
-        """Every fact, most important first (ADR-0034 §4)."""
+        """Every fact, most important first (ADR-0034 §4); ties by key, so the order is stable."""
         now = now or utcnow()
         with self.db.read() as session:
-            facts = session.scalars(select(Fact)).all()
-            edits = self.edit_counts(session) if facts else {}
-        ranked = [
-            RankedFact(
-                key=f.key,
-                value=f.value,
-                confidence=f.confidence,
-                importance=fact_importance(
-                    age_days=(now - f.updated_at).total_seconds() / SECONDS_PER_DAY,
-                    confidence=f.confidence,
-                    edit_count=edits.get(f.key, 0),
-                    halflife_days=self.settings.halflife_days,
-                    edit_weight_scale=self.settings.edit_weight_scale,
-                ),
-                edit_count=edits.get(f.key, 0),
-                source_audit_id=f.source_audit_id,
-                created_at=f.created_at,
-                updated_at=f.updated_at,
-            )
-            for f in facts
-        ]
+            # Plain rows, not ORM objects: this runs on every chat turn.
+            rows = session.execute(select(*_COLUMNS)).all()
+            edits = edit_counts(session) if rows else {}
+        ranked = [self._rank(r, edits.get(r.key, 0), now) for r in rows]
         ranked.sort(key=lambda r: (-r.importance, r.key))
         return ranked
 
-    def get(self, key: str) -> RankedFact:
-        key = normalise_key(key)
-        for fact in self.list_all():
-            if fact.key == key:
-                return fact
-        raise NotFound(f"no fact with key {key!r}")
+    def get(self, raw_key: str, now: datetime | None = None) -> RankedFact:
+        key = normalise_key(raw_key)
+        with self.db.read() as session:
+            row = session.execute(select(*_COLUMNS).where(Fact.key == key)).first()
+            if row is None:
+                raise NotFound(f"no fact with key {key!r}")
+            edits = edit_counts(session, key).get(key, 0)
+        return self._rank(row, edits, now or utcnow())
 
     def set_by_operator(self, raw_key: str, raw_value: str) -> tuple[Fact, int]:
-        """Create or edit; the operator's word is certain (confidence 1.0). Returns the fact
-        and the audit id of the edit."""
+        """Create or edit; the operator's word is certain (confidence 1.0). Setting the same
+        value again still counts as an edit: touching a fact is how the operator says it
+        matters (ADR-0034 §Alternatives). Returns the fact and the audit id of the edit."""
         key, value = normalise_key(raw_key), clean_value(raw_value)
         now = utcnow()
         with self.db.write() as session:
@@ -126,6 +185,7 @@ class FactsStore:
                 audit.FACT_USER_EDITED,
                 {"key": key, "old_value": old, "value": value},
                 subject_key=key,
+                created_at=now,
             )
             # The fact now comes from the operator's edit: link it there.
             fact.source_audit_id = row.id
@@ -133,6 +193,7 @@ class FactsStore:
             return fact, row.id
 
     def delete(self, raw_key: str) -> int:
+        """Returns the audit id of the deletion."""
         key = normalise_key(raw_key)
         with self.db.write() as session:
             fact = session.scalar(select(Fact).where(Fact.key == key))
@@ -155,36 +216,57 @@ class FactsStore:
         value: str,
         confidence: float,
         source_audit_id: int,
-    ) -> None:
-        """One extracted fact, inside the extract worker's transaction: a new key is
-        `memory.fact.extracted`, a changed value `memory.fact.updated`; a repeat of the same
-        value only refreshes `updated_at` and confidence (the operator said it again)."""
-        now = utcnow()
+        said_at: datetime,
+    ) -> str | None:
+        """One extracted fact, inside the extract worker's transaction. `said_at` is when the
+        source chat happened; it becomes the fact's `updated_at`, so freshness measures how
+        long ago the operator said it. Returns the audit event written, or None.
+
+        - new key: `memory.fact.extracted`
+        - changed value: `memory.fact.updated` with old and new
+        - same value (case-insensitively): refresh `updated_at` and keep the higher confidence
+        - the fact was set, edited or deleted after this chat happened: nothing (stale news;
+          this is also what makes re-processing a chat a no-op)
+        """
         fact = session.scalar(select(Fact).where(Fact.key == key))
+        if fact is not None and fact.updated_at > said_at:
+            return None
         if fact is None:
+            deleted_at = session.scalar(
+                select(func.max(AuditLog.created_at)).where(
+                    AuditLog.event_type == audit.FACT_USER_DELETED, AuditLog.subject_key == key
+                )
+            )
+            if deleted_at is not None and deleted_at > said_at:
+                return None
             session.add(
                 Fact(
                     key=key,
                     value=value,
                     confidence=confidence,
                     source_audit_id=source_audit_id,
-                    created_at=now,
-                    updated_at=now,
+                    created_at=said_at,
+                    updated_at=said_at,
                 )
             )
             session.flush()
             self.audit.append(
                 session,
                 audit.FACT_EXTRACTED,
-                {"key": key, "value": value, "confidence": confidence, "source_audit_id": source_audit_id},
+                {
+                    "key": key,
+                    "value": value,
+                    "confidence": confidence,
+                    "source_audit_id": source_audit_id,
+                },
                 subject_key=key,
                 subject_id=source_audit_id,
             )
-            return
-        if fact.value != value:
+            return audit.FACT_EXTRACTED
+        if fact.value.casefold() != value.casefold():
             old = fact.value
             fact.value, fact.confidence = value, confidence
-            fact.source_audit_id, fact.updated_at = source_audit_id, now
+            fact.source_audit_id, fact.updated_at = source_audit_id, said_at
             self.audit.append(
                 session,
                 audit.FACT_UPDATED,
@@ -198,6 +280,8 @@ class FactsStore:
                 subject_key=key,
                 subject_id=source_audit_id,
             )
-        else:
-            fact.confidence = max(fact.confidence, confidence)
-            fact.updated_at = now
+            return audit.FACT_UPDATED
+        # The operator said it again: fresher and at least as certain, no audit noise.
+        fact.confidence = max(fact.confidence, confidence)
+        fact.updated_at = said_at
+        return None

@@ -18,7 +18,12 @@ def freshness(age_days: float, halflife_days: float) -> float:
 
 
 def fact_importance(
-    *, age_days: float, confidence: float, edit_count: int, halflife_days: float, edit_weight_scale: float
+    *,
+    age_days: float,
+    confidence: float,
+    edit_count: int,
+    halflife_days: float,
+    edit_weight_scale: float,
 ) -> float:
     """importance = freshness × confidence × edit_weight; edit_weight = 1 + scale × edits."""
     edit_weight = 1.0 + edit_weight_scale * edit_count
@@ -30,9 +35,20 @@ def recall_weight(recall_count: int | float, scale: float) -> float:
     return 1.0 + scale * math.log1p(max(recall_count, 0))
 
 
-def episode_score(*, cosine: float, age_days: float, recall_count: int, halflife_days: float, recall_weight_scale: float) -> float:
+def episode_score(
+    *,
+    cosine: float,
+    age_days: float,
+    recall_count: int,
+    halflife_days: float,
+    recall_weight_scale: float,
+) -> float:
     """score = cosine × freshness × recall_weight."""
-    return cosine * freshness(age_days, halflife_days) * recall_weight(recall_count, recall_weight_scale)
+    return (
+        cosine
+        * freshness(age_days, halflife_days)
+        * recall_weight(recall_count, recall_weight_scale)
+    )
 
 
 # Vectorised twins for the recall hot path (same formulas, numpy arrays in and out).

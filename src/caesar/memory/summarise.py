@@ -59,6 +59,7 @@ class Outcome:
     vector: np.ndarray | None = None
     error: str | None = None
     stage: str | None = None
+    model: str = ""  # the embedder's model id, read here so nothing slow runs in the write
 
 
 class SummariseWorker(CursorWorker[list[Outcome]]):
@@ -87,15 +88,25 @@ class SummariseWorker(CursorWorker[list[Outcome]]):
                 outcomes.append(Outcome(row, summary=clean_summary(completion.text)))
             except CaesarError as exc:
                 outcomes.append(Outcome(row, error=str(exc)[:1000], stage="llm"))
-        to_embed = [o for o in outcomes if o.error is None and o.summary]
-        if to_embed:
-            try:
-                vectors = self.services.embedder.get().embed_batch([o.summary for o in to_embed])
+        answered = [o for o in outcomes if o.error is None]
+        if not answered:
+            return outcomes
+        to_embed = [o for o in answered if o.summary]
+        try:
+            # Loading the embedder can be slow the first time: here, not inside apply().
+            embedder = self.services.embedder.get()
+            model_id = embedder.model_id
+            if to_embed:
+                vectors = embedder.embed_batch([o.summary for o in to_embed])
                 for outcome, vector in zip(to_embed, vectors, strict=True):
                     outcome.vector = vector
-            except CaesarError as exc:
-                for outcome in to_embed:
-                    outcome.error, outcome.stage = str(exc)[:1000], "embed"
+        except CaesarError as exc:
+            # Trivial chats fail too: the row records a model, and retry-failed redoes them.
+            for outcome in answered:
+                outcome.error, outcome.stage = str(exc)[:1000], "embed"
+            return outcomes
+        for outcome in answered:
+            outcome.model = model_id
         return outcomes
 
     def apply(self, session: Session, rows: Sequence[AuditLog], prepared: list[Outcome]) -> None:
@@ -104,7 +115,6 @@ class SummariseWorker(CursorWorker[list[Outcome]]):
 
 def write_outcomes(worker: SummariseWorker, session: Session, outcomes: list[Outcome]) -> int:
     """Write each outcome unless the chat already has a summary (idempotence); returns rows written."""
-    model_id = worker.services.embedder.get().model_id
     written = 0
     for o in outcomes:
         already = session.scalar(select(exists().where(EpisodeSummary.audit_log_id == o.row.id)))
@@ -125,7 +135,7 @@ def write_outcomes(worker: SummariseWorker, session: Session, outcomes: list[Out
                 summary=o.summary,
                 embedding=[float(x) for x in vector],
                 embedding_f32=to_f32_bytes(vector) if vector.size else None,
-                model=model_id,
+                model=o.model,
                 created_at=o.row.created_at,
                 recall_count=0,
             )
@@ -135,7 +145,7 @@ def write_outcomes(worker: SummariseWorker, session: Session, outcomes: list[Out
             worker.audit.append(
                 session,
                 audit.EPISODE_SUMMARISED,
-                {"audit_log_id": o.row.id, "summary": o.summary, "model": model_id},
+                {"audit_log_id": o.row.id, "summary": o.summary, "model": o.model},
                 subject_id=o.row.id,
             )
         else:
@@ -174,7 +184,9 @@ def retry_failed(worker: SummariseWorker, batch_size: int | None = None) -> tupl
     size = batch_size or worker.batch_size
     for start in range(0, len(ids), size):
         with worker.db.read() as session:
-            rows = list(session.scalars(select(AuditLog).where(AuditLog.id.in_(ids[start : start + size]))))
+            rows = list(
+                session.scalars(select(AuditLog).where(AuditLog.id.in_(ids[start : start + size])))
+            )
             session.expunge_all()
         outcomes = worker.prepare(rows)
         with worker.db.write() as session:

@@ -1,24 +1,57 @@
-"""An in-process float32 matrix of one table's embeddings, for exact top-K by cosine.
+"""An in-process float32 matrix of one table's embeddings: top-K by cosine, with filters.
 
-The ADR keeps embeddings as JSON and scores them in Python; at 100k episodes that is ~1 s a
-turn. Here the vectors of the current embedder model are loaded once (from the compact
-float32 copy) and refreshed incrementally by id on every search, so a search is one
-matrix-vector product plus vectorised filters. Rows deleted elsewhere are dropped when a
-search finds them missing (`forget`).
+The ADR keeps embeddings as JSON and scores them in Python; at 100k episodes that is seconds a
+turn. Here the vectors of the current embedder model are loaded once (from the compact float32
+copy) into one contiguous matrix and refreshed incrementally by id on every search.
+
+A search has two stages:
+1. Candidates. Rows are appended in id order and `created_at` mostly grows with the id, so the
+   age filter first cuts the matrix to the slice that can hold young-enough rows (a binary
+   search over the running maximum of `created`). Under `ann_min_rows` rows in that slice the
+   candidates are the whole slice (exact). Above it, an IVF index (memory/ann.py) proposes
+   them, and rows appended since it was built are scanned exactly.
+2. Exact ranking. Every candidate's cosine is recomputed from the float32 matrix, the
+   threshold (on raw cosine) and the age filter are applied, and `rank` orders the rest.
+
+With a threshold, the IVF returns every scanned row above it. Without one, it returns the
+nearest k and k grows until no row left out could outrank the K-th result — which holds as
+long as `rank` is `cosine × factor` with factor within `factor_range`. So the one
+approximation is a row in a cluster the IVF did not scan; bench/ measures recall@5 against
+exact search. Rows deleted elsewhere are dropped by `forget` (or when a search finds them
+missing), masked in both stages; they stay in memory until the next restart.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from caesar.memory import ann
+
+log = logging.getLogger(__name__)
+
 EPOCH = datetime(1970, 1, 1)
+# Below this many rows in the searched slice exact search costs ~1–2 ms: it is used there.
+ANN_MIN_ROWS = 20_000
+# Rows appended after the IVF was built are scanned exactly; past this many, or once a third of
+# the IVF's rows are forgotten, a new IVF is built in the background.
+ANN_MAX_TAIL = 16_384
+# Centroids are retrained when the row count has changed by this factor since training.
+RETRAIN_GROWTH = 2.0
+# The IVF's own inner products may differ from the exact ones in the last bits: fetch a little
+# below the threshold, then filter on the exact cosine.
+RADIUS_SLACK = 1e-4
+
+# rank(cosine, created_epoch_seconds, recall_count) -> sort keys, larger is better.
+Rank = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 
 def to_f32_bytes(vector: np.ndarray) -> bytes:
@@ -35,6 +68,40 @@ def epoch_seconds(value: datetime) -> float:
     return (value - EPOCH).total_seconds()
 
 
+def epoch_seconds_v(values: list[datetime]) -> np.ndarray:
+    """Naive datetimes → float seconds since 1970, in C rather than one Python call each."""
+    micros = np.array(values, dtype="datetime64[us]").astype(np.int64)
+    return micros.astype(np.float64) / 1e6
+
+
+def window_start(cummax_created: np.ndarray, min_created: float | None) -> int:
+    """First position that can hold a row created at or after `min_created`: every row before
+    it is older (the running maximum of `created` is sorted, whatever order rows came in)."""
+    if min_created is None:
+        return 0
+    return int(np.searchsorted(cummax_created, min_created, side="left"))
+
+
+def top_indices(keys: np.ndarray, ids: np.ndarray, limit: int) -> np.ndarray:
+    """Indices of the `limit` largest keys, best first; equal keys: larger id (newer) first."""
+    if limit <= 0 or keys.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if keys.size > limit:
+        kth = np.partition(keys, keys.size - limit)[keys.size - limit]
+        pool = np.flatnonzero(keys >= kth)  # every tie of the limit-th key, so ties stay exact
+    else:
+        pool = np.arange(keys.size)
+    order = np.lexsort((-ids[pool], -keys[pool]))
+    return pool[order[:limit]]
+
+
+def unseen_bound(cos_ceiling: float, factor_range: tuple[float, float]) -> float:
+    """The best key a row with cosine ≤ cos_ceiling can reach when key = cosine × factor and
+    factor ∈ factor_range (both ≥ 0)."""
+    low, high = factor_range
+    return cos_ceiling * (high if cos_ceiling >= 0 else low)
+
+
 @dataclass
 class Hits:
     """Parallel arrays, best first."""
@@ -44,32 +111,80 @@ class Hits:
     created: np.ndarray  # epoch seconds
     recall_count: np.ndarray
 
+    @classmethod
+    def empty(cls) -> Hits:
+        nothing = np.zeros(0)
+        return cls(nothing.astype(np.int64), nothing, nothing, nothing)
+
+
+@dataclass
+class _Snapshot:
+    """What one search reads. Growth replaces arrays, so these stay valid for `n` rows."""
+
+    n: int
+    vectors: np.ndarray
+    ids: np.ndarray
+    created: np.ndarray
+    cummax: np.ndarray
+    recalls: np.ndarray
+    alive: np.ndarray
+    ivf: ann.IvfIndex | None
+
 
 class VectorIndex:
     """`model_cls` must have id, embedding, embedding_f32, model, created_at; `extra_filter`
-    narrows which rows are searchable (e.g. non-empty summaries)."""
+    narrows which rows are searchable (e.g. non-empty summaries). `ann_min_rows=None` keeps
+    every search exact; `background=False` builds the IVF inline (tests)."""
 
     _GROW = 1.5
 
-    def __init__(self, model_cls: Any, model_id: str, extra_filter: Any = None) -> None:
+    def __init__(
+        self,
+        model_cls: Any,
+        model_id: str,
+        extra_filter: Any = None,
+        *,
+        ann_min_rows: int | None = ANN_MIN_ROWS,
+        ann_max_tail: int = ANN_MAX_TAIL,
+        background: bool = True,
+    ) -> None:
         self.model_cls = model_cls
         self.model_id = model_id
         self.extra_filter = extra_filter
+        self.ann_min_rows = ann_min_rows
+        self.ann_max_tail = ann_max_tail
+        self.background = background
         self._lock = threading.Lock()
         self._n = 0
         self._dim = 0
         self._max_id = 0
+        self._alive_count = 0
+        self._max_recalls = 0.0
         self._vectors = np.zeros((0, 0), dtype=np.float32)
         self._ids = np.zeros(0, dtype=np.int64)
         self._created = np.zeros(0, dtype=np.float64)
+        self._cummax = np.zeros(0, dtype=np.float64)
         self._recalls = np.zeros(0, dtype=np.float64)
         self._alive = np.zeros(0, dtype=bool)
-        self._pos: dict[int, int] = {}
         self._has_recalls = hasattr(model_cls, "recall_count")
+        self._ivf: ann.IvfIndex | None = None
+        self._forgotten_since_build = 0
+        self._builder: threading.Thread | None = None
+        self._build_failed_at: int | None = None
 
     def __len__(self) -> int:
-        return int(self._alive[: self._n].sum())
+        return self._alive_count
 
+    @property
+    def max_recall_count(self) -> float:
+        """An upper bound of every row's recall_count (for `factor_range`)."""
+        return self._max_recalls
+
+    @property
+    def ann_ready(self) -> bool:
+        return self._ivf is not None
+
+    # -- loading --------------------------------------------------------------------------------
     def _reserve(self, extra: int, dim: int) -> None:
         need = self._n + extra
         if self._dim == 0:
@@ -83,16 +198,22 @@ class VectorIndex:
             bigger[: self._n] = array[: self._n]
             return bigger
 
-        self._vectors = grow(
-            self._vectors if self._vectors.size else np.zeros((0, dim), np.float32),
-            (capacity, self._dim),
-        )
+        vectors = self._vectors if self._vectors.size else np.zeros((0, self._dim), np.float32)
+        self._vectors = grow(vectors, (capacity, self._dim))
         self._ids = grow(self._ids, (capacity,))
         self._created = grow(self._created, (capacity,))
+        self._cummax = grow(self._cummax, (capacity,))
         self._recalls = grow(self._recalls, (capacity,))
         self._alive = grow(self._alive, (capacity,))
 
-    def refresh(self, session: Session, chunk: int = 20_000) -> int:
+    def _query(self, *columns: Any) -> Any:
+        m = self.model_cls
+        query = select(*columns).where(m.model == self.model_id, m.id > self._max_id)
+        if self.extra_filter is not None:
+            query = query.where(self.extra_filter)
+        return query
+
+    def refresh(self, session: Session, chunk: int = 50_000) -> int:
         """Load rows newer than the newest loaded; returns how many were added."""
         m = self.model_cls
         columns = [m.id, m.embedding_f32, m.created_at]
@@ -100,50 +221,172 @@ class VectorIndex:
             columns.append(m.recall_count)
         added = 0
         with self._lock:
+            # First load: size the matrix once rather than growing (and copying) it as it fills.
+            expected = (
+                session.scalar(self._query(func.count()).select_from(m)) if self._n == 0 else 0
+            )
             while True:
-                query = select(*columns).where(m.model == self.model_id, m.id > self._max_id)
-                if self.extra_filter is not None:
-                    query = query.where(self.extra_filter)
-                rows = session.execute(query.order_by(m.id).limit(chunk)).all()
-                missing = [r.id for r in rows if not r.embedding_f32]
-                fallback: dict[int, list[float]] = {}
-                if missing:
-                    fallback = dict(
-                        session.execute(select(m.id, m.embedding).where(m.id.in_(missing))).all()
-                    )
+                rows = session.execute(self._query(*columns).order_by(m.id).limit(chunk)).all()
                 if not rows:
-                    return added
-                vectors = [from_row(r.embedding_f32, fallback.get(r.id)) for r in rows]
-                dim = len(vectors[0])
-                self._reserve(len(rows), dim)
-                start = self._n
-                stop = start + len(rows)
-                block = np.vstack(vectors).astype(np.float32, copy=False)
-                self._vectors[start:stop] = block
-                self._ids[start:stop] = [r.id for r in rows]
-                self._created[start:stop] = [epoch_seconds(r.created_at) for r in rows]
-                if self._has_recalls:
-                    self._recalls[start:stop] = [r.recall_count for r in rows]
-                self._alive[start:stop] = True
-                for offset, r in enumerate(rows):
-                    self._pos[r.id] = start + offset
-                self._n = stop
-                self._max_id = rows[-1].id
-                added += len(rows)
+                    break
+                added += self._append(session, rows, int(expected or 0))
+                self._max_id = int(rows[-1][0])
                 if len(rows) < chunk:
-                    return added
+                    break
+        if added:
+            self._maybe_build()
+        return added
+
+    def _append(self, session: Session, rows: Sequence[Any], expected: int = 0) -> int:
+        m = self.model_cls
+        blobs = [r[1] for r in rows]
+        missing = [int(r[0]) for r, b in zip(rows, blobs, strict=True) if not b]
+        if missing:  # no float32 copy (older rows): the JSON record is the source
+            fallback: dict[int, list[float]] = dict(
+                session.execute(select(m.id, m.embedding).where(m.id.in_(missing))).all()
+            )
+            blobs = [
+                b or to_f32_bytes(np.asarray(fallback.get(int(r[0])) or [], np.float32))
+                for r, b in zip(rows, blobs, strict=True)
+            ]
+        dim = self._dim or len(blobs[0]) // 4
+        good = [i for i, b in enumerate(blobs) if len(b) == dim * 4]
+        if len(good) < len(rows):
+            log.warning(
+                "%s: skipped %d rows whose %s embedding is not %d-dimensional",
+                m.__tablename__,
+                len(rows) - len(good),
+                self.model_id,
+                dim,
+            )
+            rows = [rows[i] for i in good]
+            blobs = [blobs[i] for i in good]
+        if not rows or dim == 0:
+            return 0
+        count = len(rows)
+        self._reserve(max(count, expected - self._n), dim)
+        start, stop = self._n, self._n + count
+        self._vectors[start:stop] = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(count, dim)
+        self._ids[start:stop] = np.fromiter((r[0] for r in rows), dtype=np.int64, count=count)
+        created = epoch_seconds_v([r[2] for r in rows])
+        self._created[start:stop] = created
+        before = self._cummax[start - 1] if start else -np.inf
+        self._cummax[start:stop] = np.maximum.accumulate(np.maximum(created, before))
+        if self._has_recalls:
+            recalls = np.fromiter((r[3] for r in rows), dtype=np.float64, count=count)
+            self._recalls[start:stop] = recalls
+            self._max_recalls = max(self._max_recalls, float(recalls.max()))
+        self._alive[start:stop] = True
+        self._n = stop
+        self._alive_count += count
+        return count
+
+    # -- deletions and counters -------------------------------------------------------------------
+    def _positions(self, row_ids: Any) -> np.ndarray:
+        """Positions of those ids that are loaded (ids are ascending: loaded in id order)."""
+        wanted = np.asarray(list(row_ids), dtype=np.int64)
+        ids = self._ids[: self._n]
+        at = np.searchsorted(ids, wanted)
+        at = at[at < ids.size]
+        return at[np.isin(ids[at], wanted)]
 
     def forget(self, ids: list[int]) -> None:
         with self._lock:
-            for row_id in ids:
-                pos = self._pos.pop(int(row_id), None)
-                if pos is not None:
-                    self._alive[pos] = False
+            at = self._positions(ids)
+            at = at[self._alive[at]]
+            self._alive[at] = False
+            self._alive_count -= int(at.size)
+            self._forgotten_since_build += int(at.size)
+        if at.size:
+            self._maybe_build()
 
     def set_recall_count(self, row_id: int, count: int) -> None:
-        pos = self._pos.get(int(row_id))
-        if pos is not None:
-            self._recalls[pos] = count
+        with self._lock:
+            at = self._positions([row_id])
+            if at.size:
+                self._recalls[at[0]] = count
+                self._max_recalls = max(self._max_recalls, float(count))
+
+    # -- the IVF ----------------------------------------------------------------------------------
+    def _needs_build(self) -> bool:
+        if self.ann_min_rows is None or self._alive_count < self.ann_min_rows:
+            return False
+        if (
+            self._build_failed_at is not None
+            and self._n < self._build_failed_at + self.ann_max_tail
+        ):
+            return False  # failed before: retry only after the index has grown again
+        ivf = self._ivf
+        if ivf is None:
+            return True
+        return (
+            self._n - ivf.covered > self.ann_max_tail or self._forgotten_since_build * 3 > ivf.rows
+        )
+
+    def _maybe_build(self) -> None:
+        with self._lock:
+            if not self._needs_build() or (self._builder is not None and self._builder.is_alive()):
+                return
+            if not ann.available():
+                log.warning(
+                    "faiss is not installed: %s search stays exact", self.model_cls.__tablename__
+                )
+                self.ann_min_rows = None
+                return
+            if not self.background:
+                self._builder = None
+            else:
+                self._builder = threading.Thread(
+                    target=self.build_ann, daemon=True, name="ivf-build"
+                )
+                self._builder.start()
+                return
+        self.build_ann()
+
+    def build_ann(self) -> None:
+        """Build (or rebuild) the IVF over the rows loaded now, then swap it in."""
+        with self._lock:
+            n, vectors, alive, previous = self._n, self._vectors, self._alive, self._ivf
+            positions = np.flatnonzero(alive[:n])
+            self._forgotten_since_build = 0
+        try:
+            reuse = previous is not None and (
+                previous.trained_rows / RETRAIN_GROWTH
+                <= positions.size
+                <= previous.trained_rows * RETRAIN_GROWTH
+            )
+            built = ann.build(vectors, positions, n, centroids_from=previous if reuse else None)
+        except Exception:  # searches stay exact; logged, and retried once the index grows
+            log.exception(
+                "%s: building the IVF index failed; searching exactly", self.model_cls.__tablename__
+            )
+            with self._lock:
+                self._build_failed_at = n
+            return
+        with self._lock:
+            self._ivf = built
+            self._build_failed_at = None
+
+    def wait_for_ann(self, timeout: float | None = None) -> bool:
+        """Wait for a background build to finish; True if an IVF is in use."""
+        builder = self._builder
+        if builder is not None:
+            builder.join(timeout)
+        return self._ivf is not None
+
+    # -- search -----------------------------------------------------------------------------------
+    def _snapshot(self) -> _Snapshot:
+        with self._lock:
+            return _Snapshot(
+                self._n,
+                self._vectors,
+                self._ids,
+                self._created,
+                self._cummax,
+                self._recalls,
+                self._alive,
+                self._ivf,
+            )
 
     def search(
         self,
@@ -152,36 +395,88 @@ class VectorIndex:
         limit: int,
         threshold: float | None = None,
         min_created: float | None = None,
-        rank: Any = None,
+        rank: Rank | None = None,
+        factor_range: tuple[float, float] = (1.0, 1.0),
+        exact: bool = False,
     ) -> Hits:
-        """Exact search. Keeps rows with cosine ≥ threshold and created ≥ min_created, orders
-        them by `rank(cosine, created, recall_count)` (default: cosine) and returns `limit`."""
-        # A consistent snapshot: growth replaces arrays, so old references stay valid for n rows.
-        with self._lock:
-            n, dim = self._n, self._dim
-            vectors, ids, created_all = self._vectors, self._ids, self._created
-            recalls_all, alive = self._recalls, self._alive
-        empty = np.zeros(0)
-        if n == 0 or dim == 0:
-            return Hits(empty.astype(np.int64), empty, empty, empty)
-        if query.shape[-1] != dim:
-            raise ValueError(f"query has {query.shape[-1]} dims, index has {dim}")
-        cosine = vectors[:n] @ query.astype(np.float32, copy=False)
-        mask = alive[:n].copy()
+        """Rows with cosine ≥ threshold and created ≥ min_created, ordered by
+        `rank(cosine, created, recall_count)` (default: cosine; it must equal cosine × a
+        factor within `factor_range`), best `limit` first. `exact=True` skips the IVF."""
+        snap = self._snapshot()
+        if snap.n == 0 or self._dim == 0:
+            return Hits.empty()
+        if query.shape[-1] != self._dim:
+            raise ValueError(f"query has {query.shape[-1]} dims, index has {self._dim}")
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+        start = window_start(snap.cummax[: snap.n], min_created)
+        ivf = None if exact else snap.ivf
+        if ivf is None or snap.n - start < (self.ann_min_rows or 0):
+            positions = np.arange(start, snap.n)
+            return self._finish(
+                snap,
+                positions,
+                snap.vectors[start : snap.n] @ q,
+                limit,
+                threshold,
+                min_created,
+                rank,
+            )[0]
+        # Rows appended since the IVF was built: scanned exactly.
+        covered = min(ivf.covered, snap.n)
+        tail_from = max(start, covered)
+        tail = np.arange(tail_from, snap.n)
+        tail_cos = snap.vectors[tail_from : snap.n] @ q
+
+        def candidates(found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return np.concatenate([found, tail]), np.concatenate(
+                [snap.vectors[found] @ q, tail_cos]
+            )
+
         if threshold is not None:
-            mask &= cosine >= threshold
+            found = ivf.above(q, threshold - RADIUS_SLACK, start, covered)
+            return self._finish(snap, *candidates(found), limit, threshold, min_created, rank)[0]
+        k = max(4 * limit, 64)
+        while True:
+            found, scores = ivf.nearest(q, k, start, covered)
+            hits, keys = self._finish(snap, *candidates(found), limit, threshold, min_created, rank)
+            if found.size < k:  # every scanned row in the window was a candidate
+                return hits
+            ceiling = float(scores.min()) + RADIUS_SLACK
+            if hits.ids.size >= limit and keys[-1] >= unseen_bound(ceiling, factor_range):
+                return hits
+            if k >= covered - start:
+                return self.search(
+                    query,
+                    limit=limit,
+                    threshold=threshold,
+                    min_created=min_created,
+                    rank=rank,
+                    factor_range=factor_range,
+                    exact=True,
+                )
+            k *= 4
+
+    @staticmethod
+    def _finish(
+        snap: _Snapshot,
+        positions: np.ndarray,
+        cosine: np.ndarray,
+        limit: int,
+        threshold: float | None,
+        min_created: float | None,
+        rank: Rank | None,
+    ) -> tuple[Hits, np.ndarray]:
+        """Filter candidates exactly and keep the best `limit`; also returns their keys."""
+        keep = snap.alive[positions]
+        if threshold is not None:
+            keep &= cosine >= threshold
         if min_created is not None:
-            mask &= created_all[:n] >= min_created
-        candidates = np.flatnonzero(mask)
-        if candidates.size == 0:
-            return Hits(empty.astype(np.int64), empty, empty, empty)
-        cos = cosine[candidates].astype(np.float64)
-        created = created_all[candidates]
-        recalls = recalls_all[candidates]
+            keep &= snap.created[positions] >= min_created
+        positions = positions[keep]
+        cos = cosine[keep].astype(np.float64)
+        created = snap.created[positions]
+        recalls = snap.recalls[positions]
         keys = rank(cos, created, recalls) if rank is not None else cos
-        if candidates.size > limit:
-            top = np.argpartition(-keys, limit - 1)[:limit]
-        else:
-            top = np.arange(candidates.size)
-        top = top[np.argsort(-keys[top], kind="stable")]
-        return Hits(ids[candidates[top]], cos[top], created[top], recalls[top])
+        ids = snap.ids[positions]
+        top = top_indices(keys, ids, limit)
+        return Hits(ids[top], cos[top], created[top], recalls[top]), keys[top]

@@ -1,0 +1,160 @@
+"""Shared by the bench scripts: timing, percentiles, results files, settings for a bench home.
+
+Each script writes its figures to bench/out/results/<name>.json; bench/run_all.py runs the
+scripts in sequence and renders docs/performance.md from those files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+RESULTS = OUT / "results"
+# One ONNX export for every bench (made once by the first that needs it, then reused).
+MODEL_CACHE = OUT / "models"
+
+try:
+    import caesar  # noqa: F401
+except ImportError:  # run from a checkout without the editable install
+    sys.path.insert(0, str(ROOT / "src"))
+
+
+def ms(seconds: float) -> float:
+    return seconds * 1000.0
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summary(values_ms: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(statistics.median(values_ms), 4),
+        "p90": round(pct(values_ms, 90), 4),
+        "p99": round(pct(values_ms, 99), 4),
+        "n": len(values_ms),
+    }
+
+
+def time_calls(fn: Callable[[], Any], runs: int, warmup: int = 3) -> list[float]:
+    """Milliseconds of each of `runs` calls, after `warmup` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        out.append(ms(time.perf_counter() - started))
+    return out
+
+
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    data = {"name": name, "written_at": time.strftime("%Y-%m-%d %H:%M:%S"), **data}
+    path.write_text(json.dumps(data, indent=2, default=float))
+    return path
+
+
+def read_results() -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    if RESULTS.is_dir():
+        for path in sorted(RESULTS.glob("*.json")):
+            found[path.stem] = json.loads(path.read_text())
+    return found
+
+
+def load_avg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def machine() -> dict[str, str]:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ram = "?"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                ram = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    versions: dict[str, str] = {}
+    for module in ("numpy", "onnxruntime", "faiss", "sqlalchemy", "torch", "sentence_transformers"):
+        try:
+            versions[module] = str(__import__(module).__version__)
+        except Exception as exc:  # noqa: BLE001 - reported as-is in the machine table
+            versions[module] = f"unavailable ({type(exc).__name__})"
+    blas = "?"
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = "; ".join(
+            f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')} threads={i.get('num_threads')}"
+            for i in threadpool_info()
+            if i.get("user_api") == "blas"
+        )
+    except ImportError:
+        pass
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": cpu,
+        "ram": ram,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "blas": blas,
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
+        **{k: v for k, v in versions.items()},
+    }
+
+
+def bench_settings(home: Path, database_url: str | None = None, **overrides: Any) -> Any:
+    """Settings for a bench run: its own home, the shared model cache, nothing on the network.
+    The `local` provider points at a closed port: benches swap in an in-process provider."""
+    from caesar.config import Settings
+
+    base: dict[str, Any] = {
+        "home": home,
+        "embedder": {"cache_dir": MODEL_CACHE},
+        "gateway": {
+            "providers": {
+                "local": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key": "x"},
+                "offline": {"kind": "offline"},
+            },
+            "routes": {
+                "chat": "local:instant",
+                "memory_extract": "local:instant",
+                "memory_summarise": "local:instant",
+            },
+        },
+    }
+    if database_url:
+        base["database_url"] = database_url
+    base.update(overrides)
+    return Settings(**base)

@@ -1,0 +1,238 @@
+"""Synthetic histories of N episodes, written straight into a real, migrated SQLite database.
+
+Each episode is a `chat.completed` audit row plus its `episode_summaries` row (JSON embedding
+as the ADR keeps it, and the float32 copy the index loads), inserted with SQLAlchemy core
+`executemany` in large transactions. Vectors are random unit vectors (components rounded to 4
+decimals, so the JSON record stays compact: unit to ~1e-3) plus planted topics: TOPICS
+clusters whose members are near a topic centre, so a query near a centre has real hits above
+the 0.45 threshold, spread over the whole 120 days like everything else. The migration's FTS
+triggers run as for live rows.
+
+Built databases are cached under bench/out/history/ by size, schema revision and recipe, and
+rebuilt when older than MAX_AGE_DAYS (created_at is relative to the build time, and recall
+keeps only the last 90 days).
+
+    .venv/bin/python bench/history.py 10000 100000 1000000
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import benchlib
+import numpy as np
+from sqlalchemy import create_engine
+
+from caesar.clock import utcnow
+from caesar.db import Database, migrate
+from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.minilm import MODEL_ID
+
+RECIPE = "3"  # bump when the generator changes
+DIM = 384
+SPREAD_DAYS = 120
+TOPICS = 32
+MAX_AGE_DAYS = 7
+CHUNK = 10_000
+HISTORY_DIR = benchlib.OUT / "history"
+
+WORDS = [
+    *("sleep", "thermostat", "garden", "trip", "budget", "sister", "piano", "recital"),
+    *("flowers", "camera", "knee", "surgery", "marathon", "training", "recipe", "dinner"),
+    *("laptop", "backup", "invoice", "tax", "holiday", "portugal", "packing", "dog", "vet"),
+    *("insurance", "car", "tyre", "repair", "birthday", "present", "book", "club", "guitar"),
+]
+
+
+@dataclass(frozen=True)
+class History:
+    path: Path
+    episodes: int
+    anchor: datetime  # "now" when it was built: created_at spans anchor - 120 days … anchor
+    centres: np.ndarray  # (TOPICS, DIM) topic centres; queries near them have hits
+
+    @property
+    def url(self) -> str:
+        return f"sqlite:///{self.path}"
+
+    def topic_queries(self, count: int, seed: int = 7) -> np.ndarray:
+        """Query vectors near the topic centres (cosine ≈ 0.86 to a centre)."""
+        rng = np.random.default_rng(seed)
+        picks = self.centres[rng.integers(0, TOPICS, size=count)]
+        return unit(picks + rng.standard_normal(picks.shape).astype(np.float32) * 0.03)
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def _centres() -> np.ndarray:
+    return unit(np.random.default_rng(1234).standard_normal((TOPICS, DIM)).astype(np.float32))
+
+
+def _block(
+    rng: np.random.Generator, n: int, planted: np.ndarray, centres: np.ndarray
+) -> np.ndarray:
+    """n vectors; rows where planted >= 0 are members of that topic (cosine to the centre
+    between ~0.5 and ~0.86), the rest are random. Rounded to 4 decimals (see module doc)."""
+    x = rng.standard_normal((n, DIM)).astype(np.float32)
+    members = np.flatnonzero(planted >= 0)
+    if members.size:
+        sigma = rng.uniform(0.03, 0.09, size=(members.size, 1)).astype(np.float32)
+        x[members] = centres[planted[members]] + x[members] * sigma
+    x = unit(x)
+    return np.round(x.astype(np.float64), 4)
+
+
+class Encoded(str):
+    """JSON text made here; the build engine's serializer passes it through unchanged."""
+
+
+def _serialize(value: object) -> str:
+    return value if isinstance(value, Encoded) else json.dumps(value)
+
+
+def json_rows(vectors: np.ndarray) -> list[Encoded]:
+    """JSON arrays of 4-decimal values, vectorised (json.dumps per row would dominate a 1M
+    build): each value is 8 bytes `s0.dddd,` with s = '-' or a space (JSON whitespace)."""
+    if np.abs(vectors).max() >= 0.99995:
+        raise ValueError("a component rounds to ±1: the fixed-width encoding cannot hold it")
+    n, d = vectors.shape
+    digits = np.rint(np.abs(vectors) * 10_000).astype(np.int64)
+    out = np.empty((n, d, 8), dtype=np.uint8)
+    out[:, :, 0] = np.where(vectors < 0, ord("-"), ord(" "))
+    out[:, :, 1] = ord("0")
+    out[:, :, 2] = ord(".")
+    for k, div in enumerate((1000, 100, 10, 1)):
+        out[:, :, 3 + k] = ord("0") + (digits // div) % 10
+    out[:, :, 7] = ord(",")
+    out[:, -1, 7] = ord("]")
+    flat = out.reshape(n, d * 8)
+    return [Encoded("[" + row.tobytes().decode("ascii")) for row in flat]
+
+
+def _paths(episodes: int) -> tuple[Path, Path]:
+    rev = migrate.head_revision()
+    stem = f"synthetic-{episodes}-rev{rev}-r{RECIPE}"
+    return HISTORY_DIR / f"{stem}.db", HISTORY_DIR / f"{stem}.json"
+
+
+def load(episodes: int, *, rebuild: bool = False, quiet: bool = False) -> History:
+    """The cached history of `episodes` episodes, built first if missing or stale."""
+    db_path, meta_path = _paths(episodes)
+    if not rebuild and db_path.exists() and meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        anchor = datetime.fromisoformat(meta["anchor"])
+        if utcnow() - anchor < timedelta(days=MAX_AGE_DAYS):
+            return History(db_path, episodes, anchor, _centres())
+    return build(episodes, quiet=quiet)
+
+
+def build(episodes: int, *, quiet: bool = False) -> History:
+    db_path, meta_path = _paths(episodes)
+    HISTORY_DIR.mkdir(parents=True, exist_ok=True)
+    for stale in HISTORY_DIR.glob(f"synthetic-{episodes}-*"):
+        stale.unlink()
+    tmp = db_path.with_suffix(".building")
+    for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+        leftover.unlink(missing_ok=True)
+    started = time.perf_counter()
+    anchor = utcnow().replace(microsecond=0)
+    db = Database(f"sqlite:///{tmp}")
+    migrate.upgrade(db)
+    db.dispose()
+    engine = create_engine(f"sqlite:///{tmp}", json_serializer=_serialize)
+    centres = _centres()
+    rng = np.random.default_rng(episodes)
+    # ~0.5% of episodes belong to a topic, at least 20 per topic.
+    per_topic = max(20, episodes // (TOPICS * 200))
+    planted = np.full(episodes, -1, dtype=np.int64)
+    chosen = rng.choice(episodes, size=min(episodes, per_topic * TOPICS), replace=False)
+    planted[chosen] = np.arange(chosen.size) % TOPICS
+    # Mostly increasing in id (chats arrive in time order), with some jitter as imports give.
+    offsets = np.sort(rng.uniform(0, SPREAD_DAYS * 86_400.0, size=episodes))[::-1]
+    offsets += rng.normal(0, 3600.0, size=episodes)
+    start_time = anchor - timedelta(days=SPREAD_DAYS)
+    recalls = rng.geometric(0.6, size=episodes) - 1  # most 0, a few recalled often
+    audit_table, episode_table = AuditLog.__table__, EpisodeSummary.__table__
+    with engine.connect() as conn:
+        # A throwaway build: no fsync, a big page cache (set on the raw connection, outside
+        # the transaction SQLAlchemy would otherwise begin).
+        raw = conn.connection.driver_connection
+        raw.execute("PRAGMA synchronous=OFF")
+        raw.execute("PRAGMA cache_size=-262144")
+        for lo in range(0, episodes, CHUNK):
+            hi = min(episodes, lo + CHUNK)
+            vectors = _block(rng, hi - lo, planted[lo:hi], centres)
+            f32 = vectors.astype("<f4")
+            encoded = json_rows(vectors)
+            audits, summaries = [], []
+            for j in range(hi - lo):
+                i = lo + j
+                created = anchor - timedelta(seconds=float(offsets[i]))
+                created = max(created, start_time)
+                words = " ".join(WORDS[(i * 7 + k * 13) % len(WORDS)] for k in range(6))
+                topic = int(planted[i])
+                about = f"topic {topic} " if topic >= 0 else ""
+                audits.append(
+                    {
+                        "id": i + 1,
+                        "event_type": "chat.completed",
+                        "created_at": created,
+                        "payload": {
+                            "messages": [{"role": "user", "content": f"about {about}{words}"}],
+                            "reply": f"noted: {words}",
+                            "provider": "bench",
+                            "model": "synthetic",
+                        },
+                    }
+                )
+                summaries.append(
+                    {
+                        "id": i + 1,
+                        "audit_log_id": i + 1,
+                        "summary": f"We discussed the operator's {about}{words}.",
+                        "embedding": encoded[j],
+                        "embedding_f32": f32[j].tobytes(),
+                        "model": MODEL_ID,
+                        "created_at": created,
+                        "recall_count": int(recalls[i]),
+                    }
+                )
+            with conn.begin():
+                conn.execute(audit_table.insert(), audits)
+                conn.execute(episode_table.insert(), summaries)
+            if not quiet:
+                rate = hi / max(time.perf_counter() - started, 1e-9)
+                print(f"\r  building {episodes:,}: {hi:,} rows ({rate:,.0f}/s)", end="", flush=True)
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    engine.dispose()
+    tmp.rename(db_path)
+    seconds = time.perf_counter() - started
+    meta = {
+        "anchor": anchor.isoformat(),
+        "episodes": episodes,
+        "planted": int(chosen.size),
+        "build_seconds": round(seconds, 1),
+        "bytes": db_path.stat().st_size,
+    }
+    meta_path.write_text(json.dumps(meta, indent=2))
+    if not quiet:
+        print(f"\r  built {episodes:,} episodes in {seconds:.0f}s ({meta['bytes'] / 1e9:.2f} GB)")
+    return History(db_path, episodes, anchor, centres)
+
+
+def build_meta(episodes: int) -> dict[str, object]:
+    _, meta_path = _paths(episodes)
+    return json.loads(meta_path.read_text()) if meta_path.exists() else {}
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:] or ["10000", "100000"]:
+        load(int(arg))

@@ -1,0 +1,500 @@
+"""Recall quality on public conversation-memory data (issue #6): does the right past
+conversation come back?
+
+Usage: .venv/bin/python bench/recall_quality.py [--dataset all|locomo|longmemeval] [--limit N]
+       [--no-docs]     (`make bench-quality`)
+
+For each LoCoMo conversation and each LongMemEval_S question (../shared/data) this builds a fresh
+caesar database (a real SQLite file, migrated), imports every session as one dated
+chat.completed conversation (caesar.importer), summarises them with the configured
+`memory_summarise` route (the offline TextRank provider) through the real SummariseWorker,
+embeds with the real MiniLM (vectors cached by content hash in bench/out/), and asks each
+question of the recall preview (POST /v1/memory/recall semantics) with `now` = the question's
+date (LongMemEval) or one day after the last session (LoCoMo) and max_age_days disabled.
+Scores: R@1/3/5 and MRR of the evidence sessions (ranking with the threshold off, top 50), and
+the hit rate of the full default auto-recall (threshold and top-3 on). Baselines in the same
+run: the ADR's dense ranking (cosine over summaries × freshness × recall_weight) and BM25 over
+the raw session text (rank_bm25). The full run rewrites the results block of
+docs/recall-quality.md. See that file for the method and what the numbers mean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import re
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import numpy as np  # noqa: E402
+from rank_bm25 import BM25Okapi  # noqa: E402
+from sqlalchemy import select  # noqa: E402
+
+from caesar.config import Settings  # noqa: E402
+from caesar.db import migrate  # noqa: E402
+from caesar.db.models import EpisodeSummary  # noqa: E402
+from caesar.embeddings import Embedder  # noqa: E402
+from caesar.importer import import_conversations  # noqa: E402
+from caesar.memory.episodes import RecallParams  # noqa: E402
+from caesar.services import Services  # noqa: E402
+from caesar.workers import run_until_caught_up  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+OUT = ROOT / "bench" / "out"
+DOC = ROOT / "docs" / "recall-quality.md"
+RANK_DEPTH = 50  # preview top_k when ranking: every session of a LoCoMo conversation, ~all of LME
+KS = (1, 3, 5)
+
+
+# -- data -----------------------------------------------------------------------------------
+@dataclass
+class Conversation:
+    key: str
+    created_at: datetime
+    messages: list[dict[str, str]]
+
+
+@dataclass
+class Question:
+    qid: str
+    text: str
+    category: str
+    evidence: frozenset[str]
+    now: datetime
+
+
+@dataclass
+class Haystack:
+    dataset: str
+    name: str
+    sessions: list[Conversation]
+    questions: list[Question]
+    skipped: int = 0  # questions without usable evidence
+
+
+def importable(turns: list[dict[str, str]]) -> list[dict[str, str]] | None:
+    """A chat ends with the assistant's reply (the import format requires it). Trailing user
+    turns are moved into the last user turn before the reply — nothing is dropped or invented;
+    a session with no user turn before an assistant one cannot be a chat (None)."""
+    turns = [t for t in turns if t["content"].strip()]
+    tail: list[str] = []
+    while turns and turns[-1]["role"] == "user":
+        tail.insert(0, turns.pop()["content"])
+    users = [i for i, t in enumerate(turns[:-1]) if t["role"] == "user"]
+    if not turns or not users:
+        return None
+    if tail:
+        last = users[-1]
+        turns[last] = {"role": "user", "content": "\n".join([turns[last]["content"], *tail])}
+    return turns
+
+
+def locomo_evidence(items: Sequence[str]) -> set[int]:
+    """Session numbers cited, read leniently ("D8:6; D9:17", "D:11:26"; a bare "D" cites none)."""
+    return {int(s) for item in items for s, _turn in re.findall(r"D:?(\d+):(\d+)", str(item))}
+
+
+def load_locomo(path: Path) -> list[Haystack]:
+    out = []
+    for sample in json.loads(path.read_text()):
+        conv = sample["conversation"]
+        user = conv["speaker_a"]
+        sessions: dict[int, Conversation] = {}
+        for key, turns in conv.items():
+            match = re.fullmatch(r"session_(\d+)", key)
+            if not match or not turns:  # conv-26 has dates of sessions with no content
+                continue
+            messages = []
+            for t in turns:
+                text = t.get("text", "")
+                if t.get("blip_caption"):  # the photo a speaker shared, as LoCoMo describes it
+                    text = f"{text} [shares a photo: {t['blip_caption']}]".strip()
+                messages.append(
+                    {"role": "user" if t["speaker"] == user else "assistant", "content": text}
+                )
+            when = datetime.strptime(conv[f"{key}_date_time"].strip(), "%I:%M %p on %d %B, %Y")
+            sessions[int(match.group(1))] = Conversation(f"S{match.group(1)}", when, messages)
+        now = max(s.created_at for s in sessions.values()) + timedelta(days=1)
+        questions, skipped = [], 0
+        for i, qa in enumerate(sample["qa"]):
+            if qa["category"] == 5:  # adversarial: the answer is not in the history
+                continue
+            cited = {f"S{n}" for n in locomo_evidence(qa.get("evidence") or []) if n in sessions}
+            if not cited:
+                skipped += 1
+                continue
+            category = f"cat{qa['category']}"
+            questions.append(
+                Question(
+                    f"{sample['sample_id']}#{i}", qa["question"], category, frozenset(cited), now
+                )
+            )
+        out.append(
+            Haystack("locomo", sample["sample_id"], list(sessions.values()), questions, skipped)
+        )
+    return out
+
+
+def load_longmemeval(folder: Path) -> list[Haystack]:
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        item = json.loads(path.read_text())
+        sessions = [
+            Conversation(sid, datetime.strptime(date, "%Y/%m/%d (%a) %H:%M"), turns)
+            for sid, date, turns in zip(
+                item["haystack_session_ids"],
+                item["haystack_dates"],
+                item["haystack_sessions"],
+                strict=True,
+            )
+        ]
+        now = datetime.strptime(item["question_date"], "%Y/%m/%d (%a) %H:%M")
+        question = Question(
+            item["question_id"],
+            item["question"],
+            item["question_type"],
+            frozenset(item["answer_session_ids"]),
+            now,
+        )
+        out.append(Haystack("longmemeval", item["question_id"], sessions, [question]))
+    return out
+
+
+# -- embeddings cached by content hash ------------------------------------------------------
+class CachedEmbedder:
+    """The real embedder behind an on-disk cache keyed by sha256(model id, text)."""
+
+    def __init__(self, inner: Embedder, path: Path) -> None:
+        self.inner = inner
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path)
+        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB)")
+        self.hits = self.misses = 0
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    def _key(self, text: str) -> str:
+        return hashlib.sha256(f"{self.model_id}\0{text}".encode()).hexdigest()
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        keys = [self._key(t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, blob in self._db.execute(
+                f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk
+            ):
+                found[key] = np.frombuffer(blob, dtype="<f4")
+        missing = [i for i, k in enumerate(keys) if k not in found]
+        if missing:
+            vectors = self.inner.embed_batch([texts[i] for i in missing])
+            for i, vector in zip(missing, vectors, strict=True):
+                found[keys[i]] = np.asarray(vector, dtype=np.float32)
+            self._db.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?)",
+                [(keys[i], found[keys[i]].astype("<f4").tobytes()) for i in missing],
+            )
+            self._db.commit()
+        self.hits += len(keys) - len(missing)
+        self.misses += len(missing)
+        return np.vstack([found[k] for k in keys]) if keys else np.zeros((0, 0), np.float32)
+
+
+# -- one haystack through caesar's pipeline -------------------------------------------------
+def bench_settings(home: Path) -> Settings:
+    return Settings(
+        home=home,
+        gateway={
+            "providers": {
+                "offline": {"kind": "offline"},
+                # Nothing chats here; the chat route must still name a provider that could.
+                "unused": {
+                    "kind": "openai",
+                    "base_url": "http://127.0.0.1:9/v1",
+                    "api_key": "unused",
+                },
+            },
+            "routes": {
+                "chat": "unused:none",
+                "memory_extract": "offline:patterns",
+                "memory_summarise": "offline:textrank",
+            },
+        },
+        memory={"episodes_summarise": {"enabled": True, "batch_size": 64}},
+    )
+
+
+@dataclass
+class Built:
+    services: Services
+    session_of_episode: dict[int, str]  # episode id → session key
+    sessions_text: dict[str, str]  # session key → raw text (for the BM25 baseline)
+    rejected: int  # sessions the importer refused (not a chat)
+
+
+def build(haystack: Haystack, embedder: Embedder, home: Path) -> Built:
+    services = Services.build(bench_settings(home))
+    services.embedder.set(embedder)
+    migrate.upgrade(services.db)
+    chats = [(s.key, importable(s.messages), s.created_at) for s in haystack.sessions]
+    valid = [(key, turns, when) for key, turns, when in chats if turns is not None]
+    report = import_conversations(
+        services, [{"created_at": when.isoformat(), "messages": turns} for _, turns, when in valid]
+    )
+    bad_lines = {e.line for e in report.errors}
+    accepted = [v for i, v in enumerate(valid, start=1) if i not in bad_lines]
+    sessions_of_audit: dict[int, list[str]] = defaultdict(list)
+    for (key, _turns, _when), audit_id in zip(accepted, report.audit_ids, strict=True):
+        sessions_of_audit[audit_id].append(key)  # duplicate sessions share one chat row
+    run_until_caught_up(services.workers["memory.summarise"])
+    with services.db.read() as session:
+        rows = session.execute(
+            select(EpisodeSummary.id, EpisodeSummary.audit_log_id).where(
+                EpisodeSummary.summary != ""
+            )
+        ).all()
+    session_of_episode = {r.id: sessions_of_audit[r.audit_log_id][0] for r in rows}
+    texts = {key: "\n".join(t["content"] for t in turns) for key, turns, _ in accepted}
+    return Built(services, session_of_episode, texts, len(haystack.sessions) - len(accepted))
+
+
+# -- rankers: question → session keys, best first --------------------------------------------
+Ranker = Callable[[Built, Question], list[str]]
+
+
+def recall_ranker(**overrides: Any) -> Ranker:
+    """EpisodeMemory.preview with these overrides: the POST /v1/memory/recall path."""
+
+    def rank(built: Built, q: Question) -> list[str]:
+        hits = built.services.episodes.preview(q.text, q.now, max_age_days=None, **overrides)
+        return [built.session_of_episode[h.episode_id] for h in hits]
+
+    return rank
+
+
+@dataclass(frozen=True)
+class _HybridParams:
+    top_k: int
+    similarity_threshold: float | None
+    max_age_days: float | None
+    halflife_days: float
+    recall_weight_scale: float
+    fusion: str
+    keyword_weight: float
+
+
+def hybrid_ranker(**overrides: Any) -> Ranker:
+    from caesar.memory.hybrid import hybrid_search
+
+    def rank(built: Built, q: Question) -> list[str]:
+        memory = built.services.episodes
+        s = memory.settings
+        values = {
+            "top_k": s.top_k,
+            "similarity_threshold": s.similarity_threshold,
+            "halflife_days": s.halflife_days,
+            "recall_weight_scale": s.recall_weight_scale,
+            "fusion": os.environ.get("BENCH_FUSION", "hybrid"),
+            "keyword_weight": float(os.environ.get("BENCH_KEYWORD_WEIGHT", "0.5")),
+            "max_age_days": None,
+            **overrides,
+        }
+        with memory.db.read() as session:
+            hits = hybrid_search(
+                session,
+                memory.index(),
+                q.text,
+                memory.embed_query(q.text),
+                q.now,
+                _HybridParams(**values),
+            )
+        return [built.session_of_episode[h.episode_id] for h in hits]
+
+    return rank
+
+
+_WORD = re.compile(r"\w+")
+
+
+def bm25_ranker(built: Built, q: Question) -> list[str]:
+    keys = list(built.sessions_text)
+    corpus = [_WORD.findall(built.sessions_text[k].lower()) for k in keys]
+    scores = BM25Okapi(corpus).get_scores(_WORD.findall(q.text.lower()))
+    return [keys[i] for i in np.argsort(-scores, kind="stable")[:RANK_DEPTH]]
+
+
+RANKED = {"top_k": RANK_DEPTH, "similarity_threshold": None}
+NO_DECAY = {"halflife_days": math.inf}
+
+
+def systems() -> dict[str, tuple[Ranker, Ranker | None]]:
+    """name → (ranking with the threshold off, default auto-recall or None)."""
+    fields = RecallParams.__dataclass_fields__
+    dense = {"fusion": "dense"} if "fusion" in fields else {}
+    out: dict[str, tuple[Ranker, Ranker | None]] = {
+        "ADR-literal (dense × decay)": (recall_ranker(**RANKED, **dense), recall_ranker(**dense)),
+        "BM25, raw session text": (bm25_ranker, None),
+    }
+    if dense:  # the hybrid defaults are configured: caesar's own recall
+        out["caesar hybrid (defaults)"] = (recall_ranker(**RANKED), recall_ranker())
+        out["caesar hybrid, decay off"] = (recall_ranker(**RANKED, **NO_DECAY), None)
+    else:  # EpisodeMemory does not fuse yet: hybrid.hybrid_search with the same parameters
+        out["caesar hybrid (defaults)"] = (hybrid_ranker(**RANKED), hybrid_ranker())
+        out["caesar hybrid, decay off"] = (hybrid_ranker(**RANKED, **NO_DECAY), None)
+    out["ADR-literal, decay off"] = (recall_ranker(**RANKED, **dense, **NO_DECAY), None)
+    return out
+
+
+# -- scoring --------------------------------------------------------------------------------
+@dataclass
+class Tally:
+    n: int = 0
+    at_k: dict[int, int] = field(default_factory=lambda: dict.fromkeys(KS, 0))
+    rr: float = 0.0
+    auto: int = 0
+    auto_n: int = 0
+
+    def add(self, ranked: list[str], evidence: frozenset[str], auto: list[str] | None) -> None:
+        self.n += 1
+        first = next((i for i, key in enumerate(ranked, start=1) if key in evidence), None)
+        for k in KS:
+            self.at_k[k] += first is not None and first <= k
+        self.rr += 1.0 / first if first else 0.0
+        if auto is not None:
+            self.auto_n += 1
+            self.auto += any(key in evidence for key in auto)
+
+    def row(self) -> list[str]:
+        cells = [f"{self.at_k[k] / self.n:.3f}" for k in KS] + [f"{self.rr / self.n:.3f}"]
+        cells.append(f"{self.auto / self.auto_n:.3f}" if self.auto_n else "–")
+        return cells
+
+
+def run(
+    haystacks: list[Haystack], embedder: Embedder
+) -> tuple[dict[tuple[str, str, str], Tally], dict[str, Any]]:
+    tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
+    notes: dict[str, Any] = defaultdict(int)
+    named = systems()
+    started = time.monotonic()
+    for number, haystack in enumerate(haystacks, start=1):
+        with tempfile.TemporaryDirectory(prefix="caesar-recall-") as home:
+            built = build(haystack, embedder, Path(home))
+            try:
+                notes[f"{haystack.dataset}:rejected"] += built.rejected
+                notes[f"{haystack.dataset}:skipped"] += haystack.skipped
+                notes[f"{haystack.dataset}:episodes"] += len(built.session_of_episode)
+                for q in haystack.questions:
+                    for name, (ranked, auto) in named.items():
+                        got = ranked(built, q)
+                        shown = auto(built, q) if auto else None
+                        for category in (q.category, "all"):
+                            tallies[(haystack.dataset, name, category)].add(got, q.evidence, shown)
+            finally:
+                built.services.close()
+        print(
+            f"[{time.monotonic() - started:6.0f}s] {number}/{len(haystacks)} {haystack.dataset} "
+            f"{haystack.name}: {len(haystack.sessions)} sessions, {len(haystack.questions)} questions",
+            flush=True,
+        )
+    notes["seconds"] = round(time.monotonic() - started)
+    return tallies, notes
+
+
+def table(tallies: dict[tuple[str, str, str], Tally], dataset: str, category: str = "all") -> str:
+    head = "| system | R@1 | R@3 | R@5 | MRR | auto-recall hit |"
+    lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for (ds, name, cat), tally in tallies.items():
+        if ds == dataset and cat == category:
+            lines.append(f"| {name} | " + " | ".join(tally.row()) + " |")
+    return "\n".join(lines)
+
+
+def by_category(tallies: dict[tuple[str, str, str], Tally], dataset: str) -> str:
+    names = list(dict.fromkeys(name for ds, name, _ in tallies if ds == dataset))
+    cats = sorted({cat for ds, _, cat in tallies if ds == dataset and cat != "all"})
+    lines = ["| category (n) | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names)]
+    for cat in cats:
+        n = tallies[(dataset, names[0], cat)].n
+        cells = [
+            tallies[(dataset, name, cat)].row()[2] + " / " + tallies[(dataset, name, cat)].row()[3]
+            for name in names
+        ]
+        lines.append(f"| {cat} ({n}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def report(
+    tallies: dict[tuple[str, str, str], Tally], notes: dict[str, Any], datasets: list[str]
+) -> str:
+    parts = []
+    for ds in datasets:
+        n = tallies[(ds, next(name for d, name, _ in tallies if d == ds), "all")].n
+        parts.append(
+            f"**{ds}** — {n} questions, {notes[f'{ds}:episodes']} episodes "
+            f"({notes[f'{ds}:skipped']} questions without usable evidence skipped, "
+            f"{notes[f'{ds}:rejected']} sessions refused by the importer)\n\n"
+            + table(tallies, ds)
+            + "\n\nR@5 / MRR by category:\n\n"
+            + by_category(tallies, ds)
+        )
+    return "\n\n".join(parts) + f"\n\nRun time: {notes['seconds']} s."
+
+
+def write_doc(text: str) -> None:
+    start, end = "<!-- results:start -->", "<!-- results:end -->"
+    doc = DOC.read_text()
+    if start not in doc or end not in doc:
+        raise SystemExit(f"{DOC}: results markers missing")
+    head, rest = doc.split(start, 1)
+    DOC.write_text(f"{head}{start}\n{text}\n{end}{rest.split(end, 1)[1]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", choices=["all", "locomo", "longmemeval"], default="all")
+    parser.add_argument("--limit", type=int, default=None, help="at most N haystacks per dataset")
+    parser.add_argument(
+        "--no-docs", action="store_true", help="do not rewrite docs/recall-quality.md"
+    )
+    args = parser.parse_args()
+
+    haystacks: list[Haystack] = []
+    if args.dataset in ("all", "locomo"):
+        haystacks += load_locomo(DATA / "locomo" / "locomo_dev.json")[: args.limit]
+    if args.dataset in ("all", "longmemeval"):
+        haystacks += load_longmemeval(DATA / "longmemeval_s")[: args.limit]
+    from caesar.embeddings import MiniLMEmbedder
+
+    real = MiniLMEmbedder(Settings(home=OUT, embedder={"cache_dir": OUT / "models"}))
+    embedder = CachedEmbedder(real, OUT / "embedding-cache.sqlite")
+    tallies, notes = run(haystacks, embedder)
+    datasets = list(dict.fromkeys(h.dataset for h in haystacks))
+    text = report(tallies, notes, datasets)
+    print(f"\nembeddings: {embedder.hits} cached, {embedder.misses} computed\n")
+    print(text)
+    if args.dataset == "all" and args.limit is None and not args.no_docs:
+        write_doc(text)
+        print(f"\nwrote {DOC.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,375 @@
+"""The operator's dashboard: facts ranked by importance (ADR-0034 §5) and the audit timeline.
+
+Server-rendered with Jinja2 (autoescape on, no `|safe` anywhere), no JavaScript; a strict
+Content-Security-Policy backs the escaping up. Auth and CSRF live in `dashboard_session`.
+
+    GET  /dashboard                    → /dashboard/facts
+    GET  /dashboard/login, POST        the API token, once → session cookie
+    POST /dashboard/logout
+    GET  /dashboard/facts              facts, most important first; create / edit / delete
+    POST /dashboard/facts              create or edit (form: key, value)
+    POST /dashboard/facts/{key}/delete
+    GET  /dashboard/audit              timeline, newest first; ?event_type= &before_id=
+    GET  /dashboard/audit/{id}         one row in full, with what it refers to and what refers to it
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import jinja2
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
+from fastapi.templating import Jinja2Templates
+from sqlalchemy import select
+
+from caesar import audit
+from caesar.api.dashboard_session import (
+    COOKIE_PATH,
+    SESSION_MAX_AGE,
+    Denied,
+    FormViewerDep,
+    LoginRequired,
+    Viewer,
+    ViewerDep,
+    codec_for,
+)
+from caesar.api.deps import SESSION_COOKIE, ServicesDep, token_matches
+from caesar.clock import utcnow
+from caesar.db.models import AuditLog
+from caesar.errors import InputError, NotFound
+from caesar.memory.facts import normalise_key
+from caesar.prompt import relative_time
+from caesar.services import Services
+
+HERE = Path(__file__).resolve().parent
+PAGE_SIZE = 50
+TIMELINE_PAYLOAD_CHARS = 1500
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+# Rows that point at the chat they came from, and where: (label, payload key or "subject_id").
+_REFERENCES = (
+    ("source chat", "audit_log_id"),
+    ("source", "source_audit_id"),
+    ("subject", "subject_id"),
+    ("turn", "turn_audit_id"),
+)
+# Rows written *about* a chat (subject_id = the chat's id), listed on its detail page.
+_DERIVED = (
+    audit.FACT_EXTRACTED,
+    audit.FACT_UPDATED,
+    audit.EXTRACT_FAILED,
+    audit.EPISODE_SUMMARISED,
+    audit.EPISODE_SUMMARISE_SKIPPED,
+    audit.EPISODE_SUMMARISE_FAILED,
+    audit.EPISODE_RECALLED,
+)
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # every template, whatever its name
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["ago"] = lambda then, now: relative_time(then, now)
+    env.filters["iso"] = lambda moment: moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return env
+
+
+templates = Jinja2Templates(env=_env())
+
+
+class _HtmlErrors(APIRoute):
+    """Dashboard failures answer as HTML pages (or a redirect to log in), not the JSON errors
+    the API routes give; the app-wide handlers stay untouched."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except LoginRequired:
+                if request.method == "GET":
+                    return _redirect(f"/dashboard/login?next={quote(request.url.path)}")
+                return _problem(request, 401, "log in first")
+            except Denied as exc:
+                return _problem(request, exc.status, exc.message)
+            except NotFound as exc:
+                return _problem(request, 404, str(exc))
+            except InputError as exc:
+                return _problem(request, 400, str(exc))
+            except RequestValidationError as exc:
+                where = "; ".join(
+                    f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()
+                )
+                return _problem(request, 422, f"invalid request: {where}"[:500])
+
+        return guarded
+
+
+router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=_HtmlErrors)
+
+
+# -- rendering --------------------------------------------------------------------------------
+def _set_session(response: Response, request: Request, cookie: str) -> None:
+    response.set_cookie(
+        SESSION_COOKIE,
+        cookie,
+        max_age=SESSION_MAX_AGE,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+def _page(
+    request: Request, viewer: Viewer | None, name: str, context: dict[str, Any], status: int = 200
+) -> Response:
+    response = templates.TemplateResponse(
+        request,
+        name,
+        {"viewer": viewer, "now": utcnow(), **context},
+        status_code=status,
+        headers=SECURITY_HEADERS,
+    )
+    if viewer is not None and viewer.new_cookie is not None:
+        _set_session(response, request, viewer.new_cookie)
+    return response
+
+
+def _problem(request: Request, status: int, message: str) -> Response:
+    return _page(request, None, "error.html", {"status": status, "message": message}, status)
+
+
+def _redirect(location: str) -> Response:
+    return RedirectResponse(location, status_code=303, headers=SECURITY_HEADERS)
+
+
+def _safe_next(target: str | None) -> str:
+    """Only back into the dashboard: never an open redirect to another host."""
+    if target and target.startswith("/dashboard/") and not target.startswith("//") and "\\" not in target:
+        return target
+    return "/dashboard/facts"
+
+
+# -- pages ------------------------------------------------------------------------------------
+@router.get("/static/dashboard.css")
+def stylesheet() -> FileResponse:
+    return FileResponse(HERE / "static" / "dashboard.css", media_type="text/css")
+
+
+@router.get("")
+def home() -> Response:
+    return _redirect("/dashboard/facts")
+
+
+@router.get("/login")
+def login_form(
+    request: Request, services: ServicesDep, next: Annotated[str | None, Query(max_length=500)] = None
+) -> Response:
+    if services.settings.api_token is None:  # loopback-only mode: nothing to log in to
+        return _redirect(_safe_next(next))
+    return _page(request, None, "login.html", {"next": _safe_next(next), "error": None})
+
+
+@router.post("/login")
+def login(
+    request: Request,
+    services: ServicesDep,
+    token: Annotated[str, Form(max_length=1000)] = "",
+    next: Annotated[str, Form(max_length=500)] = "",
+) -> Response:
+    if services.settings.api_token is None:
+        return _redirect(_safe_next(next))
+    if not token_matches(services, token):
+        context = {"next": _safe_next(next), "error": "That is not the API token."}
+        return _page(request, None, "login.html", context, 401)
+    _sid, cookie = codec_for(request).issue()
+    response = _redirect(_safe_next(next))
+    _set_session(response, request, cookie)
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, viewer: FormViewerDep) -> Response:
+    response = _redirect("/dashboard/login")
+    response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, httponly=True, samesite="strict")
+    return response
+
+
+@router.get("/facts")
+def facts_page(
+    request: Request,
+    viewer: ViewerDep,
+    services: ServicesDep,
+    saved: Annotated[str | None, Query(max_length=200)] = None,
+    deleted: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
+    return _facts(request, viewer, services, notice=_notice(saved, deleted))
+
+
+def _notice(saved: str | None, deleted: str | None) -> str | None:
+    if saved:
+        return f"Saved {saved}."
+    if deleted:
+        return f"Deleted {deleted}."
+    return None
+
+
+def _facts(
+    request: Request,
+    viewer: Viewer,
+    services: Services,
+    *,
+    notice: str | None = None,
+    error: str | None = None,
+    draft: dict[str, str] | None = None,
+    status: int = 200,
+) -> Response:
+    settings = services.settings.memory
+    context = {
+        "facts": services.facts.list_all(),
+        "notice": notice,
+        "error": error,
+        "draft": draft or {"key": "", "value": ""},
+        "importance": settings.facts_importance,
+        "inject": settings.facts_inject,
+    }
+    return _page(request, viewer, "facts.html", context, status)
+
+
+@router.post("/facts")
+def save_fact(
+    request: Request,
+    viewer: FormViewerDep,
+    services: ServicesDep,
+    key: Annotated[str, Form(max_length=10_000)] = "",
+    value: Annotated[str, Form(max_length=10_000)] = "",
+) -> Response:
+    try:
+        fact, _audit_id = services.facts.set_by_operator(key, value)
+    except InputError as exc:  # show the form again, with what was typed
+        draft = {"key": key, "value": value}
+        return _facts(request, viewer, services, error=str(exc), draft=draft, status=400)
+    return _redirect(f"/dashboard/facts?saved={quote(fact.key)}")
+
+
+@router.post("/facts/{key}/delete")
+def delete_fact_form(key: str, viewer: FormViewerDep, services: ServicesDep) -> Response:
+    services.facts.delete(key)
+    return _redirect(f"/dashboard/facts?deleted={quote(normalise_key(key))}")
+
+
+# -- audit ------------------------------------------------------------------------------------
+def pretty(payload: Any, limit: int | None = None) -> str:
+    text = json.dumps(payload, indent=2, ensure_ascii=False, default=str)
+    if limit is not None and len(text) > limit:
+        return text[:limit] + "\n…"
+    return text
+
+
+def references(row: AuditLog) -> list[tuple[str, int]]:
+    """(label, audit id) of the rows this one points at: the chat a fact was extracted from, the
+    chat a recalled episode summarises, the episodes a chat turn recalled. Pure."""
+    payload = row.payload if isinstance(row.payload, dict) else {}
+    found: list[tuple[str, int]] = []
+    for label, field in _REFERENCES:
+        value = row.subject_id if field == "subject_id" else payload.get(field)
+        if isinstance(value, int) and not isinstance(value, bool):
+            found.append((label, value))
+    memory = payload.get("memory")
+    if isinstance(memory, dict) and isinstance(memory.get("episodes_recalled"), list):
+        found += [
+            ("recalled", v) for v in memory["episodes_recalled"] if isinstance(v, int) and not isinstance(v, bool)
+        ]
+    seen: set[int] = {row.id}
+    unique = []
+    for label, target in found:
+        if target not in seen:
+            seen.add(target)
+            unique.append((label, target))
+    return unique
+
+
+def _resolve(session: Any, rows: list[AuditLog]) -> dict[int, list[dict[str, Any]]]:
+    """Each row's references with the event type they point at (None: swept by retention)."""
+    refs = {row.id: references(row) for row in rows}
+    wanted = {target for pairs in refs.values() for _label, target in pairs}
+    types: dict[int, str] = {}
+    if wanted:
+        found = session.execute(select(AuditLog.id, AuditLog.event_type).where(AuditLog.id.in_(wanted)))
+        types = {i: t for i, t in found}
+    return {
+        row_id: [{"label": label, "id": target, "event_type": types.get(target)} for label, target in pairs]
+        for row_id, pairs in refs.items()
+    }
+
+
+@router.get("/audit")
+def audit_page(
+    request: Request,
+    viewer: ViewerDep,
+    services: ServicesDep,
+    event_type: Annotated[str | None, Query(max_length=64)] = None,
+    before_id: Annotated[int | None, Query(ge=1)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = PAGE_SIZE,
+) -> Response:
+    event_type = event_type or None
+    with services.db.read() as session:
+        rows = list(
+            audit.list_events(
+                session, event_type=event_type, before_id=before_id, limit=limit, newest_first=True
+            )
+        )
+        refs = _resolve(session, rows)
+        types = audit.event_types(session)
+    entries = [
+        {"row": r, "payload": pretty(r.payload, TIMELINE_PAYLOAD_CHARS), "refs": refs[r.id]} for r in rows
+    ]
+    older = rows[-1].id if len(rows) == limit else None
+    context = {
+        "entries": entries,
+        "types": types,
+        "event_type": event_type,
+        "older": older,
+        "paged": before_id is not None,
+        "limit": limit,
+    }
+    return _page(request, viewer, "audit.html", context)
+
+
+@router.get("/audit/{audit_id}")
+def audit_row(request: Request, viewer: ViewerDep, services: ServicesDep, audit_id: int) -> Response:
+    with services.db.read() as session:
+        row = session.get(AuditLog, audit_id)
+        if row is None:
+            raise NotFound(f"no audit row #{audit_id} (it may have been swept by retention)")
+        refs = _resolve(session, [row])[row.id]
+        derived = session.execute(
+            select(AuditLog.id, AuditLog.event_type, AuditLog.created_at, AuditLog.subject_key)
+            .where(AuditLog.event_type.in_(_DERIVED), AuditLog.subject_id == audit_id)
+            .order_by(AuditLog.id)
+        ).all()
+    context = {"row": row, "payload": pretty(row.payload), "refs": refs, "derived": derived}
+    return _page(request, viewer, "audit_row.html", context)

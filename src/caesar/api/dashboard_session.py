@@ -1,0 +1,138 @@
+"""Who is looking at the dashboard: the session cookie, CSRF tokens and the bearer header.
+
+- With an API token configured, the operator logs in once with it; the session cookie is a
+  random session id signed (itsdangerous) with a key derived from the token by HMAC. So no
+  extra secret is needed, and rotating the token logs every browser out.
+- With no token (loopback-only mode) the dashboard is open: the first visit gets a session
+  signed with a per-process random key, only so that forms can carry a CSRF token. A page on
+  another site can still POST to 127.0.0.1, and CSRF is what stops it.
+- Every POST form carries `csrf` = HMAC(key, session id): tied to the session, unguessable
+  without the key, nothing stored server-side. A request authenticated by the bearer header
+  needs no CSRF token: a browser never attaches that header to a cross-site request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Form, Request
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+from caesar.api.deps import SESSION_COOKIE, ServicesDep, bearer, token_matches
+
+COOKIE_PATH = "/dashboard"
+SESSION_MAX_AGE = 7 * 24 * 3600
+_SALT = "caesar.dashboard.session"
+_OPEN_KEY_LOCK = threading.Lock()
+
+
+class LoginRequired(Exception):
+    """No valid session and no bearer header, with a token configured."""
+
+
+class Denied(Exception):
+    """A request the dashboard refuses, with the status and the message to show."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def session_key(api_token: str) -> bytes:
+    """The signing key, derived from the API token so the dashboard needs no secret of its own."""
+    return hmac.new(api_token.encode(), b"caesar dashboard session key v1", hashlib.sha256).digest()
+
+
+@dataclass(frozen=True)
+class SessionCodec:
+    key: bytes
+
+    def _serializer(self) -> URLSafeTimedSerializer:
+        return URLSafeTimedSerializer(self.key, salt=_SALT)
+
+    def issue(self) -> tuple[str, str]:
+        """A new session: (session id, signed cookie value)."""
+        sid = secrets.token_urlsafe(18)
+        return sid, self._serializer().dumps({"sid": sid})
+
+    def read(self, cookie: str | None) -> str | None:
+        """The session id of a valid, unexpired cookie; None for anything else."""
+        if not cookie:
+            return None
+        try:
+            data = self._serializer().loads(cookie, max_age=SESSION_MAX_AGE)
+        except BadSignature:  # also SignatureExpired: the browser simply logs in again
+            return None
+        sid = data.get("sid") if isinstance(data, dict) else None
+        return sid if isinstance(sid, str) and sid else None
+
+    def csrf_for(self, sid: str) -> str:
+        return hmac.new(self.key, b"csrf:" + sid.encode(), hashlib.sha256).hexdigest()
+
+    def csrf_ok(self, sid: str, presented: str) -> bool:
+        return hmac.compare_digest(self.csrf_for(sid).encode(), presented.encode())
+
+
+def codec_for(request: Request) -> SessionCodec:
+    token = request.app.state.services.settings.api_token
+    if token is not None:
+        return SessionCodec(session_key(token.get_secret_value()))
+    state = request.app.state
+    with _OPEN_KEY_LOCK:
+        key = getattr(state, "dashboard_open_key", None)
+        if key is None:
+            key = state.dashboard_open_key = secrets.token_bytes(32)
+    return SessionCodec(key)
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The authenticated operator, as far as one request is concerned."""
+
+    csrf: str  # what this viewer's forms send back; "" for bearer clients, who need none
+    sid: str | None = None
+    via_bearer: bool = False
+    new_cookie: str | None = None  # open mode's first visit: a session cookie to set
+    can_log_out: bool = False
+
+
+def current_viewer(request: Request, services: ServicesDep) -> Viewer:
+    token_set = services.settings.api_token is not None
+    presented = bearer(request)
+    if token_set and presented is not None:
+        if token_matches(services, presented):
+            return Viewer(csrf="", via_bearer=True)
+        raise Denied(401, "wrong API token in the Authorization header")
+    codec = codec_for(request)
+    sid = codec.read(request.cookies.get(SESSION_COOKIE))
+    if sid is not None:
+        return Viewer(csrf=codec.csrf_for(sid), sid=sid, can_log_out=token_set)
+    if token_set:
+        raise LoginRequired
+    sid, cookie = codec.issue()
+    return Viewer(csrf=codec.csrf_for(sid), sid=sid, new_cookie=cookie)
+
+
+ViewerDep = Annotated[Viewer, Depends(current_viewer)]
+
+
+def checked_viewer(
+    request: Request, viewer: ViewerDep, csrf: Annotated[str, Form(max_length=200)] = ""
+) -> Viewer:
+    """The viewer of a POST form, whose CSRF token must match its session."""
+    if viewer.via_bearer:
+        return viewer
+    if viewer.new_cookie is not None or viewer.sid is None or not csrf:
+        raise Denied(403, "missing CSRF token: reload the page and submit the form again")
+    if not codec_for(request).csrf_ok(viewer.sid, csrf):
+        raise Denied(403, "wrong CSRF token: reload the page and submit the form again")
+    return viewer
+
+
+FormViewerDep = Annotated[Viewer, Depends(checked_viewer)]

@@ -1,0 +1,110 @@
+"""CLI commands for episodes' neighbours: `import`, `semantic-recall`, `proactive run|list`.
+
+Registered on the main app by cli.py (`register(app)`); shares its error translation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from caesar.cli import console, err, friendly, services
+
+proactive_app = typer.Typer(help="Turns caesar starts itself (the proactive tables of the config).", no_args_is_help=True)
+MAX_ERRORS_SHOWN = 50
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(1 for _ in handle)
+
+
+@friendly
+def import_command(
+    file: Annotated[Path, typer.Argument(help="JSONL: one {created_at, messages} per line.", exists=True, dir_okay=False)],
+) -> None:
+    """Import past conversations as chat.completed rows dated when they happened."""
+    from caesar.importer import import_file
+
+    built = services()
+    total = _count_lines(file)
+    columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("import", total=total)
+        report = import_file(built, file, on_progress=lambda n: progress.advance(task, n))
+    for problem in report.errors[:MAX_ERRORS_SHOWN]:
+        err.print(f"line {problem.line}: {problem.error}", highlight=False, markup=False)
+    if len(report.errors) > MAX_ERRORS_SHOWN:
+        err.print(f"… and {len(report.errors) - MAX_ERRORS_SHOWN} more invalid lines", highlight=False)
+    console.print(
+        f"imported {report.imported} conversations; {report.duplicates} already there; "
+        f"{len(report.errors)} invalid lines skipped",
+        highlight=False,
+    )
+    if report.older_than_ttl:
+        ttl = built.settings.retention.ttl_days
+        console.print(
+            f"[yellow]note:[/yellow] {report.older_than_ttl} are older than retention.ttl_days "
+            f"({ttl}); the next retention sweep deletes them unless you raise the TTL or set "
+            "retention.enabled = false",
+            highlight=False,
+        )
+    if report.imported:
+        console.print("run `caesar worker --once memory.summarise` to summarise them now", highlight=False)
+
+
+@friendly
+def semantic_recall_command(
+    query: str,
+    top_k: Annotated[int, typer.Option(help="How many chunks.", min=1, max=50)] = 5,
+) -> None:
+    """Search past replies by meaning (the semantic index; cosine only)."""
+    hits = services().semantic.recall(query, top_k)
+    if not hits:
+        console.print("nothing indexed matches (is the semantic.index worker enabled?)")
+        return
+    table = Table("score", "chat", "when (UTC)", "text")
+    for h in hits:
+        table.add_row(f"{h.score:.3f}", f"#{h.audit_log_id}", h.created_at.strftime("%Y-%m-%d %H:%M"), h.text)
+    console.print(table)
+
+
+@proactive_app.command("run")
+@friendly
+def proactive_run(name: str) -> None:
+    """Run the proactive turn NAME now (audited as proactive.completed)."""
+    from caesar.proactive import run_proactive
+
+    result = run_proactive(services(), name)
+    console.print(result.reply, highlight=False, markup=False)
+    console.print(f"[dim]audit #{result.audit_id}; recalled {len(result.recalled)} episodes[/dim]")
+
+
+@proactive_app.command("list")
+@friendly
+def proactive_list() -> None:
+    """Configured proactive runs, their last run and when they are next due."""
+    from caesar.proactive import ProactiveScheduler, schedule_text
+
+    built = services()
+    scheduler = built.workers[ProactiveScheduler.name]
+    assert isinstance(scheduler, ProactiveScheduler)
+    rows = scheduler.schedule()
+    if not rows:
+        console.print("no proactive runs configured (add [[proactive]] tables to the config)", markup=False)
+        return
+    table = Table("name", "schedule", "last run (UTC)", "next due (UTC)", "prompt")
+    for spec, last, due in rows:
+        last_text = last.strftime("%Y-%m-%d %H:%M") if last else "never"
+        table.add_row(spec.name, schedule_text(spec), last_text, due.strftime("%Y-%m-%d %H:%M"), spec.prompt)
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("import")(import_command)
+    app.command("semantic-recall")(semantic_recall_command)
+    app.add_typer(proactive_app, name="proactive")

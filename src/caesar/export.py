@@ -1,0 +1,332 @@
+"""Leaving with your data: `caesar export` (JSONL) and `caesar db backup` (a copy of the file).
+
+Export writes one JSON object per line, each with a `type`: first an `export` header (format
+version, time, row counts), then every `fact`, every `episode` and every `audit` row, oldest
+first. All of it is read inside ONE read transaction (a snapshot: SQLite in WAL mode, PostgreSQL
+REPEATABLE READ), so the header's counts match the lines that follow even while caesar keeps
+writing; rows are fetched in keyset-paginated batches, so memory stays flat at any size.
+
+Backup of SQLite uses SQLite's online backup API in a single step: it copies every page under
+one read snapshot, and in WAL mode that never blocks the server's writers. The copy is written
+beside the target, checked (`PRAGMA integrity_check`, `foreign_key_check`) and only then renamed
+into place, so a file at PATH is always a complete, consistent database. PostgreSQL is backed
+up with its own tool, pg_dump; `pg_dump_command` says exactly how.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, closing
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Self, TextIO
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session
+
+from caesar import __version__
+from caesar.clock import utcnow
+from caesar.db.engine import BUSY_TIMEOUT_MS, Database
+from caesar.db.models import AuditLog, EpisodeSummary, Fact
+from caesar.errors import CaesarError, InputError
+
+EXPORT_FORMAT = 1
+BATCH = 500
+RECORD_TYPES = ("fact", "episode", "audit")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+@dataclass(frozen=True)
+class ExportCounts:
+    facts: int
+    episodes: int
+    audit: int
+
+    @property
+    def total(self) -> int:
+        return self.facts + self.episodes + self.audit
+
+    def by_type(self) -> dict[str, int]:
+        return {"fact": self.facts, "episode": self.episodes, "audit": self.audit}
+
+
+def _counts(session: Session) -> ExportCounts:
+    def count(model: Any) -> int:
+        return int(session.scalar(select(func.count()).select_from(model)) or 0)
+
+    return ExportCounts(facts=count(Fact), episodes=count(EpisodeSummary), audit=count(AuditLog))
+
+
+def fact_record(f: Fact) -> dict[str, Any]:
+    return {
+        "type": "fact",
+        "id": f.id,
+        "key": f.key,
+        "value": f.value,
+        "confidence": f.confidence,
+        "source_audit_id": f.source_audit_id,
+        "created_at": _iso(f.created_at),
+        "updated_at": _iso(f.updated_at),
+    }
+
+
+_EPISODE_COLUMNS = (
+    EpisodeSummary.id,
+    EpisodeSummary.audit_log_id,
+    EpisodeSummary.summary,
+    EpisodeSummary.model,
+    EpisodeSummary.created_at,
+    EpisodeSummary.last_recalled_at,
+    EpisodeSummary.recall_count,
+)
+
+
+def episode_record(row: Any, embedding: list[float] | None = None) -> dict[str, Any]:
+    record = {
+        "type": "episode",
+        "id": row.id,
+        "audit_log_id": row.audit_log_id,
+        "summary": row.summary,
+        "model": row.model,
+        "created_at": _iso(row.created_at),
+        "last_recalled_at": _iso(row.last_recalled_at),
+        "recall_count": row.recall_count,
+    }
+    if embedding is not None:
+        record["embedding"] = embedding
+    return record
+
+
+def audit_record(a: AuditLog) -> dict[str, Any]:
+    return {
+        "type": "audit",
+        "id": a.id,
+        "event_type": a.event_type,
+        "created_at": _iso(a.created_at),
+        "subject_id": a.subject_id,
+        "subject_key": a.subject_key,
+        "payload": a.payload,
+    }
+
+
+def _facts(session: Session) -> Iterator[dict[str, Any]]:
+    last = 0
+    while True:
+        batch = session.scalars(
+            select(Fact).where(Fact.id > last).order_by(Fact.id).limit(BATCH)
+        ).all()
+        if not batch:
+            return
+        for fact in batch:
+            yield fact_record(fact)
+        last = batch[-1].id
+        session.expunge_all()
+
+
+def _episodes(session: Session, with_embeddings: bool) -> Iterator[dict[str, Any]]:
+    # Without embeddings the (large) vector columns are never even read.
+    columns = (*_EPISODE_COLUMNS, EpisodeSummary.embedding) if with_embeddings else _EPISODE_COLUMNS
+    last = 0
+    while True:
+        batch = session.execute(
+            select(*columns)
+            .where(EpisodeSummary.id > last)
+            .order_by(EpisodeSummary.id)
+            .limit(BATCH)
+        ).all()
+        if not batch:
+            return
+        for row in batch:
+            yield episode_record(row, list(row.embedding) if with_embeddings else None)
+        last = batch[-1].id
+
+
+def _audit(session: Session) -> Iterator[dict[str, Any]]:
+    last = 0
+    while True:
+        batch = session.scalars(
+            select(AuditLog).where(AuditLog.id > last).order_by(AuditLog.id).limit(BATCH)
+        ).all()
+        if not batch:
+            return
+        for row in batch:
+            yield audit_record(row)
+        last = batch[-1].id
+        session.expunge_all()
+
+
+class Export:
+    """`with Export(db) as export:` opens the snapshot; `export.counts` is known before the
+    first record is read (for a progress bar); `export.records()` streams them."""
+
+    def __init__(self, db: Database, *, with_embeddings: bool = False) -> None:
+        self.db = db
+        self.with_embeddings = with_embeddings
+        self._stack = ExitStack()
+        self._session: Session | None = None
+        self.counts = ExportCounts(0, 0, 0)
+
+    def __enter__(self) -> Self:
+        self._session = self._stack.enter_context(self.db.read())
+        if not self.db.is_sqlite:
+            # One snapshot for every statement of the export (SQLite's read transaction is one already).
+            self._session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        self.counts = _counts(self._session)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._session = None
+        self._stack.close()
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "type": "export",
+            "format": EXPORT_FORMAT,
+            "caesar_version": __version__,
+            "exported_at": _iso(utcnow()),
+            "with_embeddings": self.with_embeddings,
+            "counts": self.counts.by_type(),
+        }
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        if self._session is None:
+            raise RuntimeError("use `with Export(db) as export:` before reading records")
+        yield self.header()
+        yield from _facts(self._session)
+        yield from _episodes(self._session, self.with_embeddings)
+        yield from _audit(self._session)
+
+
+def write_jsonl(
+    records: Iterator[dict[str, Any]], out: TextIO, on_record: Callable[[str], None] | None = None
+) -> dict[str, int]:
+    """Write one compact JSON object per line; returns how many lines of each type."""
+    written: dict[str, int] = {}
+    for record in records:
+        out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+        out.write("\n")
+        kind = record["type"]
+        written[kind] = written.get(kind, 0) + 1
+        if on_record is not None:
+            on_record(kind)
+    return written
+
+
+def export_to_path(
+    db: Database,
+    path: Path,
+    *,
+    with_embeddings: bool = False,
+    on_start: Callable[[ExportCounts], None] | None = None,
+    on_record: Callable[[str], None] | None = None,
+) -> dict[str, int]:
+    """Export into `path` via a temporary file renamed at the end: a file at `path` is whole."""
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        with (
+            Export(db, with_embeddings=with_embeddings) as export,
+            tmp.open("w", encoding="utf-8") as out,
+        ):
+            if on_start:
+                on_start(export.counts)
+            written = write_jsonl(export.records(), out, on_record)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return written
+
+
+# -- backup -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BackupResult:
+    path: Path
+    bytes: int
+    audit_rows: int
+    episodes: int
+    facts: int
+
+
+def sqlite_path(db: Database) -> Path:
+    database = make_url(db.url).database
+    if not database or database == ":memory:":
+        raise InputError(
+            "an in-memory SQLite database cannot be backed up; it is gone when caesar stops"
+        )
+    return Path(database).expanduser()
+
+
+def backup_sqlite(db: Database, target: Path) -> BackupResult:
+    """Copy the live SQLite database to `target` (which must not exist) and verify the copy."""
+    source = sqlite_path(db)
+    if not source.is_file():
+        raise InputError(f"no database at {source}: nothing to back up")
+    target = target.expanduser()
+    if target.exists():
+        raise InputError(f"{target} already exists: choose a new path (a backup never overwrites)")
+    if not target.parent.is_dir():
+        raise InputError(f"{target.parent} is not a directory")
+    tmp = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    try:
+        with (
+            closing(sqlite3.connect(source, timeout=BUSY_TIMEOUT_MS / 1000)) as src,
+            closing(sqlite3.connect(tmp)) as dst,
+        ):
+            # pages=-1: every page in one step, i.e. one snapshot. Stepwise copying restarts
+            # whenever another connection writes, and a busy server writes all the time.
+            src.backup(dst, pages=-1)
+            # A single self-contained file, not a WAL-mode database with side files.
+            dst.execute("PRAGMA journal_mode=DELETE")
+            problems = _check(dst)
+            if problems:
+                raise CaesarError(f"the backup copy failed its integrity check: {problems}")
+            counts = [
+                int(dst.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # fixed table names
+                for table in ("audit_log", "episode_summaries", "facts")
+            ]
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return BackupResult(target, target.stat().st_size, *counts)
+
+
+def _check(conn: sqlite3.Connection) -> str:
+    integrity = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+    if integrity != ["ok"]:
+        return "; ".join(integrity[:5])
+    orphans = conn.execute("PRAGMA foreign_key_check").fetchall()
+    if orphans:
+        return f"{len(orphans)} rows break a foreign key, e.g. {orphans[0]}"
+    return ""
+
+
+def libpq_url(db: Database) -> str:
+    """The database URL as pg_dump takes it, without the password (never printed)."""
+    url = make_url(db.url)
+    bare = URL.create(
+        "postgresql",
+        username=url.username,
+        host=url.host,
+        port=url.port,
+        database=url.database,
+        query=url.query,
+    )
+    return bare.render_as_string(hide_password=False)
+
+
+def pg_dump_command(db: Database, target: Path) -> str:
+    return shlex.join(["pg_dump", "--format=custom", f"--file={target}", libpq_url(db)])
+
+
+def pg_restore_command(db: Database, target: Path) -> str:
+    return shlex.join(["pg_restore", f"--dbname={libpq_url(db)}", str(target)])

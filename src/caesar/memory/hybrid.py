@@ -1,0 +1,317 @@
+"""Hybrid episode relevance (issue #6): dense similarity over the summary fused with keyword
+relevance over the summary and the source conversation, before freshness × recall_weight.
+
+Why: an offline or small-model summary keeps one or two sentences of a conversation, so a
+question about anything else in it has nothing to match densely; the words are still in the
+conversation. The keyword index is full-text search in the database itself — SQLite FTS5
+(`bm25()`) or PostgreSQL (`ts_rank` over a GIN-indexed tsvector) — kept in step with
+`episode_summaries` by triggers (migration 0002), so writers need no extra call.
+
+The fused relevance stays in cosine units so `similarity_threshold` keeps its meaning:
+`relevance = cosine + keyword_weight × keyword × (1 − cosine)`, where `keyword` ∈ [0, 1] is the
+episode's keyword score divided by the best keyword score for the query. A keyword match can
+only raise an episode towards 1, never lower a dense match, and with no keyword match at all
+the relevance is the plain cosine (the ADR's ranking). See docs/recall-quality.md.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from caesar.db.models import EpisodeSummary
+from caesar.memory.importance import SECONDS_PER_DAY, freshness_v, recall_weight_v
+from caesar.memory.vectors import epoch_seconds, from_row
+
+Fusion = Literal["hybrid", "rrf", "dense"]
+
+# Not SQLAlchemy models (FTS5 cannot be declared; PostgreSQL's twin is trigger-maintained):
+# the schema-vs-models comparison must skip these (FTS5's shadow tables included).
+KEYWORD_TABLES = (
+    "episode_fts",
+    "episode_fts_data",
+    "episode_fts_idx",
+    "episode_fts_content",
+    "episode_fts_docsize",
+    "episode_fts_config",
+)
+
+# The summary is what recall shows; a word there counts double a word in the conversation.
+SUMMARY_WEIGHT = 2.0
+CONVERSATION_WEIGHT = 1.0
+# PostgreSQL ts_rank weights for labels {D, C, B, A}; A = summary, B = conversation.
+_PG_WEIGHTS = "{0.1, 0.2, 0.5, 1.0}"
+RRF_K = 60.0
+MAX_QUERY_TERMS = 32
+
+_TERM = re.compile(r"[^\W_]+", re.UNICODE)
+# Function words only: every question has them and they would make every episode a match.
+STOP_WORDS = frozenset(
+    """a about after again all also am an and any are as at be been before being but by can
+    could did do does doing done during each for from had has have having he her here hers him
+    his how i if in into is it its itself just me my myself no nor not of off on once only or
+    our ours out over own s she should so some such t than that the their theirs them then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself i'm ive im don didn doesn""".split()
+)
+
+
+def query_terms(query: str) -> list[str]:
+    """Distinct lower-case content words of a query, in order (at most MAX_QUERY_TERMS)."""
+    seen: dict[str, None] = {}
+    for word in _TERM.findall(query.lower()):
+        if word not in STOP_WORDS and (len(word) > 1 or word.isdigit()):
+            seen.setdefault(word, None)
+    return list(seen)[:MAX_QUERY_TERMS]
+
+
+def fts5_match(terms: Iterable[str]) -> str:
+    """An FTS5 MATCH expression: any of the terms. Quoted, so no term is read as syntax."""
+    return " OR ".join(f'"{t}"' for t in terms)
+
+
+def tsquery_text(terms: Iterable[str]) -> str:
+    """A to_tsquery() argument: any of the terms (terms are letters and digits only)."""
+    return " | ".join(terms)
+
+
+def keyword_scores(
+    session: Session,
+    query: str,
+    *,
+    model_id: str,
+    limit: int,
+    ids: Iterable[int] | None = None,
+    min_created: datetime | None = None,
+) -> dict[int, float]:
+    """Best `limit` episodes (of `model_id`, non-empty summary, created ≥ min_created, among
+    `ids` if given) by keyword relevance to `query`: {episode_id: score > 0}."""
+    terms = query_terms(query)
+    id_list = None if ids is None else sorted({int(i) for i in ids})
+    if not terms or id_list == []:
+        return {}
+    params: dict[str, object] = {"model": model_id, "limit": limit}
+    where = ["e.model = :model"]
+    if min_created is not None:
+        where.append("e.created_at >= :min_created")
+        params["min_created"] = min_created
+    if id_list is not None:
+        # Integers formatted by us, never text from the query.
+        where.append(f"e.id IN ({', '.join(str(i) for i in id_list)})")
+    if session.get_bind().dialect.name == "sqlite":
+        params["match"] = fts5_match(terms)
+        sql = f"""
+            SELECT f.rowid AS id, -bm25(episode_fts, {SUMMARY_WEIGHT}, {CONVERSATION_WEIGHT}) AS score
+            FROM episode_fts AS f JOIN episode_summaries AS e ON e.id = f.rowid
+            WHERE episode_fts MATCH :match AND {" AND ".join(where)}
+            ORDER BY score DESC, f.rowid DESC LIMIT :limit"""
+    else:
+        params["tsquery"] = tsquery_text(terms)
+        sql = f"""
+            SELECT f.episode_id AS id, ts_rank('{_PG_WEIGHTS}', f.document, q.query, 1) AS score
+            FROM episode_fts AS f
+            JOIN episode_summaries AS e ON e.id = f.episode_id,
+            to_tsquery('english', :tsquery) AS q(query)
+            WHERE f.document @@ q.query AND {" AND ".join(where)}
+            ORDER BY score DESC, f.episode_id DESC LIMIT :limit"""
+    rows = session.execute(text(sql), params).all()
+    return {int(r.id): float(r.score) for r in rows if r.score > 0}
+
+
+def normalise_keyword(scores: np.ndarray, best: float) -> np.ndarray:
+    """Keyword scores as a fraction of the query's best match, in [0, 1]. Relative, because
+    BM25 and ts_rank have different and corpus-dependent scales."""
+    if best <= 0:
+        return np.zeros_like(scores, dtype=np.float64)
+    return np.clip(np.asarray(scores, dtype=np.float64) / best, 0.0, 1.0)
+
+
+def fuse(
+    cosine: np.ndarray,
+    keyword: np.ndarray,
+    *,
+    method: Fusion,
+    keyword_weight: float,
+) -> np.ndarray:
+    """Relevance of each candidate from its cosine and its normalised keyword score ∈ [0, 1].
+
+    hybrid: cosine + w × keyword × (1 − cosine) — in cosine units, never below the cosine,
+            monotone in both, equal to the cosine when there is no keyword match.
+    rrf:    reciprocal-rank fusion, Σ 1 / (RRF_K + rank) over the two rankings (unitless;
+            kept for comparison — its values do not compare with a cosine threshold).
+    dense:  the cosine alone (the ADR's ranking).
+    """
+    cos = np.asarray(cosine, dtype=np.float64)
+    kw = np.clip(np.asarray(keyword, dtype=np.float64), 0.0, 1.0)
+    if method == "dense" or cos.size == 0:
+        return cos.copy()
+    if method == "hybrid":
+        return cos + keyword_weight * kw * (1.0 - np.clip(cos, -1.0, 1.0))
+    if method == "rrf":
+        dense_rank = _ranks(cos)
+        keyword_rank = np.where(kw > 0, _ranks(kw), np.inf)
+        return (1.0 - keyword_weight) / (RRF_K + dense_rank) + keyword_weight / (
+            RRF_K + keyword_rank
+        )
+    raise ValueError(f"unknown fusion method {method!r}")
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """1-based rank of each value, highest first (ties broken by position)."""
+    order = np.argsort(-values, kind="stable")
+    ranks = np.empty(values.size, dtype=np.float64)
+    ranks[order] = np.arange(1, values.size + 1)
+    return ranks
+
+
+# -- the search ---------------------------------------------------------------------------------
+# Candidates taken from each side before fusing: the best by dense score and the best by
+# keyword score. An episode in neither pool has both a low cosine and a low keyword score.
+MIN_POOL = 50
+
+
+class HybridParams(Protocol):
+    top_k: int
+    similarity_threshold: float | None
+    max_age_days: float | None
+    halflife_days: float
+    recall_weight_scale: float
+    fusion: Fusion
+    keyword_weight: float
+
+
+@dataclass(frozen=True)
+class HybridHit:
+    """One recalled episode and every number behind its place (for the audit row)."""
+
+    episode_id: int
+    audit_log_id: int
+    summary: str
+    created_at: datetime
+    recall_count: int
+    cosine: float
+    keyword: float  # normalised keyword relevance ∈ [0, 1]; 0 = no keyword match
+    relevance: float  # fuse(cosine, keyword): what the threshold applies to
+    age_days: float
+    freshness: float
+    recall_weight: float
+    score: float  # relevance × freshness × recall_weight
+
+
+def rank_candidates(
+    rows: list[tuple[int, int, str, datetime, int]],
+    cosine: dict[int, float],
+    keyword: dict[int, float],
+    now: datetime,
+    params: HybridParams,
+) -> list[HybridHit]:
+    """Pure: (id, audit_log_id, summary, created_at, recall_count) rows with their cosine and
+    normalised keyword score → the top K by relevance × freshness × recall_weight, keeping
+    only rows whose relevance clears the threshold. Ties: newer episode id first."""
+    if not rows:
+        return []
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    cos = np.array([cosine[int(i)] for i in ids], dtype=np.float64)
+    kw = np.array([keyword.get(int(i), 0.0) for i in ids], dtype=np.float64)
+    relevance = fuse(cos, kw, method=params.fusion, keyword_weight=params.keyword_weight)
+    age = np.array([(now - r[3]).total_seconds() / SECONDS_PER_DAY for r in rows])
+    fresh = freshness_v(age, params.halflife_days)
+    weight = recall_weight_v(
+        np.array([r[4] for r in rows], dtype=np.float64), params.recall_weight_scale
+    )
+    score = relevance * fresh * weight
+    keep = np.ones(len(rows), dtype=bool)
+    if params.similarity_threshold is not None:
+        keep &= relevance >= params.similarity_threshold
+    order = [i for i in np.lexsort((-ids, -score)) if keep[i]][: params.top_k]
+    return [
+        HybridHit(
+            episode_id=int(ids[i]),
+            audit_log_id=int(rows[i][1]),
+            summary=rows[i][2],
+            created_at=rows[i][3],
+            recall_count=int(rows[i][4]),
+            cosine=float(cos[i]),
+            keyword=float(kw[i]),
+            relevance=float(relevance[i]),
+            age_days=float(age[i]),
+            freshness=float(fresh[i]),
+            recall_weight=float(weight[i]),
+            score=float(score[i]),
+        )
+        for i in order
+    ]
+
+
+def hybrid_search(
+    session: Session,
+    index: Any,
+    query_text: str,
+    query_vector: np.ndarray,
+    now: datetime,
+    params: HybridParams,
+) -> list[HybridHit]:
+    """Recall by fused relevance. `index` is the episodes' VectorIndex (memory/vectors.py):
+    it supplies the dense pool; the database supplies the keyword pool, the rows, and the
+    vectors of keyword-only candidates."""
+    pool = max(MIN_POOL, 4 * params.top_k)
+    min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
+    now_s = epoch_seconds(now)
+
+    def decayed(cos: np.ndarray, created: np.ndarray, recalls: np.ndarray) -> np.ndarray:
+        age = (now_s - created) / SECONDS_PER_DAY
+        return (
+            cos
+            * freshness_v(age, params.halflife_days)
+            * recall_weight_v(recalls, params.recall_weight_scale)
+        )
+
+    index.refresh(session)
+    hits = index.search(
+        query_vector,
+        limit=pool,
+        min_created=None if min_created is None else epoch_seconds(min_created),
+        rank=decayed,
+    )
+    cosine = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
+    keyword: dict[int, float] = {}
+    if params.fusion != "dense":
+        keyword = keyword_scores(
+            session, query_text, model_id=index.model_id, limit=pool, min_created=min_created
+        )
+        unscored = [i for i in cosine if i not in keyword]
+        if keyword and unscored:
+            keyword.update(
+                keyword_scores(
+                    session, query_text, model_id=index.model_id, limit=len(unscored), ids=unscored
+                )
+            )
+    best = max(keyword.values(), default=0.0)
+    keyword = {i: s / best for i, s in keyword.items()} if best > 0 else {}
+    ids = sorted(set(cosine) | set(keyword))
+    if not ids:
+        return []
+    rows = session.execute(
+        select(
+            EpisodeSummary.id,
+            EpisodeSummary.audit_log_id,
+            EpisodeSummary.summary,
+            EpisodeSummary.created_at,
+            EpisodeSummary.recall_count,
+            EpisodeSummary.embedding_f32,
+            EpisodeSummary.embedding,
+        ).where(EpisodeSummary.id.in_(ids), EpisodeSummary.summary != "")
+    ).all()
+    query = np.asarray(query_vector, dtype=np.float32)
+    for r in rows:
+        if r.id not in cosine:  # a keyword-only candidate: score its vector here
+            vector = from_row(r.embedding_f32, r.embedding)
+            cosine[r.id] = float(vector @ query) if vector.shape == query.shape else 0.0
+    return rank_candidates([tuple(r[:5]) for r in rows], cosine, keyword, now, params)  # type: ignore[misc]

@@ -1,0 +1,112 @@
+"""Worker `retention.sweep` (ADR-0020): hard-delete audit rows older than `retention.ttl_days`.
+
+What was derived from a deleted chat goes with it through the foreign keys: its episode
+summary and semantic chunks are deleted (ON DELETE CASCADE), a fact it taught keeps its value
+but loses the link (SET NULL) — the operator's facts outlive the chats they came from.
+SQLite enforces this only with `PRAGMA foreign_keys=ON`, which db/engine.py sets on every
+connection. Each batch is one write transaction that deletes and appends its own
+`retention.swept` row with the counts, so a sweep is never half-recorded.
+
+Age is `audit_log.created_at`, i.e. when the event happened: an imported conversation dated
+two years ago is swept by the next run (the importer warns about that).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
+
+from caesar import audit
+from caesar.clock import utcnow
+from caesar.db.models import AuditLog, EpisodeSummary, Fact, SemanticChunk
+from caesar.workers import Worker
+
+BATCH_SIZE = 1000
+
+
+def _sqlite_keep(session: Session) -> set[int]:
+    """SQLite gives a new row max(rowid)+1, so deleting the newest row of a table makes its id
+    come back. Workers' cursors (audit ids) and the in-process vector index (episode and
+    chunk ids) only ever look past the largest id they have seen, so a reused id would never
+    be summarised or searched. Keeping the newest row of each table — at most three audit
+    rows, even if expired — means no id is ever handed out twice."""
+    keep = {
+        session.scalar(select(func.max(AuditLog.id))),
+        session.scalar(
+            select(EpisodeSummary.audit_log_id).order_by(EpisodeSummary.id.desc()).limit(1)
+        ),
+        session.scalar(select(SemanticChunk.audit_log_id).order_by(SemanticChunk.id.desc()).limit(1)),
+    }
+    return {i for i in keep if i is not None}
+
+
+class RetentionWorker(Worker):
+    name = "retention.sweep"
+
+    def __init__(self, services: Any, batch_size: int = BATCH_SIZE) -> None:
+        self.services = services
+        self.db = services.db
+        self.audit: audit.Audit = services.audit
+        self.batch_size = batch_size
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.services.settings.retention.enabled)
+
+    @property
+    def interval_seconds(self) -> float:
+        return float(self.services.settings.retention.interval_seconds)
+
+    def cutoff(self, now: datetime | None = None) -> datetime:
+        return (now or utcnow()) - timedelta(days=self.services.settings.retention.ttl_days)
+
+    def step(self) -> int:
+        """Delete one batch of expired audit rows; returns how many (0 when nothing is left).
+        The `retention.swept` row it writes is fresh, so a sweep never sweeps its own record."""
+        cutoff = self.cutoff()
+        with self.db.write() as session:
+            query = select(AuditLog.id).where(AuditLog.created_at < cutoff)
+            if self.db.is_sqlite:
+                keep = _sqlite_keep(session)
+                if keep:
+                    query = query.where(AuditLog.id.not_in(keep))
+            ids = list(session.scalars(query.order_by(AuditLog.created_at, AuditLog.id).limit(self.batch_size)))
+            if not ids:
+                return 0
+            episode_ids = list(
+                session.scalars(select(EpisodeSummary.id).where(EpisodeSummary.audit_log_id.in_(ids)))
+            )
+            chunk_ids = list(
+                session.scalars(select(SemanticChunk.id).where(SemanticChunk.audit_log_id.in_(ids)))
+            )
+            facts_unlinked = session.scalar(
+                select(func.count()).select_from(Fact).where(Fact.source_audit_id.in_(ids))
+            )
+            by_type = dict(
+                session.execute(
+                    select(AuditLog.event_type, func.count())
+                    .where(AuditLog.id.in_(ids))
+                    .group_by(AuditLog.event_type)
+                ).all()
+            )
+            session.execute(delete(AuditLog).where(AuditLog.id.in_(ids)))
+            self.audit.append(
+                session,
+                audit.RETENTION_SWEPT,
+                {
+                    "audit_rows": len(ids),
+                    "episodes": len(episode_ids),
+                    "chunks": len(chunk_ids),
+                    "facts_unlinked": int(facts_unlinked or 0),
+                    "by_event_type": {str(k): int(v) for k, v in sorted(by_type.items())},
+                    "cutoff": cutoff.isoformat(),
+                    "ttl_days": self.services.settings.retention.ttl_days,
+                },
+            )
+        # This process's indexes drop them now; other processes find them missing on search.
+        self.services.episodes.forget(episode_ids)
+        self.services.semantic.forget(chunk_ids)
+        return len(ids)

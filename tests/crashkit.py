@@ -1,0 +1,515 @@
+"""Crash and concurrency harness for test_crash_safety.py and test_concurrency.py.
+
+Run as a script, it is a *driver* process: it imports caesar once (the slow part) and then
+forks real worker processes from itself, so killing and restarting a worker costs
+milliseconds instead of a fresh interpreter:
+
+    python tests/crashkit.py crash   CONFIG.json   # kill -9 a worker again and again
+    python tests/crashkit.py workers CONFIG.json   # N worker processes until SIGTERM
+
+Imported, it gives the tests the scripted LLM replies (`memory_reply`), the backfill and the
+exactly-once invariant checks (`check_summarise`, `check_extract`). The checks are plain SQL
+over the real database, and the driver runs them after every kill, not only at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL_CACHE = ROOT / ".caesar-test" / "models"
+FACT_ATTRS = ("colour", "city", "pet")
+_CHAT_N = re.compile(r"chat (\d+):")
+
+
+# -- what the scripted LLM answers -------------------------------------------------------------
+def chat_number(text: str) -> int | None:
+    match = _CHAT_N.search(text)
+    return int(match.group(1)) if match else None
+
+
+def expected_fact_keys(n: int) -> set[str]:
+    """Every 7th chat teaches nothing; the others teach three facts, all or nothing."""
+    return set() if n % 7 == 0 else {f"chat{n}_{attr}" for attr in FACT_ATTRS}
+
+
+class MemoryReplies:
+    """`llm.reply` for the memory tasks. Each reply carries a global attempt number, so a chat
+    applied twice would show up as a `memory.fact.updated` row (a different value)."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict[str, Any], protocol: str) -> str:
+        with self._lock:
+            self.attempts += 1
+            attempt = self.attempts
+        messages = body.get("messages") or []
+        system = str(messages[0].get("content", "")) if messages else ""
+        n = chat_number(str(messages[-1].get("content", ""))) if messages else None
+        from caesar.memory.extract import EXTRACT_SYSTEM
+        from caesar.memory.summarise import SUMMARISE_SYSTEM
+
+        if system.startswith(EXTRACT_SYSTEM[:40]):
+            keys = sorted(expected_fact_keys(n)) if n is not None else []
+            facts = [{"key": k, "value": f"{k}-try{attempt}", "confidence": 0.8} for k in keys]
+            return json.dumps({"facts": facts})
+        if not system.startswith(SUMMARISE_SYSTEM[:40]):
+            return f"Here is something about item {n}."  # a chat turn
+        if n is None or n % 5 == 0:
+            return ""  # trivial: the summariser writes an empty row + summarise_skipped
+        return f"The operator and caesar talked about item {n} (attempt {attempt})."
+
+
+def chat_payload(n: int) -> dict[str, Any]:
+    return {
+        "messages": [{"role": "user", "content": f"chat {n}: tell me something about item {n}"}],
+        "reply": f"Here is something about item {n}.",
+        "provider": "local",
+        "model": "test-model",
+    }
+
+
+def backfill(services: Any, count: int, start: int = 0) -> list[int]:
+    """`count` chat.completed rows in ONE transaction (a backlog, as after an import)."""
+    from caesar import audit
+
+    with services.db.write() as session:
+        return [
+            services.audit.append(session, audit.CHAT_COMPLETED, chat_payload(n)).id
+            for n in range(start, start + count)
+        ]
+
+
+# -- settings and processes, shared by the tests ------------------------------------------------
+def settings_dict(home: Path, database_url: str, llm_base_url: str, api_key: str, **extra: Any) -> dict[str, Any]:
+    """Plain-JSON settings (they cross a process boundary): memory tasks and chat go to the
+    fake LLM server, the embedder is the real MiniLM from the test cache."""
+    provider = {
+        "kind": "openai",
+        "base_url": llm_base_url,
+        "api_key": api_key,
+        "max_retries": 0,
+        "timeout_seconds": 5,
+    }
+    settings: dict[str, Any] = {
+        "home": str(home),
+        "database_url": database_url,
+        "gateway": {
+            "providers": {"local": provider, "offline": {"kind": "offline"}},
+            "routes": {
+                "chat": "local:test-model",
+                "memory_extract": "local:test-model",
+                "memory_summarise": "local:test-model",
+            },
+        },
+        "embedder": {"cache_dir": str(MODEL_CACHE)},
+    }
+    for key, value in extra.items():
+        settings[key] = value
+    return settings
+
+
+def settings_env(settings: dict[str, Any]) -> dict[str, str]:
+    """The same settings as CAESAR_* variables, for the real `caesar` command."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAESAR_")}
+    for key, value in settings.items():
+        env[f"CAESAR_{key.upper()}"] = json.dumps(value) if isinstance(value, dict | list) else str(value)
+    env["HF_HUB_OFFLINE"] = "1"
+    return env
+
+
+def start_driver(mode: str, config: dict[str, Any], workdir: Path) -> Any:
+    import subprocess
+
+    path = workdir / f"{mode}-config.json"
+    path.write_text(json.dumps(config))
+    return subprocess.Popen(
+        [sys.executable, str(Path(__file__)), mode, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+
+
+def driver_result(proc: Any, timeout: float) -> dict[str, Any]:
+    out, err = proc.communicate(timeout=timeout)
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise AssertionError(f"driver failed ({proc.returncode}):\n{out[-3000:]}\n{err[-5000:]}")
+    return json.loads(lines[-1][len("RESULT ") :])  # type: ignore[no-any-return]
+
+
+class FlakyProvider:
+    """While running, keeps one provider fault queued on the fake LLM server (HTTP 500 or a
+    malformed body, alternately), so failures land all through a run."""
+
+    def __init__(self, llm: Any, path: str = "/v1/chat/completions", every: float = 0.1) -> None:
+        self.llm, self.path, self.every = llm, path, every
+        self.injected = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            if not self.llm.pending_faults:
+                if self.injected % 2:
+                    self.llm.fail_next("malformed", path=self.path)
+                else:
+                    self.llm.fail_next("status", status=500, path=self.path)
+                self.injected += 1
+
+    def __enter__(self) -> FlakyProvider:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# -- invariants --------------------------------------------------------------------------------
+def _events(session: Any, event_type: str) -> Counter[int]:
+    from sqlalchemy import select
+
+    from caesar.db.models import AuditLog
+
+    return Counter(
+        session.scalars(select(AuditLog.subject_id).where(AuditLog.event_type == event_type))
+    )
+
+
+def _chats(session: Any) -> dict[int, int]:
+    """audit id -> chat number, for every chat.completed row."""
+    from sqlalchemy import select
+
+    from caesar import audit
+    from caesar.db.models import AuditLog
+
+    rows = session.execute(
+        select(AuditLog.id, AuditLog.payload).where(AuditLog.event_type == audit.CHAT_COMPLETED)
+    )
+    out = {}
+    for audit_id, payload in rows:
+        n = chat_number(str(payload["messages"][-1]["content"]))
+        out[audit_id] = n if n is not None else -1
+    return out
+
+
+def check_summarise(db: Any) -> tuple[list[str], dict[str, int]]:
+    """Every chat at or below the cursor has exactly one outcome (an episode row — with text and
+    one `summarised` row, or empty and one `summarise_skipped` row — or one `summarise_failed`
+    row and no episode); every chat past the cursor has none. Returns (violations, tallies)."""
+    from sqlalchemy import select
+
+    from caesar import audit
+    from caesar.db.models import EpisodeSummary, MemorySummariseCursor
+
+    problems: list[str] = []
+    with db.read() as session:
+        cursor = session.scalar(select(MemorySummariseCursor.last_audit_id)) or 0
+        chats = _chats(session)
+        episodes = Counter(session.scalars(select(EpisodeSummary.audit_log_id)))
+        texts = dict(session.execute(select(EpisodeSummary.audit_log_id, EpisodeSummary.summary)).all())
+        summarised = _events(session, audit.EPISODE_SUMMARISED)
+        skipped = _events(session, audit.EPISODE_SUMMARISE_SKIPPED)
+        failed = _events(session, audit.EPISODE_SUMMARISE_FAILED)
+    tally = Counter[str]()
+    for chat in sorted(chats):
+        outcomes = (episodes[chat], summarised[chat], skipped[chat], failed[chat])
+        if chat > cursor:
+            if any(outcomes):
+                problems.append(f"chat #{chat} past the cursor {cursor} has outcomes {outcomes}")
+            else:
+                tally["pending"] += 1
+            continue
+        if outcomes == (1, 1, 0, 0) and texts[chat]:
+            tally["summarised"] += 1
+        elif outcomes == (1, 0, 1, 0) and not texts[chat]:
+            tally["skipped"] += 1
+        elif outcomes == (0, 0, 0, 1):
+            tally["failed"] += 1
+        else:
+            problems.append(f"chat #{chat}: (episodes, summarised, skipped, failed) = {outcomes}")
+    stray = set(episodes) - set(chats)
+    if stray:
+        problems.append(f"episodes for rows that are not chats: {sorted(stray)[:5]}")
+    tally["cursor"] = cursor
+    return problems[:20], dict(tally)
+
+
+def check_extract(db: Any) -> tuple[list[str], dict[str, int]]:
+    """No half-applied batch: every fact's source chat is at or below the cursor; each chat at or
+    below it has all of its facts (each with exactly one `memory.fact.extracted` row) or exactly
+    one `memory.extract_failed` row and none; no fact was ever written twice."""
+    from sqlalchemy import select
+
+    from caesar import audit
+    from caesar.db.models import AuditLog, Fact, MemoryExtractCursor
+
+    problems: list[str] = []
+    with db.read() as session:
+        cursor = session.scalar(select(MemoryExtractCursor.last_audit_id)) or 0
+        chats = _chats(session)
+        facts = session.execute(select(Fact.key, Fact.source_audit_id)).all()
+        extracted = Counter(
+            session.scalars(
+                select(AuditLog.subject_key).where(AuditLog.event_type == audit.FACT_EXTRACTED)
+            )
+        )
+        updated = list(
+            session.scalars(select(AuditLog.subject_key).where(AuditLog.event_type == audit.FACT_UPDATED))
+        )
+        failed = _events(session, audit.EXTRACT_FAILED)
+    by_chat: dict[int, set[str]] = {}
+    for key, source in facts:
+        if source is None or source > cursor:
+            problems.append(f"fact {key} comes from chat #{source}, past the cursor {cursor}")
+        by_chat.setdefault(source, set()).add(key)
+    if updated:
+        problems.append(f"facts written twice (memory.fact.updated): {updated[:5]}")
+    twice = [k for k, c in extracted.items() if c != 1]
+    if twice:
+        problems.append(f"facts with more than one memory.fact.extracted row: {twice[:5]}")
+    tally = Counter[str]()
+    for chat, n in sorted(chats.items()):
+        have, want = by_chat.get(chat, set()), expected_fact_keys(n)
+        if chat > cursor:
+            if have or failed[chat]:
+                problems.append(f"chat #{chat} past the cursor {cursor} has facts/failures")
+            else:
+                tally["pending"] += 1
+        elif failed[chat] == 1 and not have:
+            tally["failed"] += 1
+        elif failed[chat] == 0 and have == want:
+            tally["learned" if want else "nothing"] += 1
+            missing = [k for k in want if extracted[k] != 1]
+            if missing:
+                problems.append(f"chat #{chat}: facts without their audit row: {missing}")
+        else:
+            problems.append(f"chat #{chat}: facts {sorted(have)} (want {sorted(want)}), failed {failed[chat]}")
+    tally["cursor"] = cursor
+    tally["facts"] = len(facts)
+    return problems[:20], dict(tally)
+
+
+CHECKS = {"memory.summarise": check_summarise, "memory.extract": check_extract}
+
+
+# -- the driver --------------------------------------------------------------------------------
+def _build_services(config: dict[str, Any]) -> Any:
+    from caesar.config import Settings
+    from caesar.services import Services
+
+    return Services.build(Settings(**config["settings"]))
+
+
+def _die_at_statement(engine: Any, countdown: int, site_log: Path) -> None:
+    """SIGKILL this process just before its `countdown`-th SQL statement or COMMIT, so kills
+    land inside transactions (e.g. after the cursor moved, before the outcomes are in)."""
+    from sqlalchemy import event
+
+    left = [countdown]
+
+    def maybe_die(what: str) -> None:
+        left[0] -= 1
+        if left[0] <= 0:
+            with site_log.open("a") as f:
+                f.write(" ".join(what.split()[:3])[:60] + "\n")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _statement(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        maybe_die(statement)
+
+    @event.listens_for(engine, "commit")
+    def _commit(conn: Any) -> None:
+        maybe_die("COMMIT")
+
+
+def _crash_child(config: dict[str, Any], countdown: int | None, site_log: Path) -> None:
+    from caesar.workers import run_until_caught_up
+
+    services = _build_services(config)
+    if countdown is not None:
+        _die_at_statement(services.db.engine, countdown, site_log)
+    run_until_caught_up(services.workers[config["worker"]])
+    services.close()
+
+
+def run_crash(config: dict[str, Any]) -> dict[str, Any]:
+    """Fork a worker, SIGKILL it (from here after a random delay, or from inside at a random
+    SQL statement), check the invariants, repeat; after `max_kills`, let one run finish."""
+    from caesar.db.engine import Database
+
+    rng = random.Random(config["seed"])
+    check = CHECKS[config["worker"]]
+    site_log = Path(config["site_log"])
+    kills = by_timer = by_statement = runs = 0
+    violations: list[str] = []
+    timing = Counter[str]()
+    while True:
+        started = time.monotonic()
+        final = kills >= config["max_kills"]
+        if final and config.get("stop_after_kills"):
+            break  # the caller restarts the real `caesar worker` to finish
+        countdown = delay = None
+        if not final:
+            if rng.random() < 0.5:
+                countdown = rng.randint(1, config["max_statements"])
+            else:
+                delay = rng.uniform(*config["timer_range"])
+        runs += 1
+        pid = os.fork()
+        if pid == 0:  # the worker process
+            code = 0
+            try:
+                _crash_child(config, countdown, site_log)
+            except BaseException:  # noqa: BLE001 - reported through the exit code
+                logging.getLogger("crashkit").exception("worker child failed")
+                code = 3
+            os._exit(code)
+        status = None
+        if delay is not None:
+            deadline = time.monotonic() + delay
+            while status is None and time.monotonic() < deadline:
+                done, waited = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    status = waited
+                else:
+                    time.sleep(0.005)
+            if status is None:
+                os.kill(pid, signal.SIGKILL)
+        if status is None:
+            _, status = os.waitpid(pid, 0)
+        killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        if killed:
+            kills += 1
+            by_timer += delay is not None
+            by_statement += countdown is not None
+        elif os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit(f"worker child ended with {os.waitstatus_to_exitcode(status)}")
+        timing["final" if final else "killed runs"] += time.monotonic() - started
+        started = time.monotonic()
+        # Checked after every run, killed or not: the database must always be consistent.
+        db = Database(config["settings"]["database_url"])
+        try:
+            problems, _tally = check(db)
+        finally:
+            db.dispose()
+        violations += [f"after run {runs}: {p}" for p in problems]
+        timing["checks"] += time.monotonic() - started
+        if not killed:
+            break  # run_until_caught_up returned: nothing is left
+    return {
+        "kills": kills,
+        "by_timer": by_timer,
+        "by_statement": by_statement,
+        "runs": runs,
+        "seconds": {k: round(v, 2) for k, v in timing.items()},
+        "violations": violations[:20],
+        "kill_sites": sorted(Counter(site_log.read_text().splitlines()).items())
+        if site_log.exists()
+        else [],
+    }
+
+
+class _RaceCounter(logging.Handler):
+    """Counts the CursorWorker's "batch taken by another worker" log lines (lost CAS races)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lost = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "taken by another worker" in record.getMessage():
+            self.lost += 1
+
+
+def _workers_child(config: dict[str, Any], out: Path) -> None:
+    from caesar.workers import WorkerRunner
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    races = _RaceCounter()
+    workers_log = logging.getLogger("caesar.workers")
+    workers_log.setLevel(logging.INFO)
+    workers_log.addHandler(races)
+    services = _build_services(config)
+    runner = WorkerRunner([services.workers[name] for name in config["workers"]])
+    runner.start()
+    while not stop.wait(0.05):
+        pass
+    runner.stop()
+    services.close()
+    out.write_text(json.dumps({"pid": os.getpid(), "lost_races": races.lost}))
+
+
+def run_workers(config: dict[str, Any]) -> dict[str, Any]:
+    """`count` worker processes on one database until this driver gets SIGTERM."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    outdir = Path(config["outdir"])
+    pids = []
+    for i in range(config["count"]):
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _workers_child(config, outdir / f"worker-{i}.json")
+            except BaseException:  # noqa: BLE001 - reported through the exit code
+                logging.getLogger("crashkit").exception("worker child failed")
+                code = 3
+            os._exit(code)
+        pids.append(pid)
+    print("ready", flush=True)
+    while not stop.wait(0.05):
+        pass
+    codes = []
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    for pid in pids:
+        codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    stats = [json.loads(p.read_text()) for p in sorted(outdir.glob("worker-*.json"))]
+    return {"exit_codes": codes, "workers": stats}
+
+
+def _warm_up(config: dict[str, Any]) -> None:
+    """Import everything once, before forking (the SDKs import lazily, on the first request):
+    then a restarted worker starts in milliseconds. Nothing stays connected across the fork."""
+    from caesar.errors import CaesarError
+
+    services = _build_services(config)
+    try:
+        services.gateway.complete([{"role": "user", "content": "warm up"}], task="memory_extract")
+    except CaesarError:
+        pass  # a fault meant for the workers; the imports happened all the same
+    services.embedder.get().embed_batch(["warm up"])
+    services.close()
+
+
+def main() -> None:
+    mode, config_path = sys.argv[1], Path(sys.argv[2])
+    config = json.loads(config_path.read_text())
+    logging.basicConfig(level=logging.WARNING, format="%(process)d %(levelname)s %(name)s: %(message)s")
+    _warm_up(config)
+    result = run_crash(config) if mode == "crash" else run_workers(config)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    main()

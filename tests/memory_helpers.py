@@ -1,0 +1,121 @@
+"""Small builders for memory tests: real rows, real embeddings, written the way caesar does."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from caesar import audit
+from caesar.clock import utcnow
+from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.errors import EmbedderError
+from caesar.memory.vectors import to_f32_bytes
+
+
+def days_ago(days: float, now: datetime | None = None) -> datetime:
+    return (now or utcnow()) - timedelta(days=days)
+
+
+def add_chat(services: Any, user: str, reply: str, created_at: datetime | None = None) -> int:
+    with services.db.write() as session:
+        row = services.audit.append(
+            session,
+            audit.CHAT_COMPLETED,
+            {"messages": [{"role": "user", "content": user}], "reply": reply},
+            created_at=created_at,
+        )
+        return row.id
+
+
+def add_episode(
+    services: Any, summary: str, created_at: datetime, *, recall_count: int = 0
+) -> tuple[int, int]:
+    """A chat row and its summary, embedded by the services' embedder: (episode id, audit id)."""
+    embedder = services.embedder.get()
+    vector = embedder.embed_batch([summary])[0]
+    audit_id = add_chat(services, f"(chat behind: {summary})", "ok", created_at)
+    with services.db.write() as session:
+        row = EpisodeSummary(
+            audit_log_id=audit_id,
+            summary=summary,
+            embedding=[float(x) for x in vector],
+            embedding_f32=to_f32_bytes(vector),
+            model=embedder.model_id,
+            created_at=created_at,
+            recall_count=recall_count,
+        )
+        session.add(row)
+        session.flush()
+        return row.id, audit_id
+
+
+def events(services: Any, event_type: str) -> list[AuditLog]:
+    with services.db.read() as session:
+        return list(session.scalars(select(AuditLog).where(AuditLog.event_type == event_type).order_by(AuditLog.id)))
+
+
+def count(services: Any, model: Any, *where: Any) -> int:
+    with services.db.read() as session:
+        return int(session.scalar(select(func.count()).select_from(model).where(*where)) or 0)
+
+
+def cosine(services: Any, a: str, b: str) -> float:
+    va, vb = services.embedder.get().embed_batch([a, b])
+    return float(va @ vb)
+
+
+class BrokenEmbedder:
+    """A real implementation of the Embedder protocol whose backend is down."""
+
+    model_id = "all-MiniLM-L6-v2"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed_batch(self, texts: Any) -> Any:
+        self.calls += 1
+        raise EmbedderError("all-MiniLM-L6-v2: onnxruntime session is gone")
+
+
+def write_config(path: Path, settings: Any) -> Path:
+    """A TOML config equivalent to test `settings` (what `caesar …` reads via CAESAR_CONFIG)."""
+    import json as _json
+
+    data = _json.loads(settings.model_dump_json())  # SecretStr is masked here: keys come below
+
+    gateway = settings.gateway
+    lines = [f'home = "{settings.home}"']
+    if settings.database_url:
+        lines.append(f'database_url = "{settings.database_url}"')
+    for name, provider in gateway.providers.items():
+        lines.append(f"[gateway.providers.{name}]")
+        lines.append(f'kind = "{provider.kind}"')
+        if provider.base_url:
+            lines.append(f'base_url = "{provider.base_url}"')
+        if provider.api_key:
+            lines.append(f'api_key = "{provider.api_key.get_secret_value()}"')
+        lines.append(f"max_retries = {provider.max_retries}")
+        lines.append(f"timeout_seconds = {provider.timeout_seconds}")
+    lines.append("[gateway.routes]")
+    for task, target in gateway.routes.items():
+        lines.append(f'{task} = "{target}"')
+    lines.append("[embedder]")
+    lines.append(f'cache_dir = "{settings.embedder.cache_dir}"')
+    for section in ("semantic", "retention"):
+        lines.append(f"[{section}]")
+        for key, value in data[section].items():
+            lines.append(f"{key} = {_json.dumps(value)}")
+    for sub, values in data["memory"].items():
+        lines.append(f"[memory.{sub}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {_json.dumps(value)}")
+    for run in data["proactive"]:
+        lines.append("[[proactive]]")
+        for key, value in run.items():
+            if value is not None:
+                lines.append(f"{key} = {_json.dumps(value)}")
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,273 @@
+"""The settings tree: TOML via CAESAR_CONFIG, env overrides, defaults, and refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from caesar.config import TASKS, Settings, is_loopback, load_settings
+from caesar.errors import ConfigError
+
+TOKEN = "a-long-enough-api-token-0123"
+CLAUDE_KEY = "sk-ant-test-key-0123456789"
+
+# The example from issue #2, with real-looking values in place of "…".
+ISSUE_TOML = f"""
+database_url = "sqlite:////home/me/.caesar/caesar.db"
+api_token = "{TOKEN}"            # required when host is not loopback
+host = "127.0.0.1"
+port = 8042
+
+[gateway.providers.local]   # any OpenAI-compatible server
+kind = "openai"
+base_url = "http://127.0.0.1:11434/v1"
+api_key = "ollama"
+
+[gateway.providers.claude]
+kind = "anthropic"
+api_key = "{CLAUDE_KEY}"
+
+[gateway.routes]            # task -> "provider:model"
+chat = "local:llama3.2"
+memory_extract = "local:llama3.2"
+memory_summarise = "local:llama3.2"
+"""
+
+
+@pytest.fixture
+def toml_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Write TOML text to a file and point CAESAR_CONFIG at it."""
+
+    def write(text: str) -> Path:
+        path = tmp_path / "caesar.toml"
+        path.write_text(text)
+        monkeypatch.setenv("CAESAR_CONFIG", str(path))
+        return path
+
+    return write
+
+
+def test_issue_example_toml_loads(toml_file):
+    toml_file(ISSUE_TOML)
+    settings = load_settings()
+    assert settings.database_url == "sqlite:////home/me/.caesar/caesar.db"
+    assert settings.sqlalchemy_url == "sqlite:////home/me/.caesar/caesar.db"
+    assert settings.api_token is not None and settings.api_token.get_secret_value() == TOKEN
+    assert (settings.host, settings.port) == ("127.0.0.1", 8042)
+    providers = settings.gateway.providers
+    assert set(providers) == {"local", "claude"}
+    assert providers["local"].kind == "openai"
+    assert providers["local"].base_url == "http://127.0.0.1:11434/v1"
+    assert providers["claude"].kind == "anthropic"
+    assert providers["claude"].api_key.get_secret_value() == CLAUDE_KEY
+    assert settings.gateway.routes == {task: "local:llama3.2" for task in TASKS}
+
+
+def test_secrets_do_not_show_in_repr(toml_file):
+    toml_file(ISSUE_TOML)
+    settings = load_settings()
+    assert TOKEN not in repr(settings) and CLAUDE_KEY not in repr(settings)
+    assert TOKEN not in str(settings.model_dump())
+
+
+def test_env_overrides_toml_with_nested_delimiter(toml_file, monkeypatch):
+    toml_file(ISSUE_TOML)
+    monkeypatch.setenv("CAESAR_MEMORY__EPISODES_RECALL__TOP_K", "5")
+    monkeypatch.setenv("CAESAR_SEMANTIC__ENABLED", "false")
+    monkeypatch.setenv("CAESAR_PORT", "9000")
+    monkeypatch.setenv("CAESAR_GATEWAY__ROUTES__CHAT", "claude:claude-haiku")
+    settings = load_settings()
+    assert settings.memory.episodes_recall.top_k == 5
+    assert settings.semantic.enabled is False
+    assert settings.port == 9000
+    # The env var changed one route; the TOML's providers and other routes are still there.
+    assert settings.gateway.routes["chat"] == "claude:claude-haiku"
+    assert settings.gateway.routes["memory_extract"] == "local:llama3.2"
+    assert set(settings.gateway.providers) == {"local", "claude"}
+
+
+def test_env_alone_without_a_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAESAR_MEMORY__EPISODES_RECALL__TOP_K", "7")
+    monkeypatch.setenv("CAESAR_HOME", str(tmp_path / "h"))
+    settings = load_settings()
+    assert settings.memory.episodes_recall.top_k == 7
+    assert settings.sqlalchemy_url == f"sqlite:///{tmp_path / 'h' / 'caesar.db'}"
+
+
+def test_keyword_overrides_beat_env(monkeypatch):
+    monkeypatch.setenv("CAESAR_PORT", "9000")
+    assert load_settings(port=9100).port == 9100
+
+
+def test_defaults_route_every_task_to_local_ollama(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAESAR_HOME", str(tmp_path))
+    settings = load_settings()
+    for task in TASKS:
+        provider_name, _, model = settings.gateway.routes[task].partition(":")
+        assert provider_name == "local" and model
+        provider = settings.gateway.providers[provider_name]
+        assert provider.kind == "openai"
+        assert provider.base_url == "http://127.0.0.1:11434/v1"
+    assert settings.host == "127.0.0.1" and settings.port == 8042
+    assert settings.api_token is None
+    assert settings.max_request_bytes == 1024 * 1024
+    assert settings.sqlalchemy_url == f"sqlite:///{tmp_path / 'caesar.db'}"
+
+
+def test_default_home_is_dot_caesar(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert Settings().home == tmp_path / ".caesar"
+
+
+def test_adr_setting_names_and_defaults():
+    memory = Settings().memory
+    summarise = memory.episodes_summarise
+    assert (summarise.enabled, summarise.interval_seconds, summarise.batch_size) == (False, 60.0, 4)
+    recall = memory.episodes_recall
+    assert recall.enabled is True
+    assert recall.top_k == 3
+    assert recall.similarity_threshold == 0.45
+    assert recall.max_age_days == 90
+    assert recall.halflife_days == 30.0
+    assert recall.recall_weight_scale == 0.25
+    importance = memory.facts_importance
+    assert (importance.halflife_days, importance.edit_weight_scale) == (60.0, 0.5)
+    assert memory.facts_extract.enabled is False  # per-chat LLM calls cost money: opt in
+    assert Settings().semantic.enabled is True
+
+
+def test_offline_provider_serves_memory_tasks(toml_file):
+    toml_file(
+        """
+[gateway.providers.offline]
+kind = "offline"
+[gateway.providers.local]
+kind = "openai"
+base_url = "http://127.0.0.1:11434/v1"
+[gateway.routes]
+chat = "local:llama3.2"
+memory_extract = "offline:patterns"
+memory_summarise = "offline:textrank"
+"""
+    )
+    settings = load_settings()
+    assert settings.gateway.routes["memory_summarise"] == "offline:textrank"
+
+
+def test_routing_chat_to_offline_is_a_clear_config_error(toml_file):
+    toml_file(
+        """
+[gateway.providers.offline]
+kind = "offline"
+[gateway.routes]
+chat = "offline:none"
+memory_extract = "offline:x"
+memory_summarise = "offline:x"
+"""
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    message = str(info.value)
+    assert "gateway.routes.chat" in message
+    assert "offline" in message and "cannot chat" in message
+    assert "kind 'openai' or 'anthropic'" in message  # names the fix
+
+
+def test_unknown_provider_in_route_names_the_fix():
+    with pytest.raises(ConfigError) as info:
+        load_settings(gateway={"routes": {"chat": "nosuch:model"}})
+    message = str(info.value)
+    assert "'nosuch'" in message and "[gateway.providers.nosuch]" in message
+    assert "local" in message and "offline" in message  # what is configured
+
+
+def test_default_route_to_a_provider_that_was_replaced():
+    # Only claude configured and only chat routed: the memory tasks keep their default
+    # route to "local", which no longer exists; the message says it was the default.
+    with pytest.raises(ConfigError) as info:
+        load_settings(
+            gateway={
+                "providers": {"claude": {"kind": "anthropic", "api_key": CLAUDE_KEY}},
+                "routes": {"chat": "claude:claude-haiku"},
+            }
+        )
+    message = str(info.value)
+    assert "gateway.routes.memory_extract" in message and "default route" in message
+    assert CLAUDE_KEY not in message
+
+
+@pytest.mark.parametrize("target", ["llama3.2", "local:", ":llama3.2", ""])
+def test_malformed_route(target):
+    with pytest.raises(ConfigError, match="expected 'provider:model'"):
+        load_settings(gateway={"routes": {"chat": target}})
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::", "example.com"])
+def test_non_loopback_host_without_token_refused(host):
+    with pytest.raises(ConfigError) as info:
+        load_settings(host=host)
+    assert "api_token" in str(info.value) and "loopback" in str(info.value)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
+def test_loopback_hosts_need_no_token(host):
+    assert is_loopback(host)
+    assert load_settings(host=host).host == host
+
+
+def test_non_loopback_host_with_token_allowed():
+    settings = load_settings(host="0.0.0.0", api_token=TOKEN)
+    assert settings.api_token.get_secret_value() == TOKEN
+
+
+def test_short_token_refused_without_echoing_it():
+    with pytest.raises(ConfigError) as info:
+        load_settings(api_token="short-secret")
+    assert "16 characters" in str(info.value)
+    assert "short-secret" not in str(info.value)
+
+
+def test_token_from_env(monkeypatch):
+    monkeypatch.setenv("CAESAR_API_TOKEN", TOKEN)
+    monkeypatch.setenv("CAESAR_HOST", "0.0.0.0")
+    assert load_settings().api_token.get_secret_value() == TOKEN
+
+
+def test_missing_config_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("CAESAR_CONFIG", str(tmp_path / "nope.toml"))
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings()
+
+
+def test_invalid_toml_is_a_config_error(toml_file):
+    toml_file("port = [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings()
+
+
+def test_unknown_setting_is_refused(toml_file):
+    toml_file("prot = 8042\n")
+    with pytest.raises(ConfigError, match="prot"):
+        load_settings()
+
+
+def test_wrong_type_is_refused(monkeypatch):
+    monkeypatch.setenv("CAESAR_MEMORY__EPISODES_RECALL__TOP_K", "three")
+    with pytest.raises(ConfigError, match="memory.episodes_recall.top_k"):
+        load_settings()
+
+
+def test_unknown_provider_kind(toml_file):
+    toml_file('[gateway.providers.x]\nkind = "gemini"\n')
+    with pytest.raises(ConfigError, match="kind"):
+        load_settings()
+
+
+def test_summarising_needs_the_embedder():
+    with pytest.raises(ConfigError, match="semantic.enabled"):
+        load_settings(memory={"episodes_summarise": {"enabled": True}}, semantic={"enabled": False})
+
+
+def test_retry_wait_cap_default():
+    assert Settings().gateway.providers["local"].max_retry_wait_seconds == 30.0

@@ -1,0 +1,143 @@
+"""Operator control of facts: FactsStore, GET/PUT/DELETE /v1/facts, and the CLI."""
+
+from __future__ import annotations
+
+import pytest
+from memory_helpers import events
+
+from caesar import audit
+from caesar.errors import InputError, NotFound
+from caesar.memory.facts import clean_value, normalise_key
+
+
+# -- keys and values ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [("dog_name", "dog_name"), ("Dog Name", "dog_name"), (" dog-name ", "dog_name"), ("dog's name", "dogs_name"), ("Dog_Name_", "dog_name"),
+     ("home.city", "home_city"), ("a__b", "a_b"), ("x1", "x1")],
+)
+def test_normalise_key(raw, key):
+    assert normalise_key(raw) == key
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "___", "1st_car", "café", "../etc", "dog;drop", "k" * 101, "<b>"])
+def test_normalise_key_refuses_rather_than_mangles(raw):
+    with pytest.raises(InputError):
+        normalise_key(raw)
+
+
+def test_clean_value():
+    assert clean_value("  Biscuit \n the\tbeagle ") == "Biscuit the beagle"
+    for bad in ("", "  \n ", "x" * 1001, "nul\x00byte", "bell\x07"):
+        with pytest.raises(InputError):
+            clean_value(bad)
+
+
+# -- store --------------------------------------------------------------------------------------
+def test_operator_set_and_delete_are_audited(services):
+    fact, first = services.facts.set_by_operator("Dog Name", "Biscuit")
+    assert (fact.key, fact.value, fact.confidence, fact.source_audit_id) == ("dog_name", "Biscuit", 1.0, first)
+    _fact, second = services.facts.set_by_operator("dog_name", "Rex")
+    edited = events(services, audit.FACT_USER_EDITED)
+    assert [e.id for e in edited] == [first, second]
+    assert edited[1].payload == {"key": "dog_name", "old_value": "Biscuit", "value": "Rex"}
+    assert edited[1].subject_key == "dog_name"
+    assert services.facts.get("dog_name").edit_count == 2
+
+    deleted_id = services.facts.delete("dog_name")
+    (deleted,) = events(services, audit.FACT_USER_DELETED)
+    assert deleted.id == deleted_id and deleted.payload == {"key": "dog_name", "value": "Rex"}
+    with pytest.raises(NotFound):
+        services.facts.get("dog_name")
+    with pytest.raises(NotFound):
+        services.facts.delete("dog_name")
+
+
+# -- HTTP ---------------------------------------------------------------------------------------
+def test_api_put_get_delete(client):
+    assert client.get("/v1/facts").json() == {"facts": []}
+
+    created = client.put("/v1/facts/dog_name", json={"value": "Biscuit"})
+    assert created.status_code == 200, created.text
+    body = created.json()
+    assert body["fact"]["key"] == "dog_name" and body["fact"]["confidence"] == 1.0
+    assert body["fact"]["edit_count"] == 1 and body["fact"]["importance"] == pytest.approx(1.5, rel=1e-3)
+
+    client.put("/v1/facts/home_city", json={"value": "Lisbon"})
+    client.put("/v1/facts/home_city", json={"value": "Porto"})  # a second edit: weight 2.0
+    facts = client.get("/v1/facts").json()["facts"]
+    assert [f["key"] for f in facts] == ["home_city", "dog_name"]
+    assert set(facts[0]) >= {"key", "value", "confidence", "importance", "updated_at", "edit_count"}
+    assert facts[0]["value"] == "Porto" and facts[0]["edit_count"] == 2
+
+    gone = client.delete("/v1/facts/home_city")
+    assert gone.status_code == 200 and gone.json()["deleted"] == "home_city"
+    assert [f["key"] for f in client.get("/v1/facts").json()["facts"]] == ["dog_name"]
+    kinds = [e["event_type"] for e in client.get("/v1/audit").json()["events"]]
+    assert kinds == [audit.FACT_USER_EDITED] * 3 + [audit.FACT_USER_DELETED]
+
+
+def test_api_unknown_key_is_404(client):
+    response = client.delete("/v1/facts/no_such_fact")
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("key", "body", "status"),
+    [
+        ("caf%C3%A9", {"value": "x"}, 400),  # non-ASCII key
+        ("1st", {"value": "x"}, 400),
+        ("___", {"value": "x"}, 400),
+        ("k" * 150, {"value": "x"}, 400),
+        ("k" * 300, {"value": "x"}, 422),
+        ("dog_name", {"value": "   "}, 400),
+        ("dog_name", {"value": ""}, 422),
+        ("dog_name", {"value": "x" * 1001}, 422),
+        ("dog_name", {"value": 42}, 422),
+        ("dog_name", {"value": None}, 422),
+        ("dog_name", {}, 422),
+        ("dog_name", {"value": "x", "confidence": 0.1}, 422),
+        ("dog_name", {"value": "nul\u0000"}, 400),
+    ],
+)
+def test_api_rejects_bad_keys_and_values(client, key, body, status):
+    response = client.put(f"/v1/facts/{key}", json=body)
+    assert response.status_code == status, response.text
+    assert "message" in response.json()["error"]
+    assert client.get("/v1/facts").json() == {"facts": []}  # nothing half-written
+    assert client.get("/v1/audit").json() == {"events": []}
+
+
+def test_api_needs_the_token(make_services):
+    from conftest import TEST_TOKEN
+    from fastapi.testclient import TestClient
+
+    from caesar.api import create_app
+
+    services = make_services(api_token=TEST_TOKEN)
+    with TestClient(create_app(services.settings, services, run_workers=False)) as c:
+        assert c.get("/v1/facts").status_code == 401
+        assert c.put("/v1/facts/dog_name", json={"value": "Biscuit"}).status_code == 401
+        assert c.delete("/v1/facts/dog_name").status_code == 401
+        auth = {"Authorization": f"Bearer {TEST_TOKEN}"}
+        assert c.put("/v1/facts/dog_name", json={"value": "Biscuit"}, headers=auth).status_code == 200
+
+
+# -- CLI ----------------------------------------------------------------------------------------
+def test_cli_facts_set_list_delete(services, monkeypatch):
+    from typer.testing import CliRunner
+
+    from caesar.cli import app
+
+    monkeypatch.setenv("CAESAR_HOME", str(services.settings.home))
+    runner = CliRunner()
+    result = runner.invoke(app, ["facts", "set", "Dog Name", "Biscuit"])
+    assert result.exit_code == 0, result.output
+    assert "dog_name = Biscuit" in result.output
+    listing = runner.invoke(app, ["facts", "list"])
+    assert listing.exit_code == 0 and "dog_name" in listing.output and "1.500" in listing.output
+    assert runner.invoke(app, ["facts", "delete", "dog_name"]).exit_code == 0
+    missing = runner.invoke(app, ["facts", "delete", "dog_name"])
+    assert missing.exit_code == 1 and "no fact with key" in missing.output
+    assert services.facts.list_all() == []

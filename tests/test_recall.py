@@ -1,0 +1,119 @@
+"""The ADR-0034 story end to end on real parts: Monday's sleep conversation is imported with the
+CLI, summarised by `caesar worker --once memory.summarise` through the fake LLM server, and on
+Thursday "I tried the thermostat thing you suggested" brings it back into the system prompt."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from fastapi.testclient import TestClient
+from memory_helpers import BrokenEmbedder, add_episode, days_ago, events, write_config
+from typer.testing import CliRunner
+
+from caesar import audit
+from caesar.api import create_app
+from caesar.cli import app as cli_app
+from caesar.clock import utcnow
+
+ADR_SUMMARY = (
+    "We discussed the operator's trouble sleeping; CAESAR suggested lowering the bedroom "
+    "thermostat to 65°F and tracking sleep over a week."
+)
+MONDAY_CHAT = [
+    {"role": "user", "content": "I've been struggling with sleep — keep waking up at 3am."},
+    {"role": "assistant", "content": "That's rough. How warm is your bedroom at night?"},
+    {"role": "user", "content": "Around 72°F I think."},
+    {
+        "role": "assistant",
+        "content": "Try lowering the thermostat to 65°F and track your sleep for a week.",
+    },
+]
+
+
+def _system_prompt(llm) -> str:
+    return llm.requests[-1]["json"]["messages"][0]["content"]
+
+
+def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monkeypatch):
+    settings = make_settings(memory={"episodes_summarise": {"enabled": True}})
+    services = make_services(settings=settings)
+    monkeypatch.setenv("CAESAR_CONFIG", str(write_config(tmp_path / "caesar.toml", settings)))
+    runner = CliRunner()
+
+    # Monday: the conversation happened three days ago
+    monday = utcnow() - timedelta(days=3)
+    jsonl = tmp_path / "monday.jsonl"
+    jsonl.write_text(json.dumps({"created_at": monday.isoformat() + "Z", "messages": MONDAY_CHAT}) + "\n")
+    result = runner.invoke(cli_app, ["import", str(jsonl)])
+    assert result.exit_code == 0, result.output
+    assert "imported 1 conversations" in result.output
+    [monday_row] = events(services, audit.CHAT_COMPLETED)
+
+    llm.replies.append(ADR_SUMMARY)
+    result = runner.invoke(cli_app, ["worker", "--once", "memory.summarise"])
+    assert result.exit_code == 0, result.output
+    assert "memory.summarise: 1 handled" in result.output
+    assert "keep waking up at 3am" in llm.requests[-1]["json"]["messages"][1]["content"]
+
+    # Thursday
+    with TestClient(create_app(settings, services, run_workers=False)) as client:
+        llm.replies.append("Glad to hear it — did you sleep through?")
+        response = client.post("/v1/chat", json={"message": "I tried the thermostat thing you suggested"})
+        assert response.status_code == 200, response.text
+        assert response.json()["recalled"] == [monday_row.id]
+        system = _system_prompt(llm)
+        assert "Possibly relevant past conversations:" in system
+        assert f"- 3 days ago: {ADR_SUMMARY}" in system
+
+        recalled = client.get("/v1/audit", params={"event_type": "memory.episode.recalled"}).json()["events"]
+        [payload] = [e["payload"] for e in recalled]
+        assert payload["audit_log_id"] == monday_row.id
+        assert payload["turn_audit_id"] == response.json()["audit_id"]
+        assert payload["cosine"] >= 0.45
+        assert payload["freshness"] == pytest.approx(0.5 ** (3 / 30), abs=1e-3)
+        assert payload["recall_weight"] == 1.0  # first time surfaced
+        assert payload["score"] == pytest.approx(payload["cosine"] * payload["freshness"], abs=1e-5)
+
+        preview = client.post("/v1/memory/recall", json={"query": "thermostat", "similarity_threshold": None}).json()["episodes"]
+        assert [(e["audit_log_id"], e["recall_count"]) for e in preview] == [(monday_row.id, 1)]
+
+        # unrelated: nothing recalled, no block, nothing audited
+        llm.replies.append("Paris.")
+        response = client.post("/v1/chat", json={"message": "what's the capital of France?"})
+        assert response.json()["recalled"] == []
+        assert "Possibly relevant past conversations" not in _system_prompt(llm)
+        assert len(client.get("/v1/audit", params={"event_type": "memory.episode.recalled"}).json()["events"]) == 1
+
+
+def test_second_recall_bumps_weight(client, services, llm):
+    episode_id, audit_id = add_episode(services, ADR_SUMMARY, days_ago(3))
+    for _ in range(2):
+        client.post("/v1/chat", json={"message": "I tried the thermostat thing you suggested"})
+    payloads = [e.payload for e in events(services, audit.EPISODE_RECALLED)]
+    assert [p["recall_count"] for p in payloads] == [0, 1]  # the count each ranking saw
+    assert payloads[1]["recall_weight"] == pytest.approx(1 + 0.25 * 0.693147, abs=1e-5)
+    [found] = services.episodes.preview("thermostat", similarity_threshold=None)
+    assert found.recall_count == 2
+
+
+def test_recall_failure_is_audited_and_chat_goes_on(client, services, llm):
+    add_episode(services, ADR_SUMMARY, days_ago(3))
+    services.embedder.set(BrokenEmbedder())
+    llm.replies.append("Sure.")
+    response = client.post("/v1/chat", json={"message": "I tried the thermostat thing you suggested"})
+    assert response.status_code == 200 and response.json()["reply"] == "Sure."
+    assert "Possibly relevant past conversations" not in _system_prompt(llm)
+    [failed] = events(services, audit.RECALL_FAILED)
+    assert "onnxruntime session is gone" in failed.payload["error"]
+    assert failed.payload["turn_audit_id"] == response.json()["audit_id"]
+
+
+def test_recall_disabled_setting(make_services, llm):
+    services = make_services(memory={"episodes_recall": {"enabled": False}})
+    add_episode(services, ADR_SUMMARY, days_ago(3))
+    with TestClient(create_app(services.settings, services, run_workers=False)) as client:
+        response = client.post("/v1/chat", json={"message": "I tried the thermostat thing you suggested"})
+    assert response.json()["recalled"] == []
+    assert "Possibly relevant" not in _system_prompt(llm)
