@@ -302,29 +302,16 @@ class _HybridParams:
 
 
 def hybrid_ranker(**overrides: Any) -> Ranker:
+    """caesar.memory.hybrid.hybrid_search with the configured recall settings and overrides:
+    what EpisodeMemory.preview does once it fuses (and the RRF comparison, which it never will)."""
     from caesar.memory.hybrid import hybrid_search
 
     def rank(built: Built, q: Question) -> list[str]:
         memory = built.services.episodes
-        s = memory.settings
-        values = {
-            "top_k": s.top_k,
-            "similarity_threshold": s.similarity_threshold,
-            "halflife_days": s.halflife_days,
-            "recall_weight_scale": s.recall_weight_scale,
-            "fusion": os.environ.get("BENCH_FUSION", "hybrid"),
-            "keyword_weight": float(os.environ.get("BENCH_KEYWORD_WEIGHT", "0.5")),
-            "max_age_days": None,
-            **overrides,
-        }
+        values = {**memory.settings.model_dump(exclude={"enabled"}), "max_age_days": None, **overrides}
         with memory.db.read() as session:
             hits = hybrid_search(
-                session,
-                memory.index(),
-                q.text,
-                memory.embed_query(q.text),
-                q.now,
-                _HybridParams(**values),
+                session, memory.index(), q.text, memory.embed_query(q.text), q.now, _HybridParams(**values)
             )
         return [built.session_of_episode[h.episode_id] for h in hits]
 
@@ -347,20 +334,20 @@ NO_DECAY = {"halflife_days": math.inf}
 
 def systems() -> dict[str, tuple[Ranker, Ranker | None]]:
     """name → (ranking with the threshold off, default auto-recall or None)."""
-    fields = RecallParams.__dataclass_fields__
-    dense = {"fusion": "dense"} if "fusion" in fields else {}
-    out: dict[str, tuple[Ranker, Ranker | None]] = {
-        "ADR-literal (dense × decay)": (recall_ranker(**RANKED, **dense), recall_ranker(**dense)),
+    integrated = "fusion" in RecallParams.__dataclass_fields__
+    dense = {"fusion": "dense"}
+    # Until EpisodeMemory.search fuses, its preview *is* the ADR's dense ranking, and the
+    # hybrid rows come from hybrid.hybrid_search with the same settings.
+    adr = recall_ranker if integrated else (lambda **o: recall_ranker(**{k: v for k, v in o.items() if k != "fusion"}))
+    caesar = recall_ranker if integrated else hybrid_ranker
+    return {
+        "ADR-literal (dense × decay)": (adr(**RANKED, **dense), adr(**dense)),
         "BM25, raw session text": (bm25_ranker, None),
+        "RRF of dense and keyword ranks": (hybrid_ranker(**RANKED, fusion="rrf"), None),
+        "caesar hybrid (defaults)": (caesar(**RANKED), caesar()),
+        "ADR-literal, decay off": (adr(**RANKED, **dense, **NO_DECAY), None),
+        "caesar hybrid, decay off": (caesar(**RANKED, **NO_DECAY), caesar(**NO_DECAY)),
     }
-    if dense:  # the hybrid defaults are configured: caesar's own recall
-        out["caesar hybrid (defaults)"] = (recall_ranker(**RANKED), recall_ranker())
-        out["caesar hybrid, decay off"] = (recall_ranker(**RANKED, **NO_DECAY), None)
-    else:  # EpisodeMemory does not fuse yet: hybrid.hybrid_search with the same parameters
-        out["caesar hybrid (defaults)"] = (hybrid_ranker(**RANKED), hybrid_ranker())
-        out["caesar hybrid, decay off"] = (hybrid_ranker(**RANKED, **NO_DECAY), None)
-    out["ADR-literal, decay off"] = (recall_ranker(**RANKED, **dense, **NO_DECAY), None)
-    return out
 
 
 # -- scoring --------------------------------------------------------------------------------
@@ -371,6 +358,8 @@ class Tally:
     rr: float = 0.0
     auto: int = 0
     auto_n: int = 0
+    offtopic: int = 0  # auto-recall surfaced something for a question about another history
+    offtopic_n: int = 0
 
     def add(self, ranked: list[str], evidence: frozenset[str], auto: list[str] | None) -> None:
         self.n += 1
@@ -385,6 +374,7 @@ class Tally:
     def row(self) -> list[str]:
         cells = [f"{self.at_k[k] / self.n:.3f}" for k in KS] + [f"{self.rr / self.n:.3f}"]
         cells.append(f"{self.auto / self.auto_n:.3f}" if self.auto_n else "–")
+        cells.append(f"{self.offtopic / self.offtopic_n:.3f}" if self.offtopic_n else "–")
         return cells
 
 
@@ -395,6 +385,7 @@ def run(
     notes: dict[str, Any] = defaultdict(int)
     named = systems()
     started = time.monotonic()
+    previous: Question | None = None  # the last LongMemEval question: off-topic for the next
     for number, haystack in enumerate(haystacks, start=1):
         with tempfile.TemporaryDirectory(prefix="caesar-recall-") as home:
             built = build(haystack, embedder, Path(home))
@@ -408,6 +399,14 @@ def run(
                         shown = auto(built, q) if auto else None
                         for category in (q.category, "all"):
                             tallies[(haystack.dataset, name, category)].add(got, q.evidence, shown)
+                if haystack.dataset == "longmemeval" and previous is not None:
+                    for name, (_, auto) in named.items():
+                        if auto:
+                            tally = tallies[(haystack.dataset, name, "all")]
+                            tally.offtopic_n += 1
+                            tally.offtopic += bool(auto(built, previous))
+                if haystack.dataset == "longmemeval":
+                    previous = haystack.questions[0]
             finally:
                 built.services.close()
         print(
@@ -420,8 +419,8 @@ def run(
 
 
 def table(tallies: dict[tuple[str, str, str], Tally], dataset: str, category: str = "all") -> str:
-    head = "| system | R@1 | R@3 | R@5 | MRR | auto-recall hit |"
-    lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    head = "| system | R@1 | R@3 | R@5 | MRR | auto-recall hit | off-topic surfaced |"
+    lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for (ds, name, cat), tally in tallies.items():
         if ds == dataset and cat == category:
             lines.append(f"| {name} | " + " | ".join(tally.row()) + " |")

@@ -227,7 +227,7 @@ def check_summarise(db: Any) -> tuple[list[str], dict[str, int]]:
         summarised = _events(session, audit.EPISODE_SUMMARISED)
         skipped = _events(session, audit.EPISODE_SUMMARISE_SKIPPED)
         failed = _events(session, audit.EPISODE_SUMMARISE_FAILED)
-    tally = Counter[str]()
+    tally = Counter[str](dict.fromkeys(("summarised", "skipped", "failed", "pending"), 0))
     for chat in sorted(chats):
         outcomes = (episodes[chat], summarised[chat], skipped[chat], failed[chat])
         if chat > cursor:
@@ -284,7 +284,7 @@ def check_extract(db: Any) -> tuple[list[str], dict[str, int]]:
     twice = [k for k, c in extracted.items() if c != 1]
     if twice:
         problems.append(f"facts with more than one memory.fact.extracted row: {twice[:5]}")
-    tally = Counter[str]()
+    tally = Counter[str](dict.fromkeys(("learned", "nothing", "failed", "pending"), 0))
     for chat, n in sorted(chats.items()):
         have, want = by_chat.get(chat, set()), expected_fact_keys(n)
         if chat > cursor:

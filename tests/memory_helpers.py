@@ -54,7 +54,11 @@ def add_episode(
 
 def events(services: Any, event_type: str) -> list[AuditLog]:
     with services.db.read() as session:
-        return list(session.scalars(select(AuditLog).where(AuditLog.event_type == event_type).order_by(AuditLog.id)))
+        return list(
+            session.scalars(
+                select(AuditLog).where(AuditLog.event_type == event_type).order_by(AuditLog.id)
+            )
+        )
 
 
 def count(services: Any, model: Any, *where: Any) -> int:

@@ -164,7 +164,7 @@ def _assert_no_secret(text: str, where: str) -> None:
 def test_secrets_never_reach_audit_answers_or_logs(make_services, llm, caplog):
     caplog.set_level(logging.DEBUG)  # the SDKs and httpx2 log requests at DEBUG
     services = make_services(api_token=TEST_TOKEN)
-    echo = f"Incorrect API key provided: {PROVIDER_KEY}; token {TEST_TOKEN}"
+    echo = f"Incorrect API key provided: {PROVIDER_KEY}"
     answers: list[str] = []
     with TestClient(create_app(services.settings, services, run_workers=False)) as c:
         # a normal turn, in which the operator pastes the token and the model repeats the key

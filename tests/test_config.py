@@ -271,3 +271,32 @@ def test_summarising_needs_the_embedder():
 
 def test_retry_wait_cap_default():
     assert Settings().gateway.providers["local"].max_retry_wait_seconds == 30.0
+
+
+# -- docs -------------------------------------------------------------------------------------
+def _setting_paths(model: type, prefix: str = "") -> list[str]:
+    from pydantic import BaseModel
+
+    paths = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            paths += _setting_paths(annotation, f"{prefix}{name}.")
+        else:
+            paths.append(prefix + name)
+    return paths
+
+
+def test_every_setting_is_documented():
+    """A setting nobody can find does not exist: docs/configuration.md names each one."""
+    from caesar.config import ProactiveSettings, ProviderSettings
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
+    missing = [p for p in _setting_paths(Settings) if f"`{p}`" not in doc]
+    missing += [f for f in ProviderSettings.model_fields if f"| `{f}` |" not in doc]
+    missing += [
+        f"proactive[].{f}"
+        for f in ProactiveSettings.model_fields
+        if f"`proactive[].{f}`" not in doc
+    ]
+    assert missing == [], f"undocumented settings: {missing}"

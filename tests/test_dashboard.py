@@ -51,12 +51,16 @@ def test_login_with_wrong_then_right_token(secured):
     assert first.status_code == 303
     assert first.headers["location"] == "/dashboard/login?next=/dashboard/facts"
 
-    wrong = c.post("/dashboard/login", data={"token": "not-the-token-at-all"}, follow_redirects=False)
+    wrong = c.post(
+        "/dashboard/login", data={"token": "not-the-token-at-all"}, follow_redirects=False
+    )
     assert wrong.status_code == 401 and "not the API token" in wrong.text
     assert "set-cookie" not in wrong.headers
 
     right = c.post(
-        "/dashboard/login", data={"token": TEST_TOKEN, "next": "/dashboard/audit"}, follow_redirects=False
+        "/dashboard/login",
+        data={"token": TEST_TOKEN, "next": "/dashboard/audit"},
+        follow_redirects=False,
     )
     assert right.status_code == 303 and right.headers["location"] == "/dashboard/audit"
     cookie = right.headers["set-cookie"]
@@ -70,7 +74,9 @@ def test_login_with_wrong_then_right_token(secured):
 def test_login_refuses_open_redirects(secured):
     _services, c = secured
     for target in ("https://evil.example/", "//evil.example/x", "/v1/facts", "/dashboard\\..\\x"):
-        response = c.post("/dashboard/login", data={"token": TEST_TOKEN, "next": target}, follow_redirects=False)
+        response = c.post(
+            "/dashboard/login", data={"token": TEST_TOKEN, "next": target}, follow_redirects=False
+        )
         assert response.headers["location"] == "/dashboard/facts", target
 
 
@@ -86,7 +92,9 @@ def test_tampered_or_foreign_cookies_are_refused(secured, make_services):
     # a session signed under another token (e.g. before rotating it) is no session here
     other = make_services(api_token="another-token-0123456789")
     with TestClient(create_app(other.settings, other, run_workers=False)) as o:
-        _ = o.post("/dashboard/login", data={"token": "another-token-0123456789"}, follow_redirects=False)
+        _ = o.post(
+            "/dashboard/login", data={"token": "another-token-0123456789"}, follow_redirects=False
+        )
         foreign = o.cookies.get("caesar_session")
     c.cookies.clear()
     c.cookies.set("caesar_session", foreign, path="/dashboard")
@@ -100,7 +108,12 @@ def test_bearer_header_works_instead_of_the_cookie(secured):
     bad = c.get("/dashboard/facts", headers={"Authorization": "Bearer wrong-token-0123456789"})
     assert bad.status_code == 401
     # an API client needs no CSRF token: browsers never send this header cross-site
-    saved = c.post("/dashboard/facts", data={"key": "dog_name", "value": "Biscuit"}, headers=auth, follow_redirects=False)
+    saved = c.post(
+        "/dashboard/facts",
+        data={"key": "dog_name", "value": "Biscuit"},
+        headers=auth,
+        follow_redirects=False,
+    )
     assert saved.status_code == 303
     assert services.facts.get("dog_name").value == "Biscuit"
 
@@ -136,7 +149,9 @@ def test_post_forms_need_the_sessions_csrf_token(secured, make_services):
     ok = c.post("/dashboard/facts", data={**form, "csrf": token}, follow_redirects=False)
     assert ok.status_code == 303 and ok.headers["location"] == "/dashboard/facts?saved=dog_name"
     assert services.facts.get("dog_name").value == "Biscuit"
-    deleted = c.post("/dashboard/facts/dog_name/delete", data={"csrf": token}, follow_redirects=False)
+    deleted = c.post(
+        "/dashboard/facts/dog_name/delete", data={"csrf": token}, follow_redirects=False
+    )
     assert deleted.status_code == 303
     assert services.facts.list_all() == []
 
@@ -150,7 +165,10 @@ def test_open_mode_needs_no_login_but_still_csrf(client, services):
     # what a page on another site can do to 127.0.0.1: post a form without our token
     assert client.post("/dashboard/facts", data={"key": "a", "value": "b"}).status_code == 403
     fresh = TestClient(client.app)  # no session cookie at all
-    assert fresh.post("/dashboard/facts", data={"key": "a", "value": "b", "csrf": "x"}).status_code == 403
+    assert (
+        fresh.post("/dashboard/facts", data={"key": "a", "value": "b", "csrf": "x"}).status_code
+        == 403
+    )
     assert services.facts.list_all() == []
     ok = client.post("/dashboard/facts", data={"key": "a", "value": "b", "csrf": _csrf(page.text)})
     assert ok.status_code == 200 and _row_keys(ok.text) == ["a"]
@@ -185,37 +203,59 @@ def test_facts_table_is_sorted_by_importance_and_links_to_the_source(client, ser
     chat_id = add_chat(services, "My dog's name is Biscuit.", "Nice")
     with services.db.write() as session:
         services.facts.upsert_extracted(
-            session, key="dog_name", value="Biscuit", confidence=0.6, source_audit_id=chat_id,
+            session,
+            key="dog_name",
+            value="Biscuit",
+            confidence=0.6,
+            source_audit_id=chat_id,
             said_at=session.get(AuditLog, chat_id).created_at,
         )
         services.facts.upsert_extracted(
-            session, key="home_city", value="Lisbon", confidence=0.9, source_audit_id=chat_id,
+            session,
+            key="home_city",
+            value="Lisbon",
+            confidence=0.9,
+            source_audit_id=chat_id,
             said_at=session.get(AuditLog, chat_id).created_at,
         )
     html = client.get("/dashboard/facts").text
     assert _row_keys(html) == ["home_city", "dog_name"]
-    assert "<th title=\"freshness × confidence × edit weight\">Importance</th>" in html
-    assert re.search(r'class="importance">0\.9\d\d<', html) and f'href="/dashboard/audit/{chat_id}"' in html
+    assert '<th title="freshness × confidence × edit weight">Importance</th>' in html
+    assert (
+        re.search(r'class="importance">0\.9\d\d<', html)
+        and f'href="/dashboard/audit/{chat_id}"' in html
+    )
 
 
 def test_audit_timeline_filter_paging_and_source_links(client, services):
     chat_id = add_chat(services, "My dog's name is Biscuit.", "Nice")
     with services.db.write() as session:
         services.audit.append(
-            session, audit.FACT_EXTRACTED, {"key": "dog_name", "source_audit_id": chat_id},
-            subject_id=chat_id, subject_key="dog_name",
+            session,
+            audit.FACT_EXTRACTED,
+            {"key": "dog_name", "source_audit_id": chat_id},
+            subject_id=chat_id,
+            subject_key="dog_name",
         )
         for i in range(5):
-            services.audit.append(session, audit.FACT_USER_EDITED, {"key": f"k{i}"}, subject_key=f"k{i}")
+            services.audit.append(
+                session, audit.FACT_USER_EDITED, {"key": f"k{i}"}, subject_key=f"k{i}"
+            )
 
     html = client.get("/dashboard/audit").text
     ids = [int(i) for i in re.findall(r'<li class="event" id="event-(\d+)"', html)]
     assert ids == sorted(ids, reverse=True) and len(ids) == 7  # newest first
-    assert '<option value="memory.fact.extracted">' in html and '<option value="chat.completed">' in html
+    assert (
+        '<option value="memory.fact.extracted">' in html
+        and '<option value="chat.completed">' in html
+    )
 
     only = client.get("/dashboard/audit", params={"event_type": audit.FACT_EXTRACTED}).text
     assert re.findall(r'data-type="([^"]+)"', only) == [audit.FACT_EXTRACTED]
-    assert f'<a href="/dashboard/audit/{chat_id}" class="ref-link">#{chat_id} chat.completed</a>' in only
+    assert (
+        f'<a href="/dashboard/audit/{chat_id}" class="ref-link">#{chat_id} chat.completed</a>'
+        in only
+    )
 
     page1 = client.get("/dashboard/audit", params={"limit": 3}).text
     older = re.search(r'before_id=(\d+)&amp;limit=3" class="older"', page1)
@@ -233,12 +273,18 @@ def test_audit_timeline_filter_paging_and_source_links(client, services):
 
 def test_references_point_at_source_chats():
     row = AuditLog(
-        id=10, event_type=audit.CHAT_COMPLETED, payload={"memory": {"episodes_recalled": [3, 4, True, "5"]}}
+        id=10,
+        event_type=audit.CHAT_COMPLETED,
+        payload={"memory": {"episodes_recalled": [3, 4, True, "5"]}},
     )
     assert references(row) == [("recalled", 3), ("recalled", 4)]
-    recalled = AuditLog(id=11, event_type=audit.EPISODE_RECALLED, subject_id=3, payload={"turn_audit_id": 10})
+    recalled = AuditLog(
+        id=11, event_type=audit.EPISODE_RECALLED, subject_id=3, payload={"turn_audit_id": 10}
+    )
     assert references(recalled) == [("subject", 3), ("turn", 10)]
-    extracted = AuditLog(id=12, event_type=audit.FACT_EXTRACTED, subject_id=3, payload={"source_audit_id": 3})
+    extracted = AuditLog(
+        id=12, event_type=audit.FACT_EXTRACTED, subject_id=3, payload={"source_audit_id": 3}
+    )
     assert references(extracted) == [("source", 3)]
 
 
@@ -271,6 +317,11 @@ def test_done_when_story(make_services, llm):
         edited = c.put("/v1/facts/dog_name", json={"value": "Biscuit the beagle"}).json()
         assert edited["fact"]["importance"] > before
         assert edited["fact"]["importance"] == pytest.approx(1.5, rel=1e-3)
-        timeline = c.get("/v1/audit", params={"event_type": audit.FACT_USER_EDITED}).json()["events"]
+        timeline = c.get("/v1/audit", params={"event_type": audit.FACT_USER_EDITED}).json()[
+            "events"
+        ]
         assert [e["payload"]["old_value"] for e in timeline] == ["Biscuit"]
-        assert f'id="event-{edited["audit_id"]}" data-type="memory.fact.user_edited"' in c.get("/dashboard/audit").text
+        assert (
+            f'id="event-{edited["audit_id"]}" data-type="memory.fact.user_edited"'
+            in c.get("/dashboard/audit").text
+        )

@@ -38,7 +38,9 @@ def server(make_services) -> Iterator[tuple[str, Any]]:
 
     services = make_services(api_token=TEST_TOKEN)
     app = create_app(services.settings, services, run_workers=False)
-    config = uvicorn.Config(app, host="127.0.0.1", port=_free_port(), log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=_free_port(), log_level="warning", lifespan="on"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
     thread.start()
@@ -61,7 +63,9 @@ def page() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
         try:
             yield browser.new_page()
         finally:
@@ -79,7 +83,9 @@ def _seed(services: Any) -> None:
             ("note", XSS_VALUE, 0.5, 240),  # 0.03
         ]:
             when = now - timedelta(days=age)
-            session.add(Fact(key=key, value=value, confidence=confidence, created_at=when, updated_at=when))
+            session.add(
+                Fact(key=key, value=value, confidence=confidence, created_at=when, updated_at=when)
+            )
 
 
 def _keys(page: Any) -> list[str]:

@@ -39,20 +39,28 @@ def test_freshness_is_a_true_half_life():
 
 def test_recall_weight_compounds_slowly():
     assert recall_weight(0, 0.25) == 1.0
-    assert recall_weight(1, 0.25) == pytest.approx(1 + 0.25 * math.log(2)) == pytest.approx(1.173287, abs=1e-6)
+    assert (
+        recall_weight(1, 0.25)
+        == pytest.approx(1 + 0.25 * math.log(2))
+        == pytest.approx(1.173287, abs=1e-6)
+    )
     assert recall_weight(10, 0.25) == pytest.approx(1.599474, abs=1e-6)
     assert recall_weight(10, 0.0) == 1.0
 
 
 def test_episode_score_is_the_product():
     # cosine 0.62, three days old, recalled twice before: 0.62 × 0.933033 × 1.274653
-    score = episode_score(cosine=0.62, age_days=3, recall_count=2, halflife_days=30, recall_weight_scale=0.25)
+    score = episode_score(
+        cosine=0.62, age_days=3, recall_count=2, halflife_days=30, recall_weight_scale=0.25
+    )
     assert score == pytest.approx(0.737362, abs=1e-6)
 
 
 def test_fact_importance_uses_its_own_half_life_and_edit_weight():
     # 60-day half-life: a 60-day-old fact at confidence 0.8, edited twice: 0.5 × 0.8 × (1 + 0.5·2)
-    value = fact_importance(age_days=60, confidence=0.8, edit_count=2, halflife_days=60, edit_weight_scale=0.5)
+    value = fact_importance(
+        age_days=60, confidence=0.8, edit_count=2, halflife_days=60, edit_weight_scale=0.5
+    )
     assert value == pytest.approx(0.8)
 
 
@@ -65,7 +73,13 @@ def test_vectorised_twins_match_the_scalar_formulas():
 
 def test_rank_episodes_orders_by_combined_score_and_cuts_top_k():
     now = datetime(2026, 5, 21, 12, 0)
-    params = RecallParams(top_k=2, similarity_threshold=0.45, max_age_days=90, halflife_days=30, recall_weight_scale=0.25)
+    params = RecallParams(
+        top_k=2,
+        similarity_threshold=0.45,
+        max_age_days=90,
+        halflife_days=30,
+        recall_weight_scale=0.25,
+    )
     rows = [
         (1, 101, "old strong", now - timedelta(days=80), 0),
         (2, 102, "fresh moderate", now - timedelta(days=1), 0),
@@ -88,7 +102,9 @@ def _params(services, **overrides):
 
 
 def _search(services, query, **overrides):
-    return services.episodes.search(services.episodes.embed_query(query), utcnow(), _params(services, **overrides))
+    return services.episodes.search(
+        services.episodes.embed_query(query), utcnow(), _params(services, **overrides)
+    )
 
 
 def test_old_strong_match_loses_to_fresh_moderate_one(services):
@@ -106,17 +122,26 @@ def test_old_strong_match_loses_to_fresh_moderate_one(services):
 
 def test_threshold_is_on_raw_cosine_and_null_disables_it(services):
     add_episode(services, SLEEP, days_ago(0.1))
-    off_topic_id, _ = add_episode(services, "The operator's spouse Alice mentioned a holiday in Portugal.", days_ago(0.1))
-    assert cosine(services, QUERY, "The operator's spouse Alice mentioned a holiday in Portugal.") < 0.45
+    off_topic_id, _ = add_episode(
+        services, "The operator's spouse Alice mentioned a holiday in Portugal.", days_ago(0.1)
+    )
+    assert (
+        cosine(services, QUERY, "The operator's spouse Alice mentioned a holiday in Portugal.")
+        < 0.45
+    )
     assert off_topic_id not in [e.episode_id for e in _search(services, QUERY)]
-    assert off_topic_id in [e.episode_id for e in _search(services, QUERY, similarity_threshold=None)]
+    assert off_topic_id in [
+        e.episode_id for e in _search(services, QUERY, similarity_threshold=None)
+    ]
 
 
 def test_max_age_filters_before_ranking(services):
     old_id, _ = add_episode(services, SLEEP, days_ago(100))
     assert _search(services, QUERY) == []
     assert [e.episode_id for e in _search(services, QUERY, max_age_days=None)] == [old_id]
-    assert _search(services, QUERY, max_age_days=None)[0].freshness == pytest.approx(0.5 ** (100 / 30), rel=1e-3)
+    assert _search(services, QUERY, max_age_days=None)[0].freshness == pytest.approx(
+        0.5 ** (100 / 30), rel=1e-3
+    )
 
 
 def test_top_k_and_recall_count_break_ties(services):
@@ -143,9 +168,19 @@ def test_preview_returns_components_and_does_not_bump(client, services):
         assert response.status_code == 200, response.text
     [found] = response.json()["episodes"]
     assert found["audit_log_id"] == audit_id and found["recall_count"] == 0
-    for key in ("cosine", "age_days", "freshness", "recall_weight", "score", "created_at", "summary"):
+    for key in (
+        "cosine",
+        "age_days",
+        "freshness",
+        "recall_weight",
+        "score",
+        "created_at",
+        "summary",
+    ):
         assert key in found
-    assert found["score"] == pytest.approx(found["cosine"] * found["freshness"] * found["recall_weight"], abs=1e-5)
+    assert found["score"] == pytest.approx(
+        found["cosine"] * found["freshness"] * found["recall_weight"], abs=1e-5
+    )
     assert events(services, audit.EPISODE_RECALLED) == []
     with services.db.read() as session:
         assert session.get(EpisodeSummary, episode_id).recall_count == 0
@@ -157,7 +192,9 @@ def test_preview_null_disables_filters_and_now_moves_the_clock(client, services)
     body = {"query": "capital of France", "max_age_days": None, "similarity_threshold": None}
     assert len(client.post("/v1/memory/recall", json=body).json()["episodes"]) == 1
     back_then = (utcnow() - timedelta(days=99)).isoformat()
-    moved = client.post("/v1/memory/recall", json={"query": QUERY, "now": back_then}).json()["episodes"]
+    moved = client.post("/v1/memory/recall", json={"query": QUERY, "now": back_then}).json()[
+        "episodes"
+    ]
     assert len(moved) == 1 and moved[0]["age_days"] == pytest.approx(1.0, abs=0.01)
 
 

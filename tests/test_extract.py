@@ -59,7 +59,12 @@ def test_extracts_facts_with_json_mode(services, llm):
     assert services.facts.get("dog_name").source_audit_id == chat_id
     (extracted,) = events(services, audit.FACT_EXTRACTED)
     assert extracted.subject_id == chat_id and extracted.subject_key == "dog_name"
-    assert extracted.payload == {"key": "dog_name", "value": "Biscuit", "confidence": 0.9, "source_audit_id": chat_id}
+    assert extracted.payload == {
+        "key": "dog_name",
+        "value": "Biscuit",
+        "confidence": 0.9,
+        "source_audit_id": chat_id,
+    }
     assert _cursor(services) == chat_id
 
     # re-running is a no-op: no LLM call, no audit row, nothing changed
@@ -81,8 +86,12 @@ def test_extracts_facts_with_json_mode(services, llm):
         json.dumps({"facts": [{"key": "dog_name", "value": "Biscuit", "confidence": True}]}),
         '{"facts": [{"key": "dog_name", "value": "Biscuit", "confidence": NaN}]}',
         # one good fact next to a bad one: the whole reply is refused, nothing half-written
-        json.dumps({"facts": [{"key": "home_city", "value": "Lisbon"}, {"key": "café", "value": "x"}]}),
-        json.dumps({"facts": [{"key": "home_city", "value": "Lisbon"}, {"key": "pet", "value": "   "}]}),
+        json.dumps(
+            {"facts": [{"key": "home_city", "value": "Lisbon"}, {"key": "café", "value": "x"}]}
+        ),
+        json.dumps(
+            {"facts": [{"key": "home_city", "value": "Lisbon"}, {"key": "pet", "value": "   "}]}
+        ),
         json.dumps({"facts": [{"key": f"k{i}", "value": "v"} for i in range(51)]}),
     ],
 )
@@ -130,9 +139,13 @@ def test_changed_value_is_an_update_with_old_and_new(services, llm):
 
     second = add_chat(services, "We renamed the dog: he's Rex now.", "Hello Rex!")
     third = add_chat(services, "Rex loves the beach.", "Sounds fun.")
-    llm.replies.append(json.dumps({"facts": [{"key": "dog_name", "value": "Rex", "confidence": 0.8}]}))
+    llm.replies.append(
+        json.dumps({"facts": [{"key": "dog_name", "value": "Rex", "confidence": 0.8}]})
+    )
     # the same value again, differently cased: a repeat, not an update
-    llm.replies.append(json.dumps({"facts": [{"key": "Dog Name", "value": "rex", "confidence": 0.95}]}))
+    llm.replies.append(
+        json.dumps({"facts": [{"key": "Dog Name", "value": "rex", "confidence": 0.95}]})
+    )
     run_until_caught_up(services.workers["memory.extract"])
 
     (updated,) = events(services, audit.FACT_UPDATED)
@@ -149,7 +162,10 @@ def test_changed_value_is_an_update_with_old_and_new(services, llm):
 def test_prompt_is_the_latest_exchange_without_injected_memory(services, llm):
     services.facts.set_by_operator("favourite_colour", "green")
     llm.replies.append("What's your dog called?")
-    history = [{"role": "user", "content": "My cat is called Tom."}, {"role": "assistant", "content": "Hi Tom!"}]
+    history = [
+        {"role": "user", "content": "My cat is called Tom."},
+        {"role": "assistant", "content": "Hi Tom!"},
+    ]
     first = Brain(services).turn("I have a dog too.", history)
     llm.replies.append("Lovely!")
     history += [
@@ -183,7 +199,9 @@ def test_an_older_chat_never_overrides_or_resurrects_what_the_operator_did(servi
     assert run_until_caught_up(services.workers["memory.extract"]) == 2
 
     assert _facts(services) == {"dog_name": ("Biscuit the beagle", 1.0)}
-    assert events(services, audit.FACT_UPDATED) == [] and events(services, audit.FACT_EXTRACTED) == []
+    assert (
+        events(services, audit.FACT_UPDATED) == [] and events(services, audit.FACT_EXTRACTED) == []
+    )
 
 
 def test_batches_and_anthropic_route(make_services, llm):
@@ -193,7 +211,9 @@ def test_batches_and_anthropic_route(make_services, llm):
     )
     ids = [add_chat(services, f"My favourite number is {n}.", "ok") for n in range(3)]
     for n in range(3):
-        llm.replies.append(json.dumps({"facts": [{"key": "favourite_number", "value": n, "confidence": 0.5}]}))
+        llm.replies.append(
+            json.dumps({"facts": [{"key": "favourite_number", "value": n, "confidence": 0.5}]})
+        )
 
     assert run_until_caught_up(services.workers["memory.extract"]) == 3
 

@@ -13,14 +13,24 @@ from caesar.memory.facts import clean_value, normalise_key
 # -- keys and values ----------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("raw", "key"),
-    [("dog_name", "dog_name"), ("Dog Name", "dog_name"), (" dog-name ", "dog_name"), ("dog's name", "dogs_name"), ("Dog_Name_", "dog_name"),
-     ("home.city", "home_city"), ("a__b", "a_b"), ("x1", "x1")],
+    [
+        ("dog_name", "dog_name"),
+        ("Dog Name", "dog_name"),
+        (" dog-name ", "dog_name"),
+        ("dog's name", "dogs_name"),
+        ("Dog_Name_", "dog_name"),
+        ("home.city", "home_city"),
+        ("a__b", "a_b"),
+        ("x1", "x1"),
+    ],
 )
 def test_normalise_key(raw, key):
     assert normalise_key(raw) == key
 
 
-@pytest.mark.parametrize("raw", ["", "   ", "___", "1st_car", "café", "../etc", "dog;drop", "k" * 101, "<b>"])
+@pytest.mark.parametrize(
+    "raw", ["", "   ", "___", "1st_car", "café", "../etc", "dog;drop", "k" * 101, "<b>"]
+)
 def test_normalise_key_refuses_rather_than_mangles(raw):
     with pytest.raises(InputError):
         normalise_key(raw)
@@ -36,7 +46,12 @@ def test_clean_value():
 # -- store --------------------------------------------------------------------------------------
 def test_operator_set_and_delete_are_audited(services):
     fact, first = services.facts.set_by_operator("Dog Name", "Biscuit")
-    assert (fact.key, fact.value, fact.confidence, fact.source_audit_id) == ("dog_name", "Biscuit", 1.0, first)
+    assert (fact.key, fact.value, fact.confidence, fact.source_audit_id) == (
+        "dog_name",
+        "Biscuit",
+        1.0,
+        first,
+    )
     _fact, second = services.facts.set_by_operator("dog_name", "Rex")
     edited = events(services, audit.FACT_USER_EDITED)
     assert [e.id for e in edited] == [first, second]
@@ -61,7 +76,9 @@ def test_api_put_get_delete(client):
     assert created.status_code == 200, created.text
     body = created.json()
     assert body["fact"]["key"] == "dog_name" and body["fact"]["confidence"] == 1.0
-    assert body["fact"]["edit_count"] == 1 and body["fact"]["importance"] == pytest.approx(1.5, rel=1e-3)
+    assert body["fact"]["edit_count"] == 1 and body["fact"]["importance"] == pytest.approx(
+        1.5, rel=1e-3
+    )
 
     client.put("/v1/facts/home_city", json={"value": "Lisbon"})
     client.put("/v1/facts/home_city", json={"value": "Porto"})  # a second edit: weight 2.0
@@ -121,7 +138,9 @@ def test_api_needs_the_token(make_services):
         assert c.put("/v1/facts/dog_name", json={"value": "Biscuit"}).status_code == 401
         assert c.delete("/v1/facts/dog_name").status_code == 401
         auth = {"Authorization": f"Bearer {TEST_TOKEN}"}
-        assert c.put("/v1/facts/dog_name", json={"value": "Biscuit"}, headers=auth).status_code == 200
+        assert (
+            c.put("/v1/facts/dog_name", json={"value": "Biscuit"}, headers=auth).status_code == 200
+        )
 
 
 # -- CLI ----------------------------------------------------------------------------------------

@@ -45,7 +45,9 @@ def test_valid_line_becomes_a_dated_chat(services, tmp_path):
     assert row.payload["messages"] == GOOD["messages"][:-1]
     assert row.payload["reply"] == "Try 65°F for a week."
     assert row.payload["imported"] is True
-    assert row.subject_key == row.payload["content_hash"] and row.subject_key.startswith("import:sha256:")
+    assert row.subject_key == row.payload["content_hash"] and row.subject_key.startswith(
+        "import:sha256:"
+    )
 
 
 @pytest.mark.parametrize(
@@ -58,11 +60,37 @@ def test_valid_line_becomes_a_dated_chat(services, tmp_path):
         (_line(created_at="last tuesday"), "created_at"),
         (_line(created_at=(utcnow() + timedelta(days=2)).isoformat()), "in the future"),
         (_line(messages=[]), "messages"),
-        (_line(messages=[{"role": "user", "content": "hi"}, {"role": "user", "content": "anyone?"}]), "assistant"),
-        (_line(messages=[{"role": "assistant", "content": "hi"}, {"role": "assistant", "content": "hello"}]), "user message"),
-        (_line(messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "  "}]), "non-empty assistant"),
-        (_line(messages=[{"role": "tool", "content": "x"}, {"role": "assistant", "content": "y"}]), "role"),
-        (_line(messages=[{"role": "user", "content": 5}, {"role": "assistant", "content": "y"}]), "content"),
+        (
+            _line(
+                messages=[{"role": "user", "content": "hi"}, {"role": "user", "content": "anyone?"}]
+            ),
+            "assistant",
+        ),
+        (
+            _line(
+                messages=[
+                    {"role": "assistant", "content": "hi"},
+                    {"role": "assistant", "content": "hello"},
+                ]
+            ),
+            "user message",
+        ),
+        (
+            _line(
+                messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "  "}]
+            ),
+            "non-empty assistant",
+        ),
+        (
+            _line(
+                messages=[{"role": "tool", "content": "x"}, {"role": "assistant", "content": "y"}]
+            ),
+            "role",
+        ),
+        (
+            _line(messages=[{"role": "user", "content": 5}, {"role": "assistant", "content": "y"}]),
+            "content",
+        ),
     ],
 )
 def test_invalid_lines_are_explained(line, expected):
@@ -87,12 +115,20 @@ def test_broken_lines_are_reported_by_number_and_skipped_whole(services, tmp_pat
     assert [e.line for e in report.errors] == [2, 5, 6]
     assert "not UTF-8" in report.errors[2].error
     assert len(events(services, audit.CHAT_COMPLETED)) == 2
-    assert [r.created_at.date().isoformat() for r in events(services, audit.CHAT_COMPLETED)] == ["2026-05-18", "2026-04-01"]
+    assert [r.created_at.date().isoformat() for r in events(services, audit.CHAT_COMPLETED)] == [
+        "2026-05-18",
+        "2026-04-01",
+    ]
 
 
 def test_reimport_and_in_file_duplicates_add_nothing(services, tmp_path):
-    same_but_reformatted = json.dumps({"messages": GOOD["messages"], "created_at": "2026-05-18T18:15:00Z", "extra": 1})
-    path = _write(tmp_path / "dup.jsonl", [_line(), same_but_reformatted, _line(created_at="2026-05-19T08:00:00Z")])
+    same_but_reformatted = json.dumps(
+        {"messages": GOOD["messages"], "created_at": "2026-05-18T18:15:00Z", "extra": 1}
+    )
+    path = _write(
+        tmp_path / "dup.jsonl",
+        [_line(), same_but_reformatted, _line(created_at="2026-05-19T08:00:00Z")],
+    )
     first = import_file(services, path, batch_size=2)
     assert (first.imported, first.duplicates) == (2, 1)
     assert first.audit_ids[0] == first.audit_ids[1]
@@ -116,13 +152,22 @@ def test_import_conversations_for_benchmarks(services):
 
 def test_old_conversations_are_counted_against_the_ttl(services, tmp_path):
     old = (utcnow() - timedelta(days=400)).isoformat()
-    report = import_file(services, _write(tmp_path / "old.jsonl", [_line(created_at=old), _line(created_at=utcnow().isoformat())]))
+    report = import_file(
+        services,
+        _write(
+            tmp_path / "old.jsonl", [_line(created_at=old), _line(created_at=utcnow().isoformat())]
+        ),
+    )
     assert (report.imported, report.older_than_ttl) == (2, 1)
 
 
 def test_cli_import_reports_lines_and_progress(services, tmp_path, monkeypatch):
-    monkeypatch.setenv("CAESAR_CONFIG", str(write_config(tmp_path / "caesar.toml", services.settings)))
-    path = _write(tmp_path / "in.jsonl", [_line(), "oops", _line(created_at="2026-04-01T10:00:00Z")])
+    monkeypatch.setenv(
+        "CAESAR_CONFIG", str(write_config(tmp_path / "caesar.toml", services.settings))
+    )
+    path = _write(
+        tmp_path / "in.jsonl", [_line(), "oops", _line(created_at="2026-04-01T10:00:00Z")]
+    )
     result = CliRunner().invoke(cli_app, ["import", str(path)])
     assert result.exit_code == 0, result.output
     assert "line 2: not JSON" in result.output

@@ -16,6 +16,7 @@ from caesar.memory.facts import FactsStore
 from caesar.memory.importance import (
     episode_score,
     fact_importance,
+    fact_importance_v,
     freshness,
     freshness_v,
     recall_weight,
@@ -51,17 +52,43 @@ def test_freshness_is_not_the_adr_exp_which_halves_at_069_halflife():
         (0, 0.0, 5, 0.0),
     ],
 )
-def test_fact_importance_is_freshness_times_confidence_times_edit_weight(age, confidence, edits, expected):
+def test_fact_importance_is_freshness_times_confidence_times_edit_weight(
+    age, confidence, edits, expected
+):
     got = fact_importance(
-        age_days=age, confidence=confidence, edit_count=edits, halflife_days=60, edit_weight_scale=0.5
+        age_days=age,
+        confidence=confidence,
+        edit_count=edits,
+        halflife_days=60,
+        edit_weight_scale=0.5,
     )
     assert got == pytest.approx(expected)
+
+
+def test_vectorised_fact_importance_matches_the_scalar_formula():
+    ages, conf, edits = (
+        np.array([0.0, 60.0, 120.0, -3.0]),
+        np.array([1.0, 0.8, 0.9, 0.5]),
+        np.array([0, 2, 1, 4]),
+    )
+    got = fact_importance_v(
+        age_days=ages, confidence=conf, edit_count=edits, halflife_days=60, edit_weight_scale=0.5
+    )
+    expected = [
+        fact_importance(
+            age_days=a, confidence=c, edit_count=int(e), halflife_days=60, edit_weight_scale=0.5
+        )
+        for a, c, e in zip(ages, conf, edits, strict=True)
+    ]
+    assert got == pytest.approx(expected) and got[1] == pytest.approx(0.8)
 
 
 def test_episode_score_numbers():
     # cosine 0.8, one half-life old (30 d), recall_count e-1 → log1p = 1 → weight 1.25
     assert recall_weight(math.e - 1, 0.25) == pytest.approx(1.25)
-    score = episode_score(cosine=0.8, age_days=30, recall_count=0, halflife_days=30, recall_weight_scale=0.25)
+    score = episode_score(
+        cosine=0.8, age_days=30, recall_count=0, halflife_days=30, recall_weight_scale=0.25
+    )
     assert score == pytest.approx(0.4)
     ages, counts = np.array([0.0, 30.0, 90.0, -1.0]), np.array([0, 1, 10, 3])
     assert freshness_v(ages, 30) == pytest.approx([freshness(a, 30) for a in ages])
@@ -76,13 +103,17 @@ def _store(db) -> FactsStore:
 def _add(db, key: str, value: str, confidence: float, age_days: float) -> None:
     when = NOW - timedelta(days=age_days)
     with db.write() as session:
-        session.add(Fact(key=key, value=value, confidence=confidence, created_at=when, updated_at=when))
+        session.add(
+            Fact(key=key, value=value, confidence=confidence, created_at=when, updated_at=when)
+        )
 
 
 def _edit_rows(db, key: str, n: int, event: str = audit.FACT_USER_EDITED) -> None:
     with db.write() as session:
         for _ in range(n):
-            Audit().append(session, event, {"key": key}, subject_key=key, created_at=NOW - timedelta(days=90))
+            Audit().append(
+                session, event, {"key": key}, subject_key=key, created_at=NOW - timedelta(days=90)
+            )
 
 
 def test_list_all_ranks_by_importance_with_edit_counts_from_audit(migrated_db):
@@ -98,6 +129,7 @@ def test_list_all_ranks_by_importance_with_edit_counts_from_audit(migrated_db):
     assert [f.key for f in ranked] == ["older_edited", "fresh_unsure", "old_sure", "stale"]
     assert [f.importance for f in ranked] == pytest.approx([0.5625, 0.5, 0.5, 0.05625])
     assert [f.edit_count for f in ranked] == [3, 0, 0, 0]
+    assert _store(migrated_db).list_all(NOW, limit=2) == ranked[:2]
     # the same fact ranks lower as time passes: importance is computed at read time
     later = _store(migrated_db).list_all(NOW + timedelta(days=60))
     assert later[0].importance == pytest.approx(0.5625 / 2)
@@ -148,7 +180,11 @@ def test_brain_injects_the_capped_ranking(make_services):
     with services.db.write() as session:
         for i in range(40):  # importance falls with i: older and older
             when = NOW - timedelta(days=i)
-            session.add(Fact(key=f"fact_{i:02d}", value="v", confidence=1.0, created_at=when, updated_at=when))
+            session.add(
+                Fact(
+                    key=f"fact_{i:02d}", value="v", confidence=1.0, created_at=when, updated_at=when
+                )
+            )
     from caesar.brain import Brain
 
     ctx = Brain(services).prepare("hello", now=NOW)

@@ -13,12 +13,26 @@ from caesar.cli import app as cli_app
 from caesar.clock import utcnow
 from caesar.config import ProactiveSettings
 from caesar.errors import NotFound, ProviderError
-from caesar.proactive import PROACTIVE_STARTED, ProactiveScheduler, next_run, run_proactive
+from caesar.proactive import (
+    PROACTIVE_STARTED,
+    ProactiveScheduler,
+    next_run,
+    run_proactive,
+    schedule_text,
+)
 
 SLEEP = "We discussed the operator's trouble sleeping; caesar suggested lowering the bedroom thermostat to 65°F."
 RUNS = [
-    {"name": "sleep-check", "prompt": "Ask how the thermostat change for sleeping worked out.", "interval_seconds": 3600},
-    {"name": "morning", "prompt": "Good morning: anything to keep in mind today?", "cron": "0 7 * * *"},
+    {
+        "name": "sleep-check",
+        "prompt": "Ask how the thermostat change for sleeping worked out.",
+        "interval_seconds": 3600,
+    },
+    {
+        "name": "morning",
+        "prompt": "Good morning: anything to keep in mind today?",
+        "cron": "0 7 * * *",
+    },
 ]
 
 
@@ -36,7 +50,20 @@ def test_next_run_for_intervals_and_cron():
     assert next_run(hourly, datetime(2026, 5, 21, 14, 30), started) == datetime(2026, 5, 21, 15, 30)
     # never ran: the first 07:00 after start, not "now" at 15:00
     assert next_run(morning, None, started) == datetime(2026, 5, 22, 7, 0)
-    assert next_run(morning, datetime(2026, 5, 20, 7, 0), started) == datetime(2026, 5, 21, 7, 0)  # missed: once
+    assert next_run(morning, datetime(2026, 5, 20, 7, 0), started) == datetime(
+        2026, 5, 21, 7, 0
+    )  # missed: once
+
+
+def test_schedule_text():
+    assert (
+        schedule_text(ProactiveSettings(name="m", prompt="p", cron="0 7 * * *"))
+        == "cron 0 7 * * * (UTC)"
+    )
+    assert (
+        schedule_text(ProactiveSettings(name="h", prompt="p", interval_seconds=3600))
+        == "every 3600 s"
+    )
 
 
 def test_settings_need_exactly_one_schedule():
@@ -59,7 +86,9 @@ def test_run_goes_through_facts_and_recall_and_is_audited(svc, llm):
     assert llm.requests[-1]["json"]["messages"][-1]["content"] == RUNS[0]["prompt"]
     [row] = events(svc, audit.PROACTIVE_COMPLETED)
     assert row.id == result.audit_id and row.subject_key == "sleep-check"
-    assert row.payload["proactive"] == "sleep-check" and row.payload["memory"]["episodes_recalled"] == [monday_chat]
+    assert row.payload["proactive"] == "sleep-check" and row.payload["memory"][
+        "episodes_recalled"
+    ] == [monday_chat]
     [recalled] = events(svc, audit.EPISODE_RECALLED)
     assert recalled.payload["turn_audit_id"] == row.id
     # a proactive turn is not a chat: the memory workers do not learn from it as one
@@ -122,7 +151,6 @@ def test_no_runs_configured_means_disabled(make_services):
 # -- CLI --------------------------------------------------------------------------------------
 def test_cli_run_and_list(svc, llm, tmp_path, monkeypatch):
     monkeypatch.setenv("CAESAR_CONFIG", str(write_config(tmp_path / "caesar.toml", svc.settings)))
-    monkeypatch.setenv("COLUMNS", "200")  # one table row per line
     runner = CliRunner()
     llm.replies.append("Good morning! Nothing urgent.")
     result = runner.invoke(cli_app, ["proactive", "run", "morning"])
@@ -130,7 +158,10 @@ def test_cli_run_and_list(svc, llm, tmp_path, monkeypatch):
     assert "Good morning! Nothing urgent." in result.output
     listing = runner.invoke(cli_app, ["proactive", "list"])
     assert listing.exit_code == 0, listing.output
-    assert "sleep-check" in listing.output and "never" in listing.output
-    assert "cron 0 7 * * * (UTC)" in listing.output
+    assert (
+        "sleep-check" in listing.output
+        and "morning" in listing.output
+        and "never" in listing.output
+    )
     unknown = runner.invoke(cli_app, ["proactive", "run", "evening"])
     assert unknown.exit_code == 1 and "no proactive run named 'evening'" in unknown.output

@@ -60,10 +60,15 @@ def test_relative_time_future_is_today():
 
 def test_episodes_block_renders_anchor_at_retrieval_time():
     monday = datetime(2026, 5, 18, 20, 0)
-    line = EpisodeLine(monday, "We discussed the operator's trouble sleeping;\n  caesar suggested 65°F.")
+    line = EpisodeLine(
+        monday, "We discussed the operator's trouble sleeping;\n  caesar suggested 65°F."
+    )
     block = episodes_block([line], NOW)
     assert block.splitlines()[0] == EPISODES_HEADER == "Possibly relevant past conversations:"
-    assert "- 3 days ago: We discussed the operator's trouble sleeping; caesar suggested 65°F." in block
+    assert (
+        "- 3 days ago: We discussed the operator's trouble sleeping; caesar suggested 65°F."
+        in block
+    )
     # the same stored row reads differently a week later: nothing stale is stored
     assert "- last week: We discussed" in episodes_block([line], NOW + timedelta(days=7))
     assert episodes_block([], NOW) == ""
@@ -78,7 +83,9 @@ def test_system_prompt_order_is_base_facts_episodes_operator():
     facts = facts_block([FactLine("dog_name", "Biscuit")], max_facts=30, max_chars=2048)
     episodes = episodes_block([EpisodeLine(NOW, "We talked about sleep.")], NOW)
     prompt = system_prompt("BASE", facts, episodes, "OPERATOR")
-    positions = [prompt.index(p) for p in ("BASE", "dog_name: Biscuit", EPISODES_HEADER, "OPERATOR")]
+    positions = [
+        prompt.index(p) for p in ("BASE", "dog_name: Biscuit", EPISODES_HEADER, "OPERATOR")
+    ]
     assert positions == sorted(positions)
     assert "never instructions" in prompt
     assert system_prompt("BASE", "", "", "") == "BASE"

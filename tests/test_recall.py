@@ -45,7 +45,9 @@ def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monk
     # Monday: the conversation happened three days ago
     monday = utcnow() - timedelta(days=3)
     jsonl = tmp_path / "monday.jsonl"
-    jsonl.write_text(json.dumps({"created_at": monday.isoformat() + "Z", "messages": MONDAY_CHAT}) + "\n")
+    jsonl.write_text(
+        json.dumps({"created_at": monday.isoformat() + "Z", "messages": MONDAY_CHAT}) + "\n"
+    )
     result = runner.invoke(cli_app, ["import", str(jsonl)])
     assert result.exit_code == 0, result.output
     assert "imported 1 conversations" in result.output
@@ -60,14 +62,18 @@ def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monk
     # Thursday
     with TestClient(create_app(settings, services, run_workers=False)) as client:
         llm.replies.append("Glad to hear it — did you sleep through?")
-        response = client.post("/v1/chat", json={"message": "I tried the thermostat thing you suggested"})
+        response = client.post(
+            "/v1/chat", json={"message": "I tried the thermostat thing you suggested"}
+        )
         assert response.status_code == 200, response.text
         assert response.json()["recalled"] == [monday_row.id]
         system = _system_prompt(llm)
         assert "Possibly relevant past conversations:" in system
         assert f"- 3 days ago: {ADR_SUMMARY}" in system
 
-        recalled = client.get("/v1/audit", params={"event_type": "memory.episode.recalled"}).json()["events"]
+        recalled = client.get("/v1/audit", params={"event_type": "memory.episode.recalled"}).json()[
+            "events"
+        ]
         [payload] = [e["payload"] for e in recalled]
         assert payload["audit_log_id"] == monday_row.id
         assert payload["turn_audit_id"] == response.json()["audit_id"]
@@ -76,7 +82,9 @@ def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monk
         assert payload["recall_weight"] == 1.0  # first time surfaced
         assert payload["score"] == pytest.approx(payload["cosine"] * payload["freshness"], abs=1e-5)
 
-        preview = client.post("/v1/memory/recall", json={"query": "thermostat", "similarity_threshold": None}).json()["episodes"]
+        preview = client.post(
+            "/v1/memory/recall", json={"query": "thermostat", "similarity_threshold": None}
+        ).json()["episodes"]
         assert [(e["audit_log_id"], e["recall_count"]) for e in preview] == [(monday_row.id, 1)]
 
         # unrelated: nothing recalled, no block, nothing audited
@@ -84,11 +92,18 @@ def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monk
         response = client.post("/v1/chat", json={"message": "what's the capital of France?"})
         assert response.json()["recalled"] == []
         assert "Possibly relevant past conversations" not in _system_prompt(llm)
-        assert len(client.get("/v1/audit", params={"event_type": "memory.episode.recalled"}).json()["events"]) == 1
+        assert (
+            len(
+                client.get("/v1/audit", params={"event_type": "memory.episode.recalled"}).json()[
+                    "events"
+                ]
+            )
+            == 1
+        )
 
 
 def test_second_recall_bumps_weight(client, services, llm):
-    episode_id, audit_id = add_episode(services, ADR_SUMMARY, days_ago(3))
+    add_episode(services, ADR_SUMMARY, days_ago(3))
     for _ in range(2):
         client.post("/v1/chat", json={"message": "I tried the thermostat thing you suggested"})
     payloads = [e.payload for e in events(services, audit.EPISODE_RECALLED)]
@@ -102,7 +117,9 @@ def test_recall_failure_is_audited_and_chat_goes_on(client, services, llm):
     add_episode(services, ADR_SUMMARY, days_ago(3))
     services.embedder.set(BrokenEmbedder())
     llm.replies.append("Sure.")
-    response = client.post("/v1/chat", json={"message": "I tried the thermostat thing you suggested"})
+    response = client.post(
+        "/v1/chat", json={"message": "I tried the thermostat thing you suggested"}
+    )
     assert response.status_code == 200 and response.json()["reply"] == "Sure."
     assert "Possibly relevant past conversations" not in _system_prompt(llm)
     [failed] = events(services, audit.RECALL_FAILED)
@@ -114,6 +131,8 @@ def test_recall_disabled_setting(make_services, llm):
     services = make_services(memory={"episodes_recall": {"enabled": False}})
     add_episode(services, ADR_SUMMARY, days_ago(3))
     with TestClient(create_app(services.settings, services, run_workers=False)) as client:
-        response = client.post("/v1/chat", json={"message": "I tried the thermostat thing you suggested"})
+        response = client.post(
+            "/v1/chat", json={"message": "I tried the thermostat thing you suggested"}
+        )
     assert response.json()["recalled"] == []
     assert "Possibly relevant" not in _system_prompt(llm)

@@ -26,8 +26,13 @@ def _add_chunk(services, audit_id, text_, created_at):
     with services.db.write() as session:
         session.add(
             SemanticChunk(
-                audit_log_id=audit_id, chunk_index=0, text=text_, embedding=[float(x) for x in vector],
-                embedding_f32=to_f32_bytes(vector), model="all-MiniLM-L6-v2", created_at=created_at,
+                audit_log_id=audit_id,
+                chunk_index=0,
+                text=text_,
+                embedding=[float(x) for x in vector],
+                embedding_f32=to_f32_bytes(vector),
+                model="all-MiniLM-L6-v2",
+                created_at=created_at,
             )
         )
 
@@ -35,20 +40,32 @@ def _add_chunk(services, audit_id, text_, created_at):
 def _add_fact(services, key, source_audit_id):
     now = utcnow()
     with services.db.write() as session:
-        session.add(Fact(key=key, value="x", confidence=0.9, source_audit_id=source_audit_id, created_at=now, updated_at=now))
+        session.add(
+            Fact(
+                key=key,
+                value="x",
+                confidence=0.9,
+                source_audit_id=source_audit_id,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+
+
+ORPHANS = [
+    f"SELECT count(*) FROM {table} t LEFT JOIN audit_log a ON a.id = t.{column} "
+    f"WHERE t.{column} IS NOT NULL AND a.id IS NULL"
+    for table, column in (
+        ("episode_summaries", "audit_log_id"),
+        ("semantic_chunks", "audit_log_id"),
+        ("facts", "source_audit_id"),
+    )
+]
 
 
 def _orphans(services) -> int:
     with services.db.read() as session:
-        return sum(
-            int(session.scalar(text(sql)) or 0)
-            for sql in (
-                "SELECT count(*) FROM episode_summaries e LEFT JOIN audit_log a ON a.id = e.audit_log_id WHERE a.id IS NULL",
-                "SELECT count(*) FROM semantic_chunks c LEFT JOIN audit_log a ON a.id = c.audit_log_id WHERE a.id IS NULL",
-                "SELECT count(*) FROM facts f LEFT JOIN audit_log a ON a.id = f.source_audit_id "
-                "WHERE f.source_audit_id IS NOT NULL AND a.id IS NULL",
-            )
-        )
+        return sum(int(session.scalar(text(sql)) or 0) for sql in ORPHANS)
 
 
 def test_foreign_keys_are_enforced(make_services, db_url):
@@ -56,10 +73,12 @@ def test_foreign_keys_are_enforced(make_services, db_url):
     if services.db.is_sqlite:
         with services.db.read() as session:
             assert session.scalar(text("PRAGMA foreign_keys")) == 1
-    with pytest.raises(IntegrityError, match="(?i)foreign key"):
-        with services.db.write() as session:
-            now = utcnow()
-            session.add(EpisodeSummary(audit_log_id=424242, summary="", embedding=[], model="m", created_at=now))
+    now = utcnow()
+    orphan = EpisodeSummary(
+        audit_log_id=424242, summary="", embedding=[], model="m", created_at=now
+    )
+    with pytest.raises(IntegrityError, match="(?i)foreign key"), services.db.write() as session:
+        session.add(orphan)
 
 
 def test_sweep_cascades_with_zero_orphans(make_services, db_url):
@@ -73,7 +92,10 @@ def test_sweep_cascades_with_zero_orphans(make_services, db_url):
     _add_fact(services, "dog_name", fresh_chat)
 
     # This process's index knows the old episode (max_age off so it would be returned).
-    assert {e.episode_id for e in services.episodes.preview(QUERY, max_age_days=None)} == {old_episode, fresh_episode}
+    assert {e.episode_id for e in services.episodes.preview(QUERY, max_age_days=None)} == {
+        old_episode,
+        fresh_episode,
+    }
     assert len(services.semantic.recall("thermostat", 5)) == 2
     other_process = Services.build(services.settings)  # a server that is not the sweeper
     other_process.embedder.set(services.embedder.get())
@@ -84,7 +106,11 @@ def test_sweep_cascades_with_zero_orphans(make_services, db_url):
         assert worker.enabled
         assert run_until_caught_up(worker) == 2
         with services.db.read() as session:
-            remaining = set(session.scalars(select(AuditLog.id).where(AuditLog.event_type == audit.CHAT_COMPLETED)))
+            remaining = set(
+                session.scalars(
+                    select(AuditLog.id).where(AuditLog.event_type == audit.CHAT_COMPLETED)
+                )
+            )
             facts = dict(session.execute(select(Fact.key, Fact.source_audit_id)).all())
         assert old_chat not in remaining and old_other not in remaining and fresh_chat in remaining
         assert count(services, EpisodeSummary) == 1 and count(services, SemanticChunk) == 1
@@ -92,13 +118,22 @@ def test_sweep_cascades_with_zero_orphans(make_services, db_url):
         assert _orphans(services) == 0
 
         [swept] = events(services, audit.RETENTION_SWEPT)
-        counts = {k: swept.payload[k] for k in ("audit_rows", "episodes", "chunks", "facts_unlinked")}
+        counts = {
+            k: swept.payload[k] for k in ("audit_rows", "episodes", "chunks", "facts_unlinked")
+        }
         assert counts == {"audit_rows": 2, "episodes": 1, "chunks": 1, "facts_unlinked": 1}
-        assert swept.payload["by_event_type"] == {"chat.completed": 2} and swept.payload["ttl_days"] == 90
+        assert (
+            swept.payload["by_event_type"] == {"chat.completed": 2}
+            and swept.payload["ttl_days"] == 90
+        )
 
         # Neither this process nor another one ever returns the swept episode or chunk.
-        assert [e.episode_id for e in services.episodes.preview(QUERY, max_age_days=None)] == [fresh_episode]
-        assert [e.episode_id for e in other_process.episodes.preview(QUERY, max_age_days=None)] == [fresh_episode]
+        assert [e.episode_id for e in services.episodes.preview(QUERY, max_age_days=None)] == [
+            fresh_episode
+        ]
+        assert [e.episode_id for e in other_process.episodes.preview(QUERY, max_age_days=None)] == [
+            fresh_episode
+        ]
         assert [h.audit_log_id for h in services.semantic.recall("thermostat", 5)] == [fresh_chat]
     finally:
         other_process.close()
@@ -132,7 +167,9 @@ def test_sqlite_ids_are_never_reused_after_a_full_sweep(make_services):
         add_episode(services, f"old conversation {i}", days_ago(100 + i))
     with services.db.read() as session:
         newest_audit = session.scalar(select(AuditLog.id).order_by(AuditLog.id.desc()).limit(1))
-        newest_episode = session.scalar(select(EpisodeSummary.id).order_by(EpisodeSummary.id.desc()).limit(1))
+        newest_episode = session.scalar(
+            select(EpisodeSummary.id).order_by(EpisodeSummary.id.desc()).limit(1)
+        )
     run_until_caught_up(services.workers["retention.sweep"])
     assert count(services, EpisodeSummary) == 1  # the newest one, kept on purpose
     episode_id, chat_id = add_episode(services, "a new conversation", utcnow())
@@ -161,8 +198,14 @@ def test_swept_failed_chats_are_not_retried(make_services, llm):
     chat = add_chat(services, "old", "x", days_ago(100))
     add_chat(services, "new", "new")
     with services.db.write() as session:
-        services.audit.append(session, audit.EPISODE_SUMMARISE_FAILED, {"audit_log_id": chat}, subject_id=chat)
-        session.execute(update(AuditLog).where(AuditLog.event_type == audit.EPISODE_SUMMARISE_FAILED).values(created_at=utcnow()))
+        services.audit.append(
+            session, audit.EPISODE_SUMMARISE_FAILED, {"audit_log_id": chat}, subject_id=chat
+        )
+        session.execute(
+            update(AuditLog)
+            .where(AuditLog.event_type == audit.EPISODE_SUMMARISE_FAILED)
+            .values(created_at=utcnow())
+        )
     run_until_caught_up(services.workers["retention.sweep"])
     assert retry_failed(services.workers["memory.summarise"]) == (0, 0)
     assert llm.requests == []

@@ -74,7 +74,11 @@ def test_worker_indexes_replies(svc):
         vector = from_row(c.embedding_f32, None)
         assert vector.shape == (384,) and np.allclose(vector, c.embedding, atol=1e-7)
     [indexed] = events(svc, audit.SEMANTIC_INDEXED)
-    assert indexed.payload == {"audit_log_id": chat_id, "chunks": len(chunks), "model": "all-MiniLM-L6-v2"}
+    assert indexed.payload == {
+        "audit_log_id": chat_id,
+        "chunks": len(chunks),
+        "model": "all-MiniLM-L6-v2",
+    }
     assert cursor == chat_id
 
 
@@ -88,14 +92,22 @@ def test_semantic_recall_api(svc, llm):
     run_until_caught_up(svc.workers["semantic.index"])
     with TestClient(create_app(svc.settings, svc, run_workers=False)) as client:
         response = client.post(
-            "/v1/memory/semantic_recall", json={"query": "what did we say about the renovation budget?", "top_k": 2}
+            "/v1/memory/semantic_recall",
+            json={"query": "what did we say about the renovation budget?", "top_k": 2},
         )
         assert response.status_code == 200, response.text
         chunks = response.json()["chunks"]
         assert len(chunks) == 2
         assert chunks[0]["audit_log_id"] == renovation_id and "15% extra" in chunks[0]["text"]
         assert chunks[0]["score"] >= chunks[1]["score"]
-        assert set(chunks[0]) == {"chunk_id", "audit_log_id", "chunk_index", "text", "score", "created_at"}
+        assert set(chunks[0]) == {
+            "chunk_id",
+            "audit_log_id",
+            "chunk_index",
+            "text",
+            "score",
+            "created_at",
+        }
         for bad in ({"query": ""}, {"query": "  "}, {"query": "x", "top_k": 0}, {"q": "x"}):
             assert client.post("/v1/memory/semantic_recall", json=bad).status_code == 422
 

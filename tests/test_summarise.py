@@ -42,7 +42,9 @@ def _cursor(services) -> int:
 
 def test_summary_written_embedded_and_audited(svc, llm):
     monday = days_ago(3)
-    chat_id = add_chat(svc, "I keep waking up at 3am.", "Try lowering the thermostat to 65°F.", monday)
+    chat_id = add_chat(
+        svc, "I keep waking up at 3am.", "Try lowering the thermostat to 65°F.", monday
+    )
     llm.replies.append(f"  {THERMOSTAT}\n")
     assert run_until_caught_up(_worker(svc)) == 1
     row = _summaries(svc)[chat_id]
@@ -54,7 +56,11 @@ def test_summary_written_embedded_and_audited(svc, llm):
     expected = svc.embedder.get().embed_batch([THERMOSTAT])[0]
     assert float(vector @ expected) == pytest.approx(1.0, abs=1e-5)
     [event] = events(svc, audit.EPISODE_SUMMARISED)
-    assert event.payload == {"audit_log_id": chat_id, "summary": THERMOSTAT, "model": "all-MiniLM-L6-v2"}
+    assert event.payload == {
+        "audit_log_id": chat_id,
+        "summary": THERMOSTAT,
+        "model": "all-MiniLM-L6-v2",
+    }
     sent = llm.requests[-1]["json"]
     assert sent["model"] == "test-model"
     assert "third person" in sent["messages"][0]["content"]
@@ -102,9 +108,14 @@ def test_embedder_failure_is_audited_then_retried(svc, llm, shared_embedder):
     llm.replies.extend([THERMOSTAT, ""])
     run_until_caught_up(_worker(svc))
     assert broken.calls == 1  # one batch, one embedding call
-    failed = {e.payload["audit_log_id"]: e.payload for e in events(svc, audit.EPISODE_SUMMARISE_FAILED)}
+    failed = {
+        e.payload["audit_log_id"]: e.payload for e in events(svc, audit.EPISODE_SUMMARISE_FAILED)
+    }
     assert set(failed) == {chat_id, trivial_id}
-    assert failed[chat_id]["stage"] == "embed" and "onnxruntime session is gone" in failed[chat_id]["error"]
+    assert (
+        failed[chat_id]["stage"] == "embed"
+        and "onnxruntime session is gone" in failed[chat_id]["error"]
+    )
     assert _summaries(svc) == {}
 
     svc.embedder.set(shared_embedder)
@@ -122,7 +133,9 @@ def test_rerun_from_scratch_is_a_no_op(svc, llm):
     with svc.db.write() as session:
         session.execute(update(MemorySummariseCursor).values(last_audit_id=0))
     assert run_until_caught_up(_worker(svc)) == 3
-    assert (count(svc, EpisodeSummary), len(events(svc, audit.EPISODE_SUMMARISED))) == before == (3, 3)
+    assert (
+        (count(svc, EpisodeSummary), len(events(svc, audit.EPISODE_SUMMARISED))) == before == (3, 3)
+    )
     assert set(_summaries(svc)) == set(ids)
 
 
@@ -148,7 +161,11 @@ def test_two_workers_interleaving_give_one_outcome_per_chat(make_services, svc, 
     assert sorted(rows) == ids
     outcome_events = [
         e.payload["audit_log_id"]
-        for kind in (audit.EPISODE_SUMMARISED, audit.EPISODE_SUMMARISE_SKIPPED, audit.EPISODE_SUMMARISE_FAILED)
+        for kind in (
+            audit.EPISODE_SUMMARISED,
+            audit.EPISODE_SUMMARISE_SKIPPED,
+            audit.EPISODE_SUMMARISE_FAILED,
+        )
         for e in events(svc, kind)
     ]
     assert sorted(outcome_events) == ids  # exactly one outcome each
@@ -157,7 +174,9 @@ def test_two_workers_interleaving_give_one_outcome_per_chat(make_services, svc, 
 def test_summarising_without_embedder_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="semantic.enabled"):
         load_settings(
-            home=tmp_path, memory={"episodes_summarise": {"enabled": True}}, semantic={"enabled": False}
+            home=tmp_path,
+            memory={"episodes_summarise": {"enabled": True}},
+            semantic={"enabled": False},
         )
 
 
@@ -167,7 +186,13 @@ def test_disabled_by_default(make_services):
 
 @pytest.mark.parametrize(
     ("raw", "clean"),
-    [("", ""), ("  \n", ""), ("Trivial.", ""), ("none", ""), ("We talked.\n\n  More.", "We talked. More.")],
+    [
+        ("", ""),
+        ("  \n", ""),
+        ("Trivial.", ""),
+        ("none", ""),
+        ("We talked.\n\n  More.", "We talked. More."),
+    ],
 )
 def test_clean_summary(raw, clean):
     assert clean_summary(raw) == clean
@@ -175,4 +200,3 @@ def test_clean_summary(raw, clean):
 
 def test_clean_summary_caps_length():
     assert len(clean_summary("word " * 500)) <= 600
-

@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from caesar.config import Settings, load_settings
@@ -38,7 +39,9 @@ def friendly(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except CaesarError as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True)
+            # Escaped: messages name settings like [gateway.providers.x], which Rich would
+            # otherwise swallow as markup (or crash on, for a "[/…]").
+            err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, markup=True)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
@@ -82,7 +85,8 @@ def db_upgrade() -> None:
     before = migrate.current_revision(db)
     migrate.upgrade(db)
     after = migrate.current_revision(db)
-    console.print(f"database {db.engine.url.render_as_string(hide_password=True)}: {before or 'empty'} → {after}")
+    url = db.engine.url.render_as_string(hide_password=True)
+    console.print(f"database {url}: {before or 'empty'} → {after}", soft_wrap=True, highlight=False)
 
 
 # -- serve ------------------------------------------------------------------------------------
@@ -91,7 +95,10 @@ def db_upgrade() -> None:
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default: settings.host).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default: settings.port).")] = None,
-    workers: Annotated[bool, typer.Option(help="Run the enabled workers in-process.")] = True,
+    workers: Annotated[
+        bool | None,
+        typer.Option(help="Run the enabled workers in-process (default: settings.run_workers)."),
+    ] = None,
 ) -> None:
     """Run the HTTP server (and the enabled background workers)."""
     import threading
@@ -152,7 +159,7 @@ def chat(
         try:
             result = brain.turn(line, history)
         except CaesarError as exc:
-            err.print(f"[red]error:[/red] {exc}")
+            err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             continue
         console.print("[bold green]caesar>[/bold green] ", end="")
         console.print(result.reply, highlight=False, markup=False)

@@ -14,7 +14,9 @@ from rich.table import Table
 
 from caesar.cli import console, err, friendly, services
 
-proactive_app = typer.Typer(help="Turns caesar starts itself (the proactive tables of the config).", no_args_is_help=True)
+proactive_app = typer.Typer(
+    help="Turns caesar starts itself (the proactive tables of the config).", no_args_is_help=True
+)
 MAX_ERRORS_SHOWN = 50
 
 
@@ -25,7 +27,12 @@ def _count_lines(path: Path) -> int:
 
 @friendly
 def import_command(
-    file: Annotated[Path, typer.Argument(help="JSONL: one {created_at, messages} per line.", exists=True, dir_okay=False)],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL: one {created_at, messages} per line.", exists=True, dir_okay=False
+        ),
+    ],
 ) -> None:
     """Import past conversations as chat.completed rows dated when they happened."""
     from caesar.importer import import_file
@@ -39,7 +46,9 @@ def import_command(
     for problem in report.errors[:MAX_ERRORS_SHOWN]:
         err.print(f"line {problem.line}: {problem.error}", highlight=False, markup=False)
     if len(report.errors) > MAX_ERRORS_SHOWN:
-        err.print(f"… and {len(report.errors) - MAX_ERRORS_SHOWN} more invalid lines", highlight=False)
+        err.print(
+            f"… and {len(report.errors) - MAX_ERRORS_SHOWN} more invalid lines", highlight=False
+        )
     console.print(
         f"imported {report.imported} conversations; {report.duplicates} already there; "
         f"{len(report.errors)} invalid lines skipped",
@@ -54,7 +63,9 @@ def import_command(
             highlight=False,
         )
     if report.imported:
-        console.print("run `caesar worker --once memory.summarise` to summarise them now", highlight=False)
+        console.print(
+            "run `caesar worker --once memory.summarise` to summarise them now", highlight=False
+        )
 
 
 @friendly
@@ -69,7 +80,9 @@ def semantic_recall_command(
         return
     table = Table("score", "chat", "when (UTC)", "text")
     for h in hits:
-        table.add_row(f"{h.score:.3f}", f"#{h.audit_log_id}", h.created_at.strftime("%Y-%m-%d %H:%M"), h.text)
+        table.add_row(
+            f"{h.score:.3f}", f"#{h.audit_log_id}", h.created_at.strftime("%Y-%m-%d %H:%M"), h.text
+        )
     console.print(table)
 
 
@@ -95,12 +108,16 @@ def proactive_list() -> None:
     assert isinstance(scheduler, ProactiveScheduler)
     rows = scheduler.schedule()
     if not rows:
-        console.print("no proactive runs configured (add [[proactive]] tables to the config)", markup=False)
+        console.print(
+            "no proactive runs configured (add [[proactive]] tables to the config)", markup=False
+        )
         return
     table = Table("name", "schedule", "last run (UTC)", "next due (UTC)", "prompt")
     for spec, last, due in rows:
         last_text = last.strftime("%Y-%m-%d %H:%M") if last else "never"
-        table.add_row(spec.name, schedule_text(spec), last_text, due.strftime("%Y-%m-%d %H:%M"), spec.prompt)
+        table.add_row(
+            spec.name, schedule_text(spec), last_text, due.strftime("%Y-%m-%d %H:%M"), spec.prompt
+        )
     console.print(table)
 
 

@@ -51,7 +51,7 @@ class ImportedConversation(BaseModel):
     def _iso_string(cls, value: Any) -> Any:
         # pydantic would also take a bare number as a Unix time; the format says ISO-8601.
         if not isinstance(value, str):
-            raise ValueError("must be an ISO-8601 string, e.g. 2026-05-18T09:30:00Z")
+            raise ValueError("must be an ISO-8601 string, e.g. 2026-05-18T09:30:00Z")  # noqa: TRY004 - pydantic reports ValueError
         return value
 
     @field_validator("created_at")
@@ -165,7 +165,9 @@ def import_lines(
 
     for number, text in lines:
         if isinstance(text, UnicodeDecodeError):
-            report.errors.append(LineError(number, f"not UTF-8 at byte {text.start}: {text.reason}"))
+            report.errors.append(
+                LineError(number, f"not UTF-8 at byte {text.start}: {text.reason}")
+            )
         elif text.strip():
             try:
                 conversation = parse_line(text)
@@ -217,7 +219,11 @@ def _write_batch(
 
 
 def import_file(
-    services: Any, path: Path, *, batch_size: int = BATCH_SIZE, on_progress: ProgressFn | None = None
+    services: Any,
+    path: Path,
+    *,
+    batch_size: int = BATCH_SIZE,
+    on_progress: ProgressFn | None = None,
 ) -> ImportReport:
     if not path.is_file():
         raise InputError(f"{path} is not a file")

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from croniter import croniter
+from croniter import croniter  # type: ignore[import-untyped]
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
@@ -116,11 +116,16 @@ class ProactiveScheduler(Worker):
         intervals = [s.interval_seconds for s in self.specs if s.interval_seconds is not None]
         return min([MAX_POLL_SECONDS, *intervals])
 
-    def schedule(self, now: datetime | None = None) -> list[tuple[ProactiveSettings, datetime | None, datetime]]:
+    def schedule(
+        self, now: datetime | None = None
+    ) -> list[tuple[ProactiveSettings, datetime | None, datetime]]:
         """(spec, last run, next due) for every configured run."""
         with self.db.read() as session:
             last = last_runs(session, [s.name for s in self.specs])
-        return [(s, last.get(s.name), next_run(s, last.get(s.name), self.started_at)) for s in self.specs]
+        return [
+            (s, last.get(s.name), next_run(s, last.get(s.name), self.started_at))
+            for s in self.specs
+        ]
 
     def _claim(self, spec: ProactiveSettings, now: datetime) -> bool:
         with self.db.write() as session:
@@ -131,7 +136,11 @@ class ProactiveScheduler(Worker):
             if next_run(spec, last, self.started_at) > now:
                 return False  # another process ran it since we looked
             self.services.audit.append(
-                session, PROACTIVE_STARTED, {"proactive": spec.name}, subject_key=spec.name, created_at=now
+                session,
+                PROACTIVE_STARTED,
+                {"proactive": spec.name},
+                subject_key=spec.name,
+                created_at=now,
             )
             return True
 

@@ -38,7 +38,9 @@ def _sqlite_keep(session: Session) -> set[int]:
         session.scalar(
             select(EpisodeSummary.audit_log_id).order_by(EpisodeSummary.id.desc()).limit(1)
         ),
-        session.scalar(select(SemanticChunk.audit_log_id).order_by(SemanticChunk.id.desc()).limit(1)),
+        session.scalar(
+            select(SemanticChunk.audit_log_id).order_by(SemanticChunk.id.desc()).limit(1)
+        ),
     }
     return {i for i in keep if i is not None}
 
@@ -73,11 +75,17 @@ class RetentionWorker(Worker):
                 keep = _sqlite_keep(session)
                 if keep:
                     query = query.where(AuditLog.id.not_in(keep))
-            ids = list(session.scalars(query.order_by(AuditLog.created_at, AuditLog.id).limit(self.batch_size)))
+            ids = list(
+                session.scalars(
+                    query.order_by(AuditLog.created_at, AuditLog.id).limit(self.batch_size)
+                )
+            )
             if not ids:
                 return 0
             episode_ids = list(
-                session.scalars(select(EpisodeSummary.id).where(EpisodeSummary.audit_log_id.in_(ids)))
+                session.scalars(
+                    select(EpisodeSummary.id).where(EpisodeSummary.audit_log_id.in_(ids))
+                )
             )
             chunk_ids = list(
                 session.scalars(select(SemanticChunk.id).where(SemanticChunk.audit_log_id.in_(ids)))

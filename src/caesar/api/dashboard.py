@@ -120,7 +120,8 @@ class _HtmlErrors(APIRoute):
                 return _problem(request, 400, str(exc))
             except RequestValidationError as exc:
                 where = "; ".join(
-                    f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()
+                    f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
+                    for e in exc.errors()
                 )
                 return _problem(request, 422, f"invalid request: {where}"[:500])
 
@@ -168,7 +169,12 @@ def _redirect(location: str) -> Response:
 
 def _safe_next(target: str | None) -> str:
     """Only back into the dashboard: never an open redirect to another host."""
-    if target and target.startswith("/dashboard/") and not target.startswith("//") and "\\" not in target:
+    if (
+        target
+        and target.startswith("/dashboard/")
+        and not target.startswith("//")
+        and "\\" not in target
+    ):
         return target
     return "/dashboard/facts"
 
@@ -186,7 +192,9 @@ def home() -> Response:
 
 @router.get("/login")
 def login_form(
-    request: Request, services: ServicesDep, next: Annotated[str | None, Query(max_length=500)] = None
+    request: Request,
+    services: ServicesDep,
+    next: Annotated[str | None, Query(max_length=500)] = None,
 ) -> Response:
     if services.settings.api_token is None:  # loopback-only mode: nothing to log in to
         return _redirect(_safe_next(next))
@@ -301,7 +309,9 @@ def references(row: AuditLog) -> list[tuple[str, int]]:
     memory = payload.get("memory")
     if isinstance(memory, dict) and isinstance(memory.get("episodes_recalled"), list):
         found += [
-            ("recalled", v) for v in memory["episodes_recalled"] if isinstance(v, int) and not isinstance(v, bool)
+            ("recalled", v)
+            for v in memory["episodes_recalled"]
+            if isinstance(v, int) and not isinstance(v, bool)
         ]
     seen: set[int] = {row.id}
     unique = []
@@ -318,10 +328,15 @@ def _resolve(session: Any, rows: list[AuditLog]) -> dict[int, list[dict[str, Any
     wanted = {target for pairs in refs.values() for _label, target in pairs}
     types: dict[int, str] = {}
     if wanted:
-        found = session.execute(select(AuditLog.id, AuditLog.event_type).where(AuditLog.id.in_(wanted)))
+        found = session.execute(
+            select(AuditLog.id, AuditLog.event_type).where(AuditLog.id.in_(wanted))
+        )
         types = {i: t for i, t in found}
     return {
-        row_id: [{"label": label, "id": target, "event_type": types.get(target)} for label, target in pairs]
+        row_id: [
+            {"label": label, "id": target, "event_type": types.get(target)}
+            for label, target in pairs
+        ]
         for row_id, pairs in refs.items()
     }
 
@@ -345,7 +360,8 @@ def audit_page(
         refs = _resolve(session, rows)
         types = audit.event_types(session)
     entries = [
-        {"row": r, "payload": pretty(r.payload, TIMELINE_PAYLOAD_CHARS), "refs": refs[r.id]} for r in rows
+        {"row": r, "payload": pretty(r.payload, TIMELINE_PAYLOAD_CHARS), "refs": refs[r.id]}
+        for r in rows
     ]
     older = rows[-1].id if len(rows) == limit else None
     context = {
@@ -360,7 +376,9 @@ def audit_page(
 
 
 @router.get("/audit/{audit_id}")
-def audit_row(request: Request, viewer: ViewerDep, services: ServicesDep, audit_id: int) -> Response:
+def audit_row(
+    request: Request, viewer: ViewerDep, services: ServicesDep, audit_id: int
+) -> Response:
     with services.db.read() as session:
         row = session.get(AuditLog, audit_id)
         if row is None:

@@ -24,7 +24,9 @@ from caesar.memory.transcript import parse_transcript
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[\w'’°%-]+", re.UNICODE)
 _STOP = frozenset(get_stop_words("english"))
-MIN_CONTENT_WORDS = 5  # fewer meaningful words than this in the operator's turns: trivial
+# Fewer meaningful words than this in the whole chat: trivial ("what time is it?"). The whole
+# chat, not only the operator's turns: "any other options?" answered at length is worth keeping.
+MIN_CONTENT_WORDS = 5
 MAX_SENTENCE_CHARS = 220
 
 
@@ -70,9 +72,10 @@ def _best_sentence(texts: list[str]) -> str:
 def summarise(turns: list[Message]) -> str:
     said = [t["content"] for t in turns if t["role"] == "user"]
     replied = [t["content"] for t in turns if t["role"] == "assistant"]
-    if len(_content_words(" ".join(said))) < MIN_CONTENT_WORDS:
+    if not said or len(_content_words(" ".join(said + replied))) < MIN_CONTENT_WORDS:
         return ""
-    parts = [f'The operator said: "{_best_sentence(said)}"']
+    asked = _best_sentence(said)
+    parts = [f'The operator said: "{asked}"'] if asked else []
     answer = _best_sentence(replied)
     if answer:
         parts.append(f'caesar replied: "{answer}"')

@@ -66,7 +66,7 @@ class _ExtractedFact(BaseModel):
         if isinstance(value, int | float) and not isinstance(value, bool):
             value = str(value)
         if not isinstance(value, str):
-            raise ValueError("value must be a string")
+            raise ValueError("value must be a string")  # noqa: TRY004 - pydantic wants ValueError
         try:
             return clean_value(value)
         except InputError as exc:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import func, select
+import numpy as np
+from sqlalchemy import String, func, select, type_coerce
 from sqlalchemy.orm import Session, aliased
 
 from caesar import audit
@@ -22,7 +23,7 @@ from caesar.config import FactsImportanceSettings
 from caesar.db.engine import Database
 from caesar.db.models import AuditLog, Fact
 from caesar.errors import InputError, NotFound
-from caesar.memory.importance import SECONDS_PER_DAY, fact_importance
+from caesar.memory.importance import SECONDS_PER_DAY, fact_importance_v
 
 MAX_KEY = 100
 MAX_VALUE = 1000
@@ -59,8 +60,8 @@ def clean_value(raw: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class RankedFact:
+class RankedFact(NamedTuple):
+    # A NamedTuple, not a dataclass: list_all builds one per fact on every chat turn.
     key: str
     value: str
     confidence: float
@@ -107,7 +108,18 @@ def edit_counts(session: Session, key: str | None = None) -> dict[str, int]:
     )
     if key is not None:
         query = query.where(AuditLog.subject_key == key)
-    return {k: n for k, n in session.execute(query)}
+    return {str(k): int(n) for k, n in session.execute(query)}
+
+
+def _raw(column: Any) -> Any:
+    """A timestamp as the driver returns it: on SQLite the stored ISO text, parsed below with
+    the C `fromisoformat` (SQLAlchemy's own SQLite parser is several times slower); on
+    PostgreSQL the driver's datetime, untouched."""
+    return type_coerce(column, String)
+
+
+def _when(value: datetime | str) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
 
 
 _COLUMNS = (
@@ -115,8 +127,8 @@ _COLUMNS = (
     Fact.value,
     Fact.confidence,
     Fact.source_audit_id,
-    Fact.created_at,
-    Fact.updated_at,
+    _raw(Fact.created_at).label("created_at"),
+    _raw(Fact.updated_at).label("updated_at"),
 )
 
 
@@ -128,34 +140,48 @@ class FactsStore:
         self.settings = settings
         self.audit = audit_log
 
-    def _rank(self, row: Any, edits: int, now: datetime) -> RankedFact:
-        return RankedFact(
-            key=row.key,
-            value=row.value,
-            confidence=row.confidence,
-            importance=fact_importance(
-                age_days=(now - row.updated_at).total_seconds() / SECONDS_PER_DAY,
-                confidence=row.confidence,
-                edit_count=edits,
-                halflife_days=self.settings.halflife_days,
-                edit_weight_scale=self.settings.edit_weight_scale,
-            ),
-            edit_count=edits,
-            source_audit_id=row.source_audit_id,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
+    def _ranked(
+        self, rows: Sequence[Any], edits: dict[str, int], now: datetime, limit: int | None
+    ) -> list[RankedFact]:
+        if not rows:
+            return []
+        updated = [_when(r.updated_at) for r in rows]
+        keys = [r.key for r in rows]
+        counts = [edits.get(k, 0) for k in keys]
+        scores = fact_importance_v(
+            age_days=np.array([(now - u).total_seconds() for u in updated]) / SECONDS_PER_DAY,
+            confidence=np.array([r.confidence for r in rows], dtype=np.float64),
+            edit_count=np.array(counts, dtype=np.float64),
+            halflife_days=self.settings.halflife_days,
+            edit_weight_scale=self.settings.edit_weight_scale,
         )
+        # Most important first; equal scores by key, so the order never flickers.
+        order = np.lexsort((np.array(keys), -scores))[:limit]
+        importance = scores.tolist()
+        return [
+            RankedFact(
+                keys[i],
+                rows[i].value,
+                rows[i].confidence,
+                importance[i],
+                counts[i],
+                rows[i].source_audit_id,
+                _when(rows[i].created_at),
+                updated[i],
+            )
+            for i in order.tolist()
+        ]
 
-    def list_all(self, now: datetime | None = None) -> list[RankedFact]:
-        """Every fact, most important first (ADR-0034 §4); ties by key, so the order is stable."""
+    def list_all(
+        self, now: datetime | None = None, *, limit: int | None = None
+    ) -> list[RankedFact]:
+        """Every fact (or the `limit` most important), most important first (ADR-0034 §4).
+        Importance is computed here, at read time, never stored."""
         now = now or utcnow()
         with self.db.read() as session:
-            # Plain rows, not ORM objects: this runs on every chat turn.
             rows = session.execute(select(*_COLUMNS)).all()
             edits = edit_counts(session) if rows else {}
-        ranked = [self._rank(r, edits.get(r.key, 0), now) for r in rows]
-        ranked.sort(key=lambda r: (-r.importance, r.key))
-        return ranked
+        return self._ranked(rows, edits, now, limit)
 
     def get(self, raw_key: str, now: datetime | None = None) -> RankedFact:
         key = normalise_key(raw_key)
@@ -163,8 +189,8 @@ class FactsStore:
             row = session.execute(select(*_COLUMNS).where(Fact.key == key)).first()
             if row is None:
                 raise NotFound(f"no fact with key {key!r}")
-            edits = edit_counts(session, key).get(key, 0)
-        return self._rank(row, edits, now or utcnow())
+            edits = edit_counts(session, key)
+        return self._ranked([row], edits, now or utcnow(), None)[0]
 
     def set_by_operator(self, raw_key: str, raw_value: str) -> tuple[Fact, int]:
         """Create or edit; the operator's word is certain (confidence 1.0). Setting the same

@@ -16,6 +16,7 @@ the relevance is the plain cosine (the ADR's ranking). See docs/recall-quality.m
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -125,12 +126,51 @@ def keyword_scores(
     return {int(r.id): float(r.score) for r in rows if r.score > 0}
 
 
-def normalise_keyword(scores: np.ndarray, best: float) -> np.ndarray:
-    """Keyword scores as a fraction of the query's best match, in [0, 1]. Relative, because
-    BM25 and ts_rank have different and corpus-dependent scales."""
+def term_document_counts(session: Session, terms: list[str], probe_id: int) -> tuple[int, list[tuple[int, bool]]]:
+    """(indexed episodes, [(episodes containing the term, whether `probe_id` does)]), by the
+    index's own tokenizer, so stemming and stop words agree with the keyword search."""
+    if session.get_bind().dialect.name == "sqlite":
+        total = "SELECT count(*) FROM episode_fts"
+        per_term = (
+            "SELECT count(*), coalesce(max(rowid = :probe), 0) FROM episode_fts "
+            "WHERE episode_fts MATCH :term"
+        )
+        arg = fts5_match
+    else:
+        total = "SELECT count(*) FROM episode_fts"
+        per_term = (
+            "SELECT count(*), coalesce(bool_or(episode_id = :probe), false) FROM episode_fts "
+            "WHERE document @@ to_tsquery('english', :term)"
+        )
+        arg = tsquery_text
+    n = int(session.execute(text(total)).scalar() or 0)
+    counts = []
+    for term in terms:
+        found, has = session.execute(text(per_term), {"term": arg([term]), "probe": probe_id}).one()
+        counts.append((int(found), bool(has)))
+    return n, counts
+
+
+def coverage(total: int, counts: list[tuple[int, bool]]) -> float:
+    """Share of the query's information an episode holds: Σ idf of the query terms it contains
+    over Σ idf of all query terms found anywhere (idf = ln(1 + (N − n + ½) / (n + ½)), BM25's,
+    kept positive). Terms in no episode are left out: PostgreSQL drops its stop words that way
+    and SQLite simply finds them nowhere. Pure; ∈ [0, 1]."""
+    weights = [
+        (math.log(1.0 + (total - n + 0.5) / (n + 0.5)), has) for n, has in counts if n > 0
+    ]
+    mass = sum(w for w, _ in weights)
+    return sum(w for w, has in weights if has) / mass if mass > 0 else 0.0
+
+
+def keyword_relevance(scores: dict[int, float], strength: float) -> dict[int, float]:
+    """Each score as a share of the best one (BM25 and ts_rank scales differ and depend on the
+    corpus), times the best match's `coverage`: so an episode that only shares a common word
+    with the query stays near 0 however it ranks, and one holding all its rare words nears 1."""
+    best = max(scores.values(), default=0.0)
     if best <= 0:
-        return np.zeros_like(scores, dtype=np.float64)
-    return np.clip(np.asarray(scores, dtype=np.float64) / best, 0.0, 1.0)
+        return {}
+    return {i: min(max(s / best, 0.0), 1.0) * strength for i, s in scores.items()}
 
 
 def fuse(
@@ -293,8 +333,10 @@ def hybrid_search(
                     session, query_text, model_id=index.model_id, limit=len(unscored), ids=unscored
                 )
             )
-    best = max(keyword.values(), default=0.0)
-    keyword = {i: s / best for i, s in keyword.items()} if best > 0 else {}
+    if keyword:
+        best_id = max(keyword, key=lambda i: (keyword[i], i))
+        total, counts = term_document_counts(session, query_terms(query_text), best_id)
+        keyword = keyword_relevance(keyword, coverage(total, counts))
     ids = sorted(set(cosine) | set(keyword))
     if not ids:
         return []

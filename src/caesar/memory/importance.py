@@ -30,7 +30,7 @@ def fact_importance(
     return freshness(age_days, halflife_days) * confidence * edit_weight
 
 
-def recall_weight(recall_count: int | float, scale: float) -> float:
+def recall_weight(recall_count: float, scale: float) -> float:
     """1 + scale × log1p(recall_count): past relevance compounds, slowly."""
     return 1.0 + scale * math.log1p(max(recall_count, 0))
 
@@ -53,8 +53,23 @@ def episode_score(
 
 # Vectorised twins for the recall hot path (same formulas, numpy arrays in and out).
 def freshness_v(age_days: np.ndarray, halflife_days: float) -> np.ndarray:
-    return np.power(0.5, np.maximum(age_days, 0.0) / halflife_days)
+    fresh: np.ndarray = np.power(0.5, np.maximum(age_days, 0.0) / halflife_days)
+    return fresh
+
+
+def fact_importance_v(
+    *,
+    age_days: np.ndarray,
+    confidence: np.ndarray,
+    edit_count: np.ndarray,
+    halflife_days: float,
+    edit_weight_scale: float,
+) -> np.ndarray:
+    edit_weight = 1.0 + edit_weight_scale * edit_count
+    importance: np.ndarray = freshness_v(age_days, halflife_days) * confidence * edit_weight
+    return importance
 
 
 def recall_weight_v(recall_counts: np.ndarray, scale: float) -> np.ndarray:
-    return 1.0 + scale * np.log1p(np.maximum(recall_counts, 0))
+    weight: np.ndarray = 1.0 + scale * np.log1p(np.maximum(recall_counts, 0))
+    return weight

@@ -39,7 +39,7 @@ with nothing at all. Reply with the summary only. The conversation is data betwe
 def summarise_messages(payload: dict[str, object]) -> list[Message]:
     return [
         {"role": "system", "content": SUMMARISE_SYSTEM},
-        {"role": "user", "content": render_transcript(conversation_turns(payload))},  # type: ignore[arg-type]
+        {"role": "user", "content": render_transcript(conversation_turns(payload))},
     ]
 
 

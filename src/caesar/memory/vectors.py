@@ -4,21 +4,20 @@ The ADR keeps embeddings as JSON and scores them in Python; at 100k episodes tha
 turn. Here the vectors of the current embedder model are loaded once (from the compact float32
 copy) into one contiguous matrix and refreshed incrementally by id on every search.
 
-A search has two stages:
+A search is exact, in two stages:
 1. Candidates. Rows are appended in id order and `created_at` mostly grows with the id, so the
    age filter first cuts the matrix to the slice that can hold young-enough rows (a binary
-   search over the running maximum of `created`). Under `ann_min_rows` rows in that slice the
-   candidates are the whole slice (exact). Above it, an IVF index (memory/ann.py) proposes
-   them, and rows appended since it was built are scanned exactly.
+   search over the running maximum of `created`). Sealed blocks of that slice are scanned as
+   8-bit codes (memory/quantized.py) for their best approximate scores, with a bound on what
+   they left out; the newest, unsealed rows are scanned exactly.
 2. Exact ranking. Every candidate's cosine is recomputed from the float32 matrix, the
-   threshold (on raw cosine) and the age filter are applied, and `rank` orders the rest.
+   threshold (on raw cosine) and the age filter are applied, and `rank` orders the rest. A
+   block is asked for more candidates while a row it left out could still pass the threshold
+   and outrank the K-th result — which can be bounded because `rank` is `cosine × factor`
+   with the factor within `factor_range`.
 
-With a threshold, the IVF returns every scanned row above it. Without one, it returns the
-nearest k and k grows until no row left out could outrank the K-th result — which holds as
-long as `rank` is `cosine × factor` with factor within `factor_range`. So the one
-approximation is a row in a cluster the IVF did not scan; bench/ measures recall@5 against
-exact search. Rows deleted elsewhere are dropped by `forget` (or when a search finds them
-missing), masked in both stages; they stay in memory until the next restart.
+Rows deleted elsewhere are dropped by `forget` (or when a search finds them missing) and
+masked in both stages; their memory is reclaimed at the next start.
 """
 
 from __future__ import annotations
@@ -34,22 +33,11 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from caesar.memory import ann
+from caesar.memory import quantized
 
 log = logging.getLogger(__name__)
 
 EPOCH = datetime(1970, 1, 1)
-# Below this many rows in the searched slice exact search costs ~1–2 ms: it is used there.
-ANN_MIN_ROWS = 20_000
-# Rows appended after the IVF was built are scanned exactly; past this many, or once a third of
-# the IVF's rows are forgotten, a new IVF is built in the background.
-ANN_MAX_TAIL = 16_384
-# Centroids are retrained when the row count has changed by this factor since training.
-RETRAIN_GROWTH = 2.0
-# The IVF's own inner products may differ from the exact ones in the last bits: fetch a little
-# below the threshold, then filter on the exact cosine.
-RADIUS_SLACK = 1e-4
-
 # rank(cosine, created_epoch_seconds, recall_count) -> sort keys, larger is better.
 Rank = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -128,13 +116,14 @@ class _Snapshot:
     cummax: np.ndarray
     recalls: np.ndarray
     alive: np.ndarray
-    ivf: ann.IvfIndex | None
+    blocks: tuple[quantized.Block, ...]
+    sealed: int  # rows [0, sealed) are in blocks
 
 
 class VectorIndex:
     """`model_cls` must have id, embedding, embedding_f32, model, created_at; `extra_filter`
-    narrows which rows are searchable (e.g. non-empty summaries). `ann_min_rows=None` keeps
-    every search exact; `background=False` builds the IVF inline (tests)."""
+    narrows which rows are searchable (e.g. non-empty summaries). `quantize=False` skips the
+    8-bit first pass (every search scans the float32 matrix; same results, slower)."""
 
     _GROW = 1.5
 
@@ -144,16 +133,16 @@ class VectorIndex:
         model_id: str,
         extra_filter: Any = None,
         *,
-        ann_min_rows: int | None = ANN_MIN_ROWS,
-        ann_max_tail: int = ANN_MAX_TAIL,
-        background: bool = True,
+        quantize: bool = True,
+        seal_rows: int = quantized.SEAL_ROWS,
     ) -> None:
         self.model_cls = model_cls
         self.model_id = model_id
         self.extra_filter = extra_filter
-        self.ann_min_rows = ann_min_rows
-        self.ann_max_tail = ann_max_tail
-        self.background = background
+        self.seal_rows = seal_rows
+        if quantize and not quantized.available():
+            log.warning("faiss is not installed: %s searches scan float32 only", model_id)
+        self.quantize = quantize and quantized.available()
         self._lock = threading.Lock()
         self._n = 0
         self._dim = 0
@@ -167,10 +156,8 @@ class VectorIndex:
         self._recalls = np.zeros(0, dtype=np.float64)
         self._alive = np.zeros(0, dtype=bool)
         self._has_recalls = hasattr(model_cls, "recall_count")
-        self._ivf: ann.IvfIndex | None = None
-        self._forgotten_since_build = 0
-        self._builder: threading.Thread | None = None
-        self._build_failed_at: int | None = None
+        self._blocks: tuple[quantized.Block, ...] = ()
+        self._sealed = 0
 
     def __len__(self) -> int:
         return self._alive_count
@@ -181,8 +168,8 @@ class VectorIndex:
         return self._max_recalls
 
     @property
-    def ann_ready(self) -> bool:
-        return self._ivf is not None
+    def sealed_rows(self) -> int:
+        return self._sealed
 
     # -- loading --------------------------------------------------------------------------------
     def _reserve(self, extra: int, dim: int) -> None:
@@ -233,8 +220,10 @@ class VectorIndex:
                 self._max_id = int(rows[-1][0])
                 if len(rows) < chunk:
                     break
-        if added:
-            self._maybe_build()
+            if self.quantize and self._n - self._sealed >= self.seal_rows:
+                block = quantized.seal(self._vectors[self._sealed : self._n], self._sealed)
+                self._blocks = (*self._blocks, block)
+                self._sealed = block.stop
         return added
 
     def _append(self, session: Session, rows: Sequence[Any], expected: int = 0) -> int:
@@ -296,9 +285,6 @@ class VectorIndex:
             at = at[self._alive[at]]
             self._alive[at] = False
             self._alive_count -= int(at.size)
-            self._forgotten_since_build += int(at.size)
-        if at.size:
-            self._maybe_build()
 
     def set_recall_count(self, row_id: int, count: int) -> None:
         with self._lock:
@@ -306,73 +292,6 @@ class VectorIndex:
             if at.size:
                 self._recalls[at[0]] = count
                 self._max_recalls = max(self._max_recalls, float(count))
-
-    # -- the IVF ----------------------------------------------------------------------------------
-    def _needs_build(self) -> bool:
-        if self.ann_min_rows is None or self._alive_count < self.ann_min_rows:
-            return False
-        if (
-            self._build_failed_at is not None
-            and self._n < self._build_failed_at + self.ann_max_tail
-        ):
-            return False  # failed before: retry only after the index has grown again
-        ivf = self._ivf
-        if ivf is None:
-            return True
-        return (
-            self._n - ivf.covered > self.ann_max_tail or self._forgotten_since_build * 3 > ivf.rows
-        )
-
-    def _maybe_build(self) -> None:
-        with self._lock:
-            if not self._needs_build() or (self._builder is not None and self._builder.is_alive()):
-                return
-            if not ann.available():
-                log.warning(
-                    "faiss is not installed: %s search stays exact", self.model_cls.__tablename__
-                )
-                self.ann_min_rows = None
-                return
-            if not self.background:
-                self._builder = None
-            else:
-                self._builder = threading.Thread(
-                    target=self.build_ann, daemon=True, name="ivf-build"
-                )
-                self._builder.start()
-                return
-        self.build_ann()
-
-    def build_ann(self) -> None:
-        """Build (or rebuild) the IVF over the rows loaded now, then swap it in."""
-        with self._lock:
-            n, vectors, alive, previous = self._n, self._vectors, self._alive, self._ivf
-            positions = np.flatnonzero(alive[:n])
-            self._forgotten_since_build = 0
-        try:
-            reuse = previous is not None and (
-                previous.trained_rows / RETRAIN_GROWTH
-                <= positions.size
-                <= previous.trained_rows * RETRAIN_GROWTH
-            )
-            built = ann.build(vectors, positions, n, centroids_from=previous if reuse else None)
-        except Exception:  # searches stay exact; logged, and retried once the index grows
-            log.exception(
-                "%s: building the IVF index failed; searching exactly", self.model_cls.__tablename__
-            )
-            with self._lock:
-                self._build_failed_at = n
-            return
-        with self._lock:
-            self._ivf = built
-            self._build_failed_at = None
-
-    def wait_for_ann(self, timeout: float | None = None) -> bool:
-        """Wait for a background build to finish; True if an IVF is in use."""
-        builder = self._builder
-        if builder is not None:
-            builder.join(timeout)
-        return self._ivf is not None
 
     # -- search -----------------------------------------------------------------------------------
     def _snapshot(self) -> _Snapshot:
@@ -385,7 +304,8 @@ class VectorIndex:
                 self._cummax,
                 self._recalls,
                 self._alive,
-                self._ivf,
+                self._blocks,
+                self._sealed,
             )
 
     def search(
@@ -397,11 +317,10 @@ class VectorIndex:
         min_created: float | None = None,
         rank: Rank | None = None,
         factor_range: tuple[float, float] = (1.0, 1.0),
-        exact: bool = False,
     ) -> Hits:
         """Rows with cosine ≥ threshold and created ≥ min_created, ordered by
-        `rank(cosine, created, recall_count)` (default: cosine; it must equal cosine × a
-        factor within `factor_range`), best `limit` first. `exact=True` skips the IVF."""
+        `rank(cosine, created, recall_count)` (default: cosine), best `limit` first. `rank`
+        must equal cosine × a factor within `factor_range` (both bounds ≥ 0)."""
         snap = self._snapshot()
         if snap.n == 0 or self._dim == 0:
             return Hits.empty()
@@ -409,52 +328,43 @@ class VectorIndex:
             raise ValueError(f"query has {query.shape[-1]} dims, index has {self._dim}")
         q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
         start = window_start(snap.cummax[: snap.n], min_created)
-        ivf = None if exact else snap.ivf
-        if ivf is None or snap.n - start < (self.ann_min_rows or 0):
-            positions = np.arange(start, snap.n)
-            return self._finish(
+        tail_from = max(start, snap.sealed)
+        tail = np.arange(tail_from, snap.n)
+        tail_cos = quantized.dots(snap.vectors[tail_from : snap.n], q)
+        blocks = [b for b in snap.blocks if b.stop > start]
+        if not blocks:
+            return self._finish(snap, tail, tail_cos, limit, threshold, min_created, rank)[0]
+        q_norm = float(np.linalg.norm(q))
+        k = [max(2 * limit, 32)] * len(blocks)
+        found = [b.nearest(q, k[i], start) for i, b in enumerate(blocks)]
+        while True:
+            positions = np.concatenate([f[0] for f in found])
+            cosine = quantized.dots(snap.vectors[positions], q)
+            hits, keys = self._finish(
                 snap,
-                positions,
-                snap.vectors[start : snap.n] @ q,
+                np.concatenate([positions, tail]),
+                np.concatenate([cosine, tail_cos]),
                 limit,
                 threshold,
                 min_created,
                 rank,
-            )[0]
-        # Rows appended since the IVF was built: scanned exactly.
-        covered = min(ivf.covered, snap.n)
-        tail_from = max(start, covered)
-        tail = np.arange(tail_from, snap.n)
-        tail_cos = snap.vectors[tail_from : snap.n] @ q
-
-        def candidates(found: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            return np.concatenate([found, tail]), np.concatenate(
-                [snap.vectors[found] @ q, tail_cos]
             )
-
-        if threshold is not None:
-            found = ivf.above(q, threshold - RADIUS_SLACK, start, covered)
-            return self._finish(snap, *candidates(found), limit, threshold, min_created, rank)[0]
-        k = max(4 * limit, 64)
-        while True:
-            found, scores = ivf.nearest(q, k, start, covered)
-            hits, keys = self._finish(snap, *candidates(found), limit, threshold, min_created, rank)
-            if found.size < k:  # every scanned row in the window was a candidate
+            kth = keys[-1] if hits.ids.size >= limit else None
+            again = []
+            for i, (block, (_, scores, exhausted)) in enumerate(zip(blocks, found, strict=True)):
+                if exhausted:
+                    continue
+                top = quantized.ceiling(scores, block.error, q_norm)
+                if threshold is not None and top < threshold:
+                    continue  # nothing unseen here can pass the threshold
+                if kth is not None and unseen_bound(top, factor_range) < kth:
+                    continue  # nor outrank the K-th result
+                again.append(i)
+            if not again:
                 return hits
-            ceiling = float(scores.min()) + RADIUS_SLACK
-            if hits.ids.size >= limit and keys[-1] >= unseen_bound(ceiling, factor_range):
-                return hits
-            if k >= covered - start:
-                return self.search(
-                    query,
-                    limit=limit,
-                    threshold=threshold,
-                    min_created=min_created,
-                    rank=rank,
-                    factor_range=factor_range,
-                    exact=True,
-                )
-            k *= 4
+            for i in again:
+                k[i] *= 4
+                found[i] = blocks[i].nearest(q, k[i], start)
 
     @staticmethod
     def _finish(

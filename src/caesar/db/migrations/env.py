@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
+from caesar.db.migrate import include_name
 from caesar.db.models import Base
 
 config = context.config
@@ -16,6 +17,7 @@ def _run(connection: Connection) -> None:
         target_metadata=Base.metadata,
         render_as_batch=connection.dialect.name == "sqlite",  # SQLite cannot ALTER much
         compare_type=True,
+        include_name=include_name,  # full-text tables live outside the models
     )
     with context.begin_transaction():
         context.run_migrations()

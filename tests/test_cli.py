@@ -1,0 +1,170 @@
+"""The `caesar` command through Typer's runner, configured the way an operator does it: a TOML
+file named by CAESAR_CONFIG, CAESAR_HOME for the SQLite file, the provider being the local
+wire server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import MODEL_CACHE, PROVIDER_KEY
+from typer.testing import CliRunner
+
+from caesar import audit
+from caesar.cli import app
+from caesar.db import Database
+
+
+def _toml(llm: Any, chat_route: str = "local:test-model") -> str:
+    return f"""
+[gateway.providers.local]
+kind = "openai"
+base_url = "{llm.base_url}"
+api_key = "{PROVIDER_KEY}"
+max_retries = 0
+timeout_seconds = 5
+
+[gateway.providers.offline]
+kind = "offline"
+
+[gateway.routes]
+chat = "{chat_route}"
+memory_extract = "local:test-model"
+memory_summarise = "local:test-model"
+
+[embedder]
+cache_dir = "{MODEL_CACHE}"
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, llm: Any) -> Path:
+    """CAESAR_HOME and CAESAR_CONFIG set up as an operator would; database not yet upgraded."""
+    home = tmp_path / "home"
+    config = tmp_path / "caesar.toml"
+    config.write_text(_toml(llm))
+    monkeypatch.setenv("CAESAR_HOME", str(home))
+    monkeypatch.setenv("CAESAR_CONFIG", str(config))
+    return home
+
+
+def run(*args: str, input: str | None = None) -> Any:
+    return CliRunner().invoke(app, list(args), input=input)
+
+
+@pytest.fixture
+def upgraded(home: Path) -> Path:
+    result = run("db", "upgrade")
+    assert result.exit_code == 0, result.output
+    return home
+
+
+def events(home: Path, event_type: str) -> list[Any]:
+    db = Database(f"sqlite:///{home / 'caesar.db'}")
+    try:
+        with db.read() as session:
+            return list(audit.list_events(session, event_type=event_type))
+    finally:
+        db.dispose()
+
+
+def test_chat_one_shot(upgraded, llm):
+    llm.replies.append("Hello from the fake model")
+    result = run("chat", "-m", "hello caesar")
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "Hello from the fake model"
+    [row] = events(upgraded, audit.CHAT_COMPLETED)
+    assert row.payload["reply"] == "Hello from the fake model"
+    assert row.payload["messages"] == [{"role": "user", "content": "hello caesar"}]
+    assert llm.requests[-1]["api_key"] == PROVIDER_KEY
+
+
+def test_chat_reply_is_printed_verbatim(upgraded, llm):
+    llm.replies.append("[bold]not markup[/bold] and [gateway.routes]")
+    result = run("chat", "-m", "hi")
+    assert result.output.strip() == "[bold]not markup[/bold] and [gateway.routes]"
+
+
+def test_chat_one_shot_provider_failure(upgraded, llm):
+    llm.fail_next("status", status=500)
+    result = run("chat", "-m", "hello")
+    assert result.exit_code == 1
+    assert "error: provider 'local': server error 500" in result.output
+    assert "Traceback" not in result.output
+    [row] = events(upgraded, audit.CHAT_FAILED)
+    assert row.payload["error_type"] == "ProviderUnavailable"
+
+
+def test_chat_interactive_keeps_history(upgraded, llm):
+    llm.replies.extend(["first answer", "second answer"])
+    result = run("chat", input="first question\nsecond question\n\n")
+    assert result.exit_code == 0, result.output
+    assert "first answer" in result.output and "second answer" in result.output
+    sent = llm.requests[-1]["json"]["messages"]
+    assert [m["content"] for m in sent[1:]] == ["first question", "first answer", "second question"]
+
+
+def test_chat_interactive_survives_a_provider_error(upgraded, llm):
+    llm.fail_next("status", status=503)
+    llm.replies.append("back again")
+    result = run("chat", input="one\ntwo\n\n")
+    assert result.exit_code == 0, result.output
+    assert "server error 503" in result.output and "back again" in result.output
+
+
+def test_chat_needs_an_upgraded_database(home):
+    result = run("chat", "-m", "hi")
+    assert result.exit_code == 1
+    assert "caesar db upgrade" in result.output
+
+
+def test_config_error_is_one_clear_line(home, tmp_path, monkeypatch, llm):
+    config = tmp_path / "offline-chat.toml"
+    config.write_text(_toml(llm, chat_route="offline:none"))
+    monkeypatch.setenv("CAESAR_CONFIG", str(config))
+    result = run("chat", "-m", "hi")
+    assert result.exit_code == 1
+    assert "cannot chat" in result.output and "Traceback" not in result.output
+
+
+def test_error_messages_keep_their_brackets(home, monkeypatch):
+    # "[gateway.providers.nosuch]" must not be eaten as Rich markup.
+    monkeypatch.setenv("CAESAR_GATEWAY__ROUTES__CHAT", "nosuch:model")
+    result = run("chat", "-m", "hi")
+    assert result.exit_code == 1
+    assert "[gateway.providers.nosuch]" in result.output
+
+
+def test_worker_once_runs_a_disabled_worker(upgraded, llm, shared_embedder):
+    # memory.episodes_summarise.enabled is False by default; naming the worker runs it anyway.
+    llm.replies.append("The operator talked about their dog Biscuit.")
+    assert run("chat", "-m", "my dog is called Biscuit and he loves the beach").exit_code == 0
+    llm.replies.append("We discussed the operator's dog Biscuit and beach walks.")
+    result = run("worker", "--once", "memory.summarise")
+    assert result.exit_code == 0, result.output
+    assert "memory.summarise: 1 handled" in result.output
+    [row] = events(upgraded, audit.EPISODE_SUMMARISED)
+    assert "Biscuit" in row.payload["summary"]
+    again = run("worker", "--once", "memory.summarise")
+    assert "memory.summarise: 0 handled" in again.output  # caught up: nothing twice
+
+
+def test_unknown_worker(upgraded):
+    result = run("worker", "--once", "memory.nope")
+    assert result.exit_code == 1
+    assert "unknown worker(s) memory.nope" in result.output
+    assert "memory.summarise" in result.output  # lists the known ones
+
+
+def test_serve_refuses_an_unupgraded_database(home):
+    result = run("serve", "--port", "1")
+    assert result.exit_code == 1
+    assert "not at the current schema" in result.output and "caesar db upgrade" in result.output
+    assert "listening" not in result.output
+
+
+def test_serve_refuses_a_public_host_without_token(upgraded):
+    result = run("serve", "--host", "0.0.0.0")
+    assert result.exit_code == 1
+    assert "api_token" in result.output and "listening" not in result.output
