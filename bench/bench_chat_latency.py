@@ -32,7 +32,7 @@ import benchlib
 import httpx
 
 sys.path.insert(0, str(benchlib.ROOT / "tests"))
-from fakes.llm_server import FakeLLMServer  # noqa: E402
+from fakes.llm_server import FakeLLMServer
 
 CAESAR = [str(Path(sys.executable).parent / "caesar")]
 START_TIMEOUT_SECONDS = 60.0
@@ -95,7 +95,9 @@ class Server:
         with httpx.Client(timeout=1.0) as client:
             while True:
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"caesar serve exited: {self.process.stderr.read().decode()}")  # type: ignore[union-attr]
+                    raise RuntimeError(
+                        f"caesar serve exited: {self.process.stderr.read().decode()}"
+                    )  # type: ignore[union-attr]
                 if time.perf_counter() - started > START_TIMEOUT_SECONDS:
                     self.stop()
                     raise RuntimeError("caesar serve did not answer /healthz in time")

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -26,30 +27,61 @@ import benchlib
 import numpy as np
 
 sys.path.insert(0, str(benchlib.ROOT / "tests"))
-from fakes.llm_server import FakeLLMServer  # noqa: E402
+from fakes.llm_server import FakeLLMServer
 
-from caesar import audit  # noqa: E402
-from caesar.clock import utcnow  # noqa: E402
-from caesar.config import Settings  # noqa: E402
-from caesar.db import migrate  # noqa: E402
-from caesar.db.models import EpisodeSummary  # noqa: E402
-from caesar.memory.episodes import RecallParams  # noqa: E402
-from caesar.memory.vectors import to_f32_bytes  # noqa: E402
-from caesar.services import Services  # noqa: E402
-from caesar.workers import run_until_caught_up  # noqa: E402
+from caesar import audit
+from caesar.clock import utcnow
+from caesar.config import Settings
+from caesar.db import migrate
+from caesar.db.models import EpisodeSummary
+from caesar.memory.episodes import RecallParams
+from caesar.memory.vectors import to_f32_bytes
+from caesar.services import Services
+from caesar.workers import run_until_caught_up
 
 SUMMARY = "We discussed the operator's trouble sleeping; caesar suggested lowering the thermostat."
-TOPICS = ["sleep", "the thermostat", "a trip to Lisbon", "the kitchen renovation", "the dog Biscuit",
-          "a job interview", "running shoes", "tax forms", "a birthday present", "the garden"]
+TOPICS = [
+    "sleep",
+    "the thermostat",
+    "a trip to Lisbon",
+    "the kitchen renovation",
+    "the dog Biscuit",
+    "a job interview",
+    "running shoes",
+    "tax forms",
+    "a birthday present",
+    "the garden",
+]
 VERBS = ["discussed", "planned", "worried about", "compared options for", "made a list about"]
+
+
+def cpu_ms(fn: Any, runs: int) -> float:
+    """Median process CPU time of `fn`: less distorted than wall time on a loaded machine."""
+    out = []
+    for _ in range(runs):
+        started = time.process_time()
+        fn()
+        out.append(benchlib.ms(time.process_time() - started))
+    return round(float(np.median(out)), 3)
 
 
 def build(home: Path, llm: FakeLLMServer, **extra: Any) -> Services:
     settings = Settings(
         home=home,
         gateway={
-            "providers": {"local": {"kind": "openai", "base_url": llm.base_url, "api_key": "bench-key-0123456789", "max_retries": 0}},
-            "routes": {"chat": "local:instant", "memory_extract": "local:instant", "memory_summarise": "local:instant"},
+            "providers": {
+                "local": {
+                    "kind": "openai",
+                    "base_url": llm.base_url,
+                    "api_key": "bench-key-0123456789",
+                    "max_retries": 0,
+                }
+            },
+            "routes": {
+                "chat": "local:instant",
+                "memory_extract": "local:instant",
+                "memory_summarise": "local:instant",
+            },
         },
         embedder={"cache_dir": benchlib.MODEL_CACHE},
         **extra,
@@ -65,20 +97,28 @@ def bench_summarise(llm: FakeLLMServer, chats: int) -> dict[str, Any]:
         services.embedder.get().embed_batch(["warm up"])
         llm.reply = lambda body, protocol: SUMMARY
         gateway_ms = benchlib.time_calls(
-            lambda: services.gateway.complete([{"role": "user", "content": "hi"}], task="memory_summarise"), 100
+            lambda: services.gateway.complete(
+                [{"role": "user", "content": "hi"}], task="memory_summarise"
+            ),
+            100,
         )
         with services.db.write() as session:
             for i in range(chats):
                 services.audit.append(
                     session,
                     audit.CHAT_COMPLETED,
-                    {"messages": [{"role": "user", "content": f"I keep waking up at 3am, night {i}."}],
-                     "reply": "Try lowering the thermostat to 65°F and track your sleep for a week."},
+                    {
+                        "messages": [
+                            {"role": "user", "content": f"I keep waking up at 3am, night {i}."}
+                        ],
+                        "reply": "Try lowering the thermostat to 65°F and track your sleep for a week.",
+                    },
                 )
         worker = services.workers["memory.summarise"]
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         handled = run_until_caught_up(worker)
         total_ms = benchlib.ms(time.perf_counter() - started)
+        total_cpu_ms = benchlib.ms(time.process_time() - cpu_started)
         services.close()
     per_chat = total_ms / handled
     llm_p50 = float(np.median(gateway_ms))
@@ -89,6 +129,8 @@ def bench_summarise(llm: FakeLLMServer, chats: int) -> dict[str, Any]:
         "per_chat_ms": round(per_chat, 3),
         "llm_round_trip_p50_ms": round(llm_p50, 3),
         "worker_overhead_per_chat_ms": round(per_chat - llm_p50, 3),
+        # CPU of this process per chat: worker + SDK + the in-process fake server
+        "cpu_per_chat_ms": round(total_cpu_ms / handled, 3),
     }
 
 
@@ -103,18 +145,28 @@ def bench_recall(llm: FakeLLMServer, episodes: int, runs: int) -> dict[str, Any]
             for i in range(episodes)
         ]
         started = time.perf_counter()
-        vectors = np.vstack([embedder.embed_batch(texts[i : i + 256]) for i in range(0, episodes, 256)])
+        vectors = np.vstack(
+            [embedder.embed_batch(texts[i : i + 256]) for i in range(0, episodes, 256)]
+        )
         embed_all_s = time.perf_counter() - started
         now = utcnow()
         with services.db.write() as session:
             for i, (summary, vector) in enumerate(zip(texts, vectors, strict=True)):
                 created = now - timedelta(days=float(rng.uniform(0, 120)))
-                row = services.audit.append(session, audit.CHAT_COMPLETED, {"messages": [], "reply": ""}, created_at=created)
-                session.add(EpisodeSummary(
-                    audit_log_id=row.id, summary=summary, embedding=[float(x) for x in vector],
-                    embedding_f32=to_f32_bytes(vector), model=embedder.model_id, created_at=created,
-                    recall_count=int(rng.integers(0, 5)),
-                ))
+                row = services.audit.append(
+                    session, audit.CHAT_COMPLETED, {"messages": [], "reply": ""}, created_at=created
+                )
+                session.add(
+                    EpisodeSummary(
+                        audit_log_id=row.id,
+                        summary=summary,
+                        embedding=[float(x) for x in vector],
+                        embedding_f32=to_f32_bytes(vector),
+                        model=embedder.model_id,
+                        created_at=created,
+                        recall_count=int(rng.integers(0, 5)),
+                    )
+                )
         memory = services.episodes
         started = time.perf_counter()
         loaded = memory.warm()
@@ -124,7 +176,9 @@ def bench_recall(llm: FakeLLMServer, episodes: int, runs: int) -> dict[str, Any]
         vector = memory.embed_query(query)
         found = memory.search(vector, utcnow(), params)
         search_ms = benchlib.time_calls(lambda: memory.search(vector, utcnow(), params), runs)
-        full_ms = benchlib.time_calls(lambda: memory.search(memory.embed_query(query), utcnow(), params), runs)
+        full_ms = benchlib.time_calls(
+            lambda: memory.search(memory.embed_query(query), utcnow(), params), runs
+        )
         embed_ms = benchlib.time_calls(lambda: memory.embed_query(query), runs)
 
         def bookkeeping() -> None:
@@ -132,6 +186,12 @@ def bench_recall(llm: FakeLLMServer, episodes: int, runs: int) -> dict[str, Any]
                 memory.record_recalls(session, found, now=utcnow(), context={"turn_audit_id": 0})
 
         record_ms = benchlib.time_calls(bookkeeping, min(runs, 50))
+        cpu = {
+            "search_cpu_p50_ms": cpu_ms(lambda: memory.search(vector, utcnow(), params), runs),
+            "embed_plus_search_cpu_p50_ms": cpu_ms(
+                lambda: memory.search(memory.embed_query(query), utcnow(), params), runs
+            ),
+        }
         services.close()
     return {
         "episodes": loaded,
@@ -142,6 +202,7 @@ def bench_recall(llm: FakeLLMServer, episodes: int, runs: int) -> dict[str, Any]
         "search_ms": benchlib.summary(search_ms),
         "embed_plus_search_ms": benchlib.summary(full_ms),
         "record_recalls_ms": benchlib.summary(record_ms),
+        **cpu,
     }
 
 
@@ -157,12 +218,20 @@ def main() -> None:
     result = {"summarise": summarise, "recall": recall}
     path = benchlib.write_result("episodes_quick", result)
     s, r = summarise, recall
-    print(f"summarise: {s['chats']} chats in {s['total_ms']:.0f} ms = {s['per_chat_ms']:.2f} ms/chat "
-          f"(LLM round trip p50 {s['llm_round_trip_p50_ms']:.2f} ms; worker's own {s['worker_overhead_per_chat_ms']:.2f} ms)")
-    print(f"recall @ {r['episodes']} episodes: cold load {r['cold_index_load_ms']:.0f} ms; "
-          f"search p50 {r['search_ms']['p50']:.2f} ms p99 {r['search_ms']['p99']:.2f}; "
-          f"embed+search p50 {r['embed_plus_search_ms']['p50']:.2f} ms p99 {r['embed_plus_search_ms']['p99']:.2f}; "
-          f"record {r['record_recalls_ms']['p50']:.2f} ms; recalled {r['recalled']}")
+    print(
+        f"summarise: {s['chats']} chats in {s['total_ms']:.0f} ms = {s['per_chat_ms']:.2f} ms/chat "
+        f"(LLM round trip p50 {s['llm_round_trip_p50_ms']:.2f} ms; worker's own {s['worker_overhead_per_chat_ms']:.2f} ms)"
+    )
+    print(
+        f"recall @ {r['episodes']} episodes: cold load {r['cold_index_load_ms']:.0f} ms; "
+        f"search p50 {r['search_ms']['p50']:.2f} ms p99 {r['search_ms']['p99']:.2f}; "
+        f"embed+search p50 {r['embed_plus_search_ms']['p50']:.2f} ms p99 {r['embed_plus_search_ms']['p99']:.2f}; "
+        f"record {r['record_recalls_ms']['p50']:.2f} ms; recalled {r['recalled']}"
+    )
+    print(
+        f"CPU medians: summarise {s['cpu_per_chat_ms']:.2f} ms/chat; search {r['search_cpu_p50_ms']:.2f} ms; "
+        f"embed+search {r['embed_plus_search_cpu_p50_ms']:.2f} ms; load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"written to {path}")
 
 

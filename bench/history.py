@@ -33,10 +33,142 @@ from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.minilm import MODEL_ID
 
-RECIPE = "3"  # bump when the generator changes
+RECIPE = "4"  # bump when the generator changes
 DIM = 384
 SPREAD_DAYS = 120
-TOPICS = 32
+# Planted topics: the centre of each is the real MiniLM embedding of its sentence, so a chat
+# message on the topic (the second text) finds the topic's episodes above the threshold.
+TOPIC_TEXTS = [
+    (
+        "The operator has trouble sleeping and keeps waking up at 3am.",
+        "I still wake up at 3am every night, any ideas for my sleep?",
+    ),
+    (
+        "We discussed lowering the bedroom thermostat to help with sleep.",
+        "I tried the thermostat thing you suggested for sleeping.",
+    ),
+    (
+        "The operator is training for a half marathon in the spring.",
+        "How should I plan my long runs for the half marathon?",
+    ),
+    (
+        "The operator's sister is planning a trip to Portugal in June.",
+        "My sister asked again about the Portugal trip in June.",
+    ),
+    (
+        "We made a monthly household budget and tracked grocery spending.",
+        "Can we look at the grocery budget again this month?",
+    ),
+    (
+        "The operator's daughter has a piano recital next Friday.",
+        "What time was my daughter's piano recital on Friday?",
+    ),
+    (
+        "The operator is recovering from knee surgery and doing physiotherapy.",
+        "My knee is still sore after physio, is that normal after surgery?",
+    ),
+    (
+        "We compared laptops for photo editing under 1500 euros.",
+        "Which laptop did we pick for photo editing?",
+    ),
+    (
+        "The operator's dog needs vaccinations at the vet next week.",
+        "Remind me what the vet said about the dog's vaccinations.",
+    ),
+    (
+        "We drafted an invoice template for the operator's freelance work.",
+        "I need to send another freelance invoice, where is the template?",
+    ),
+    (
+        "The operator is learning guitar chords for a song for a wedding.",
+        "I keep failing the F chord on guitar for the wedding song.",
+    ),
+    (
+        "We planned a vegetarian dinner menu for eight guests.",
+        "The vegetarian dinner for eight people is this Saturday.",
+    ),
+    (
+        "The operator wants to repair a flat bicycle tyre.",
+        "My bike tyre is flat again, how do I patch it?",
+    ),
+    (
+        "We wrote a cover letter for a product manager job application.",
+        "Can you improve my product manager cover letter?",
+    ),
+    (
+        "The operator's car insurance renewal is due next month.",
+        "My car insurance renewal quote went up, what should I do?",
+    ),
+    (
+        "We set up automatic backups of the family photos to an external drive.",
+        "Did the photo backup to the external drive run?",
+    ),
+    (
+        "The operator is reading a novel for the book club on Thursday.",
+        "What were my notes on the book club novel?",
+    ),
+    (
+        "We discussed the operator's tax return and deductible expenses.",
+        "Which expenses can I deduct on my tax return?",
+    ),
+    (
+        "The operator is growing tomatoes and herbs in a small balcony garden.",
+        "My balcony tomatoes have yellow leaves.",
+    ),
+    (
+        "We planned the operator's mother's 70th birthday party.",
+        "Let's finish planning mum's 70th birthday party.",
+    ),
+    (
+        "The operator is trying to drink less coffee in the afternoon.",
+        "I had three coffees after lunch again today.",
+    ),
+    (
+        "We compared electricity providers to lower the energy bill.",
+        "Should I switch electricity provider to lower my bill?",
+    ),
+    (
+        "The operator is studying Spanish with a language app every morning.",
+        "I missed my Spanish practice for three days.",
+    ),
+    (
+        "We discussed a leaking kitchen tap and how to replace the washer.",
+        "The kitchen tap is dripping again.",
+    ),
+    (
+        "The operator is preparing a presentation for the quarterly team review.",
+        "Help me structure the slides for the quarterly review.",
+    ),
+    (
+        "The operator's son is starting at a new school in September.",
+        "My son is nervous about the new school in September.",
+    ),
+    (
+        "We planned a weekend hiking trip in the mountains with camping gear.",
+        "What should I pack for the mountain hiking weekend?",
+    ),
+    (
+        "The operator wants to save for a deposit on a flat.",
+        "How much should I save each month for the flat deposit?",
+    ),
+    (
+        "We discussed migraines and keeping a headache diary.",
+        "I had another migraine yesterday, should I log it?",
+    ),
+    (
+        "The operator is organising the garage and selling old furniture.",
+        "Where should I sell the old furniture from the garage?",
+    ),
+    (
+        "We talked about meal prepping lunches for the work week.",
+        "Give me ideas for meal prep lunches this week.",
+    ),
+    (
+        "The operator is choosing a new phone with a good camera.",
+        "Which phone had the best camera in our comparison?",
+    ),
+]
+TOPICS = len(TOPIC_TEXTS)
 MAX_AGE_DAYS = 7
 CHUNK = 10_000
 HISTORY_DIR = benchlib.OUT / "history"
@@ -72,19 +204,36 @@ def unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
+def _embedder() -> object:
+    from caesar.minilm import MiniLM
+
+    return MiniLM(benchlib.MODEL_CACHE)
+
+
 def _centres() -> np.ndarray:
-    return unit(np.random.default_rng(1234).standard_normal((TOPICS, DIM)).astype(np.float32))
+    cache = HISTORY_DIR / f"topic-centres-r{RECIPE}.npy"
+    if cache.exists():
+        return np.load(cache)
+    HISTORY_DIR.mkdir(parents=True, exist_ok=True)
+    centres = unit(_embedder().embed_batch([t for t, _ in TOPIC_TEXTS]))  # type: ignore[attr-defined]
+    np.save(cache, centres)
+    return centres
+
+
+def topic_messages() -> list[str]:
+    """Chat messages on the planted topics (real text: embedded, they find the topics)."""
+    return [m for _, m in TOPIC_TEXTS]
 
 
 def _block(
     rng: np.random.Generator, n: int, planted: np.ndarray, centres: np.ndarray
 ) -> np.ndarray:
     """n vectors; rows where planted >= 0 are members of that topic (cosine to the centre
-    between ~0.5 and ~0.86), the rest are random. Rounded to 4 decimals (see module doc)."""
+    0.74–0.90, as paraphrases), the rest are random. Rounded to 4 decimals (see module doc)."""
     x = rng.standard_normal((n, DIM)).astype(np.float32)
     members = np.flatnonzero(planted >= 0)
     if members.size:
-        sigma = rng.uniform(0.03, 0.09, size=(members.size, 1)).astype(np.float32)
+        sigma = rng.uniform(0.025, 0.06, size=(members.size, 1)).astype(np.float32)
         x[members] = centres[planted[members]] + x[members] * sigma
     x = unit(x)
     return np.round(x.astype(np.float64), 4)
@@ -179,7 +328,7 @@ def build(episodes: int, *, quiet: bool = False) -> History:
                 created = max(created, start_time)
                 words = " ".join(WORDS[(i * 7 + k * 13) % len(WORDS)] for k in range(6))
                 topic = int(planted[i])
-                about = f"topic {topic} " if topic >= 0 else ""
+                about = f"{TOPIC_TEXTS[topic][0][:-1]}; " if topic >= 0 else ""
                 audits.append(
                     {
                         "id": i + 1,

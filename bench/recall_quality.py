@@ -41,18 +41,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-import numpy as np  # noqa: E402
-from rank_bm25 import BM25Okapi  # noqa: E402
-from sqlalchemy import select  # noqa: E402
+import numpy as np
+from rank_bm25 import BM25Okapi
+from sqlalchemy import select
 
-from caesar.config import Settings  # noqa: E402
-from caesar.db import migrate  # noqa: E402
-from caesar.db.models import EpisodeSummary  # noqa: E402
-from caesar.embeddings import Embedder  # noqa: E402
-from caesar.importer import import_conversations  # noqa: E402
-from caesar.memory.episodes import RecallParams  # noqa: E402
-from caesar.services import Services  # noqa: E402
-from caesar.workers import run_until_caught_up  # noqa: E402
+from caesar.config import Settings
+from caesar.db import migrate
+from caesar.db.models import EpisodeSummary
+from caesar.embeddings import Embedder
+from caesar.importer import import_conversations
+from caesar.memory.episodes import RecallParams
+from caesar.services import Services
+from caesar.workers import run_until_caught_up
 
 DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "bench" / "out"
@@ -308,10 +308,19 @@ def hybrid_ranker(**overrides: Any) -> Ranker:
 
     def rank(built: Built, q: Question) -> list[str]:
         memory = built.services.episodes
-        values = {**memory.settings.model_dump(exclude={"enabled"}), "max_age_days": None, **overrides}
+        values = {
+            **memory.settings.model_dump(exclude={"enabled"}),
+            "max_age_days": None,
+            **overrides,
+        }
         with memory.db.read() as session:
             hits = hybrid_search(
-                session, memory.index(), q.text, memory.embed_query(q.text), q.now, _HybridParams(**values)
+                session,
+                memory.index(),
+                q.text,
+                memory.embed_query(q.text),
+                q.now,
+                _HybridParams(**values),
             )
         return [built.session_of_episode[h.episode_id] for h in hits]
 
@@ -338,7 +347,11 @@ def systems() -> dict[str, tuple[Ranker, Ranker | None]]:
     dense = {"fusion": "dense"}
     # Until EpisodeMemory.search fuses, its preview *is* the ADR's dense ranking, and the
     # hybrid rows come from hybrid.hybrid_search with the same settings.
-    adr = recall_ranker if integrated else (lambda **o: recall_ranker(**{k: v for k, v in o.items() if k != "fusion"}))
+    adr = (
+        recall_ranker
+        if integrated
+        else (lambda **o: recall_ranker(**{k: v for k, v in o.items() if k != "fusion"}))
+    )
     caesar = recall_ranker if integrated else hybrid_ranker
     return {
         "ADR-literal (dense × decay)": (adr(**RANKED, **dense), adr(**dense)),

@@ -179,7 +179,9 @@ def test_body_over_the_limit_without_content_length(client, llm):
             yield b"x" * 65536
         yield b'"}'
 
-    response = client.post("/v1/chat", content=chunks(), headers={"content-type": "application/json"})
+    response = client.post(
+        "/v1/chat", content=chunks(), headers={"content-type": "application/json"}
+    )
     assert response.status_code == 413, response.text
     assert response.json()["error"]["type"] == "request_too_large"
     assert llm.requests == [] and audit_events(client) == []
@@ -190,7 +192,9 @@ def test_chunked_body_under_the_limit_is_served(client, llm):
         yield b'{"message": '
         yield b'"chunked hello"}'
 
-    response = client.post("/v1/chat", content=chunks(), headers={"content-type": "application/json"})
+    response = client.post(
+        "/v1/chat", content=chunks(), headers={"content-type": "application/json"}
+    )
     assert response.status_code == 200, response.text
     assert response.json()["reply"] == "ok: chunked hello"
 
@@ -233,7 +237,9 @@ def test_audit_filters(client, llm):
 
     completed = audit_events(client, event_type="chat.completed")
     assert [e["id"] for e in completed] == ids
-    assert [e["id"] for e in audit_events(client, event_type="chat.completed", after_id=ids[1])] == ids[2:]
+    assert [
+        e["id"] for e in audit_events(client, event_type="chat.completed", after_id=ids[1])
+    ] == ids[2:]
     assert [e["id"] for e in audit_events(client, event_type="chat.completed", limit=2)] == ids[:2]
     assert [e["id"] for e in audit_events(client, after_id=ids[0], limit=1)] == [ids[1]]
     assert audit_events(client, event_type="no.such.type") == []
@@ -241,7 +247,8 @@ def test_audit_filters(client, llm):
 
 
 @pytest.mark.parametrize(
-    "params", [{"limit": 0}, {"limit": 5000}, {"after_id": -1}, {"after_id": "x"}, {"limit": "many"}]
+    "params",
+    [{"limit": 0}, {"limit": 5000}, {"after_id": -1}, {"after_id": "x"}, {"limit": "many"}],
 )
 def test_audit_rejects_bad_parameters(client, params):
     response = client.get("/v1/audit", params=params)

@@ -116,7 +116,9 @@ def test_audit_log_keeps_the_four_fixed_columns(migrated_db):
 
 
 def test_audit_log_indexes(migrated_db):
-    indexes = {tuple(i["column_names"]) for i in sa.inspect(migrated_db.engine).get_indexes("audit_log")}
+    indexes = {
+        tuple(i["column_names"]) for i in sa.inspect(migrated_db.engine).get_indexes("audit_log")
+    }
     assert ("event_type", "id") in indexes
     assert ("created_at",) in indexes
 

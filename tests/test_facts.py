@@ -6,6 +6,7 @@ import pytest
 from memory_helpers import events
 
 from caesar import audit
+from caesar.clock import utcnow
 from caesar.errors import InputError, NotFound
 from caesar.memory.facts import clean_value, normalise_key
 
@@ -160,3 +161,52 @@ def test_cli_facts_set_list_delete(services, monkeypatch):
     missing = runner.invoke(app, ["facts", "delete", "dog_name"])
     assert missing.exit_code == 1 and "no fact with key" in missing.output
     assert services.facts.list_all() == []
+
+
+def test_operator_edit_racing_a_new_extracted_key_on_postgresql(pg_url):
+    """The extractor inserts a key between the operator's read and insert: the unique index
+    makes the insert fail, and the edit is retried as an edit instead of becoming a 500."""
+    import threading
+    import time
+
+    from sqlalchemy import text
+
+    from caesar.audit import Audit
+    from caesar.config import FactsImportanceSettings
+    from caesar.db import Database, migrate
+    from caesar.db.models import Fact
+    from caesar.memory.facts import FactsStore
+
+    db = Database(pg_url)
+    migrate.upgrade(db)
+    store = FactsStore(db, FactsImportanceSettings(), Audit())
+    result: dict[str, object] = {}
+    try:
+        with db.write() as other:  # the extractor's transaction, still open
+            now = utcnow()
+            other.add(
+                Fact(
+                    key="dog_name", value="Biscuit", confidence=0.6, created_at=now, updated_at=now
+                )
+            )
+            other.flush()
+
+            def operator() -> None:
+                result["set"] = store.set_by_operator("dog_name", "Rex")
+
+            thread = threading.Thread(target=operator)
+            thread.start()
+            deadline = time.monotonic() + 10
+            with db.engine.connect() as probe:  # wait until the operator's insert is blocked
+                while not probe.execute(
+                    text("select count(*) from pg_stat_activity where wait_event_type = 'Lock'")
+                ).scalar():
+                    assert time.monotonic() < deadline, "the operator's insert never blocked"
+                    time.sleep(0.01)
+        thread.join(10)
+        fact, _audit_id = result["set"]
+        assert (fact.value, fact.confidence) == ("Rex", 1.0)
+        (edited,) = [e for e in store.list_all() if e.key == "dog_name"]
+        assert edited.value == "Rex" and edited.edit_count == 1
+    finally:
+        db.dispose()

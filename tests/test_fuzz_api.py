@@ -6,12 +6,14 @@ schemathesis, valid and invalid data, with the token. Whatever arrives, the answ
 from __future__ import annotations
 
 from collections import Counter
+from urllib.parse import quote
 
 import pytest
 import schemathesis
 from conftest import TEST_TOKEN
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
 from caesar.api import create_app
@@ -103,3 +105,41 @@ def test_oversized_request_is_413_before_parsing(app):
         streamed = client.post("/v1/chat", content=chunks(), headers={"content-type": "application/json"})
         assert streamed.status_code == 413
         assert client.get("/healthz").status_code == 200
+
+
+# The dashboard is left out of the OpenAPI schema (HTML pages), so it is fuzzed here directly.
+_ints = st.one_of(st.integers(), st.integers(min_value=2**62, max_value=2**80))
+_texts = st.text(max_size=300)
+
+
+def test_dashboard_fuzzing_never_gets_a_5xx(app):
+    with TestClient(app, headers=AUTH) as client:  # the bearer header needs no CSRF token
+        client.post("/v1/chat", json={"message": "something to list"})
+        seen: Counter[int] = Counter()
+
+        @given(
+            audit_id=_ints,
+            before_id=_ints | _texts,
+            limit=_ints | _texts,
+            event_type=_texts,
+            key=_texts,
+            value=_texts,
+            next_=_texts,
+        )
+        @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        def fuzz(audit_id, before_id, limit, event_type, key, value, next_):
+            responses = [
+                client.get(f"/dashboard/audit/{audit_id}"),
+                client.get("/dashboard/audit", params={"before_id": before_id, "limit": limit,
+                                                       "event_type": event_type}),
+                client.get("/dashboard/login", params={"next": next_}),
+                client.post("/dashboard/facts", data={"key": key, "value": value}, follow_redirects=False),
+                client.post(f"/dashboard/facts/{quote(key, safe='')}/delete", follow_redirects=False),
+            ]
+            for response in responses:
+                seen[response.status_code] += 1
+                assert response.status_code < 500, (response.request.url, response.text[:300])
+
+        fuzz()
+    print(f"\ndashboard fuzz: {sum(seen.values())} requests; statuses {dict(seen)}")
+    assert sum(seen.values()) >= 5 * 30

@@ -260,7 +260,8 @@ def test_connection_refused(protocol, stream):
             providers={
                 "p": {
                     "kind": protocol,
-                    "base_url": f"http://127.0.0.1:{port}" + ("/v1" if protocol == "openai" else ""),
+                    "base_url": f"http://127.0.0.1:{port}"
+                    + ("/v1" if protocol == "openai" else ""),
                     "api_key": PROVIDER_KEY,
                     "max_retries": 0,
                 }

@@ -75,7 +75,7 @@ def test_step_by_step_upgrade_and_downgrade(blank_db):
     """Every revision goes up and comes down on its own (not just head ↔ base)."""
     from alembic.script import ScriptDirectory
 
-    script = ScriptDirectory.from_config(migrate._config())  # noqa: SLF001
+    script = ScriptDirectory.from_config(migrate._config())
     revisions = [r.revision for r in reversed(list(script.walk_revisions()))]
     for revision in revisions:
         migrate.upgrade(blank_db, revision)

@@ -121,7 +121,9 @@ def list_events(
 
 
 def event_types(session: Session) -> list[str]:
-    return list(session.scalars(select(AuditLog.event_type).distinct().order_by(AuditLog.event_type)))
+    return list(
+        session.scalars(select(AuditLog.event_type).distinct().order_by(AuditLog.event_type))
+    )
 
 
 def count_by_subject_key(session: Session, event_type: str) -> dict[str, int]:
@@ -131,4 +133,4 @@ def count_by_subject_key(session: Session, event_type: str) -> dict[str, int]:
         .where(AuditLog.event_type == event_type, AuditLog.subject_key.is_not(None))
         .group_by(AuditLog.subject_key)
     )
-    return {key: count for key, count in rows}
+    return {str(key): int(count) for key, count in rows}

@@ -155,9 +155,7 @@ class MemorySettings(BaseModel):
     facts_extract: FactsExtractSettings = Field(default_factory=FactsExtractSettings)
     facts_importance: FactsImportanceSettings = Field(default_factory=FactsImportanceSettings)
     facts_inject: FactsInjectSettings = Field(default_factory=FactsInjectSettings)
-    episodes_summarise: EpisodesSummariseSettings = Field(
-        default_factory=EpisodesSummariseSettings
-    )
+    episodes_summarise: EpisodesSummariseSettings = Field(default_factory=EpisodesSummariseSettings)
     episodes_recall: EpisodesRecallSettings = Field(default_factory=EpisodesRecallSettings)
 
 
@@ -198,9 +196,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8042, ge=1, le=65535)
     max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
-    system_prompt: str = (
-        "You are caesar, the operator's personal assistant. Be direct and helpful."
-    )
+    system_prompt: str = "You are caesar, the operator's personal assistant. Be direct and helpful."
     operator_prompt: str = ""
     run_workers: bool = True  # `caesar serve` runs the enabled workers in-process
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)

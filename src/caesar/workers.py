@@ -106,6 +106,12 @@ class CursorWorker(Worker, Generic[Prepared]):
             return 0
         prepared = self.prepare(rows)
         with self.db.write() as session:
+            if not rows_still_there(session, rows):
+                # Retention swept some of these chats while the slow part ran: writing their
+                # outcomes would break a foreign key. Nothing is written; the next step reads
+                # the batch again without them.
+                log.info("%s: chats after %d were swept meanwhile; redoing the batch", self.name, start)
+                return len(rows)
             moved = session.execute(
                 update(self.cursor_model)
                 .where(self.cursor_model.id == 1, self.cursor_model.last_audit_id == start)
@@ -116,6 +122,14 @@ class CursorWorker(Worker, Generic[Prepared]):
                 return len(rows)
             self.apply(session, rows, prepared)
         return len(rows)
+
+
+def rows_still_there(session: Session, rows: Sequence[AuditLog]) -> bool:
+    """Whether every row still exists; FOR KEY SHARE (PostgreSQL) keeps them from being deleted
+    until this transaction ends. On SQLite the write transaction's lock already does."""
+    ids = [row.id for row in rows]
+    query = select(AuditLog.id).where(AuditLog.id.in_(ids)).with_for_update(read=True, key_share=True)
+    return len(session.scalars(query).all()) == len(ids)
 
 
 def settle_audit_ids(session: Session) -> None:

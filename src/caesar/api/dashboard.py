@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import jinja2
 from fastapi import APIRouter, Form, Query, Request
+from fastapi import Path as FastAPIPath
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
@@ -50,6 +51,8 @@ from caesar.services import Services
 
 HERE = Path(__file__).resolve().parent
 PAGE_SIZE = 50
+# The largest id SQLite can store: a bigger one is a 422 page, not an OverflowError (a 500).
+MAX_ID = 2**63 - 1
 TIMELINE_PAYLOAD_CHARS = 1500
 
 SECURITY_HEADERS = {
@@ -347,7 +350,7 @@ def audit_page(
     viewer: ViewerDep,
     services: ServicesDep,
     event_type: Annotated[str | None, Query(max_length=64)] = None,
-    before_id: Annotated[int | None, Query(ge=1)] = None,
+    before_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = PAGE_SIZE,
 ) -> Response:
     event_type = event_type or None
@@ -377,7 +380,10 @@ def audit_page(
 
 @router.get("/audit/{audit_id}")
 def audit_row(
-    request: Request, viewer: ViewerDep, services: ServicesDep, audit_id: int
+    request: Request,
+    viewer: ViewerDep,
+    services: ServicesDep,
+    audit_id: Annotated[int, FastAPIPath(le=MAX_ID)],
 ) -> Response:
     with services.db.read() as session:
         row = session.get(AuditLog, audit_id)

@@ -52,7 +52,9 @@ def chat(body: ChatRequest, brain: BrainDep) -> ChatResponse:
     history: list[Message] = [{"role": t.role, "content": t.content} for t in body.history]
     result = brain.turn(body.message, history)
     return ChatResponse(
-        reply=result.reply, audit_id=result.audit_id, recalled=[e.audit_log_id for e in result.recalled]
+        reply=result.reply,
+        audit_id=result.audit_id,
+        recalled=[e.audit_log_id for e in result.recalled],
     )
 
 
@@ -81,13 +83,18 @@ def _split(body: OpenAIChatRequest) -> tuple[str, list[Message]]:
     if not turns or turns[-1].role != "user" or not turns[-1].text().strip():
         raise InputError("the last message must be a non-empty user message")
     history: list[Message] = [
-        {"role": "system" if m.role == "developer" else m.role, "content": m.text()} for m in turns[:-1]
+        {"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+        for m in turns[:-1]
     ]
     return turns[-1].text(), history
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 @router.post("/v1/chat/completions", response_model=None)
@@ -144,7 +151,9 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep) -> Any:
                     yield frame({}, "stop", usage)
         except ProviderError as exc:  # already audited as chat.failed by the brain
             log.warning("chat stream failed: %s", exc)
-            yield _error_event("provider_error", str(exc), provider=exc.provider, status=exc.http_status)
+            yield _error_event(
+                "provider_error", str(exc), provider=exc.provider, status=exc.http_status
+            )
         except CaesarError as exc:
             log.warning("chat stream failed: %s", exc)
             yield _error_event("unavailable", str(exc))

@@ -15,6 +15,9 @@ from caesar.memory.facts import MAX_VALUE, normalise_key
 
 router = APIRouter(dependencies=[Authenticated])
 
+# The largest id SQLite can store: a bigger one is a 422, not an OverflowError (a 500).
+MAX_ID = 2**63 - 1
+
 
 def event_json(row: Any) -> dict[str, Any]:
     return {
@@ -29,7 +32,7 @@ def event_json(row: Any) -> dict[str, Any]:
 def list_audit(
     services: ServicesDep,
     event_type: Annotated[str | None, Query(max_length=64)] = None,
-    after_id: Annotated[int, Query(ge=0)] = 0,
+    after_id: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """Events after `after_id`, oldest first (newest last)."""

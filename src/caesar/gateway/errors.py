@@ -35,7 +35,9 @@ BAD_BODY_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True):
+    for secret in sorted(
+        {s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True
+    ):
         text = text.replace(secret, REDACTED)
     return text
 

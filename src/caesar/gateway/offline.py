@@ -85,17 +85,20 @@ def summarise(turns: list[Message]) -> str:
 _VALUE = r"([^.!?,;\n]{1,80}?)"
 _END = r"(?=[.!?,;\n]|$| and | but )"
 _PATTERNS: list[tuple[re.Pattern[str], str | None]] = [
-    (re.compile(r"\bmy name is " + _VALUE + _END, re.I), "name"),
-    (re.compile(r"\bcall me " + _VALUE + _END, re.I), "preferred_name"),
-    (re.compile(r"\bi live in " + _VALUE + _END, re.I), "home_location"),
-    (re.compile(r"\bi work (?:as an?|as) " + _VALUE + _END, re.I), "occupation"),
-    (re.compile(r"\bi work (?:at|for) " + _VALUE + _END, re.I), "employer"),
-    (re.compile(r"\bi(?:'m| am) allergic to " + _VALUE + _END, re.I), "allergy"),
-    (re.compile(r"\bmy birthday is (?:on )?" + _VALUE + _END, re.I), "birthday"),
+    (re.compile(r"\bmy name is " + _VALUE + _END, re.IGNORECASE), "name"),
+    (re.compile(r"\bcall me " + _VALUE + _END, re.IGNORECASE), "preferred_name"),
+    (re.compile(r"\bi live in " + _VALUE + _END, re.IGNORECASE), "home_location"),
+    (re.compile(r"\bi work (?:as an?|as) " + _VALUE + _END, re.IGNORECASE), "occupation"),
+    (re.compile(r"\bi work (?:at|for) " + _VALUE + _END, re.IGNORECASE), "employer"),
+    (re.compile(r"\bi(?:'m| am) allergic to " + _VALUE + _END, re.IGNORECASE), "allergy"),
+    (re.compile(r"\bmy birthday is (?:on )?" + _VALUE + _END, re.IGNORECASE), "birthday"),
     # "my dog's name is Biscuit", "my wife's name is Alice"
-    (re.compile(r"\bmy ([a-z]+(?: [a-z]+)?)'s name is " + _VALUE + _END, re.I), "{0}_name"),
+    (
+        re.compile(r"\bmy ([a-z]+(?: [a-z]+)?)'s name is " + _VALUE + _END, re.IGNORECASE),
+        "{0}_name",
+    ),
     # "my favourite colour is green"
-    (re.compile(r"\bmy favou?rite ([a-z]+) is " + _VALUE + _END, re.I), "favourite_{0}"),
+    (re.compile(r"\bmy favou?rite ([a-z]+) is " + _VALUE + _END, re.IGNORECASE), "favourite_{0}"),
 ]
 
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import openai
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 from caesar.config import ProviderSettings
 from caesar.errors import ProviderBadResponse, ProviderError
@@ -19,6 +22,11 @@ from caesar.gateway.http import sdk_http_client
 
 # Servers that need no key (Ollama, llama.cpp) still get one: the SDK refuses to start without.
 NO_KEY = "not-needed"
+
+
+def _sdk_messages(messages: list[Message]) -> list[ChatCompletionMessageParam]:
+    # Our Message is the SDK's system/user/assistant param shape; only the typing differs.
+    return cast("list[ChatCompletionMessageParam]", list(messages))
 
 
 class OpenAIProvider:
@@ -50,7 +58,7 @@ class OpenAIProvider:
         try:
             response = self._client.chat.completions.create(
                 model=model,
-                messages=list(messages),  # type: ignore[arg-type]
+                messages=_sdk_messages(messages),
                 **kwargs,
             )
             text = response.choices[0].message.content
@@ -76,7 +84,7 @@ class OpenAIProvider:
         try:
             events = self._client.chat.completions.create(
                 model=model,
-                messages=list(messages),  # type: ignore[arg-type]
+                messages=_sdk_messages(messages),
                 stream=True,
                 stream_options={"include_usage": True},
             )

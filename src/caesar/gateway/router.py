@@ -51,7 +51,9 @@ class Gateway:
                     self._providers[provider_name] = provider
         return provider, model
 
-    def complete(self, messages: list[Message], *, task: str, json_mode: bool = False) -> Completion:
+    def complete(
+        self, messages: list[Message], *, task: str, json_mode: bool = False
+    ) -> Completion:
         provider, model = self.route(task)
         return provider.complete(messages, model, task=task, json_mode=json_mode)
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from sqlalchemy import String, func, select, type_coerce
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
 from caesar import audit
@@ -197,6 +198,14 @@ class FactsStore:
         value again still counts as an edit: touching a fact is how the operator says it
         matters (ADR-0034 §Alternatives). Returns the fact and the audit id of the edit."""
         key, value = normalise_key(raw_key), clean_value(raw_value)
+        try:
+            return self._set(key, value)
+        except IntegrityError:
+            # PostgreSQL only (SQLite writes are serialised): the extractor inserted the same
+            # new key between our read and our insert. Now it exists, so this is an edit.
+            return self._set(key, value)
+
+    def _set(self, key: str, value: str) -> tuple[Fact, int]:
         now = utcnow()
         with self.db.write() as session:
             fact = session.scalar(select(Fact).where(Fact.key == key))

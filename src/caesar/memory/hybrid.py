@@ -8,10 +8,13 @@ conversation. The keyword index is full-text search in the database itself — S
 `episode_summaries` by triggers (migration 0002), so writers need no extra call.
 
 The fused relevance stays in cosine units so `similarity_threshold` keeps its meaning:
-`relevance = cosine + keyword_weight × keyword × (1 − cosine)`, where `keyword` ∈ [0, 1] is the
-episode's keyword score divided by the best keyword score for the query. A keyword match can
-only raise an episode towards 1, never lower a dense match, and with no keyword match at all
-the relevance is the plain cosine (the ADR's ranking). See docs/recall-quality.md.
+`relevance = cosine + keyword_weight × keyword × (1 − cosine)`. `keyword` ∈ [0, 1] is the
+episode's full-text score as a share of the query's best one, times how much of the query's
+information (idf-weighted share of its words) that best match holds — so a message that only
+shares common words with the past stays near its plain cosine and under the threshold. A keyword
+match can only raise an episode towards 1, never lower a dense match; with no keyword match the
+relevance is the plain cosine (the ADR's ranking). Then score = relevance × freshness ×
+recall_weight, as in the ADR. Measured and explained in docs/recall-quality.md.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory.importance import SECONDS_PER_DAY, freshness_v, recall_weight_v
+from caesar.memory.importance import SECONDS_PER_DAY, freshness_v, recall_weight, recall_weight_v
 from caesar.memory.vectors import epoch_seconds, from_row
 
 Fusion = Literal["hybrid", "rrf", "dense"]
@@ -60,7 +63,7 @@ STOP_WORDS = frozenset(
     his how i if in into is it its itself just me my myself no nor not of off on once only or
     our ours out over own s she should so some such t than that the their theirs them then there
     these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours yourself i'm ive im don didn doesn""".split()
+    while who whom why will with would you your yours yourself ive im don didn doesn""".split()  # noqa: SIM905
 )
 
 
@@ -126,7 +129,9 @@ def keyword_scores(
     return {int(r.id): float(r.score) for r in rows if r.score > 0}
 
 
-def term_document_counts(session: Session, terms: list[str], probe_id: int) -> tuple[int, list[tuple[int, bool]]]:
+def term_document_counts(
+    session: Session, terms: list[str], probe_id: int
+) -> tuple[int, list[tuple[int, bool]]]:
     """(indexed episodes, [(episodes containing the term, whether `probe_id` does)]), by the
     index's own tokenizer, so stemming and stop words agree with the keyword search."""
     if session.get_bind().dialect.name == "sqlite":
@@ -156,9 +161,7 @@ def coverage(total: int, counts: list[tuple[int, bool]]) -> float:
     over Σ idf of all query terms found anywhere (idf = ln(1 + (N − n + ½) / (n + ½)), BM25's,
     kept positive). Terms in no episode are left out: PostgreSQL drops its stop words that way
     and SQLite simply finds them nowhere. Pure; ∈ [0, 1]."""
-    weights = [
-        (math.log(1.0 + (total - n + 0.5) / (n + 0.5)), has) for n, has in counts if n > 0
-    ]
+    weights = [(math.log(1.0 + (total - n + 0.5) / (n + 0.5)), has) for n, has in counts if n > 0]
     mass = sum(w for w, _ in weights)
     return sum(w for w, has in weights if has) / mass if mass > 0 else 0.0
 
@@ -319,6 +322,9 @@ def hybrid_search(
         limit=pool,
         min_created=None if min_created is None else epoch_seconds(min_created),
         rank=decayed,
+        # freshness ≤ 1 and recall_weight ≤ its value at the largest count (lets an
+        # approximate stage of the index stop early without changing the result)
+        factor_range=(0.0, recall_weight(index.max_recall_count, params.recall_weight_scale)),
     )
     cosine = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
     keyword: dict[int, float] = {}

@@ -4,17 +4,20 @@ The ADR keeps embeddings as JSON and scores them in Python; at 100k episodes tha
 turn. Here the vectors of the current embedder model are loaded once (from the compact float32
 copy) into one contiguous matrix and refreshed incrementally by id on every search.
 
-A search is exact, in two stages:
+A search has two stages:
 1. Candidates. Rows are appended in id order and `created_at` mostly grows with the id, so the
    age filter first cuts the matrix to the slice that can hold young-enough rows (a binary
    search over the running maximum of `created`). Sealed blocks of that slice are scanned as
    8-bit codes (memory/quantized.py) for their best approximate scores, with a bound on what
-   they left out; the newest, unsealed rows are scanned exactly.
+   they left out; the newest, unsealed rows are scanned exactly. From IVF_MIN_ROWS rows on,
+   an IVF (memory/ann.py) proposes the candidates among the rows it covers instead — the one
+   approximate step: a relevant row in a cluster it did not scan is missed.
 2. Exact ranking. Every candidate's cosine is recomputed from the float32 matrix, the
    threshold (on raw cosine) and the age filter are applied, and `rank` orders the rest. A
-   block is asked for more candidates while a row it left out could still pass the threshold
+   source is asked for more candidates while a row it left out could still pass the threshold
    and outrank the K-th result — which can be bounded because `rank` is `cosine × factor`
-   with the factor within `factor_range`.
+   with the factor within `factor_range`. Below IVF_MIN_ROWS the result is exactly brute
+   force's.
 
 Rows deleted elsewhere are dropped by `forget` (or when a search finds them missing) and
 masked in both stages; their memory is reclaimed at the next start.
@@ -27,19 +30,34 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from caesar.memory import quantized
+from caesar.memory import ann, quantized
 
 log = logging.getLogger(__name__)
 
 EPOCH = datetime(1970, 1, 1)
+# Windows of at least this many sealed rows go through the IVF stage (approximate); shorter ones
+# are scanned in full (8-bit codes + exact re-scoring: exact, ~1 ms per 50k rows when quiet).
+IVF_MIN_ROWS = 50_000
+# A new IVF is built once the rows it does not cover reach this factor - 1 of the rows it holds.
+RETRAIN_GROWTH = 1.25
+
 # rank(cosine, created_epoch_seconds, recall_count) -> sort keys, larger is better.
 Rank = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+# fetch(k) -> (positions, approximate scores best first, whether nothing was left out)
+Fetch = Callable[[int], tuple[np.ndarray, np.ndarray, bool]]
+
+
+def _all_of(
+    result: tuple[np.ndarray, np.ndarray, bool], _k: int
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    return result
 
 
 def to_f32_bytes(vector: np.ndarray) -> bytes:
@@ -118,6 +136,7 @@ class _Snapshot:
     alive: np.ndarray
     blocks: tuple[quantized.Block, ...]
     sealed: int  # rows [0, sealed) are in blocks
+    ivf: ann.IvfIndex | None
 
 
 class VectorIndex:
@@ -135,6 +154,8 @@ class VectorIndex:
         *,
         quantize: bool = True,
         seal_rows: int = quantized.SEAL_ROWS,
+        ivf_min_rows: int | None = IVF_MIN_ROWS,
+        background: bool = True,
     ) -> None:
         self.model_cls = model_cls
         self.model_id = model_id
@@ -143,6 +164,8 @@ class VectorIndex:
         if quantize and not quantized.available():
             log.warning("faiss is not installed: %s searches scan float32 only", model_id)
         self.quantize = quantize and quantized.available()
+        self.ivf_min_rows = ivf_min_rows if self.quantize else None
+        self.background = background
         self._lock = threading.Lock()
         self._n = 0
         self._dim = 0
@@ -158,6 +181,10 @@ class VectorIndex:
         self._has_recalls = hasattr(model_cls, "recall_count")
         self._blocks: tuple[quantized.Block, ...] = ()
         self._sealed = 0
+        self._ivf: ann.IvfIndex | None = None
+        self._forgotten_since_ivf = 0
+        self._builder: threading.Thread | None = None
+        self._ivf_failed_at: int | None = None
 
     def __len__(self) -> int:
         return self._alive_count
@@ -170,6 +197,11 @@ class VectorIndex:
     @property
     def sealed_rows(self) -> int:
         return self._sealed
+
+    @property
+    def ivf_rows(self) -> int:
+        """Rows the IVF stage covers (0: every search is exact)."""
+        return self._ivf.rows if self._ivf is not None else 0
 
     # -- loading --------------------------------------------------------------------------------
     def _reserve(self, extra: int, dim: int) -> None:
@@ -224,6 +256,8 @@ class VectorIndex:
                 block = quantized.seal(self._vectors[self._sealed : self._n], self._sealed)
                 self._blocks = (*self._blocks, block)
                 self._sealed = block.stop
+        if added:
+            self._maybe_build_ivf()
         return added
 
     def _append(self, session: Session, rows: Sequence[Any], expected: int = 0) -> int:
@@ -285,6 +319,9 @@ class VectorIndex:
             at = at[self._alive[at]]
             self._alive[at] = False
             self._alive_count -= int(at.size)
+            self._forgotten_since_ivf += int(at.size)
+        if at.size:
+            self._maybe_build_ivf()
 
     def set_recall_count(self, row_id: int, count: int) -> None:
         with self._lock:
@@ -292,6 +329,55 @@ class VectorIndex:
             if at.size:
                 self._recalls[at[0]] = count
                 self._max_recalls = max(self._max_recalls, float(count))
+
+    # -- the IVF stage ------------------------------------------------------------------------
+    def _ivf_due(self) -> bool:
+        if self.ivf_min_rows is None or self._alive_count < self.ivf_min_rows:
+            return False
+        if self._ivf_failed_at is not None and self._sealed < self._ivf_failed_at * RETRAIN_GROWTH:
+            return False  # it failed: retry once the index has grown, not on every refresh
+        ivf = self._ivf
+        if ivf is None:
+            return True
+        uncovered = self._sealed - ivf.covered
+        return (
+            uncovered > ivf.rows * (RETRAIN_GROWTH - 1) or self._forgotten_since_ivf * 3 > ivf.rows
+        )
+
+    def _maybe_build_ivf(self) -> None:
+        with self._lock:
+            if not self._ivf_due() or (self._builder is not None and self._builder.is_alive()):
+                return
+            if self.background:
+                self._builder = threading.Thread(target=self.build_ivf, daemon=True, name="ivf")
+                self._builder.start()
+                return
+        self.build_ivf()
+
+    def build_ivf(self) -> None:
+        """Build the IVF over the sealed rows now, then swap it in (searches meanwhile scan
+        the 8-bit blocks exactly)."""
+        with self._lock:
+            covered, vectors = self._sealed, self._vectors
+            positions = np.flatnonzero(self._alive[:covered])
+            self._forgotten_since_ivf = 0
+        try:
+            built = ann.build(vectors, positions, covered)
+        except Exception:  # searches stay exact; logged, and retried once the index grows
+            log.exception("%s: building the IVF failed; searches stay exact", self.model_id)
+            with self._lock:
+                self._ivf_failed_at = covered
+            return
+        with self._lock:
+            self._ivf = built
+            self._ivf_failed_at = None
+
+    def wait_for_ivf(self, timeout: float | None = None) -> bool:
+        """Wait for a background build (start-up, benchmarks); True if the IVF is in use."""
+        builder = self._builder
+        if builder is not None:
+            builder.join(timeout)
+        return self._ivf is not None
 
     # -- search -----------------------------------------------------------------------------------
     def _snapshot(self) -> _Snapshot:
@@ -306,6 +392,7 @@ class VectorIndex:
                 self._alive,
                 self._blocks,
                 self._sealed,
+                self._ivf,
             )
 
     def search(
@@ -331,12 +418,27 @@ class VectorIndex:
         tail_from = max(start, snap.sealed)
         tail = np.arange(tail_from, snap.n)
         tail_cos = quantized.dots(snap.vectors[tail_from : snap.n], q)
-        blocks = [b for b in snap.blocks if b.stop > start]
-        if not blocks:
+        ivf = snap.ivf
+        if ivf is None or ivf.covered - start < (self.ivf_min_rows or 0):
+            ivf = None  # a short window: scanning it all is cheap, and exact
+        # Each source proposes its best rows with a bound on the ones it left out: the IVF
+        # (its rows, approximately), then the 8-bit blocks it does not cover.
+        sources: list[tuple[Fetch, float]] = []
+        if ivf is not None:
+            if threshold is not None:
+                passing = ivf.above(q, threshold - quantized.ROUNDING_SLACK, start)
+                sources.append((partial(_all_of, (*passing, True)), 0.0))
+            else:
+                sources.append((partial(ivf.nearest, q, lo=start), 0.0))
+        after = ivf.covered if ivf is not None else 0
+        for block in snap.blocks:
+            if block.stop > max(start, after):
+                sources.append((partial(block.nearest, q, lo=start), block.error))
+        if not sources:
             return self._finish(snap, tail, tail_cos, limit, threshold, min_created, rank)[0]
         q_norm = float(np.linalg.norm(q))
-        k = [max(2 * limit, 32)] * len(blocks)
-        found = [b.nearest(q, k[i], start) for i, b in enumerate(blocks)]
+        k = [max(2 * limit, 32)] * len(sources)
+        found = [fetch(k[i]) for i, (fetch, _) in enumerate(sources)]
         while True:
             positions = np.concatenate([f[0] for f in found])
             cosine = quantized.dots(snap.vectors[positions], q)
@@ -351,10 +453,12 @@ class VectorIndex:
             )
             kth = keys[-1] if hits.ids.size >= limit else None
             again = []
-            for i, (block, (_, scores, exhausted)) in enumerate(zip(blocks, found, strict=True)):
+            for i, ((_, error), (_, scores, exhausted)) in enumerate(
+                zip(sources, found, strict=True)
+            ):
                 if exhausted:
                     continue
-                top = quantized.ceiling(scores, block.error, q_norm)
+                top = quantized.ceiling(scores, error, q_norm)
                 if threshold is not None and top < threshold:
                     continue  # nothing unseen here can pass the threshold
                 if kth is not None and unseen_bound(top, factor_range) < kth:
@@ -364,7 +468,7 @@ class VectorIndex:
                 return hits
             for i in again:
                 k[i] *= 4
-                found[i] = blocks[i].nearest(q, k[i], start)
+                found[i] = sources[i][0](k[i])
 
     @staticmethod
     def _finish(

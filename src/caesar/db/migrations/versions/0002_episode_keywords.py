@@ -39,18 +39,23 @@ _SQLITE_INSERT = f"""
 """
 
 _SQLITE = [
-    f"CREATE VIRTUAL TABLE episode_fts USING fts5(summary, conversation, "
-    f"tokenize = '{_SQLITE_TOKENIZE}')",
+    f"CREATE VIRTUAL TABLE episode_fts USING fts5(summary, conversation, tokenize = '{_SQLITE_TOKENIZE}')",
     f"CREATE TRIGGER episode_fts_insert AFTER INSERT ON episode_summaries BEGIN {_SQLITE_INSERT} END",
-    "CREATE TRIGGER episode_fts_delete AFTER DELETE ON episode_summaries BEGIN "
-    "DELETE FROM episode_fts WHERE rowid = old.id; END",
-    "CREATE TRIGGER episode_fts_update AFTER UPDATE OF summary, audit_log_id ON episode_summaries "
-    f"BEGIN DELETE FROM episode_fts WHERE rowid = old.id; {_SQLITE_INSERT} END",
+    (
+        "CREATE TRIGGER episode_fts_delete AFTER DELETE ON episode_summaries BEGIN "
+        "DELETE FROM episode_fts WHERE rowid = old.id; END"
+    ),
+    (
+        "CREATE TRIGGER episode_fts_update AFTER UPDATE OF summary, audit_log_id ON episode_summaries "
+        f"BEGIN DELETE FROM episode_fts WHERE rowid = old.id; {_SQLITE_INSERT} END"
+    ),
     # Backfill: episodes written before this migration.
-    f"INSERT INTO episode_fts (rowid, summary, conversation) "
-    f"SELECT e.id, e.summary, {_SQLITE_CONVERSATION} "
-    f"FROM episode_summaries AS e JOIN audit_log AS a ON a.id = e.audit_log_id "
-    f"WHERE e.summary != ''",
+    (
+        f"INSERT INTO episode_fts (rowid, summary, conversation) "
+        f"SELECT e.id, e.summary, {_SQLITE_CONVERSATION} "
+        f"FROM episode_summaries AS e JOIN audit_log AS a ON a.id = e.audit_log_id "
+        f"WHERE e.summary != ''"
+    ),
 ]
 
 _PG_CONVERSATION = """
@@ -90,11 +95,15 @@ _PG = [
         END IF;
         RETURN NULL;
     END $$""",
-    "CREATE TRIGGER episode_fts_sync AFTER INSERT OR UPDATE OF summary, audit_log_id "
-    "ON episode_summaries FOR EACH ROW EXECUTE FUNCTION episode_fts_sync()",
-    f"INSERT INTO episode_fts (episode_id, document) SELECT e.id, {_pg_document('e.summary')} "
-    f"FROM episode_summaries AS e JOIN audit_log AS a ON a.id = e.audit_log_id "
-    f"WHERE e.summary <> ''",
+    (
+        "CREATE TRIGGER episode_fts_sync AFTER INSERT OR UPDATE OF summary, audit_log_id "
+        "ON episode_summaries FOR EACH ROW EXECUTE FUNCTION episode_fts_sync()"
+    ),
+    (
+        f"INSERT INTO episode_fts (episode_id, document) SELECT e.id, {_pg_document('e.summary')} "
+        f"FROM episode_summaries AS e JOIN audit_log AS a ON a.id = e.audit_log_id "
+        f"WHERE e.summary <> ''"
+    ),
 ]
 
 

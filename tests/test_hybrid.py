@@ -1,0 +1,230 @@
+"""Hybrid recall (issue #6): the keyword index on both engines, the fusion's properties, and an
+end-to-end recall of a conversation that only its words (not its summary's meaning) find."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from caesar import audit
+from caesar.db.models import EpisodeSummary
+from caesar.memory import hybrid
+from caesar.workers import run_until_caught_up
+
+NOW = datetime(2026, 5, 18, 12, 0)
+
+
+@dataclass(frozen=True)
+class Params:
+    top_k: int = 3
+    similarity_threshold: float | None = 0.45
+    max_age_days: float | None = None
+    halflife_days: float = 30.0
+    recall_weight_scale: float = 0.25
+    fusion: hybrid.Fusion = "hybrid"
+    keyword_weight: float = 0.7
+
+
+# -- the keyword index, kept by triggers, on SQLite (FTS5) and PostgreSQL (tsvector) ----------
+def _chat(session, messages, reply, when=NOW):
+    payload = {"messages": messages, "reply": reply}
+    return audit.Audit().append(session, audit.CHAT_COMPLETED, payload, created_at=when).id
+
+
+def _episode(session, audit_id, summary, when=NOW):
+    row = EpisodeSummary(
+        audit_log_id=audit_id, summary=summary, embedding=[1.0], model="m", created_at=when
+    )
+    session.add(row)
+    session.flush()
+    return row.id
+
+
+def _search(db, query, **kwargs):
+    with db.read() as session:
+        return hybrid.keyword_scores(session, query, model_id="m", limit=10, **kwargs)
+
+
+def test_index_follows_episodes_on_both_engines(migrated_db):
+    with migrated_db.write() as session:
+        chat = _chat(
+            session,
+            [
+                {"role": "system", "content": "Recalled: the operator owns a kayak"},
+                {"role": "user", "content": "My sourdough starters keep dying"},
+            ],
+            "Feed them rye flour twice a day.",
+        )
+        trivial = _chat(session, [{"role": "user", "content": "hi"}], "hello zebra")
+        episode = _episode(session, chat, "We talked about baking bread.")
+        _episode(session, trivial, "")
+
+    assert set(_search(migrated_db, "bread")) == {episode}  # the summary
+    assert set(_search(migrated_db, "What was that about rye?")) == {episode}  # the reply
+    assert set(_search(migrated_db, "sourdough starter")) == {episode}  # a user turn, stemmed
+    assert _search(migrated_db, "kayak") == {}  # injected memory is not the conversation
+    assert _search(migrated_db, "zebra") == {}  # empty (trivial) summaries are not recallable
+    assert _search(migrated_db, "bread", ids=[episode + 100]) == {}
+    assert _search(migrated_db, "bread", min_created=NOW + timedelta(days=1)) == {}
+
+    with migrated_db.write() as session:
+        session.execute(
+            text("UPDATE episode_summaries SET summary = 'We discussed pastry.' WHERE id = :id"),
+            {"id": episode},
+        )
+    assert _search(migrated_db, "bread") == {}
+    assert set(_search(migrated_db, "pastry")) == {episode}
+
+    with migrated_db.write() as session:  # retention deletes the chat: the index follows
+        session.execute(text("DELETE FROM audit_log WHERE id = :id"), {"id": chat})
+    assert _search(migrated_db, "pastry rye sourdough") == {}
+
+
+def test_more_matching_words_score_higher_on_both_engines(migrated_db):
+    with migrated_db.write() as session:
+        one = _episode(
+            session, _chat(session, [{"role": "user", "content": "a trip to Lisbon"}], "ok"), "x"
+        )
+        both = _episode(
+            session,
+            _chat(session, [{"role": "user", "content": "a trip to Lisbon with Alice"}], "ok"),
+            "x",
+        )
+        _episode(session, _chat(session, [{"role": "user", "content": "tax forms"}], "ok"), "x")
+    scores = _search(migrated_db, "Lisbon with Alice?")
+    assert set(scores) == {one, both} and scores[both] > scores[one] > 0
+    with migrated_db.read() as session:
+        total, counts = hybrid.term_document_counts(session, ["lisbon", "alice", "unheard"], both)
+    assert total == 3 and counts == [(2, True), (1, True), (0, False)]
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ['"', 'a" OR "b', "NEAR(x y)", "col:word", "x AND NOT y", "*", "(", "' ; DROP TABLE x"],
+)
+def test_query_syntax_is_never_interpreted(migrated_db, hostile):
+    _search(migrated_db, hostile)  # no syntax error on either engine
+
+
+# -- pure parts -------------------------------------------------------------------------------
+def test_query_terms_drop_function_words_and_punctuation():
+    assert hybrid.query_terms("When did I go to the LGBTQ support-group, and why?") == [
+        "go",
+        "lgbtq",
+        "support",
+        "group",
+    ]
+    assert hybrid.query_terms("what is it?") == []
+    assert hybrid.fts5_match(["a", "b"]) == '"a" OR "b"'
+    assert hybrid.tsquery_text(["a", "b"]) == "a | b"
+
+
+unit = st.floats(min_value=0.0, max_value=1.0)
+cosine = st.floats(min_value=-1.0, max_value=1.0)
+
+
+@given(cosine, unit, unit, unit)
+def test_hybrid_fusion_is_in_cosine_units_and_monotone(c, k1, k2, w):
+    fused = hybrid.fuse(np.array([c, c]), np.array([k1, k2]), method="hybrid", keyword_weight=w)
+    assert fused[0] >= c - 1e-12 and fused[0] <= max(c, 1.0) + 1e-12  # never below the cosine
+    if k1 <= k2:
+        assert fused[0] <= fused[1] + 1e-12  # more keyword evidence never ranks lower
+    no_keyword = hybrid.fuse(np.array([c]), np.array([0.0]), method="hybrid", keyword_weight=w)
+    assert no_keyword[0] == pytest.approx(c)  # no keyword match: the ADR's cosine
+
+
+def test_dense_fusion_is_the_cosine_and_rrf_ranks():
+    cos, kw = np.array([0.9, 0.2, 0.5]), np.array([0.0, 1.0, 0.5])
+    assert list(hybrid.fuse(cos, kw, method="dense", keyword_weight=0.7)) == list(cos)
+    rrf = hybrid.fuse(cos, kw, method="rrf", keyword_weight=0.5)
+    assert rrf[0] == pytest.approx(0.5 / 61) and rrf[1] == pytest.approx(0.5 / 63 + 0.5 / 61)
+    with pytest.raises(ValueError, match="unknown fusion"):
+        hybrid.fuse(cos, kw, method="magic", keyword_weight=0.5)  # type: ignore[arg-type]
+
+
+def test_coverage_weighs_rare_words_more():
+    # 100 episodes; "the operator's dog" is in 90 of them, "biscuit" in 2: holding "biscuit"
+    # is most of what the query says.
+    rare = hybrid.coverage(100, [(90, False), (2, True)])
+    common = hybrid.coverage(100, [(90, True), (2, False)])
+    assert rare > 0.8 and common < 0.2 and rare + common == pytest.approx(1.0)
+    assert hybrid.coverage(100, [(0, False), (5, True)]) == 1.0  # unknown words don't count
+    assert hybrid.coverage(0, []) == 0.0
+    assert hybrid.keyword_relevance({1: 8.0, 2: 2.0}, 0.5) == {1: 0.5, 2: 0.125}
+    assert hybrid.keyword_relevance({}, 1.0) == {}
+
+
+def test_rank_candidates_applies_threshold_to_relevance_then_decay():
+    rows = [
+        (1, 11, "old, keyword match", NOW - timedelta(days=30), 0),
+        (2, 12, "new, weak dense match", NOW, 0),
+        (3, 13, "new, unrelated", NOW, 0),
+    ]
+    hits = hybrid.rank_candidates(rows, {1: 0.2, 2: 0.5, 3: 0.1}, {1: 1.0}, NOW, Params())
+    assert [h.episode_id for h in hits] == [2, 1]  # 3 is under the threshold
+    old = hits[1]
+    assert old.relevance == pytest.approx(0.2 + 0.7 * 0.8) and old.freshness == pytest.approx(0.5)
+    assert old.score == pytest.approx(old.relevance * old.freshness * old.recall_weight)
+    dense = hybrid.rank_candidates(
+        rows, {1: 0.2, 2: 0.5, 3: 0.1}, {1: 1.0}, NOW, Params(fusion="dense")
+    )
+    assert [h.episode_id for h in dense] == [2]
+
+
+# -- end to end: import → summarise → embed → recall ------------------------------------------
+def test_keyword_only_match_is_recalled_that_dense_alone_misses(make_services):
+    services = make_services(
+        gateway={"routes": {"memory_summarise": "offline:textrank"}},
+        memory={"episodes_summarise": {"enabled": True}},
+    )
+    from caesar.importer import import_conversations
+
+    chats = [
+        [
+            ("user", "I am planning the garden beds for spring tomatoes."),
+            ("assistant", "Put the tomato beds by the south wall and water the tomatoes deeply."),
+            ("user", "Which tomatoes grow best in sunny garden beds? Ottoline lent me a tiller."),
+            (
+                "assistant",
+                "Cherry tomatoes love sunny beds. Tomatoes like compost in the beds too.",
+            ),
+        ],
+        [
+            ("user", "Can you help me write a cover letter for a data analyst job?"),
+            ("assistant", "Sure: open with the role, then two concrete results you achieved."),
+        ],
+    ]
+    report = import_conversations(
+        services,
+        [
+            {
+                "created_at": (NOW - timedelta(days=3)).isoformat(),
+                "messages": [{"role": r, "content": c} for r, c in chat],
+            }
+            for chat in chats
+        ],
+    )
+    assert report.imported == 2
+    run_until_caught_up(services.workers["memory.summarise"])
+    garden = report.audit_ids[0]
+    query = "What did Ottoline lend me?"
+    memory = services.episodes
+    vector = memory.embed_query(query)
+
+    with services.db.read() as session:
+        dense = hybrid.hybrid_search(
+            session, memory.index(), query, vector, NOW, Params(fusion="dense")
+        )
+        found = hybrid.hybrid_search(session, memory.index(), query, vector, NOW, Params())
+    assert dense == []  # the summary does not mention her: no cosine clears 0.45
+    assert [h.audit_log_id for h in found] == [garden]
+    hit = found[0]
+    assert "Ottoline" not in hit.summary and hit.cosine < 0.45
+    assert hit.keyword == pytest.approx(1.0) and hit.relevance >= 0.45
+    assert hit.score == pytest.approx(hit.relevance * hit.freshness * hit.recall_weight)
