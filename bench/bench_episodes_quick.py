@@ -171,6 +171,10 @@ def bench_recall(llm: FakeLLMServer, episodes: int, runs: int) -> dict[str, Any]
         started = time.perf_counter()
         loaded = memory.warm()
         cold_ms = benchlib.ms(time.perf_counter() - started)
+        # Steady state: let a background ANN build (if the index makes one) finish first.
+        wait = getattr(memory.index(), "wait_for_ivf", None)
+        if wait is not None:
+            wait(120)
         params = RecallParams.from_settings(services.settings.memory.episodes_recall)
         query = "I tried the thermostat thing you suggested"
         vector = memory.embed_query(query)

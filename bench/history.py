@@ -210,7 +210,7 @@ def _embedder() -> object:
     return MiniLM(benchlib.MODEL_CACHE)
 
 
-def _centres() -> np.ndarray:
+def centres() -> np.ndarray:
     cache = HISTORY_DIR / f"topic-centres-r{RECIPE}.npy"
     if cache.exists():
         return np.load(cache)
@@ -279,7 +279,7 @@ def load(episodes: int, *, rebuild: bool = False, quiet: bool = False) -> Histor
         meta = json.loads(meta_path.read_text())
         anchor = datetime.fromisoformat(meta["anchor"])
         if utcnow() - anchor < timedelta(days=MAX_AGE_DAYS):
-            return History(db_path, episodes, anchor, _centres())
+            return History(db_path, episodes, anchor, centres())
     return build(episodes, quiet=quiet)
 
 
@@ -297,7 +297,7 @@ def build(episodes: int, *, quiet: bool = False) -> History:
     migrate.upgrade(db)
     db.dispose()
     engine = create_engine(f"sqlite:///{tmp}", json_serializer=_serialize)
-    centres = _centres()
+    topic_centres = centres()
     rng = np.random.default_rng(episodes)
     # ~0.5% of episodes belong to a topic, at least 20 per topic.
     per_topic = max(20, episodes // (TOPICS * 200))
@@ -318,7 +318,7 @@ def build(episodes: int, *, quiet: bool = False) -> History:
         raw.execute("PRAGMA cache_size=-262144")
         for lo in range(0, episodes, CHUNK):
             hi = min(episodes, lo + CHUNK)
-            vectors = _block(rng, hi - lo, planted[lo:hi], centres)
+            vectors = _block(rng, hi - lo, planted[lo:hi], topic_centres)
             f32 = vectors.astype("<f4")
             encoded = json_rows(vectors)
             audits, summaries = [], []
@@ -374,7 +374,7 @@ def build(episodes: int, *, quiet: bool = False) -> History:
     meta_path.write_text(json.dumps(meta, indent=2))
     if not quiet:
         print(f"\r  built {episodes:,} episodes in {seconds:.0f}s ({meta['bytes'] / 1e9:.2f} GB)")
-    return History(db_path, episodes, anchor, centres)
+    return History(db_path, episodes, anchor, topic_centres)
 
 
 def build_meta(episodes: int) -> dict[str, object]:

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL_CACHE = ROOT / ".caesar-test" / "models"
@@ -94,7 +94,9 @@ def backfill(services: Any, count: int, start: int = 0) -> list[int]:
 
 
 # -- settings and processes, shared by the tests ------------------------------------------------
-def settings_dict(home: Path, database_url: str, llm_base_url: str, api_key: str, **extra: Any) -> dict[str, Any]:
+def settings_dict(
+    home: Path, database_url: str, llm_base_url: str, api_key: str, **extra: Any
+) -> dict[str, Any]:
     """Plain-JSON settings (they cross a process boundary): memory tasks and chat go to the
     fake LLM server, the embedder is the real MiniLM from the test cache."""
     provider = {
@@ -126,7 +128,9 @@ def settings_env(settings: dict[str, Any]) -> dict[str, str]:
     """The same settings as CAESAR_* variables, for the real `caesar` command."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAESAR_")}
     for key, value in settings.items():
-        env[f"CAESAR_{key.upper()}"] = json.dumps(value) if isinstance(value, dict | list) else str(value)
+        env[f"CAESAR_{key.upper()}"] = (
+            json.dumps(value) if isinstance(value, dict | list) else str(value)
+        )
     env["HF_HUB_OFFLINE"] = "1"
     return env
 
@@ -172,7 +176,7 @@ class FlakyProvider:
                     self.llm.fail_next("status", status=500, path=self.path)
                 self.injected += 1
 
-    def __enter__(self) -> FlakyProvider:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -223,7 +227,9 @@ def check_summarise(db: Any) -> tuple[list[str], dict[str, int]]:
         cursor = session.scalar(select(MemorySummariseCursor.last_audit_id)) or 0
         chats = _chats(session)
         episodes = Counter(session.scalars(select(EpisodeSummary.audit_log_id)))
-        texts = dict(session.execute(select(EpisodeSummary.audit_log_id, EpisodeSummary.summary)).all())
+        texts = dict(
+            session.execute(select(EpisodeSummary.audit_log_id, EpisodeSummary.summary)).all()
+        )
         summarised = _events(session, audit.EPISODE_SUMMARISED)
         skipped = _events(session, audit.EPISODE_SUMMARISE_SKIPPED)
         failed = _events(session, audit.EPISODE_SUMMARISE_FAILED)
@@ -271,7 +277,9 @@ def check_extract(db: Any) -> tuple[list[str], dict[str, int]]:
             )
         )
         updated = list(
-            session.scalars(select(AuditLog.subject_key).where(AuditLog.event_type == audit.FACT_UPDATED))
+            session.scalars(
+                select(AuditLog.subject_key).where(AuditLog.event_type == audit.FACT_UPDATED)
+            )
         )
         failed = _events(session, audit.EXTRACT_FAILED)
     by_chat: dict[int, set[str]] = {}
@@ -300,7 +308,9 @@ def check_extract(db: Any) -> tuple[list[str], dict[str, int]]:
             if missing:
                 problems.append(f"chat #{chat}: facts without their audit row: {missing}")
         else:
-            problems.append(f"chat #{chat}: facts {sorted(have)} (want {sorted(want)}), failed {failed[chat]}")
+            problems.append(
+                f"chat #{chat}: facts {sorted(have)} (want {sorted(want)}), failed {failed[chat]}"
+            )
     tally["cursor"] = cursor
     tally["facts"] = len(facts)
     return problems[:20], dict(tally)
@@ -317,35 +327,48 @@ def _build_services(config: dict[str, Any]) -> Any:
     return Services.build(Settings(**config["settings"]))
 
 
-def _die_at_statement(engine: Any, countdown: int, site_log: Path) -> None:
-    """SIGKILL this process just before its `countdown`-th SQL statement or COMMIT, so kills
-    land inside transactions (e.g. after the cursor moved, before the outcomes are in)."""
+def _arm_kill(engine: Any, where: str, countdown: int, site_log: Path) -> None:
+    """SIGKILL this process at a chosen point of its database work: just before its
+    `countdown`-th SQL statement, just before its `countdown`-th COMMIT, or just after it
+    (between two transactions: where a worker that split "write outcomes" and "move the
+    cursor" into two transactions would lose or repeat a batch)."""
     from sqlalchemy import event
+    from sqlalchemy.orm import Session
 
     left = [countdown]
 
-    def maybe_die(what: str) -> None:
+    def maybe_die(site: str) -> None:
         left[0] -= 1
         if left[0] <= 0:
             with site_log.open("a") as f:
-                f.write(" ".join(what.split()[:3])[:60] + "\n")
+                f.write(" ".join(site.split()[:3])[:60] + "\n")
             os.kill(os.getpid(), signal.SIGKILL)
 
-    @event.listens_for(engine, "before_cursor_execute")
-    def _statement(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        maybe_die(statement)
+    if where == "statement":
 
-    @event.listens_for(engine, "commit")
-    def _commit(conn: Any) -> None:
-        maybe_die("COMMIT")
+        @event.listens_for(engine, "before_cursor_execute")
+        def _statement(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            maybe_die(statement)
+
+    elif where == "commit":
+
+        @event.listens_for(engine, "commit")
+        def _commit(conn: Any) -> None:
+            maybe_die("COMMIT")
+
+    else:
+
+        @event.listens_for(Session, "after_commit")
+        def _after_commit(session: Any) -> None:
+            maybe_die("after COMMIT")
 
 
-def _crash_child(config: dict[str, Any], countdown: int | None, site_log: Path) -> None:
+def _crash_child(config: dict[str, Any], kill_at: tuple[str, int] | None, site_log: Path) -> None:
     from caesar.workers import run_until_caught_up
 
     services = _build_services(config)
-    if countdown is not None:
-        _die_at_statement(services.db.engine, countdown, site_log)
+    if kill_at is not None:
+        _arm_kill(services.db.engine, *kill_at, site_log)
     run_until_caught_up(services.workers[config["worker"]])
     services.close()
 
@@ -358,7 +381,7 @@ def run_crash(config: dict[str, Any]) -> dict[str, Any]:
     rng = random.Random(config["seed"])
     check = CHECKS[config["worker"]]
     site_log = Path(config["site_log"])
-    kills = by_timer = by_statement = runs = 0
+    kills = by_timer = from_inside = runs = 0
     violations: list[str] = []
     timing = Counter[str]()
     while True:
@@ -366,19 +389,23 @@ def run_crash(config: dict[str, Any]) -> dict[str, Any]:
         final = kills >= config["max_kills"]
         if final and config.get("stop_after_kills"):
             break  # the caller restarts the real `caesar worker` to finish
-        countdown = delay = None
+        kill_at: tuple[str, int] | None = None
+        delay = None
         if not final:
-            if rng.random() < 0.5:
-                countdown = rng.randint(1, config["max_statements"])
-            else:
+            where = rng.choice(["timer", "statement", "commit", "after-commit"])
+            if where == "timer":
                 delay = rng.uniform(*config["timer_range"])
+            elif where == "statement":
+                kill_at = (where, rng.randint(1, config["max_statements"]))
+            else:
+                kill_at = (where, rng.randint(1, 6))
         runs += 1
         pid = os.fork()
         if pid == 0:  # the worker process
             code = 0
             try:
-                _crash_child(config, countdown, site_log)
-            except BaseException:  # noqa: BLE001 - reported through the exit code
+                _crash_child(config, kill_at, site_log)
+            except BaseException:  # reported through the exit code
                 logging.getLogger("crashkit").exception("worker child failed")
                 code = 3
             os._exit(code)
@@ -399,7 +426,7 @@ def run_crash(config: dict[str, Any]) -> dict[str, Any]:
         if killed:
             kills += 1
             by_timer += delay is not None
-            by_statement += countdown is not None
+            from_inside += kill_at is not None
         elif os.waitstatus_to_exitcode(status) != 0:
             raise SystemExit(f"worker child ended with {os.waitstatus_to_exitcode(status)}")
         timing["final" if final else "killed runs"] += time.monotonic() - started
@@ -417,7 +444,7 @@ def run_crash(config: dict[str, Any]) -> dict[str, Any]:
     return {
         "kills": kills,
         "by_timer": by_timer,
-        "by_statement": by_statement,
+        "from_inside": from_inside,
         "runs": runs,
         "seconds": {k: round(v, 2) for k, v in timing.items()},
         "violations": violations[:20],
@@ -470,7 +497,7 @@ def run_workers(config: dict[str, Any]) -> dict[str, Any]:
             code = 0
             try:
                 _workers_child(config, outdir / f"worker-{i}.json")
-            except BaseException:  # noqa: BLE001 - reported through the exit code
+            except BaseException:  # reported through the exit code
                 logging.getLogger("crashkit").exception("worker child failed")
                 code = 3
             os._exit(code)
@@ -504,7 +531,9 @@ def _warm_up(config: dict[str, Any]) -> None:
 def main() -> None:
     mode, config_path = sys.argv[1], Path(sys.argv[2])
     config = json.loads(config_path.read_text())
-    logging.basicConfig(level=logging.WARNING, format="%(process)d %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, format="%(process)d %(levelname)s %(name)s: %(message)s"
+    )
     _warm_up(config)
     result = run_crash(config) if mode == "crash" else run_workers(config)
     print("RESULT " + json.dumps(result), flush=True)

@@ -52,7 +52,9 @@ def chat_client(make_services, llm):
             },
             **overrides,
         )
-        return services, TestClient(create_app(services.settings, services, run_workers=False), headers=AUTH)
+        return services, TestClient(
+            create_app(services.settings, services, run_workers=False), headers=AUTH
+        )
 
     return make
 
@@ -64,7 +66,9 @@ def _failed_rows(services) -> list:
 
 @pytest.mark.parametrize("route", ["local", "claude"])
 @pytest.mark.parametrize(("kind", "args", "status"), FAULTS, ids=[f"{f[0]}-{f[2]}" for f in FAULTS])
-def test_provider_fault_answers_5xx_naming_the_provider(chat_client, llm, route, kind, args, status):
+def test_provider_fault_answers_5xx_naming_the_provider(
+    chat_client, llm, route, kind, args, status
+):
     services, client = chat_client(route)
     with client:
         llm.fail_next(kind, **args)
@@ -88,12 +92,20 @@ def test_connection_refused_is_503_and_audited(make_services, llm):
     services = make_services(
         api_token=TEST_TOKEN,
         gateway={
-            "providers": {"down": {"kind": "openai", "base_url": f"http://127.0.0.1:{_closed_port()}/v1",
-                                   "max_retries": 0, "timeout_seconds": 2}},
+            "providers": {
+                "down": {
+                    "kind": "openai",
+                    "base_url": f"http://127.0.0.1:{_closed_port()}/v1",
+                    "max_retries": 0,
+                    "timeout_seconds": 2,
+                }
+            },
             "routes": {"chat": "down:test-model"},
         },
     )
-    with TestClient(create_app(services.settings, services, run_workers=False), headers=AUTH) as client:
+    with TestClient(
+        create_app(services.settings, services, run_workers=False), headers=AUTH
+    ) as client:
         response = client.post("/v1/chat", json={"message": "anyone there?"})
         assert response.status_code == 503
         assert response.json()["error"]["provider"] == "down"
@@ -138,8 +150,12 @@ def test_failing_memory_tasks_never_block_chat(make_services, llm):
     """Summarising and extracting go to a provider that refuses every connection, with both
     workers running inside the server: every chat still answers, and the memory failures are
     audited as their own rows (not as crashes)."""
-    dead = {"kind": "openai", "base_url": f"http://127.0.0.1:{_closed_port()}/v1",
-            "max_retries": 0, "timeout_seconds": 2}
+    dead = {
+        "kind": "openai",
+        "base_url": f"http://127.0.0.1:{_closed_port()}/v1",
+        "max_retries": 0,
+        "timeout_seconds": 2,
+    }
     services = make_services(
         api_token=TEST_TOKEN,
         gateway={
@@ -151,13 +167,20 @@ def test_failing_memory_tasks_never_block_chat(make_services, llm):
             "facts_extract": {"enabled": True, "interval_seconds": 0.05},
         },
     )
-    with TestClient(create_app(services.settings, services, run_workers=True), headers=AUTH) as client:
-        answers = [client.post("/v1/chat", json={"message": f"chat number {i} about my garden"}) for i in range(12)]
+    with TestClient(
+        create_app(services.settings, services, run_workers=True), headers=AUTH
+    ) as client:
+        answers = [
+            client.post("/v1/chat", json={"message": f"chat number {i} about my garden"})
+            for i in range(12)
+        ]
         assert [a.status_code for a in answers] == [200] * 12
         deadline = time.monotonic() + 60
         while True:
             with services.db.read() as session:
-                summarise_failed = audit.list_events(session, event_type=audit.EPISODE_SUMMARISE_FAILED)
+                summarise_failed = audit.list_events(
+                    session, event_type=audit.EPISODE_SUMMARISE_FAILED
+                )
                 extract_failed = audit.list_events(session, event_type=audit.EXTRACT_FAILED)
             if len(summarise_failed) == 12 and len(extract_failed) == 12:
                 break

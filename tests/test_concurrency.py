@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Self
 
 import crashkit
 import httpx
@@ -24,9 +25,9 @@ from caesar.api import create_app
 from caesar.config import Settings
 from caesar.db.models import AuditLog
 
-BACKLOG = 300
-CLIENTS = 8
-CHATS_PER_CLIENT = 12
+BACKLOG = 200
+CLIENTS = 6
+CHATS_PER_CLIENT = 10
 MEMORY = {
     "episodes_summarise": {"enabled": True, "interval_seconds": 0.05, "batch_size": 8},
     "facts_extract": {"enabled": True, "interval_seconds": 0.05, "batch_size": 8},
@@ -49,7 +50,7 @@ class _Server:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def __enter__(self) -> _Server:
+    def __enter__(self) -> Self:
         self.thread.start()
         deadline = time.monotonic() + 30
         while not self.server.started:
@@ -63,8 +64,12 @@ class _Server:
 
 
 def _chat(url: str, n: int) -> tuple[int, str]:
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TEST_TOKEN}"}, timeout=60) as c:
-        response = c.post("/v1/chat", json={"message": f"chat {n}: tell me something about item {n}"})
+    with httpx.Client(
+        base_url=url, headers={"Authorization": f"Bearer {TEST_TOKEN}"}, timeout=60
+    ) as c:
+        response = c.post(
+            "/v1/chat", json={"message": f"chat {n}: tell me something about item {n}"}
+        )
         return response.status_code, response.text
 
 
@@ -81,8 +86,14 @@ def _wait_caught_up(db, timeout: float) -> tuple[dict, dict]:
 
 @pytest.mark.xdist_group("reliability-heavy")
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
-def test_server_and_two_worker_processes_exactly_once(engine, tmp_path, llm, make_services, request):
-    url = f"sqlite:///{tmp_path / 'caesar.db'}" if engine == "sqlite" else request.getfixturevalue("pg_url")
+def test_server_and_two_worker_processes_exactly_once(
+    engine, tmp_path, llm, make_services, request
+):
+    url = (
+        f"sqlite:///{tmp_path / 'caesar.db'}"
+        if engine == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
     settings = crashkit.settings_dict(
         tmp_path / "home", url, llm.base_url, PROVIDER_KEY, memory=MEMORY, api_token=TEST_TOKEN
     )
@@ -90,8 +101,12 @@ def test_server_and_two_worker_processes_exactly_once(engine, tmp_path, llm, mak
     llm.reply = crashkit.MemoryReplies()
     driver = crashkit.start_driver(
         "workers",
-        {"settings": settings, "workers": ["memory.summarise", "memory.extract"], "count": 2,
-         "outdir": str(tmp_path)},
+        {
+            "settings": settings,
+            "workers": ["memory.summarise", "memory.extract"],
+            "count": 2,
+            "outdir": str(tmp_path),
+        },
         tmp_path,
     )
     try:
@@ -129,7 +144,9 @@ def test_server_and_two_worker_processes_exactly_once(engine, tmp_path, llm, mak
     assert summarised["failed"] == 0 and extracted["failed"] == 0
     with services.db.read() as session:
         crashed = session.scalar(
-            select(func.count()).select_from(AuditLog).where(AuditLog.event_type == audit.WORKER_CRASHED)
+            select(func.count())
+            .select_from(AuditLog)
+            .where(AuditLog.event_type == audit.WORKER_CRASHED)
         )
     assert crashed == 0
     lost = sum(w["lost_races"] for w in workers["workers"])
@@ -162,7 +179,9 @@ def test_postgresql_cursor_never_skips_a_chat_committed_late(pg_url, tmp_path, l
         while stepping.is_alive():
             with services.db.read() as session:
                 waiting = session.scalar(
-                    text("SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'audit_log'::regclass")
+                    text(
+                        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'audit_log'::regclass"
+                    )
                 )
             if waiting:
                 break

@@ -2,10 +2,10 @@
 restart it until it catches up, and every chat still has exactly one outcome.
 
 The worker processes are real (forked by tests/crashkit.py's driver, which imports caesar once
-so a restart costs milliseconds); half the kills come from outside after a random delay (they
-land anywhere: in the LLM call, the embedding, a transaction), half from inside just before a
-random SQL statement or COMMIT (they land inside the write transaction, after the cursor
-moved). The invariants are checked after every kill, not only at the end. The provider fails
+so a restart costs milliseconds); a quarter of the kills come from outside after a random delay (they
+land anywhere: in the LLM call, the embedding, a transaction), the rest from inside, just
+before a random SQL statement (inside the write transaction, after the cursor moved), just
+before a COMMIT, or just after one (between two transactions). The invariants are checked after every kill, not only at the end. The provider fails
 now and then all through the run, so "failed" outcomes are crash-tested too.
 """
 
@@ -26,7 +26,9 @@ heavy = pytest.mark.xdist_group("reliability-heavy")
 
 
 def _prepare(tmp_path: Path, database_url: str, llm, make_services, chats: int = CHATS, **extra):
-    settings = crashkit.settings_dict(tmp_path / "home", database_url, llm.base_url, PROVIDER_KEY, **extra)
+    settings = crashkit.settings_dict(
+        tmp_path / "home", database_url, llm.base_url, PROVIDER_KEY, **extra
+    )
     services = make_services(settings=Settings(**settings))
     llm.reply = crashkit.MemoryReplies()
     ids = crashkit.backfill(services, chats)
@@ -39,9 +41,9 @@ def _crash_config(settings, worker: str, tmp_path: Path, **overrides) -> dict:
         "settings": settings,
         "worker": worker,
         "seed": 7,
-        "max_kills": 24,
+        "max_kills": 16,
         "max_statements": 120,
-        "timer_range": [0.25, 0.9],
+        "timer_range": [0.15, 0.6],
         "site_log": str(tmp_path / "kill-sites.txt"),
     }
     config.update(overrides)
@@ -59,7 +61,9 @@ def test_summarise_exactly_once_through_kill_9(tmp_path, llm, make_services):
     )
     config = _crash_config(settings, "memory.summarise", tmp_path, stop_after_kills=True)
     with crashkit.FlakyProvider(llm) as flaky:
-        result = crashkit.driver_result(crashkit.start_driver("crash", config, tmp_path), timeout=240)
+        result = crashkit.driver_result(
+            crashkit.start_driver("crash", config, tmp_path), timeout=240
+        )
         # The last restart is the real command an operator runs.
         cli = subprocess.run(
             [str(Path(sys.executable).parent / "caesar"), "worker", "--once", "memory.summarise"],
@@ -67,6 +71,7 @@ def test_summarise_exactly_once_through_kill_9(tmp_path, llm, make_services):
             capture_output=True,
             text=True,
             timeout=180,
+            check=False,
         )
     assert cli.returncode == 0, cli.stderr
     assert "memory.summarise:" in cli.stdout
@@ -79,9 +84,10 @@ def test_summarise_exactly_once_through_kill_9(tmp_path, llm, make_services):
     # Every kind of outcome happened, and the kills really happened where it hurts.
     assert tally["summarised"] > 0 and tally["skipped"] > 0 and tally["failed"] > 0
     assert result["kills"] == config["max_kills"]
-    assert result["by_statement"] > 0 and result["by_timer"] > 0
+    assert result["from_inside"] > 0 and result["by_timer"] > 0
     sites = dict(result["kill_sites"])
-    assert any(s.startswith(("INSERT", "COMMIT")) for s in sites), sites
+    assert any(s.startswith("INSERT") for s in sites), sites  # mid-transaction
+    assert {"COMMIT", "after COMMIT"} & set(sites), sites  # at a transaction's edge
     print(
         f"\nsummarise: {result['kills']} kills survived, {CHATS} chats checked, {tally}, "
         f"{flaky.injected} provider faults, kill sites {sites}, seconds {result['seconds']}"
@@ -91,11 +97,17 @@ def test_summarise_exactly_once_through_kill_9(tmp_path, llm, make_services):
 # PostgreSQL runs a shorter backfill: the engine-independent part is already covered above,
 # what is new here is a client dying mid-transaction on a server that outlives it.
 @heavy
-@pytest.mark.parametrize(("engine", "chats", "kills"), [("sqlite", CHATS, 24), ("postgresql", 300, 12)])
+@pytest.mark.parametrize(
+    ("engine", "chats", "kills"), [("sqlite", CHATS, 16), ("postgresql", 200, 8)]
+)
 def test_extract_no_half_applied_batch_through_kill_9(
     engine, chats, kills, tmp_path, llm, make_services, request
 ):
-    url = f"sqlite:///{tmp_path / 'caesar.db'}" if engine == "sqlite" else request.getfixturevalue("pg_url")
+    url = (
+        f"sqlite:///{tmp_path / 'caesar.db'}"
+        if engine == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
     settings, services, ids = _prepare(
         tmp_path, url, llm, make_services, chats, memory={"facts_extract": {"batch_size": 8}}
     )
@@ -103,7 +115,9 @@ def test_extract_no_half_applied_batch_through_kill_9(
         settings, "memory.extract", tmp_path, seed=11 if engine == "sqlite" else 13, max_kills=kills
     )
     with crashkit.FlakyProvider(llm) as flaky:
-        result = crashkit.driver_result(crashkit.start_driver("crash", config, tmp_path), timeout=240)
+        result = crashkit.driver_result(
+            crashkit.start_driver("crash", config, tmp_path), timeout=240
+        )
 
     assert result["violations"] == []
     problems, tally = crashkit.check_extract(services.db)

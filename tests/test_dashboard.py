@@ -69,6 +69,15 @@ def test_login_with_wrong_then_right_token(secured):
     assert {"httponly", "samesite=strict", "path=/dashboard"} <= flags
     assert TEST_TOKEN not in cookie  # the token itself never leaves in the cookie
     assert c.get("/dashboard/facts").status_code == 200
+    # the page asked for survives the detour through the login form, query included
+    c.cookies.clear()
+    asked = c.get(
+        "/dashboard/audit", params={"event_type": "chat.completed"}, follow_redirects=False
+    )
+    target = asked.headers["location"]
+    assert target == "/dashboard/login?next=/dashboard/audit%3Fevent_type%3Dchat.completed"
+    form = c.get(target).text
+    assert 'name="next" value="/dashboard/audit?event_type=chat.completed"' in form
 
 
 def test_login_refuses_open_redirects(secured):

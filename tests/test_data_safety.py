@@ -13,6 +13,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
+from typing import Self
 
 import crashkit
 import pytest
@@ -24,7 +25,7 @@ from caesar import audit
 from caesar.cli import app
 from caesar.clock import utcnow
 from caesar.config import Settings
-from caesar.db.models import AuditLog, EpisodeSummary, Fact, SemanticChunk
+from caesar.db.models import AuditLog, EpisodeSummary, Fact
 from caesar.export import Export, libpq_url, write_jsonl
 from caesar.memory.vectors import to_f32_bytes
 from caesar.workers import WorkerRunner
@@ -50,7 +51,7 @@ def test_every_sqlite_connection_enforces_foreign_keys(services):
     barrier = threading.Barrier(12)
 
     def pragmas(write: bool) -> tuple[int, str, int]:
-        with (services.db.write() if write else services.db.read()) as session:
+        with services.db.write() if write else services.db.read() as session:
             barrier.wait(timeout=30)  # all twelve sessions open at once: twelve connections
             return (
                 session.scalar(text("PRAGMA foreign_keys")),
@@ -93,11 +94,16 @@ def test_sweep_racing_the_memory_workers_leaves_zero_orphans(make_services, llm,
     old = utcnow() - timedelta(days=365)
     with services.db.write() as session:
         for n in range(300):
-            services.audit.append(session, audit.CHAT_COMPLETED, crashkit.chat_payload(n), created_at=old)
+            services.audit.append(
+                session, audit.CHAT_COMPLETED, crashkit.chat_payload(n), created_at=old
+            )
     services.workers["retention.sweep"].batch_size = 25  # many small sweeps: many interleavings
     runner = WorkerRunner(services.enabled_workers())
     assert {w.name for w in runner.workers} >= {
-        "memory.summarise", "memory.extract", "semantic.index", "retention.sweep"
+        "memory.summarise",
+        "memory.extract",
+        "semantic.index",
+        "retention.sweep",
     }
     runner.start()
     try:
@@ -107,7 +113,9 @@ def test_sweep_racing_the_memory_workers_leaves_zero_orphans(make_services, llm,
             _, summarised = crashkit.check_summarise(services.db)
             _, extracted = crashkit.check_extract(services.db)
             with services.db.read() as session:
-                left = session.scalar(select(func.count()).select_from(AuditLog).where(AuditLog.created_at == old))
+                left = session.scalar(
+                    select(func.count()).select_from(AuditLog).where(AuditLog.created_at == old)
+                )
             if not summarised["pending"] and not extracted["pending"] and left <= 3:
                 break
             assert utcnow() < deadline, (summarised, extracted, left)
@@ -117,8 +125,12 @@ def test_sweep_racing_the_memory_workers_leaves_zero_orphans(make_services, llm,
 
     with services.db.read() as session:
         orphans = {table: session.scalar(text(sql)) for table, sql in ORPHANS.items()}
-        crashed = [r.payload["error"] for r in audit.list_events(session, event_type=audit.WORKER_CRASHED)]
-        surviving = set(session.scalars(select(AuditLog.id).where(AuditLog.event_type == audit.CHAT_COMPLETED)))
+        crashed = [
+            r.payload["error"] for r in audit.list_events(session, event_type=audit.WORKER_CRASHED)
+        ]
+        surviving = set(
+            session.scalars(select(AuditLog.id).where(AuditLog.event_type == audit.CHAT_COMPLETED))
+        )
     raw = sqlite3.connect(services.db.engine.url.database)
     try:
         fk_violations = raw.execute("PRAGMA foreign_key_check").fetchall()
@@ -152,14 +164,18 @@ class _Writer:
                 )
                 session.add(
                     EpisodeSummary(
-                        audit_log_id=chat.id, summary=f"pair {self.pairs}",
-                        embedding=[float(x) for x in vector], embedding_f32=to_f32_bytes(vector),
-                        model="all-MiniLM-L6-v2", created_at=utcnow(), recall_count=0,
+                        audit_log_id=chat.id,
+                        summary=f"pair {self.pairs}",
+                        embedding=[float(x) for x in vector],
+                        embedding_f32=to_f32_bytes(vector),
+                        model="all-MiniLM-L6-v2",
+                        created_at=utcnow(),
+                        recall_count=0,
                     )
                 )
             self.pairs += 1
 
-    def __enter__(self) -> _Writer:
+    def __enter__(self) -> Self:
         self._thread.start()
         while self.pairs < 20:  # really writing before the copy starts
             threading.Event().wait(0.01)
@@ -191,7 +207,9 @@ def test_backup_is_a_consistent_openable_copy_while_writes_happen(services, tmp_
         assert copy.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert copy.execute("PRAGMA foreign_key_check").fetchall() == []
         assert copy.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # one file
-        chats = copy.execute("SELECT count(*) FROM audit_log WHERE event_type = 'chat.completed'").fetchone()[0]
+        chats = copy.execute(
+            "SELECT count(*) FROM audit_log WHERE event_type = 'chat.completed'"
+        ).fetchone()[0]
         episodes = copy.execute("SELECT count(*) FROM episode_summaries").fetchone()[0]
         revision = copy.execute("SELECT version_num FROM alembic_version").fetchone()[0]
     finally:
@@ -201,7 +219,13 @@ def test_backup_is_a_consistent_openable_copy_while_writes_happen(services, tmp_
     assert not target.with_name(f".{target.name}.partial").exists()
     assert revision
     # The copy is a working caesar database.
-    copied = _cli(home, "export", "--out", str(tmp_path / "from-copy.jsonl"), database_url=f"sqlite:///{target}")
+    copied = _cli(
+        home,
+        "export",
+        "--out",
+        str(tmp_path / "from-copy.jsonl"),
+        database_url=f"sqlite:///{target}",
+    )
     assert copied.exit_code == 0, copied.output
     # A backup never overwrites one that is there.
     again = _cli(home, "db", "backup", str(target))
@@ -210,7 +234,9 @@ def test_backup_is_a_consistent_openable_copy_while_writes_happen(services, tmp_
 
 def test_backup_on_postgresql_prints_pg_dump_without_the_password(services, tmp_path):
     url = "postgresql+psycopg://caesar:s3cret-pw@db.internal:5433/caesar?sslmode=require"
-    result = _cli(Path(services.settings.home), "db", "backup", str(tmp_path / "x.dump"), database_url=url)
+    result = _cli(
+        Path(services.settings.home), "db", "backup", str(tmp_path / "x.dump"), database_url=url
+    )
     assert result.exit_code == 1  # nothing was written, and a script must know it
     assert "pg_dump --format=custom" in result.output
     assert "postgresql://caesar@db.internal:5433/caesar?sslmode=require" in result.output
@@ -228,9 +254,13 @@ def _seed(services) -> None:
         for chat_id in (1, 2, 3):
             session.add(
                 EpisodeSummary(
-                    audit_log_id=chat_id, summary=f"summary of #{chat_id}",
-                    embedding=[float(x) for x in vector], embedding_f32=to_f32_bytes(vector),
-                    model="all-MiniLM-L6-v2", created_at=utcnow(), recall_count=chat_id,
+                    audit_log_id=chat_id,
+                    summary=f"summary of #{chat_id}",
+                    embedding=[float(x) for x in vector],
+                    embedding_f32=to_f32_bytes(vector),
+                    model="all-MiniLM-L6-v2",
+                    created_at=utcnow(),
+                    recall_count=chat_id,
                 )
             )
 
@@ -248,21 +278,38 @@ def test_export_round_trips_every_row(make_services, db_url, tmp_path):
     records = _read(out)
     header, rows = records[0], records[1:]
     kinds = Counter(r["type"] for r in rows)
-    db_counts = {"fact": _count(services, Fact), "episode": _count(services, EpisodeSummary),
-                 "audit": _count(services, AuditLog)}
+    db_counts = {
+        "fact": _count(services, Fact),
+        "episode": _count(services, EpisodeSummary),
+        "audit": _count(services, AuditLog),
+    }
     assert header["type"] == "export" and header["counts"] == db_counts == dict(kinds)
     assert db_counts == {"fact": 2, "episode": 3, "audit": 32}
     assert all("embedding" not in r for r in rows if r["type"] == "episode")
     # Every audit row as stored, in id order.
     with services.db.read() as session:
-        stored = [(a.id, a.event_type, a.payload) for a in session.scalars(select(AuditLog).order_by(AuditLog.id))]
-    assert [(r["id"], r["event_type"], r["payload"]) for r in rows if r["type"] == "audit"] == stored
+        stored = [
+            (a.id, a.event_type, a.payload)
+            for a in session.scalars(select(AuditLog).order_by(AuditLog.id))
+        ]
+    assert [
+        (r["id"], r["event_type"], r["payload"]) for r in rows if r["type"] == "audit"
+    ] == stored
     facts = {r["key"]: r["value"] for r in rows if r["type"] == "fact"}
     assert facts["home_city"] == "Lisbon — “quoted” ünïcode"
 
     with_vectors = tmp_path / "with.jsonl"
-    assert _cli(Path(services.settings.home), "export", "--with-embeddings", "-o", str(with_vectors),
-                database_url=db_url).exit_code == 0
+    assert (
+        _cli(
+            Path(services.settings.home),
+            "export",
+            "--with-embeddings",
+            "-o",
+            str(with_vectors),
+            database_url=db_url,
+        ).exit_code
+        == 0
+    )
     episodes = [r for r in _read(with_vectors) if r["type"] == "episode"]
     assert [len(e["embedding"]) for e in episodes] == [384] * 3
 
@@ -280,17 +327,23 @@ def test_export_to_stdout_is_pure_jsonl(services):
 def test_export_is_one_snapshot_while_writes_happen(make_services, db_url, tmp_path):
     services = make_services(database_url=db_url)
     _seed(services)
-    with _Writer(services) as writer:
-        with Export(services.db) as export, (tmp_path / "live.jsonl").open("w") as out:
-            started = writer.pairs
-            write_jsonl(export.records(), out)
-            # Writes really happened during the export, and none of them is in it.
-            while writer.pairs < started + 5:
-                threading.Event().wait(0.01)
+    with (
+        _Writer(services) as writer,
+        Export(services.db) as export,
+        (tmp_path / "live.jsonl").open("w") as out,
+    ):
+        # More pairs are committed after the snapshot began and before a row is read: none
+        # of them may show up, and the header's counts must match the lines.
+        started = writer.pairs
+        while writer.pairs < started + 5:
+            threading.Event().wait(0.01)
+        write_jsonl(export.records(), out)
     records = _read(tmp_path / "live.jsonl")
     kinds = Counter(r["type"] for r in records[1:])
     assert dict(kinds) == records[0]["counts"]
-    chats = {r["id"] for r in records if r["type"] == "audit" and r["event_type"] == audit.CHAT_COMPLETED}
+    chats = {
+        r["id"] for r in records if r["type"] == "audit" and r["event_type"] == audit.CHAT_COMPLETED
+    }
     assert {r["audit_log_id"] for r in records if r["type"] == "episode"} <= chats
     assert _count(services, AuditLog) > kinds["audit"]
 

@@ -242,3 +242,15 @@ def test_offline_patterns_through_the_cli(make_services, llm, monkeypatch):
     assert llm.requests == []
     assert _facts(services) == {"dog_name": ("Biscuit", 0.8), "home_location": ("Lisbon", 0.8)}
     assert {e.subject_id for e in events(services, audit.FACT_EXTRACTED)} == {chat_id}
+
+
+def test_a_chat_without_operator_text_costs_no_llm_call(services, llm):
+    with services.db.write() as session:
+        empty = services.audit.append(
+            session,
+            audit.CHAT_COMPLETED,
+            {"messages": [{"role": "user", "content": "  "}], "reply": "?"},
+        )
+    assert run_until_caught_up(services.workers["memory.extract"]) == 1
+    assert llm.requests == [] and count(services, Fact) == 0
+    assert _cursor(services) == empty.id

@@ -169,8 +169,6 @@ def test_operator_edit_racing_a_new_extracted_key_on_postgresql(pg_url):
     import threading
     import time
 
-    from sqlalchemy import text
-
     from caesar.audit import Audit
     from caesar.config import FactsImportanceSettings
     from caesar.db import Database, migrate
@@ -198,9 +196,7 @@ def test_operator_edit_racing_a_new_extracted_key_on_postgresql(pg_url):
             thread.start()
             deadline = time.monotonic() + 10
             with db.engine.connect() as probe:  # wait until the operator's insert is blocked
-                while not probe.execute(
-                    text("select count(*) from pg_stat_activity where wait_event_type = 'Lock'")
-                ).scalar():
+                while not _blocked_on_a_lock(probe):
                     assert time.monotonic() < deadline, "the operator's insert never blocked"
                     time.sleep(0.01)
         thread.join(10)
@@ -210,3 +206,13 @@ def test_operator_edit_racing_a_new_extracted_key_on_postgresql(pg_url):
         assert edited.value == "Rex" and edited.edit_count == 1
     finally:
         db.dispose()
+
+
+def _blocked_on_a_lock(probe) -> bool:
+    from sqlalchemy import text
+
+    waiting = probe.execute(
+        text("select count(*) from pg_stat_activity where wait_event_type = 'Lock'")
+    ).scalar()
+    probe.rollback()  # pg_stat_activity is a snapshot per transaction: take a fresh one each time
+    return bool(waiting)

@@ -63,7 +63,9 @@ def test_schema_fuzzing_never_gets_a_5xx(app):
         if raw.get("parameters") or raw.get("requestBody"):  # else nothing can be invalid
             _fuzzer(operation, GenerationMode.NEGATIVE, ran, statuses)()
     total = sum(ran.values())
-    print(f"\nschemathesis: {total} cases over {len(operations)} operations; statuses {dict(statuses)}")
+    print(
+        f"\nschemathesis: {total} cases over {len(operations)} operations; statuses {dict(statuses)}"
+    )
     assert total >= len(operations) * 10  # hypothesis really generated cases
     assert statuses[200] > 0 and any(400 <= s < 500 for s in statuses)
 
@@ -102,7 +104,9 @@ def test_oversized_request_is_413_before_parsing(app):
             for _ in range(limit // 1000 + 2):
                 yield b"x" * 1000
 
-        streamed = client.post("/v1/chat", content=chunks(), headers={"content-type": "application/json"})
+        streamed = client.post(
+            "/v1/chat", content=chunks(), headers={"content-type": "application/json"}
+        )
         assert streamed.status_code == 413
         assert client.get("/healthz").status_code == 200
 
@@ -126,15 +130,23 @@ def test_dashboard_fuzzing_never_gets_a_5xx(app):
             value=_texts,
             next_=_texts,
         )
-        @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        )
         def fuzz(audit_id, before_id, limit, event_type, key, value, next_):
             responses = [
                 client.get(f"/dashboard/audit/{audit_id}"),
-                client.get("/dashboard/audit", params={"before_id": before_id, "limit": limit,
-                                                       "event_type": event_type}),
+                client.get(
+                    "/dashboard/audit",
+                    params={"before_id": before_id, "limit": limit, "event_type": event_type},
+                ),
                 client.get("/dashboard/login", params={"next": next_}),
-                client.post("/dashboard/facts", data={"key": key, "value": value}, follow_redirects=False),
-                client.post(f"/dashboard/facts/{quote(key, safe='')}/delete", follow_redirects=False),
+                client.post(
+                    "/dashboard/facts", data={"key": key, "value": value}, follow_redirects=False
+                ),
+                client.post(
+                    f"/dashboard/facts/{quote(key, safe='')}/delete", follow_redirects=False
+                ),
             ]
             for response in responses:
                 seen[response.status_code] += 1

@@ -186,13 +186,17 @@ def test_429_after_retries_is_unavailable(llm, protocol):
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_retry_after_over_the_cap_is_not_waited_for(llm, protocol):
+@pytest.mark.parametrize(
+    ("status", "words"), [(429, "rate limited (429)"), (503, "server error 503")]
+)
+def test_retry_after_over_the_cap_is_not_waited_for(llm, protocol, status, words):
     # Uncapped, openai would wait these 5 s (it honours up to 120 s) and anthropic any
     # amount; with a 1 s cap the gateway gives up at once and says how long was asked.
-    llm.fail_next("status", status=429, retry_after=5)
+    llm.fail_next("status", status=status, retry_after=5)
     gateway = gateway_for(llm, protocol, max_retries=3, max_retry_wait_seconds=1)
-    with pytest.raises(ProviderUnavailable, match="asks to wait 5 s"):
+    with pytest.raises(ProviderUnavailable) as info:
         gateway.complete(MESSAGES, task="chat")
+    assert f"{words}; it asks to wait 5 s" in str(info.value)
     assert len(llm.requests) == 1
 
 

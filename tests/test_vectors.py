@@ -55,7 +55,9 @@ class Corpus:
         x = self.rng.standard_normal((count, DIM)).astype(np.float32)
         topics = self.rng.integers(0, len(self.centres), size=count)
         near = self.rng.random(count) < 0.33
-        x[near] = self.centres[topics[near]] + x[near] * self.rng.uniform(0.05, 0.2, (near.sum(), 1))
+        x[near] = self.centres[topics[near]] + x[near] * self.rng.uniform(
+            0.05, 0.2, (near.sum(), 1)
+        )
         x = unit(x)
         span = 120 * SECONDS_PER_DAY
         base = np.linspace(span, 0, count, endpoint=False) if count else np.zeros(0)
@@ -251,7 +253,11 @@ def test_recall_counts_move_rankings(db: Database) -> None:
     assert index.max_recall_count == 10_000
     check(index, corpus, queries_for(corpus))
     hits = index.search(
-        query, limit=1, threshold=0.2, rank=adr_rank, factor_range=(0.0, 1 + 0.25 * np.log1p(10_000))
+        query,
+        limit=1,
+        threshold=0.2,
+        rank=adr_rank,
+        factor_range=(0.0, 1 + 0.25 * np.log1p(10_000)),
     )
     assert int(hits.ids[0]) == loser
 

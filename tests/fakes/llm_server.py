@@ -119,7 +119,10 @@ _OPENAI_ERRORS: dict[int, tuple[str, str | None, str]] = {
 _ANTHROPIC_ERRORS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "Invalid request."),
     401: ("authentication_error", "invalid x-api-key"),
-    403: ("permission_error", "Your API key does not have permission to use the specified resource."),
+    403: (
+        "permission_error",
+        "Your API key does not have permission to use the specified resource.",
+    ),
     404: ("not_found_error", "The requested resource could not be found."),
     413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
     429: ("rate_limit_error", "Number of request tokens has exceeded your rate limit."),
@@ -263,7 +266,10 @@ class _Handler(BaseHTTPRequestHandler):
         headers: dict[str, str] | None = None,
         content_length: int | None = None,
     ) -> None:
-        h = {"Content-Type": content_type, "Content-Length": str(len(body) if content_length is None else content_length)}
+        h = {
+            "Content-Type": content_type,
+            "Content-Length": str(len(body) if content_length is None else content_length),
+        }
         h.update(self._id_headers())
         h.update(headers or {})
         self._start(status, h)
@@ -276,7 +282,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     # SSE (chunked transfer encoding)
     def _sse_start(self) -> None:
-        h = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", "Transfer-Encoding": "chunked"}
+        h = {
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-cache",
+            "Transfer-Encoding": "chunked",
+        }
         h.update(self._id_headers())
         self._start(200, h)
 
@@ -310,7 +320,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         headers = {k.lower(): v for k, v in self.headers.items()}
         if path.rstrip("/").endswith("/messages") or (
-            path.rstrip("/").endswith("/models") and ("x-api-key" in headers or "anthropic-version" in headers)
+            path.rstrip("/").endswith("/models")
+            and ("x-api-key" in headers or "anthropic-version" in headers)
         ):
             self._protocol = "anthropic"
         else:
@@ -340,7 +351,9 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 pass
 
-    def _dispatch(self, method: str, path: str, body: dict, api_key: str | None, fault: dict | None) -> None:
+    def _dispatch(
+        self, method: str, path: str, body: dict, api_key: str | None, fault: dict | None
+    ) -> None:
         fake = self.server.fake
         if fault is not None:
             kind = fault["kind"]
@@ -379,10 +392,16 @@ class _Handler(BaseHTTPRequestHandler):
             etype, msg = _ANTHROPIC_ERRORS.get(status, ("api_error", f"HTTP {status}"))
             return {
                 "type": "error",
-                "error": {"type": fault.get("error_type") or etype, "message": fault.get("message") or msg},
+                "error": {
+                    "type": fault.get("error_type") or etype,
+                    "message": fault.get("message") or msg,
+                },
                 "request_id": "req_" + uuid.uuid4().hex[:24],
             }
-        etype, code, msg = _OPENAI_ERRORS.get(status, ("server_error" if status >= 500 else "invalid_request_error", None, f"HTTP {status}"))
+        etype, code, msg = _OPENAI_ERRORS.get(
+            status,
+            ("server_error" if status >= 500 else "invalid_request_error", None, f"HTTP {status}"),
+        )
         return {
             "error": {
                 "message": fault.get("message") or msg,
@@ -431,7 +450,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- streaming helper ---------------------------------------------------------------------
 
-    def _run_stream(self, events: list[bytes], terminator: list[bytes], error_event: bytes, fault: dict | None) -> None:
+    def _run_stream(
+        self, events: list[bytes], terminator: list[bytes], error_event: bytes, fault: dict | None
+    ) -> None:
         """Send ``events`` then ``terminator``, applying a stream fault if any."""
         kind = fault["kind"] if fault else None
         self._sse_start()
@@ -451,7 +472,11 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "malformed":
             for ev in events[:1]:
                 self._chunk(ev)
-            self._chunk(b"data: {this is not json\n\n" if self._protocol == "openai" else b"event: content_block_delta\ndata: {this is not json\n\n")
+            self._chunk(
+                b"data: {this is not json\n\n"
+                if self._protocol == "openai"
+                else b"event: content_block_delta\ndata: {this is not json\n\n"
+            )
             self._sse_end()
             return
         for i, ev in enumerate(events):
@@ -509,7 +534,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "created": created,
                 "model": model,
                 "system_fingerprint": "fp_fake",
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+                ],
             }
             if include_usage:
                 obj["usage"] = None
@@ -542,7 +569,8 @@ class _Handler(BaseHTTPRequestHandler):
             + json.dumps(
                 {
                     "error": {
-                        "message": err.get("message") or "The server had an error while processing your request.",
+                        "message": err.get("message")
+                        or "The server had an error while processing your request.",
                         "type": err.get("error_type") or "server_error",
                         "param": None,
                         "code": None,
@@ -597,7 +625,10 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             payload = {
                 "object": "list",
-                "data": [{"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in fake.models],
+                "data": [
+                    {"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"}
+                    for m in fake.models
+                ],
             }
         self._send_ok_json(payload, fault)
 
@@ -605,7 +636,12 @@ class _Handler(BaseHTTPRequestHandler):
         if model_id not in self.server.fake.models:
             return self._send_error(404, {"message": f"The model '{model_id}' does not exist"})
         if self._protocol == "anthropic":
-            payload = {"type": "model", "id": model_id, "display_name": model_id, "created_at": "2025-01-01T00:00:00Z"}
+            payload = {
+                "type": "model",
+                "id": model_id,
+                "display_name": model_id,
+                "created_at": "2025-01-01T00:00:00Z",
+            }
         else:
             payload = {"id": model_id, "object": "model", "created": 1700000000, "owned_by": "fake"}
         self._send_ok_json(payload, fault)
@@ -667,14 +703,25 @@ class _Handler(BaseHTTPRequestHandler):
                     },
                 },
             ),
-            ev("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ev(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            ),
             ev("ping", {"type": "ping"}),
         ]
         for piece in _split_pieces(text):
             events.append(
                 ev(
                     "content_block_delta",
-                    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}},
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": piece},
+                    },
                 )
             )
         events.append(ev("content_block_stop", {"type": "content_block_stop", "index": 0}))
@@ -694,7 +741,10 @@ class _Handler(BaseHTTPRequestHandler):
             "error",
             {
                 "type": "error",
-                "error": {"type": err.get("error_type") or "overloaded_error", "message": err.get("message") or "Overloaded"},
+                "error": {
+                    "type": err.get("error_type") or "overloaded_error",
+                    "message": err.get("message") or "Overloaded",
+                },
             },
         )
         self._run_stream(events, terminator, error_event, fault)
@@ -711,7 +761,13 @@ class FakeLLMServer:
       expected_api_key  str | None; when set, other keys get a 401 in provider shape
     """
 
-    def __init__(self, *, reply: ReplyFn | None = None, embedding_dim: int = 8, models: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        reply: ReplyFn | None = None,
+        embedding_dim: int = 8,
+        models: list[str] | None = None,
+    ) -> None:
         self.reply: ReplyFn = reply or default_reply
         self.replies: list[str] = []
         self.embedding_dim = embedding_dim
@@ -727,7 +783,10 @@ class FakeLLMServer:
         self.anthropic_base_url = f"http://127.0.0.1:{self.port}"
         self.base_url = f"{self.anthropic_base_url}/v1"
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, name=f"FakeLLMServer:{self.port}", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.01},
+            name=f"FakeLLMServer:{self.port}",
+            daemon=True,
         )
         self._thread.start()
         self._closed = False

@@ -81,7 +81,9 @@ def test_openai_stream_with_usage(server):
     assert text == "one two three four five six"
     content_chunks = [c for c in chunks if c.choices and c.choices[0].delta.content]
     assert len(content_chunks) >= 2
-    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    finishes = [
+        c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason
+    ]
     assert finishes == ["stop"]
     assert chunks[-1].choices == []
     assert chunks[-1].usage.completion_tokens == 6
@@ -117,7 +119,9 @@ def test_embeddings_default_base64_and_float(server):
 
     server.embedding_dim = 4
     assert len(client.embeddings.create(model="emb", input="x").data[0].embedding) == 4
-    assert len(client.embeddings.create(model="emb", input="x", dimensions=3).data[0].embedding) == 3
+    assert (
+        len(client.embeddings.create(model="emb", input="x", dimensions=3).data[0].embedding) == 3
+    )
 
 
 def test_models(server):

@@ -113,7 +113,8 @@ class _HtmlErrors(APIRoute):
                 return await handler(request)
             except LoginRequired:
                 if request.method == "GET":
-                    return _redirect(f"/dashboard/login?next={quote(request.url.path)}")
+                    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                    return _redirect(f"/dashboard/login?next={quote(here)}")
                 return _problem(request, 401, "log in first")
             except Denied as exc:
                 return _problem(request, exc.status, exc.message)

@@ -77,17 +77,21 @@ def _api_message(exc: Any) -> str:
     return str(getattr(exc, "message", None) or exc)
 
 
+def _asked_wait(exc: Any) -> str:
+    """ "; it asks to wait 600 s" when the failed response carried a Retry-After."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    wait = retry_after_seconds(headers)
+    return f"; it asks to wait {wait:.0f} s" if wait is not None and wait > 0 else ""
+
+
 def _status_error(provider: str, exc: Any, status: int, message: str) -> ProviderError:
     if status == 429:
-        headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-        wait = retry_after_seconds(headers)
-        asked = f"; it asks to wait {wait:.0f} s" if wait is not None and wait > 0 else ""
-        return ProviderUnavailable(provider, f"rate limited (429){asked}: {message}")
+        return ProviderUnavailable(provider, f"rate limited (429){_asked_wait(exc)}: {message}")
     if status < 400:
         # An error event inside a 200 stream (Anthropic `event: error`, e.g. overloaded).
         return ProviderUnavailable(provider, f"the stream reported an error: {message}")
     if status >= 500 or status in (408, 409):
-        return ProviderUnavailable(provider, f"server error {status}: {message}")
+        return ProviderUnavailable(provider, f"server error {status}{_asked_wait(exc)}: {message}")
     if status in (401, 403):
         return ProviderError(
             provider,

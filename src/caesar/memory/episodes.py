@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from caesar import audit
@@ -33,6 +33,14 @@ from caesar.memory.vectors import VectorIndex, epoch_seconds
 
 # Candidates fetched beyond top_k, so fresh counters from the database can reorder them.
 OVERFETCH = 4
+# Built once: every chat turn runs it.
+_CANDIDATE_ROWS = select(
+    EpisodeSummary.id,
+    EpisodeSummary.audit_log_id,
+    EpisodeSummary.summary,
+    EpisodeSummary.created_at,
+    EpisodeSummary.recall_count,
+).where(EpisodeSummary.id.in_(bindparam("ids", expanding=True)))
 
 
 @dataclass(frozen=True)
@@ -186,15 +194,7 @@ class EpisodeMemory:
                 if hits.ids.size == 0:
                     return []
                 ids = [int(i) for i in hits.ids]
-                rows = session.execute(
-                    select(
-                        EpisodeSummary.id,
-                        EpisodeSummary.audit_log_id,
-                        EpisodeSummary.summary,
-                        EpisodeSummary.created_at,
-                        EpisodeSummary.recall_count,
-                    ).where(EpisodeSummary.id.in_(ids))
-                ).all()
+                rows = session.execute(_CANDIDATE_ROWS, {"ids": ids}).all()
             found = {r.id for r in rows}
             gone = [i for i in ids if i not in found]
             if not gone:

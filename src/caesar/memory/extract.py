@@ -131,10 +131,14 @@ def latest_exchange(payload: dict[str, Any]) -> list[Message]:
     return [{"role": t["role"], "content": _MEMORY_SPAN.sub("", t["content"])} for t in picked]
 
 
-def extraction_messages(payload: dict[str, Any]) -> list[Message]:
+def extraction_messages(payload: dict[str, Any]) -> list[Message] | None:
+    """The LLM request for one chat row; None when the operator said nothing to learn from."""
+    exchange = latest_exchange(payload)
+    if not any(t["role"] == "user" and t["content"].strip() for t in exchange):
+        return None
     return [
         {"role": "system", "content": EXTRACT_SYSTEM},
-        {"role": "user", "content": render_transcript(latest_exchange(payload))},
+        {"role": "user", "content": render_transcript(exchange)},
     ]
 
 
@@ -167,15 +171,18 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
         outcomes = []
         for row in rows:
             outcome = _Outcome(row.id, row.created_at)
+            outcomes.append(outcome)
+            messages = extraction_messages(row.payload)
+            if messages is None:  # no LLM call for nothing: the outcome is "no facts"
+                continue
             try:
                 completion = self.services.gateway.complete(
-                    extraction_messages(row.payload), task="memory_extract", json_mode=True
+                    messages, task="memory_extract", json_mode=True
                 )
                 outcome.raw = completion.text
                 outcome.facts = parse_extraction(completion.text)
             except (CaesarError, ValueError) as exc:
                 outcome.error = str(exc)[:1000]
-            outcomes.append(outcome)
         return outcomes
 
     def apply(self, session: Session, rows: Sequence[AuditLog], prepared: list[_Outcome]) -> None:

@@ -34,7 +34,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import String, bindparam, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from caesar.memory import ann, quantized
@@ -74,8 +74,9 @@ def epoch_seconds(value: datetime) -> float:
     return (value - EPOCH).total_seconds()
 
 
-def epoch_seconds_v(values: list[datetime]) -> np.ndarray:
-    """Naive datetimes → float seconds since 1970, in C rather than one Python call each."""
+def epoch_seconds_v(values: Sequence[datetime | str]) -> np.ndarray:
+    """Naive datetimes (or SQLite's ISO text of them) → float seconds since 1970, parsed by
+    numpy rather than one Python call each."""
     micros = np.array(values, dtype="datetime64[us]").astype(np.int64)
     return micros.astype(np.float64) / 1e6
 
@@ -179,6 +180,7 @@ class VectorIndex:
         self._recalls = np.zeros(0, dtype=np.float64)
         self._alive = np.zeros(0, dtype=bool)
         self._has_recalls = hasattr(model_cls, "recall_count")
+        self._stmts = self._statements()
         self._blocks: tuple[quantized.Block, ...] = ()
         self._sealed = 0
         self._ivf: ann.IvfIndex | None = None
@@ -225,12 +227,20 @@ class VectorIndex:
         self._recalls = grow(self._recalls, (capacity,))
         self._alive = grow(self._alive, (capacity,))
 
-    def _query(self, *columns: Any) -> Any:
+    def _statements(self) -> tuple[Any, Any]:
+        """(count, rows) after a given id, built once: a search refreshes every time, and
+        building a select costs more than running this one when nothing is new."""
         m = self.model_cls
-        query = select(*columns).where(m.model == self.model_id, m.id > self._max_id)
+        # created_at as stored: SQLite's ISO text is parsed by numpy in one call.
+        columns = [m.id, m.embedding_f32, type_coerce(m.created_at, String)]
+        if self._has_recalls:
+            columns.append(m.recall_count)
+        where = [m.model == bindparam("model"), m.id > bindparam("after")]
         if self.extra_filter is not None:
-            query = query.where(self.extra_filter)
-        return query
+            where.append(self.extra_filter)
+        count = select(func.count()).select_from(m).where(*where)
+        rows = select(*columns).where(*where).order_by(m.id).limit(bindparam("chunk"))
+        return count, rows
 
     def refresh(self, session: Session, chunk: int = 50_000) -> int:
         """Load rows newer than the newest loaded; returns how many were added."""
