@@ -19,7 +19,9 @@ from caesar.embeddings import embed_one
 from caesar.minilm import MiniLM
 
 
-def measure(model: MiniLM, messages: list[str], runs: int) -> tuple[list[float], float]:
+def measure(
+    model: MiniLM, messages: list[str], runs: int
+) -> tuple[list[float], list[float], float]:
     started = time.perf_counter()
     model.load()
     load_s = time.perf_counter() - started
@@ -37,12 +39,14 @@ def main() -> None:
     messages = history.topic_messages()
     onnx = MiniLM(benchlib.MODEL_CACHE, backend="onnx", threads=1)
     torch_model = MiniLM(benchlib.MODEL_CACHE, backend="torch", threads=1)
-    onnx_ms, onnx_load = measure(onnx, messages, args.runs)
-    torch_ms, torch_load = measure(torch_model, messages, args.runs)
+    onnx_ms, onnx_cpu, onnx_load = measure(onnx, messages, args.runs)
+    torch_ms, torch_cpu, torch_load = measure(torch_model, messages, args.runs)
     diff = float(np.abs(onnx.embed_batch(messages) - torch_model.embed_batch(messages)).max())
     result = {
         "onnx_ms": benchlib.summary(onnx_ms),
         "torch_ms": benchlib.summary(torch_ms),
+        "onnx_cpu_ms": benchlib.summary(onnx_cpu),
+        "torch_cpu_ms": benchlib.summary(torch_cpu),
         "onnx_load_s": round(onnx_load, 2),
         "torch_load_s": round(torch_load, 2),
         "speedup": round(statistics.median(torch_ms) / statistics.median(onnx_ms), 1),

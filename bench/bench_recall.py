@@ -37,7 +37,12 @@ BASELINE_SAMPLE = 50_000
 
 
 def adr_literal_search(
-    session: object, query: list[float], now: datetime, params: RecallParams, model: str, limit: int | None
+    session: object,
+    query: list[float],
+    now: datetime,
+    params: RecallParams,
+    model: str,
+    limit: int | None,
 ) -> list[tuple[float, int]]:
     """ADR-0034 §3–4 taken literally: JSON embeddings, cosine in a Python loop."""
     rows_query = (
@@ -69,7 +74,9 @@ def adr_literal_search(
     return scored[: params.top_k]
 
 
-def reference_top(services: Services, query: np.ndarray, now: datetime, params: RecallParams) -> list[int]:
+def reference_top(
+    services: Services, query: np.ndarray, now: datetime, params: RecallParams
+) -> list[int]:
     """Exact brute force over the loaded matrix (numpy), same filters and score."""
     index = services.episodes.index()
     n = index._n
@@ -106,8 +113,10 @@ def run_size(episodes: int, queries: int, baseline_runs: int) -> dict[str, objec
         it = iter(range(10**9))
         return lambda: memory.search(batch[next(it) % len(batch)], now, params)
 
-    hit_times = benchlib.time_calls(cycle(vectors), runs=max(queries, 100), warmup=5)
-    miss_times = benchlib.time_calls(cycle(misses), runs=max(queries, 100), warmup=5)
+    memory.index().wait_for_ivf()  # serve warms it in the background; timed separately
+    ivf_s = time.perf_counter() - started - load_s
+    hit_times, hit_cpu = benchlib.time_calls_cpu(cycle(vectors), runs=max(queries, 100), warmup=5)
+    miss_times, miss_cpu = benchlib.time_calls_cpu(cycle(misses), runs=max(queries, 100), warmup=5)
     found = [len(memory.search(v, now, params)) for v in vectors[:20]]
 
     params5 = RecallParams.from_settings(services.settings.memory.episodes_recall, top_k=5)
@@ -121,13 +130,14 @@ def run_size(episodes: int, queries: int, baseline_runs: int) -> dict[str, objec
 
     limit = None if episodes <= 100_000 else BASELINE_SAMPLE
     scanned = episodes if limit is None else limit
-    baseline = []
+    baseline, baseline_cpu = [], []
     query_list = [float(x) for x in vectors[0]]
     for _ in range(baseline_runs):
         with services.db.read() as session:
-            t0 = time.perf_counter()
+            c0, t0 = time.thread_time(), time.perf_counter()
             adr_literal_search(session, query_list, now, params, memory.index().model_id, limit)
             baseline.append(benchlib.ms(time.perf_counter() - t0) * episodes / scanned)
+            baseline_cpu.append(benchlib.ms(time.thread_time() - c0) * episodes / scanned)
     services.close()
     caesar_p50 = statistics.median(hit_times)
     baseline_p50 = statistics.median(baseline)
@@ -135,15 +145,21 @@ def run_size(episodes: int, queries: int, baseline_runs: int) -> dict[str, objec
         "episodes": episodes,
         "loaded": loaded,
         "index_load_s": round(load_s, 2),
+        "ivf_build_s": round(ivf_s, 2),
+        "ivf_rows": memory.index().ivf_rows,
         "search_hits_ms": benchlib.summary(hit_times),
+        "search_hits_cpu_ms": benchlib.summary(hit_cpu),
         "search_misses_ms": benchlib.summary(miss_times),
+        "search_misses_cpu_ms": benchlib.summary(miss_cpu),
         "results_per_query": statistics.mean(found),
         "recall_at_5": round(recall_at_5, 4),
         "recall_at_5_queries": len(overlaps),
         "baseline_ms_p50": round(baseline_p50, 1),
+        "baseline_cpu_ms_p50": round(statistics.median(baseline_cpu), 1),
         "baseline_runs": baseline_runs,
         "baseline_extrapolated_from": scanned if limit else None,
         "speedup": round(baseline_p50 / caesar_p50, 1),
+        "speedup_cpu": round(statistics.median(baseline_cpu) / statistics.median(hit_cpu), 1),
         "load_avg": benchlib.load_avg(),
     }
 
@@ -160,7 +176,8 @@ def main() -> None:
         results.append(row)
         hits = row["search_hits_ms"]
         print(
-            f"{size:>9,} episodes: search p50 {hits['p50']:.2f} ms (p90 {hits['p90']:.2f}), "  # type: ignore[index]
+            f"{size:>9,} episodes: search p50 {hits['p50']:.2f} ms (p90 {hits['p90']:.2f}, "  # type: ignore[index]
+            f"CPU {row['search_hits_cpu_ms']['p50']:.2f}), "  # type: ignore[index]
             f"baseline {row['baseline_ms_p50']:,.0f} ms → {row['speedup']:,}×; "
             f"recall@5 {row['recall_at_5']}; index load {row['index_load_s']} s"
         )

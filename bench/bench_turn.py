@@ -153,14 +153,15 @@ def run_case(label: str, url: str, turns: int) -> dict[str, Any]:
     messages = history.topic_messages()
     for message in messages[:10]:  # warm-up: embedder, caches, first writes
         brain.turn(message)
-    total, memory, recalled = [], [], []
+    total, memory, memory_cpu, recalled = [], [], [], []
     for i in range(turns):
         provider.seconds = 0.0
-        started = time.perf_counter()
+        c0, started = time.thread_time(), time.perf_counter()
         result = brain.turn(messages[i % len(messages)])
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.thread_time() - c0
         total.append(benchlib.ms(elapsed))
         memory.append(benchlib.ms(elapsed - provider.seconds))
+        memory_cpu.append(benchlib.ms(cpu - provider.seconds))
         recalled.append(len(result.recalled))
     now = utcnow()
     params = RecallParams.from_settings(services.settings.memory.episodes_recall)
@@ -170,23 +171,24 @@ def run_case(label: str, url: str, turns: int) -> dict[str, Any]:
     def nxt() -> int:
         return next(it) % len(messages)
 
-    parts = {
-        "facts_list_all": benchlib.time_calls(lambda: services.facts.list_all(now), 100),
-        "query_embedding": benchlib.time_calls(
-            lambda: services.episodes.embed_query(messages[nxt()]), 100
-        ),
-        "recall_search": benchlib.time_calls(
-            lambda: services.episodes.search(vectors[nxt()], now, params), 100
-        ),
-        "prepare": benchlib.time_calls(lambda: brain.prepare(messages[nxt()]), 100),
+    timed = {
+        "facts_list_all": lambda: services.facts.list_all(now),
+        "query_embedding": lambda: services.episodes.embed_query(messages[nxt()]),
+        "recall_search": lambda: services.episodes.search(vectors[nxt()], now, params),
+        "prepare": lambda: brain.prepare(messages[nxt()]),
     }
+    parts, parts_cpu = {}, {}
+    for name, fn in timed.items():
+        parts[name], parts_cpu[name] = benchlib.time_calls_cpu(fn, 100)
     row = {
         "case": label,
         "episodes": len(services.episodes.index()),
         "turn_ms": benchlib.summary(total),
         "memory_work_ms": benchlib.summary(memory),
+        "memory_work_cpu_ms": benchlib.summary(memory_cpu),
         "recalled_per_turn": statistics.mean(recalled),
         "parts_p50_ms": {k: round(statistics.median(v), 3) for k, v in parts.items()},
+        "parts_cpu_p50_ms": {k: round(statistics.median(v), 3) for k, v in parts_cpu.items()},
         "load_avg": benchlib.load_avg(),
     }
     parts_p50 = row["parts_p50_ms"]
@@ -203,13 +205,21 @@ def main() -> None:
     big = run_case(f"{args.episodes}", copy_history(args.episodes), args.turns)
     small = run_case("1", one_episode_db(WORK / "turn-1.db"), args.turns)
     added = big["turn_ms"]["p50"] - small["turn_ms"]["p50"]
+    added_cpu = big["memory_work_cpu_ms"]["p50"] - small["memory_work_cpu_ms"]["p50"]
     benchlib.write_result(
-        "perf_turn", {"large": big, "small": small, "added_latency_ms_p50": round(added, 3)}
+        "perf_turn",
+        {
+            "large": big,
+            "small": small,
+            "added_latency_ms_p50": round(added, 3),
+            "added_cpu_ms_p50": round(added_cpu, 3),
+        },
     )
     for row in (big, small):
         print(
             f"{row['episodes']:>7,} episodes + 1k facts: memory work p50 {row['memory_work_ms']['p50']:.2f} ms "
-            f"(turn {row['turn_ms']['p50']:.2f} ms; {row['recalled_per_turn']:.1f} recalled) parts {row['parts_p50_ms']}"
+            f"(CPU {row['memory_work_cpu_ms']['p50']:.2f} ms; turn {row['turn_ms']['p50']:.2f} ms; "
+            f"{row['recalled_per_turn']:.1f} recalled) parts {row['parts_p50_ms']}"
         )
     print(f"added by {args.episodes:,} episodes: {added:+.2f} ms p50")
 

@@ -66,6 +66,23 @@ def time_calls(fn: Callable[[], Any], runs: int, warmup: int = 3) -> list[float]
     return out
 
 
+def time_calls_cpu(
+    fn: Callable[[], Any], runs: int, warmup: int = 3
+) -> tuple[list[float], list[float]]:
+    """(wall ms, CPU ms of this thread) of each call. On a busy machine wall time includes
+    waiting for a core; the CPU time is what the call costs (≈ wall on a quiet machine, for
+    work done on the calling thread — caesar's search, embedding and SQLite all are)."""
+    for _ in range(warmup):
+        fn()
+    wall, cpu = [], []
+    for _ in range(runs):
+        c0, t0 = time.thread_time(), time.perf_counter()
+        fn()
+        wall.append(ms(time.perf_counter() - t0))
+        cpu.append(ms(time.thread_time() - c0))
+    return wall, cpu
+
+
 def write_result(name: str, data: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"

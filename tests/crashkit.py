@@ -320,11 +320,17 @@ CHECKS = {"memory.summarise": check_summarise, "memory.extract": check_extract}
 
 
 # -- the driver --------------------------------------------------------------------------------
+_WARM: dict[str, Any] = {}
+
+
 def _build_services(config: dict[str, Any]) -> Any:
     from caesar.config import Settings
     from caesar.services import Services
 
-    return Services.build(Settings(**config["settings"]))
+    services = Services.build(Settings(**config["settings"]))
+    if "embedder" in _WARM:  # loaded once in the driver, inherited by every forked worker
+        services.embedder.set(_WARM["embedder"])
+    return services
 
 
 def _arm_kill(engine: Any, where: str, countdown: int, site_log: Path) -> None:
@@ -525,6 +531,8 @@ def _warm_up(config: dict[str, Any]) -> None:
     except CaesarError:
         pass  # a fault meant for the workers; the imports happened all the same
     services.embedder.get().embed_batch(["warm up"])
+    # ONNX Runtime runs single-threaded here (minilm.py), so the loaded session forks cleanly.
+    _WARM["embedder"] = services.embedder.get()
     services.close()
 
 

@@ -231,7 +231,7 @@ def test_audit_filters(client, llm):
 
     everything = audit_events(client)
     assert [e["id"] for e in everything] == sorted(e["id"] for e in everything)  # newest last
-    assert {e["event_type"] for e in everything} == {"chat.completed", "chat.failed"}
+    assert {e["event_type"] for e in everything} >= {"chat.completed", "chat.failed"}
     for event in everything:
         assert set(event) == {"id", "event_type", "created_at", "payload"}
 

@@ -316,6 +316,8 @@ def test_unseen_bound() -> None:
 def test_epoch_seconds_vectorised_matches_scalar() -> None:
     stamps = [datetime(2026, 1, 1, 0, 0, 0, 123456), datetime(1999, 12, 31, 23, 59, 59)]
     assert list(epoch_seconds_v(stamps)) == [epoch_seconds(s) for s in stamps]
+    # SQLite hands the index the stored text: parsed to the same seconds.
+    assert list(epoch_seconds_v([str(s) for s in stamps])) == [epoch_seconds(s) for s in stamps]
 
 
 def test_quantized_bound_holds() -> None:

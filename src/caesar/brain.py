@@ -85,7 +85,9 @@ class Brain:
         now = now or utcnow()
         history = list(history or [])[-MAX_HISTORY_TURNS:]
         inject = self.settings.memory.facts_inject
-        ranked = self.services.facts.list_all(now, limit=inject.max_facts) if inject.max_facts else []
+        ranked = (
+            self.services.facts.list_all(now, limit=inject.max_facts) if inject.max_facts else []
+        )
         facts_text = facts_block(
             [FactLine(f.key, f.value) for f in ranked],
             max_facts=inject.max_facts,

@@ -17,6 +17,7 @@ from caesar.export import (
     Export,
     ExportCounts,
     backup_sqlite,
+    check_target,
     export_to_path,
     pg_dump_command,
     pg_restore_command,
@@ -80,6 +81,8 @@ def export(
     ] = False,
 ) -> None:
     """Every fact, episode and audit row as JSONL (one object per line, each with a "type")."""
+    if out != "-":
+        check_target(Path(out))
     built = services()
     try:
         with _bar() as progress:

@@ -221,6 +221,11 @@ def write_jsonl(
     return written
 
 
+def check_target(path: Path) -> None:
+    if path.is_dir() or not path.parent.is_dir():
+        raise InputError(f"cannot write {path}: not a file in an existing directory")
+
+
 def export_to_path(
     db: Database,
     path: Path,
@@ -230,6 +235,7 @@ def export_to_path(
     on_record: Callable[[str], None] | None = None,
 ) -> dict[str, int]:
     """Export into `path` via a temporary file renamed at the end: a file at `path` is whole."""
+    check_target(path)
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
         with (

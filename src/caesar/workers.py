@@ -110,7 +110,7 @@ class CursorWorker(Worker, Generic[Prepared]):
                 # Retention swept some of these chats while the slow part ran: writing their
                 # outcomes would break a foreign key. Nothing is written; the next step reads
                 # the batch again without them.
-                log.info("%s: chats after %d were swept meanwhile; redoing the batch", self.name, start)
+                log.info("%s: chats after %d swept meanwhile; batch redone", self.name, start)
                 return len(rows)
             moved = session.execute(
                 update(self.cursor_model)
@@ -128,8 +128,9 @@ def rows_still_there(session: Session, rows: Sequence[AuditLog]) -> bool:
     """Whether every row still exists; FOR KEY SHARE (PostgreSQL) keeps them from being deleted
     until this transaction ends. On SQLite the write transaction's lock already does."""
     ids = [row.id for row in rows]
-    query = select(AuditLog.id).where(AuditLog.id.in_(ids)).with_for_update(read=True, key_share=True)
-    return len(session.scalars(query).all()) == len(ids)
+    query = select(AuditLog.id).where(AuditLog.id.in_(ids))
+    found = session.scalars(query.with_for_update(read=True, key_share=True)).all()
+    return len(found) == len(ids)
 
 
 def settle_audit_ids(session: Session) -> None:

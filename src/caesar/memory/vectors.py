@@ -244,21 +244,20 @@ class VectorIndex:
 
     def refresh(self, session: Session, chunk: int = 50_000) -> int:
         """Load rows newer than the newest loaded; returns how many were added."""
-        m = self.model_cls
-        columns = [m.id, m.embedding_f32, m.created_at]
-        if self._has_recalls:
-            columns.append(m.recall_count)
+        count, select_rows = self._stmts
         added = 0
         with self._lock:
             # First load: size the matrix once rather than growing (and copying) it as it fills.
-            expected = (
-                session.scalar(self._query(func.count()).select_from(m)) if self._n == 0 else 0
-            )
+            expected = 0
+            if self._n == 0:
+                expected = session.scalar(count, {"model": self.model_id, "after": 0}) or 0
             while True:
-                rows = session.execute(self._query(*columns).order_by(m.id).limit(chunk)).all()
+                after = {"model": self.model_id, "after": self._max_id, "chunk": chunk}
+                # Core rows, not ORM results: nothing here is an entity.
+                rows = session.connection().execute(select_rows, after).all()
                 if not rows:
                     break
-                added += self._append(session, rows, int(expected or 0))
+                added += self._append(session, rows, int(expected))
                 self._max_id = int(rows[-1][0])
                 if len(rows) < chunk:
                     break

@@ -1,0 +1,60 @@
+"""`make bench`: build the synthetic histories (cached), run every speed benchmark in sequence,
+each in its own process, then write docs/performance.md from their results.
+
+    .venv/bin/python bench/run_all.py            # everything (the 1M history: minutes, once)
+    .venv/bin/python bench/run_all.py --quick    # 10k and 100k only, fewer repetitions
+    .venv/bin/python bench/run_all.py --render   # only rewrite docs/performance.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import benchlib
+import report
+
+HERE = Path(__file__).resolve().parent
+
+
+def steps(quick: bool) -> list[tuple[str, list[str]]]:
+    sizes = ["10000", "100000"] if quick else ["10000", "100000", "1000000"]
+    return [
+        ("synthetic histories", ["history.py", *sizes]),
+        ("query embedding", ["bench_query_embedding.py", "--runs", "100" if quick else "300"]),
+        (
+            "recall search",
+            ["bench_recall.py", "--sizes", *sizes, "--queries", "100" if quick else "200"],
+        ),
+        ("memory work per turn", ["bench_turn.py", "--turns", "60" if quick else "200"]),
+        ("serve ready", ["bench_serve.py", "--starts", "1" if quick else "3"]),
+        ("summarise overhead", ["bench_summarise.py", "--chats", "60" if quick else "200"]),
+        ("LongMemEval history", ["bench_realistic.py"]),
+    ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="10k/100k only, fewer repetitions")
+    ap.add_argument("--render", action="store_true", help="only write docs/performance.md")
+    args = ap.parse_args()
+    timings: dict[str, float] = {}
+    if not args.render:
+        for title, command in steps(args.quick):
+            print(f"== {title} (load {benchlib.load_avg()})", flush=True)
+            started = time.perf_counter()
+            subprocess.run(
+                [sys.executable, str(HERE / command[0]), *command[1:]],
+                check=True,
+                cwd=benchlib.ROOT,
+            )
+            timings[title] = round(time.perf_counter() - started, 1)
+    path = report.write(benchlib.read_results(), timings)
+    print(f"wrote {path.relative_to(benchlib.ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
