@@ -4,6 +4,7 @@ by a real uvicorn (tests/live_server.py), whose own provider is the local wire s
 from __future__ import annotations
 
 from collections.abc import Iterator
+import time
 from typing import Any
 
 import openai
@@ -156,3 +157,27 @@ def test_token_is_the_sdk_api_key(make_services, llm):
             sdk(url, api_key="wrong-token-0123456789").chat.completions.create(
                 model="caesar", messages=[{"role": "user", "content": "hi"}]
             )
+
+
+def test_client_leaving_mid_stream_still_leaves_an_audit_row(caesar_url, services, llm):
+    import gc
+
+    import httpx
+
+    llm.replies.append("one two three four five six seven eight")
+    llm.fail_next("delay", seconds=1.0, mid_stream=True, chunks=2)
+    body = {"model": "caesar", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with httpx.stream("POST", f"{caesar_url}/v1/chat/completions", json=body, timeout=10) as r:
+        for line in r.iter_lines():
+            if '"content": "one' in line:
+                break  # hang up after the first words
+    deadline = time.monotonic() + 15
+    rows: list[Any] = []
+    while time.monotonic() < deadline and not rows:
+        gc.collect()
+        rows = events(services, "chat.failed")
+        time.sleep(0.2)
+    [row] = rows
+    assert "client disconnected" in row.payload["error"]
+    assert row.payload["partial_reply"].startswith("one")
+    assert events(services, "chat.completed") == []

@@ -44,6 +44,7 @@ class TurnContext:
     recall_error: str | None = None
     memory_ms: float = 0.0
     audit_id: int | None = None  # set once the turn is recorded
+    partial_reply: str | None = None  # what was streamed before a turn broke off
 
 
 @dataclass
@@ -161,6 +162,7 @@ class Brain:
                         "status": error.http_status,
                         "latency_ms": round(latency_ms, 2),
                         "memory": memory,
+                        **({"partial_reply": ctx.partial_reply} if ctx.partial_reply else {}),
                     },
                     created_at=ctx.now,
                     subject_key=kind.subject_key,
@@ -212,6 +214,12 @@ class Brain:
                     yield chunk
         except ProviderError as exc:
             self._record(ctx, kind, None, exc, (time.perf_counter() - started) * 1000)
+            raise
+        except GeneratorExit:
+            # The client went away mid-stream: the turn still leaves its row, with what was said.
+            gone = ProviderError(provider.name, "client disconnected before the reply finished")
+            ctx.partial_reply = "".join(parts)
+            self._record(ctx, kind, None, gone, (time.perf_counter() - started) * 1000)
             raise
         latency = (time.perf_counter() - started) * 1000
         completion = Completion("".join(parts), provider.name, model, usage, latency)
