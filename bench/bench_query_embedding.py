@@ -26,10 +26,10 @@ def measure(
     model.load()
     load_s = time.perf_counter() - started
     it = iter(range(10**9))
-    times = benchlib.time_calls(
+    wall, cpu = benchlib.time_calls_cpu(
         lambda: embed_one(model, messages[next(it) % len(messages)]), runs, warmup=20
     )
-    return times, load_s
+    return wall, cpu, load_s
 
 
 def main() -> None:

@@ -172,7 +172,9 @@ def run_case(label: str, url: str, turns: int) -> dict[str, Any]:
         return next(it) % len(messages)
 
     timed = {
-        "facts_list_all": lambda: services.facts.list_all(now),
+        "facts_list_all": lambda: services.facts.list_all(
+            now, limit=services.settings.memory.facts_inject.max_facts
+        ),
         "query_embedding": lambda: services.episodes.embed_query(messages[nxt()]),
         "recall_search": lambda: services.episodes.search(vectors[nxt()], now, params),
         "prepare": lambda: brain.prepare(messages[nxt()]),

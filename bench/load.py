@@ -249,6 +249,10 @@ def main() -> None:
                     except subprocess.TimeoutExpired:
                         proc.kill()
         server_log = log.read_text(errors="replace")
+    if server_log.strip():
+        kept = benchlib.OUT / "load-serve.log"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(server_log)
 
     locked = server_log.count("database is locked") + sum(
         c for e, c in errors.items() if "locked" in e

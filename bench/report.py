@@ -247,7 +247,7 @@ id on every search. A search:
    scanned as 8-bit codes (faiss `QT_8bit_uniform`, SIMD) and the newest rows as float32, with a
    proven bound on what a block left out (|cosine − approximate| ≤ |q| × the block's largest
    quantisation error), so the result is exactly brute force's; from 50k rows on, an IVF
-   (`memory/ann.py`, ~√n clusters, a quarter of them scanned; built in a background thread, the
+   (`memory/ann.py`, ~√n clusters, an eighth of them scanned; built in a background thread, the
    8-bit scan serves meanwhile) proposes them — the one approximate step, measured above as
    recall@5 against exact search;
 3. re-scores every candidate exactly from the float32 matrix, applies the threshold (raw
@@ -258,7 +258,7 @@ id on every search. A search:
 An IVF was measured against the alternatives on this machine: exact float32 scans are
 memory-bound (~7–12 ms per 100k rows quiet, 3–5× that on a busy machine; numpy's 2-thread BLAS
 is worst there, so scans use faiss's single-threaded kernel); 8-bit codes halve that but no
-more (the decode is compute-bound); an IVF scanning a quarter of its clusters costs ~0.3 ms
+more (the decode is compute-bound); an IVF scanning an eighth of its clusters costs ~0.2–0.4 ms
 at 100k. On the synthetic histories, whose non-topic rows are uniformly random (no
 neighbourhood structure at all, the worst case for any clustering index), recall is reported
 per size above; on real MiniLM vectors it is reported in its own row.

@@ -192,3 +192,37 @@ def test_postgresql_cursor_never_skips_a_chat_committed_late(pg_url, tmp_path, l
     problems, tally = crashkit.check_extract(services.db)
     assert problems == []
     assert tally["learned"] == 2 and tally["pending"] == 0
+
+
+@pytest.mark.xdist_group("reliability-heavy")
+def test_a_burst_of_chats_that_recall_episodes_never_locks_up(make_services, llm, tmp_path):
+    """More concurrent chats than pooled connections, each recalling episodes (so each turn
+    updates the in-process index inside its write transaction while others refresh it). A lock
+    taken in the wrong order here stalls every writer until the busy timeout: 'database is
+    locked' after 30 s. Found by bench/load.py."""
+    from memory_helpers import add_episode, days_ago
+
+    services = make_services(
+        api_token=TEST_TOKEN,
+        memory={"episodes_recall": {"similarity_threshold": 0.0}},
+        # The fake provider's listen backlog is small: let the SDK retry a refused connection,
+        # as it does by default in production.
+        gateway={"providers": {"local": {"max_retries": 3}}},
+    )
+    for i in range(5):
+        add_episode(
+            services, f"We talked about packing for a trip to city number {i}.", days_ago(i + 1)
+        )
+    llm.reply = crashkit.MemoryReplies()
+    with _Server(create_app(services.settings, services, run_workers=False)) as server:
+        with ThreadPoolExecutor(48) as pool:
+            answers = list(pool.map(lambda n: _chat(server.url, n), range(144)))
+    failed = [(code, text[:200]) for code, text in answers if code != 200]
+    assert failed == []
+    with services.db.read() as session:
+        recalled = session.scalar(
+            select(func.count())
+            .select_from(AuditLog)
+            .where(AuditLog.event_type == audit.EPISODE_RECALLED)
+        )
+    assert recalled == 144 * 3  # top_k of each turn: the path under test really ran

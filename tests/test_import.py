@@ -174,3 +174,13 @@ def test_cli_import_reports_lines_and_progress(services, tmp_path, monkeypatch):
     assert "imported 2 conversations; 0 already there; 1 invalid lines skipped" in result.output
     missing = CliRunner().invoke(cli_app, ["import", str(tmp_path / "nope.jsonl")])
     assert missing.exit_code != 0
+
+
+def test_nul_is_stored_and_hashed_as_the_audit_log_stores_it(services, tmp_path):
+    messages = [{"role": "user", "content": "a\x00b"}, {"role": "assistant", "content": "ok"}]
+    line = json.dumps({"created_at": "2026-01-01T00:00:00Z", "messages": messages})
+    path = _write(tmp_path / "nul.jsonl", [line])
+    assert import_file(services, path).imported == 1
+    [row] = events(services, audit.CHAT_COMPLETED)
+    assert row.payload["messages"][0]["content"] == "a\ufffdb"
+    assert import_file(services, path).duplicates == 1

@@ -367,3 +367,20 @@ def test_ivf_stage_matches_exact_on_clustered_data(db: Database) -> None:
     assert int(index.search(query, limit=1, threshold=0.9).ids[0]) == new_ids[-1]
     index.forget([new_ids[-1]])
     assert new_ids[-1] not in [int(i) for i in index.search(query, limit=5).ids]
+
+
+def test_ivf_is_rebuilt_after_growth_and_forgetting(db: Database) -> None:
+    corpus = Corpus(db, seed=7)
+    corpus.add(1200)
+    index = make_index(db, seal_rows=256, ivf_min_rows=1000, background=False)
+    assert index.ivf_rows == 1200
+    corpus.add(400)  # more than a quarter of the IVF's rows, sealed: a new IVF covers them
+    with db.read() as session:
+        index.refresh(session)
+    assert index.ivf_rows == 1600
+    gone = list(range(1, 601))  # over a third forgotten: rebuilt without them
+    corpus.delete(gone)
+    index.forget(gone)
+    assert index.ivf_rows == 1000 and len(index) == 1000
+    query = corpus.vectors[1500]
+    assert int(index.search(query, limit=1, threshold=0.9).ids[0]) == 1500

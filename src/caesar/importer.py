@@ -40,6 +40,13 @@ class ImportedMessage(BaseModel):
     role: Literal["user", "assistant", "system"]
     content: StrictStr = Field(max_length=200_000)
 
+    @field_validator("content")
+    @classmethod
+    def _as_stored(cls, value: str) -> str:
+        # The audit log stores NUL as U+FFFD (PostgreSQL's JSONB cannot hold it); hashing the
+        # stored form keeps "same hash" meaning "same stored conversation".
+        return value.replace("\x00", audit.NUL_REPLACEMENT)
+
 
 class ImportedConversation(BaseModel):
     model_config = ConfigDict(extra="ignore")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 # Measured by bench/bench_recall.py and bench/bench_realistic.py (recall@5 against exact).
-PROBE_FRACTION = 1 / 4
+PROBE_FRACTION = 1 / 8
 MIN_NLIST = 16
 MAX_NLIST = 4096
 MIN_NPROBE = 8

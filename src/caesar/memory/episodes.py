@@ -219,13 +219,16 @@ class EpisodeMemory:
         context: dict[str, object],
     ) -> None:
         """Bump counters and append one `memory.episode.recalled` row per surfaced episode."""
+        if not episodes:
+            return
         index = self._index
+        # One statement for all of them: this runs inside every chat turn's write transaction.
+        session.execute(
+            update(EpisodeSummary)
+            .where(EpisodeSummary.id.in_([e.episode_id for e in episodes]))
+            .values(recall_count=EpisodeSummary.recall_count + 1, last_recalled_at=now)
+        )
         for episode in episodes:
-            session.execute(
-                update(EpisodeSummary)
-                .where(EpisodeSummary.id == episode.episode_id)
-                .values(recall_count=EpisodeSummary.recall_count + 1, last_recalled_at=now)
-            )
             if index is not None:
                 index.set_recall_count(episode.episode_id, episode.recall_count + 1)
             payload = {**episode.as_json(), **context}

@@ -24,6 +24,8 @@ import numpy as np
 
 # Rows appended since the last block are scanned exactly until there are this many.
 SEAL_ROWS = 4096
+# A first load is cut into blocks of at most this many rows: sealing one needs a decoded copy.
+MAX_BLOCK_ROWS = 65_536
 # Float rounding in faiss's kernel and in our error norms, in cosine units (generous).
 ROUNDING_SLACK = 1e-4
 # numpy's BLAS spreads a matrix-vector product over threads, which on a busy 2-core machine

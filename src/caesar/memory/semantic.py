@@ -24,7 +24,8 @@ from caesar.db.engine import Database
 from caesar.db.models import AuditLog, SemanticChunk, SemanticIndexCursor
 from caesar.embeddings import EmbedderHandle, embed_one
 from caesar.errors import CaesarError
-from caesar.memory.vectors import VectorIndex, to_f32_bytes
+from caesar.memory.vector_math import to_f32_bytes
+from caesar.memory.vectors import VectorIndex
 from caesar.workers import CursorWorker
 
 _PARAGRAPH = re.compile(r"\n\s*\n")

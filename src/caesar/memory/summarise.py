@@ -19,7 +19,7 @@ from caesar.db.models import AuditLog, EpisodeSummary, MemorySummariseCursor
 from caesar.errors import CaesarError
 from caesar.gateway.base import Message
 from caesar.memory.transcript import conversation_turns, render_transcript
-from caesar.memory.vectors import to_f32_bytes
+from caesar.memory.vector_math import to_f32_bytes
 from caesar.workers import CursorWorker
 
 MAX_SUMMARY_CHARS = 600

@@ -29,7 +29,6 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -38,10 +37,21 @@ from sqlalchemy import String, bindparam, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from caesar.memory import ann, quantized
+from caesar.memory.vector_math import (  # noqa: F401 - to_f32_bytes, from_row: re-exported
+    EPOCH,
+    Hits,
+    all_of,
+    epoch_seconds,
+    epoch_seconds_v,
+    from_row,
+    to_f32_bytes,
+    top_indices,
+    unseen_bound,
+    window_start,
+)
 
 log = logging.getLogger(__name__)
 
-EPOCH = datetime(1970, 1, 1)
 # Windows of at least this many sealed rows go through the IVF stage (approximate); shorter ones
 # are scanned in full (8-bit codes + exact re-scoring: exact, ~1 ms per 50k rows when quiet).
 IVF_MIN_ROWS = 50_000
@@ -52,76 +62,6 @@ RETRAIN_GROWTH = 1.25
 Rank = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 # fetch(k) -> (positions, approximate scores best first, whether nothing was left out)
 Fetch = Callable[[int], tuple[np.ndarray, np.ndarray, bool]]
-
-
-def _all_of(
-    result: tuple[np.ndarray, np.ndarray, bool], _k: int
-) -> tuple[np.ndarray, np.ndarray, bool]:
-    return result
-
-
-def to_f32_bytes(vector: np.ndarray) -> bytes:
-    return np.asarray(vector, dtype="<f4").tobytes()
-
-
-def from_row(blob: bytes | None, fallback_json: list[float] | None) -> np.ndarray:
-    if blob:
-        return np.frombuffer(blob, dtype="<f4")
-    return np.asarray(fallback_json or [], dtype=np.float32)
-
-
-def epoch_seconds(value: datetime) -> float:
-    return (value - EPOCH).total_seconds()
-
-
-def epoch_seconds_v(values: Sequence[datetime | str]) -> np.ndarray:
-    """Naive datetimes (or SQLite's ISO text of them) → float seconds since 1970, parsed by
-    numpy rather than one Python call each."""
-    micros = np.array(values, dtype="datetime64[us]").astype(np.int64)
-    return micros.astype(np.float64) / 1e6
-
-
-def window_start(cummax_created: np.ndarray, min_created: float | None) -> int:
-    """First position that can hold a row created at or after `min_created`: every row before
-    it is older (the running maximum of `created` is sorted, whatever order rows came in)."""
-    if min_created is None:
-        return 0
-    return int(np.searchsorted(cummax_created, min_created, side="left"))
-
-
-def top_indices(keys: np.ndarray, ids: np.ndarray, limit: int) -> np.ndarray:
-    """Indices of the `limit` largest keys, best first; equal keys: larger id (newer) first."""
-    if limit <= 0 or keys.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    if keys.size > limit:
-        kth = np.partition(keys, keys.size - limit)[keys.size - limit]
-        pool = np.flatnonzero(keys >= kth)  # every tie of the limit-th key, so ties stay exact
-    else:
-        pool = np.arange(keys.size)
-    order = np.lexsort((-ids[pool], -keys[pool]))
-    return pool[order[:limit]]
-
-
-def unseen_bound(cos_ceiling: float, factor_range: tuple[float, float]) -> float:
-    """The best key a row with cosine ≤ cos_ceiling can reach when key = cosine × factor and
-    factor ∈ factor_range (both ≥ 0)."""
-    low, high = factor_range
-    return cos_ceiling * (high if cos_ceiling >= 0 else low)
-
-
-@dataclass
-class Hits:
-    """Parallel arrays, best first."""
-
-    ids: np.ndarray
-    cosine: np.ndarray
-    created: np.ndarray  # epoch seconds
-    recall_count: np.ndarray
-
-    @classmethod
-    def empty(cls) -> Hits:
-        nothing = np.zeros(0)
-        return cls(nothing.astype(np.int64), nothing, nothing, nothing)
 
 
 @dataclass
@@ -246,6 +186,11 @@ class VectorIndex:
         """Load rows newer than the newest loaded; returns how many were added."""
         count, select_rows = self._stmts
         added = 0
+        # Take a pooled connection BEFORE the lock: a chat turn holds SQLite's write lock while
+        # it waits for this lock (record_recalls), and with the pool drained by writers queued
+        # on that write lock, waiting for a connection under this lock would deadlock them all
+        # until the 30 s busy timeout.
+        session.connection()
         with self._lock:
             # First load: size the matrix once rather than growing (and copying) it as it fills.
             expected = 0
@@ -261,8 +206,9 @@ class VectorIndex:
                 self._max_id = int(rows[-1][0])
                 if len(rows) < chunk:
                     break
-            if self.quantize and self._n - self._sealed >= self.seal_rows:
-                block = quantized.seal(self._vectors[self._sealed : self._n], self._sealed)
+            while self.quantize and self._n - self._sealed >= self.seal_rows:
+                stop = min(self._n, self._sealed + quantized.MAX_BLOCK_ROWS)
+                block = quantized.seal(self._vectors[self._sealed : stop], self._sealed)
                 self._blocks = (*self._blocks, block)
                 self._sealed = block.stop
         if added:
@@ -436,7 +382,7 @@ class VectorIndex:
         if ivf is not None:
             if threshold is not None:
                 passing = ivf.above(q, threshold - quantized.ROUNDING_SLACK, start)
-                sources.append((partial(_all_of, (*passing, True)), 0.0))
+                sources.append((partial(all_of, (*passing, True)), 0.0))
             else:
                 sources.append((partial(ivf.nearest, q, lo=start), 0.0))
         after = ivf.covered if ivf is not None else 0
