@@ -4,6 +4,8 @@ Spawns the real command on the cached 100k-episode database (workers off, so not
 to it) and times, from the spawn: GET /healthz answering 200, and the first
 POST /v1/memory/recall that returns episodes (the embedder and the episode index warm in a
 background thread started by `caesar serve`; a recall arriving earlier waits for them).
+Also the CPU seconds the server process had used at each point (/proc/<pid>/stat: all
+threads, user + system), which a busy machine does not inflate.
 
     .venv/bin/python bench/bench_serve.py [--episodes 100000] [--starts 3]
 """
@@ -47,6 +49,12 @@ def request(url: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str
         return exc.code, {}
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start_once(hist: history.History, query: str) -> dict[str, float]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -69,6 +77,7 @@ def start_once(hist: history.History, query: str) -> dict[str, float]:
         )
         try:
             healthy = recalled = None
+            healthy_cpu = recalled_cpu = 0.0
             episodes = 0
             while time.perf_counter() - started < TIMEOUT_S:
                 if proc.poll() is not None:
@@ -80,12 +89,14 @@ def start_once(hist: history.History, query: str) -> dict[str, float]:
                         status, _ = request(f"{base}/healthz")
                         if status == 200:
                             healthy = time.perf_counter() - started
+                            healthy_cpu = cpu_seconds(proc.pid)
                         continue
                     status, body = request(
                         f"{base}/v1/memory/recall", {"query": query, "now": hist.anchor.isoformat()}
                     )
                     if status == 200 and body.get("episodes"):
                         recalled = time.perf_counter() - started
+                        recalled_cpu = cpu_seconds(proc.pid)
                         episodes = len(body["episodes"])
                         break
                 except (urllib.error.URLError, ConnectionError, TimeoutError):
@@ -101,6 +112,8 @@ def start_once(hist: history.History, query: str) -> dict[str, float]:
     return {
         "healthz_s": round(healthy, 3),
         "first_recall_s": round(recalled, 3),
+        "healthz_cpu_s": round(healthy_cpu, 3),
+        "first_recall_cpu_s": round(recalled_cpu, 3),
         "episodes_returned": episodes,
         "next_recall_ms": round(benchlib.ms(next_recall), 2),
     }
@@ -119,6 +132,8 @@ def main() -> None:
         "runs": runs,
         "healthz_s_median": statistics.median(r["healthz_s"] for r in runs),
         "first_recall_s_median": statistics.median(r["first_recall_s"] for r in runs),
+        "healthz_cpu_s_median": statistics.median(r["healthz_cpu_s"] for r in runs),
+        "first_recall_cpu_s_median": statistics.median(r["first_recall_cpu_s"] for r in runs),
         "load_avg": benchlib.load_avg(),
     }
     benchlib.write_result("perf_serve", result)

@@ -127,3 +127,47 @@ def test_short_placeholders_are_not_treated_as_secrets():
     # "ollama" is Ollama's placeholder key, not worth cutting from every payload...
     log = audit.Audit(["abc"])
     assert log.redact({"text": "abc def"}) == {"text": "abc def"}
+
+
+def test_postgres_appends_commit_in_id_order(pg_url):
+    """Cursor workers read `id > last`; on PostgreSQL a later id must never become visible
+    before an earlier one, or the earlier row would be skipped for good."""
+    import threading
+
+    from caesar.audit import Audit
+    from caesar.db import Database, migrate
+
+    db = Database(pg_url)
+    migrate.upgrade(db)
+    log = Audit()
+    first_appended = threading.Event()
+    release_first = threading.Event()
+    order: list[str] = []
+
+    def slow_first() -> None:
+        with db.write() as session:
+            log.append(session, "test.first", {})
+            first_appended.set()
+            release_first.wait(10)
+            order.append("first committed")
+
+    def second() -> None:
+        with db.write() as session:
+            log.append(session, "test.second", {})
+        order.append("second committed")
+
+    a = threading.Thread(target=slow_first)
+    a.start()
+    assert first_appended.wait(10)
+    b = threading.Thread(target=second)
+    b.start()
+    b.join(0.5)
+    assert b.is_alive(), "the second append must wait for the first transaction"
+    release_first.set()
+    a.join(10)
+    b.join(10)
+    assert order == ["first committed", "second committed"]
+    with db.read() as session:
+        rows = audit.list_events(session)
+    assert [r.event_type for r in rows] == ["test.first", "test.second"]
+    db.dispose()

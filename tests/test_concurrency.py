@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Self
 
 import crashkit
+import exactly_once
 import httpx
 import pytest
 import uvicorn
@@ -76,8 +77,8 @@ def _chat(url: str, n: int) -> tuple[int, str]:
 def _wait_caught_up(db, timeout: float) -> tuple[dict, dict]:
     deadline = time.monotonic() + timeout
     while True:
-        _, summarised = crashkit.check_summarise(db)
-        _, extracted = crashkit.check_extract(db)
+        _, summarised = exactly_once.check_summarise(db)
+        _, extracted = exactly_once.check_extract(db)
         if not summarised.get("pending") and not extracted.get("pending"):
             return summarised, extracted
         assert time.monotonic() < deadline, f"workers did not catch up: {summarised} {extracted}"
@@ -98,7 +99,7 @@ def test_server_and_two_worker_processes_exactly_once(
         tmp_path / "home", url, llm.base_url, PROVIDER_KEY, memory=MEMORY, api_token=TEST_TOKEN
     )
     services = make_services(settings=Settings(**settings))
-    llm.reply = crashkit.MemoryReplies()
+    llm.reply = exactly_once.MemoryReplies()
     driver = crashkit.start_driver(
         "workers",
         {
@@ -120,7 +121,7 @@ def test_server_and_two_worker_processes_exactly_once(
                 ]
                 # The backlog lands while the clients chat: one long write transaction.
                 time.sleep(0.3)
-                crashkit.backfill(services, BACKLOG)
+                exactly_once.backfill(services, BACKLOG)
                 answers = [f.result() for f in live]
             summarised, extracted = _wait_caught_up(services.db, timeout=120)
             healthz = httpx.get(f"{server.url}/healthz").status_code
@@ -135,8 +136,8 @@ def test_server_and_two_worker_processes_exactly_once(
     assert workers["exit_codes"] == [0, 0]
 
     chats = BACKLOG + CLIENTS * CHATS_PER_CLIENT
-    problems_s, summarised = crashkit.check_summarise(services.db)
-    problems_e, extracted = crashkit.check_extract(services.db)
+    problems_s, summarised = exactly_once.check_summarise(services.db)
+    problems_e, extracted = exactly_once.check_extract(services.db)
     assert problems_s == [] and problems_e == []
     assert summarised["summarised"] + summarised["skipped"] + summarised["failed"] == chats
     assert extracted["learned"] + extracted["nothing"] + extracted["failed"] == chats
@@ -166,11 +167,13 @@ def test_postgresql_cursor_never_skips_a_chat_committed_late(pg_url, tmp_path, l
 
     settings = crashkit.settings_dict(tmp_path / "home", pg_url, llm.base_url, PROVIDER_KEY)
     services = make_services(settings=Settings(**settings))
-    llm.reply = crashkit.MemoryReplies()
+    llm.reply = exactly_once.MemoryReplies()
     worker = services.workers["memory.extract"]
     with services.db.write() as slow:
-        early = services.audit.append(slow, audit.CHAT_COMPLETED, crashkit.chat_payload(1)).id
-        late = crashkit.backfill(services, 1, start=2)[0]  # another transaction, committed first
+        early = services.audit.append(slow, audit.CHAT_COMPLETED, exactly_once.chat_payload(1)).id
+        late = exactly_once.backfill(services, 1, start=2)[
+            0
+        ]  # another transaction, committed first
         assert late > early
         stepping = threading.Thread(target=worker.step)
         stepping.start()
@@ -189,7 +192,7 @@ def test_postgresql_cursor_never_skips_a_chat_committed_late(pg_url, tmp_path, l
             time.sleep(0.01)
     stepping.join(timeout=30)
     run_until_caught_up(worker)
-    problems, tally = crashkit.check_extract(services.db)
+    problems, tally = exactly_once.check_extract(services.db)
     assert problems == []
     assert tally["learned"] == 2 and tally["pending"] == 0
 
@@ -213,10 +216,10 @@ def test_a_burst_of_chats_that_recall_episodes_never_locks_up(make_services, llm
         add_episode(
             services, f"We talked about packing for a trip to city number {i}.", days_ago(i + 1)
         )
-    llm.reply = crashkit.MemoryReplies()
-    with _Server(create_app(services.settings, services, run_workers=False)) as server:
-        with ThreadPoolExecutor(48) as pool:
-            answers = list(pool.map(lambda n: _chat(server.url, n), range(144)))
+    llm.reply = exactly_once.MemoryReplies()
+    app = create_app(services.settings, services, run_workers=False)
+    with _Server(app) as server, ThreadPoolExecutor(48) as pool:
+        answers = list(pool.map(lambda n: _chat(server.url, n), range(144)))
     failed = [(code, text[:200]) for code, text in answers if code != 200]
     assert failed == []
     with services.db.read() as session:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Self
 
 import crashkit
+import exactly_once
 import pytest
 from conftest import PROVIDER_KEY
 from sqlalchemy import func, select, text
@@ -90,12 +91,12 @@ def test_sweep_racing_the_memory_workers_leaves_zero_orphans(make_services, llm,
         retention={"ttl_days": 90, "interval_seconds": 0.02},
     )
     services = make_services(settings=Settings(**settings))
-    llm.reply = crashkit.MemoryReplies()
+    llm.reply = exactly_once.MemoryReplies()
     old = utcnow() - timedelta(days=365)
     with services.db.write() as session:
         for n in range(300):
             services.audit.append(
-                session, audit.CHAT_COMPLETED, crashkit.chat_payload(n), created_at=old
+                session, audit.CHAT_COMPLETED, exactly_once.chat_payload(n), created_at=old
             )
     services.workers["retention.sweep"].batch_size = 25  # many small sweeps: many interleavings
     runner = WorkerRunner(services.enabled_workers())
@@ -107,11 +108,11 @@ def test_sweep_racing_the_memory_workers_leaves_zero_orphans(make_services, llm,
     }
     runner.start()
     try:
-        fresh = [crashkit.backfill(services, 1, start=1000 + i)[0] for i in range(40)]
+        fresh = [exactly_once.backfill(services, 1, start=1000 + i)[0] for i in range(40)]
         deadline = utcnow() + timedelta(seconds=90)
         while True:
-            _, summarised = crashkit.check_summarise(services.db)
-            _, extracted = crashkit.check_extract(services.db)
+            _, summarised = exactly_once.check_summarise(services.db)
+            _, extracted = exactly_once.check_extract(services.db)
             with services.db.read() as session:
                 left = session.scalar(
                     select(func.count()).select_from(AuditLog).where(AuditLog.created_at == old)
@@ -140,8 +141,8 @@ def test_sweep_racing_the_memory_workers_leaves_zero_orphans(make_services, llm,
     assert fk_violations == []
     assert crashed == []
     assert set(fresh) <= surviving
-    problems_s, _ = crashkit.check_summarise(services.db)
-    problems_e, _ = crashkit.check_extract(services.db)
+    problems_s, _ = exactly_once.check_summarise(services.db)
+    problems_e, _ = exactly_once.check_extract(services.db)
     assert problems_s == [] and problems_e == []
 
 
@@ -160,7 +161,7 @@ class _Writer:
         while not self._stop.is_set():
             with self.services.db.write() as session:
                 chat = self.services.audit.append(
-                    session, audit.CHAT_COMPLETED, crashkit.chat_payload(self.pairs)
+                    session, audit.CHAT_COMPLETED, exactly_once.chat_payload(self.pairs)
                 )
                 session.add(
                     EpisodeSummary(
@@ -246,7 +247,7 @@ def test_backup_on_postgresql_prints_pg_dump_without_the_password(services, tmp_
 
 # -- export --------------------------------------------------------------------------------------
 def _seed(services) -> None:
-    crashkit.backfill(services, 30)
+    exactly_once.backfill(services, 30)
     services.facts.set_by_operator("dog_name", "Biscuit")
     services.facts.set_by_operator("home_city", "Lisbon — “quoted” ünïcode")
     vector = services.embedder.get().embed_batch(["we talked about the dog"])[0]

@@ -160,8 +160,8 @@ def test_sweep_works_in_batches_each_audited(make_services):
 
 
 def test_sqlite_ids_are_never_reused_after_a_full_sweep(make_services):
-    """SQLite gives a new row max(rowid)+1: sweeping the newest rows would hand their ids out
-    again, below every worker cursor. The sweep keeps the newest row of each table."""
+    """Without AUTOINCREMENT SQLite gives a new row max(rowid)+1: sweeping the newest rows
+    would hand their ids out again, below every worker cursor and the vector index."""
     services = make_services()
     for i in range(3):
         add_episode(services, f"old conversation {i}", days_ago(100 + i))
@@ -171,7 +171,7 @@ def test_sqlite_ids_are_never_reused_after_a_full_sweep(make_services):
             select(EpisodeSummary.id).order_by(EpisodeSummary.id.desc()).limit(1)
         )
     run_until_caught_up(services.workers["retention.sweep"])
-    assert count(services, EpisodeSummary) == 1  # the newest one, kept on purpose
+    assert count(services, EpisodeSummary) == 0
     episode_id, chat_id = add_episode(services, "a new conversation", utcnow())
     assert chat_id > newest_audit and episode_id > newest_episode
     assert [e.episode_id for e in services.episodes.preview("a new conversation")] == [episode_id]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from caesar.clock import utcnow
@@ -90,6 +90,7 @@ class Audit:
         subject_key: str | None = None,
         created_at: datetime | None = None,
     ) -> AuditLog:
+        _serialise_appends(session)
         row = AuditLog(
             event_type=event_type,
             created_at=created_at or utcnow(),
@@ -100,6 +101,25 @@ class Audit:
         session.add(row)
         session.flush()
         return row
+
+
+# Any constant will do: it names the one lock that orders audit appends on PostgreSQL.
+_APPEND_LOCK_KEY = 0x0CAE5A4
+
+
+def _serialise_appends(session: Session) -> None:
+    """Workers follow the log with a cursor (`id > last`), which is only safe if ids become
+    visible in order. SQLite has one writer, so they do. On PostgreSQL two transactions can
+    take ids 7 and 8 and commit 8 first; a worker reading then would move its cursor past 7
+    for good. So on PostgreSQL every transaction that appends takes one transaction-scoped
+    advisory lock first: ids are drawn, and committed, one transaction at a time."""
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    transaction = session.get_transaction()
+    if transaction is None or session.info.get("_audit_lock") is transaction:
+        return
+    session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _APPEND_LOCK_KEY})
+    session.info["_audit_lock"] = transaction
 
 
 def list_events(

@@ -27,24 +27,6 @@ from caesar.workers import Worker
 BATCH_SIZE = 1000
 
 
-def _sqlite_keep(session: Session) -> set[int]:
-    """SQLite gives a new row max(rowid)+1, so deleting the newest row of a table makes its id
-    come back. Workers' cursors (audit ids) and the in-process vector index (episode and
-    chunk ids) only ever look past the largest id they have seen, so a reused id would never
-    be summarised or searched. Keeping the newest row of each table — at most three audit
-    rows, even if expired — means no id is ever handed out twice."""
-    keep = {
-        session.scalar(select(func.max(AuditLog.id))),
-        session.scalar(
-            select(EpisodeSummary.audit_log_id).order_by(EpisodeSummary.id.desc()).limit(1)
-        ),
-        session.scalar(
-            select(SemanticChunk.audit_log_id).order_by(SemanticChunk.id.desc()).limit(1)
-        ),
-    }
-    return {i for i in keep if i is not None}
-
-
 class RetentionWorker(Worker):
     name = "retention.sweep"
 
@@ -70,11 +52,9 @@ class RetentionWorker(Worker):
         The `retention.swept` row it writes is fresh, so a sweep never sweeps its own record."""
         cutoff = self.cutoff()
         with self.db.write() as session:
+            # Ids are never reused (AUTOINCREMENT on SQLite, sequences on PostgreSQL), so
+            # deleting the newest rows cannot hide new ones from cursors or the vector index.
             query = select(AuditLog.id).where(AuditLog.created_at < cutoff)
-            if self.db.is_sqlite:
-                keep = _sqlite_keep(session)
-                if keep:
-                    query = query.where(AuditLog.id.not_in(keep))
             ids = list(
                 session.scalars(
                     query.order_by(AuditLog.created_at, AuditLog.id).limit(self.batch_size)

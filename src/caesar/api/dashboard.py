@@ -384,7 +384,7 @@ def audit_row(
     request: Request,
     viewer: ViewerDep,
     services: ServicesDep,
-    audit_id: Annotated[int, FastAPIPath(le=MAX_ID)],
+    audit_id: Annotated[int, FastAPIPath(ge=1, le=MAX_ID)],
 ) -> Response:
     with services.db.read() as session:
         row = session.get(AuditLog, audit_id)

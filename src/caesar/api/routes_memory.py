@@ -76,8 +76,17 @@ class RecallRequest(BaseModel):
     query: StrictStr = Field(min_length=1, max_length=10_000)
     top_k: int | None = Field(default=None, ge=1, le=100)
     now: datetime | None = None
-    max_age_days: float | None = Field(default=0, ge=0)
-    similarity_threshold: float | None = Field(default=2.0, ge=-1, le=2)
+    # Omitted: the configured value. Null: that filter is off (which is why the default
+    # cannot simply be None — "not sent" and "sent as null" mean different things).
+    max_age_days: float | None = Field(
+        default=None, gt=0, description="omit for memory.episodes_recall.max_age_days; null = no limit"
+    )
+    similarity_threshold: float | None = Field(
+        default=None,
+        ge=-1,
+        le=1,
+        description="omit for memory.episodes_recall.similarity_threshold; null = no threshold",
+    )
 
 
 @router.post("/v1/memory/recall")

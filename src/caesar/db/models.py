@@ -49,6 +49,8 @@ class AuditLog(Base):
         Index("idx_audit_log_created", "created_at"),
         Index("idx_audit_log_type_subject_key", "event_type", "subject_key"),
         Index("idx_audit_log_type_subject_id", "event_type", "subject_id"),
+        # Never reuse an id: cursors and the vector index only look past the largest id seen.
+        {"sqlite_autoincrement": True},
     )
 
 
@@ -92,6 +94,7 @@ class EpisodeSummary(Base):
         Index("idx_episode_summaries_audit", "audit_log_id"),
         Index("idx_episode_summaries_created", "created_at"),
         Index("idx_episode_summaries_model_id", "model", "id"),
+        {"sqlite_autoincrement": True},
     )
 
 
@@ -114,6 +117,7 @@ class SemanticChunk(Base):
     __table_args__ = (
         UniqueConstraint("audit_log_id", "chunk_index", name="uq_semantic_chunks_audit_chunk"),
         Index("idx_semantic_chunks_model_id", "model", "id"),
+        {"sqlite_autoincrement": True},
     )
 
 

@@ -126,6 +126,7 @@ class VectorIndex:
         self._ivf: ann.IvfIndex | None = None
         self._forgotten_since_ivf = 0
         self._builder: threading.Thread | None = None
+        self._maintaining = threading.Lock()
         self._ivf_failed_at: int | None = None
 
     def __len__(self) -> int:
@@ -206,13 +207,9 @@ class VectorIndex:
                 self._max_id = int(rows[-1][0])
                 if len(rows) < chunk:
                     break
-            while self.quantize and self._n - self._sealed >= self.seal_rows:
-                stop = min(self._n, self._sealed + quantized.MAX_BLOCK_ROWS)
-                block = quantized.seal(self._vectors[self._sealed : stop], self._sealed)
-                self._blocks = (*self._blocks, block)
-                self._sealed = block.stop
-        if added:
-            self._maybe_build_ivf()
+            due = self._seal_due() or self._ivf_due()
+        if due:
+            self._maintain()
         return added
 
     def _append(self, session: Session, rows: Sequence[Any], expected: int = 0) -> int:
@@ -275,8 +272,9 @@ class VectorIndex:
             self._alive[at] = False
             self._alive_count -= int(at.size)
             self._forgotten_since_ivf += int(at.size)
-        if at.size:
-            self._maybe_build_ivf()
+            due = self._ivf_due()
+        if due:
+            self._maintain()
 
     def set_recall_count(self, row_id: int, count: int) -> None:
         with self._lock:
@@ -299,15 +297,47 @@ class VectorIndex:
             uncovered > ivf.rows * (RETRAIN_GROWTH - 1) or self._forgotten_since_ivf * 3 > ivf.rows
         )
 
-    def _maybe_build_ivf(self) -> None:
+    def _seal_due(self) -> bool:
+        return self.quantize and self._n - self._sealed >= self.seal_rows
+
+    def _maintain(self) -> None:
+        """Seal new rows into 8-bit blocks, then (re)build the IVF if due: in a background
+        thread, so a refresh (and `caesar serve`'s first recall) never waits for either; the
+        rows not sealed yet are scanned exactly meanwhile."""
         with self._lock:
-            if not self._ivf_due() or (self._builder is not None and self._builder.is_alive()):
+            if self._builder is not None and self._builder.is_alive():
                 return
             if self.background:
-                self._builder = threading.Thread(target=self.build_ivf, daemon=True, name="ivf")
+                self._builder = threading.Thread(
+                    target=self._maintenance, daemon=True, name="vectors"
+                )
                 self._builder.start()
                 return
-        self.build_ivf()
+        self._maintenance()
+
+    def _maintenance(self) -> None:
+        if not self._maintaining.acquire(blocking=False):
+            return  # another thread is at it (inline mode); it will see these rows too
+        try:
+            self._seal_and_build()
+        finally:
+            self._maintaining.release()
+
+    def _seal_and_build(self) -> None:
+        while True:
+            with self._lock:
+                if not self._seal_due():
+                    break
+                start, vectors = self._sealed, self._vectors
+                stop = min(self._n, start + quantized.MAX_BLOCK_ROWS)
+            block = quantized.seal(vectors[start:stop], start)  # one maintainer: no race
+            with self._lock:
+                self._blocks = (*self._blocks, block)
+                self._sealed = block.stop
+        with self._lock:
+            due = self._ivf_due()
+        if due:
+            self.build_ivf()
 
     def build_ivf(self) -> None:
         """Build the IVF over the sealed rows now, then swap it in (searches meanwhile scan
@@ -328,7 +358,8 @@ class VectorIndex:
             self._ivf_failed_at = None
 
     def wait_for_ivf(self, timeout: float | None = None) -> bool:
-        """Wait for a background build (start-up, benchmarks); True if the IVF is in use."""
+        """Wait for background sealing and building (start-up, benchmarks); True if the IVF
+        is in use."""
         builder = self._builder
         if builder is not None:
             builder.join(timeout)

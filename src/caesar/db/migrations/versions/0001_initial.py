@@ -39,6 +39,7 @@ def upgrade() -> None:
         sa.Column("payload", JSON, nullable=False),
         sa.Column("subject_id", sa.Integer(), nullable=True),
         sa.Column("subject_key", sa.String(200), nullable=True),
+        sqlite_autoincrement=True,
     )
     op.create_index("idx_audit_log_type_id", "audit_log", ["event_type", "id"])
     op.create_index("idx_audit_log_created", "audit_log", ["created_at"])
@@ -78,6 +79,7 @@ def upgrade() -> None:
         sa.Column("last_recalled_at", sa.DateTime(), nullable=True),
         sa.Column("recall_count", sa.Integer(), nullable=False, server_default="0"),
         sa.Column("embedding_f32", sa.LargeBinary(), nullable=True),
+        sqlite_autoincrement=True,
     )
     op.create_index("idx_episode_summaries_audit", "episode_summaries", ["audit_log_id"])
     op.create_index("idx_episode_summaries_created", "episode_summaries", ["created_at"])
@@ -99,6 +101,7 @@ def upgrade() -> None:
         sa.Column("model", sa.String(200), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.UniqueConstraint("audit_log_id", "chunk_index", name="uq_semantic_chunks_audit_chunk"),
+        sqlite_autoincrement=True,
     )
     op.create_index("idx_semantic_chunks_model_id", "semantic_chunks", ["model", "id"])
 
