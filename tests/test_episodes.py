@@ -170,6 +170,8 @@ def test_preview_returns_components_and_does_not_bump(client, services):
     assert found["audit_log_id"] == audit_id and found["recall_count"] == 0
     for key in (
         "cosine",
+        "keyword",
+        "relevance",
         "age_days",
         "freshness",
         "recall_weight",
@@ -178,8 +180,9 @@ def test_preview_returns_components_and_does_not_bump(client, services):
         "summary",
     ):
         assert key in found
+    assert found["relevance"] >= found["cosine"]
     assert found["score"] == pytest.approx(
-        found["cosine"] * found["freshness"] * found["recall_weight"], abs=1e-5
+        found["relevance"] * found["freshness"] * found["recall_weight"], abs=1e-5
     )
     assert events(services, audit.EPISODE_RECALLED) == []
     with services.db.read() as session:

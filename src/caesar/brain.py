@@ -101,7 +101,7 @@ class Brain:
             try:
                 params = RecallParams.from_settings(recall)
                 vector = self.services.episodes.embed_query(message)
-                ctx.recalled = self.services.episodes.search(vector, now, params)
+                ctx.recalled = self.services.episodes.search(vector, now, params, query_text=message)
             except Exception as exc:  # noqa: BLE001 - memory never breaks chat; audited below
                 log.warning("auto-recall failed: %s", exc)
                 ctx.recall_error = f"{type(exc).__name__}: {exc}"[:1000]

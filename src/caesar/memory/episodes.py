@@ -1,9 +1,14 @@
 """Episode recall (ADR-0034 §3–4): which past conversations a message brings back, and why.
 
-A search keeps summaries of the current embedder model whose raw cosine clears the threshold
+A search keeps summaries of the current embedder model whose relevance clears the threshold
 and whose conversation is younger than `max_age_days`, ranks them by
-`score = cosine × freshness × recall_weight`, and returns the top K with every component, so
-the `memory.episode.recalled` audit row (and the preview API) can explain each one.
+`score = relevance × freshness × recall_weight`, and returns the top K with every component,
+so the `memory.episode.recalled` audit row (and the preview API) can explain each one.
+
+Relevance is the ADR's raw cosine when `fusion = "dense"`; with the default `"hybrid"` it
+fuses that cosine with keyword relevance over the summary and the conversation
+(memory/hybrid.py, measured in docs/recall-quality.md). With no keyword match, hybrid
+relevance is exactly the cosine.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from caesar.memory.importance import (
     recall_weight,
     recall_weight_v,
 )
+from caesar.memory.hybrid import hybrid_search
 from caesar.memory.vectors import VectorIndex, epoch_seconds
 
 # Candidates fetched beyond top_k, so fresh counters from the database can reorder them.
@@ -50,6 +56,8 @@ class RecallParams:
     max_age_days: float | None
     halflife_days: float
     recall_weight_scale: float
+    fusion: str = "dense"
+    keyword_weight: float = 0.0
 
     @classmethod
     def from_settings(cls, s: EpisodesRecallSettings, **overrides: object) -> RecallParams:
@@ -59,6 +67,8 @@ class RecallParams:
             "max_age_days": s.max_age_days,
             "halflife_days": s.halflife_days,
             "recall_weight_scale": s.recall_weight_scale,
+            "fusion": s.fusion,
+            "keyword_weight": s.keyword_weight,
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
@@ -76,11 +86,13 @@ class RecalledEpisode:
     recall_count: int
     recall_weight: float
     score: float
+    keyword: float = 0.0  # normalised keyword relevance ∈ [0, 1] (hybrid fusion only)
+    relevance: float = 0.0  # what the threshold applies to: cosine, or fused with keyword
 
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
         data["created_at"] = self.created_at.isoformat()
-        for key in ("cosine", "age_days", "freshness", "recall_weight", "score"):
+        for key in ("cosine", "keyword", "relevance", "age_days", "freshness", "recall_weight", "score"):
             data[key] = round(float(data[key]), 6)
         return data
 
@@ -110,6 +122,7 @@ def rank_episodes(
                 recall_count=count,
                 recall_weight=weight,
                 score=cosine * fresh * weight,
+                relevance=cosine,
             )
         )
     out.sort(key=lambda e: (-e.score, -e.episode_id))
@@ -157,9 +170,17 @@ class EpisodeMemory:
         return embed_one(self.embedder.get(), text)
 
     def search(
-        self, query_vector: np.ndarray, now: datetime, params: RecallParams
+        self,
+        query_vector: np.ndarray,
+        now: datetime,
+        params: RecallParams,
+        query_text: str | None = None,
     ) -> list[RecalledEpisode]:
         index = self.index()
+        if params.fusion != "dense" and query_text:
+            with self.db.read() as session:
+                hits = hybrid_search(session, index, query_text, query_vector, now, params)
+            return [RecalledEpisode(**asdict(hit)) for hit in hits]
         now_s = epoch_seconds(now)
         min_created = None
         if params.max_age_days is not None:
@@ -208,7 +229,7 @@ class EpisodeMemory:
     ) -> list[RecalledEpisode]:
         """What auto-recall would surface, without bumping anything."""
         params = RecallParams.from_settings(self.settings, **overrides)
-        return self.search(self.embed_query(query), now or utcnow(), params)
+        return self.search(self.embed_query(query), now or utcnow(), params, query_text=query)
 
     def record_recalls(
         self,
