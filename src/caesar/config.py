@@ -139,7 +139,7 @@ class EpisodesRecallSettings(BaseModel):
     enabled: bool = True
     top_k: int = Field(default=3, ge=1, le=50)
     similarity_threshold: float = Field(default=0.45, ge=-1, le=1)
-    max_age_days: int = Field(default=90, ge=1)
+    max_age_days: int = Field(default=90, ge=1, le=36_500)
     halflife_days: float = Field(default=30.0, gt=0)
     recall_weight_scale: float = Field(default=0.25, ge=0)
     # Issue #6: relevance = cosine (dense over the summary) fused with keyword relevance over

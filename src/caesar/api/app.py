@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from caesar import __version__
+from caesar.api.deps import Authenticated
 from caesar.api.limits import BodySizeLimit, RequestTooLarge
 from caesar.brain import Brain
 from caesar.config import Settings
@@ -83,7 +84,16 @@ def create_app(settings: Settings, services: Services | None = None, *, run_work
             if runner:
                 runner.stop()
 
-    app = FastAPI(title="caesar", version=__version__, lifespan=lifespan)
+    # The API description is served behind the token like everything but /healthz; the
+    # interactive docs pages are off (they load their scripts from a CDN).
+    app = FastAPI(
+        title="caesar",
+        version=__version__,
+        lifespan=lifespan,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.services = services
     app.state.brain = brain
     _install_error_handlers(app)
@@ -94,6 +104,10 @@ def create_app(settings: Settings, services: Services | None = None, *, run_work
     def healthz() -> dict[str, str]:
         """Liveness; the only route that needs no token."""
         return {"status": "ok", "version": __version__}
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Authenticated])
+    def openapi() -> dict[str, Any]:
+        return app.openapi()
 
     app.include_router(routes_chat.router)
     app.include_router(routes_memory.router)

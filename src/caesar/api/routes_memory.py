@@ -79,7 +79,10 @@ class RecallRequest(BaseModel):
     # Omitted: the configured value. Null: that filter is off (which is why the default
     # cannot simply be None — "not sent" and "sent as null" mean different things).
     max_age_days: float | None = Field(
-        default=None, gt=0, description="omit for memory.episodes_recall.max_age_days; null = no limit"
+        default=None,
+        gt=0,
+        le=36_500,
+        description="omit for memory.episodes_recall.max_age_days; null = no limit",
     )
     similarity_threshold: float | None = Field(
         default=None,
