@@ -100,48 +100,6 @@ def _file_lock(path: pathlib.Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _without_onnx_package() -> Iterator[None]:
-    """Let torch's legacy (TorchScript) ONNX exporter run without the ``onnx`` package.
-
-    The legacy exporter unconditionally passes the serialised model through
-    ``_add_onnxscript_fn``, which only *imports* ``onnx`` to splice in custom onnxscript
-    functions.  We use none, so that step is the identity; when ``onnx`` is missing we
-    temporarily replace it with a pass-through.  (With ``onnx`` installed nothing is patched.)
-    """
-    try:
-        import onnx  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        yield
-        return
-
-    import importlib
-
-    module = None
-    for name in (
-        "torch.onnx._internal.torchscript_exporter.onnx_proto_utils",  # torch >= 2.9
-        "torch.onnx._internal.onnx_proto_utils",  # older torch
-    ):
-        try:
-            candidate = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(candidate, "_add_onnxscript_fn"):
-            module = candidate
-            break
-    if module is None:  # pragma: no cover - depends on torch internals
-        yield
-        return
-    original = module._add_onnxscript_fn
-    setattr(module, "_add_onnxscript_fn", lambda model_bytes, custom_opsets: model_bytes)  # noqa: B010
-    try:
-        yield
-    finally:
-        setattr(module, "_add_onnxscript_fn", original)  # noqa: B010
-
-
-@contextlib.contextmanager
 def _no_progress_bars() -> Iterator[None]:
     """Silence transformers' "Loading weights" tqdm bar while loading the model."""
     from transformers.utils import logging as hf_logging
@@ -213,7 +171,7 @@ def export_onnx(model_dir: pathlib.Path, target: pathlib.Path) -> None:
 
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with warnings.catch_warnings(), _without_onnx_package(), torch.no_grad():
+        with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             torch.onnx.export(
                 encoder,
