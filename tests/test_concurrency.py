@@ -158,9 +158,11 @@ def test_server_and_two_worker_processes_exactly_once(
 
 
 def test_postgresql_cursor_never_skips_a_chat_committed_late(pg_url, tmp_path, llm, make_services):
-    """The race the test above can hit by chance, forced: on PostgreSQL a chat inserted first
-    (smaller id) but committed last must still be learned from. A worker that read past it
-    while it was in flight would move its cursor beyond it and never come back."""
+    """The race the test above can hit by chance, forced. PostgreSQL draws ids at INSERT and
+    commits in any order: if a chat inserted second (larger id) could commit while the first is
+    still open, a worker reading in between would move its cursor past the first chat for good.
+    Here the first chat's transaction stays open while a second one appends and a worker steps;
+    whatever makes that safe (audit.py serialises appends), the first chat must be learned from."""
     from sqlalchemy import text
 
     from caesar.workers import run_until_caught_up
@@ -169,27 +171,27 @@ def test_postgresql_cursor_never_skips_a_chat_committed_late(pg_url, tmp_path, l
     services = make_services(settings=Settings(**settings))
     llm.reply = exactly_once.MemoryReplies()
     worker = services.workers["memory.extract"]
-    with services.db.write() as slow:
-        early = services.audit.append(slow, audit.CHAT_COMPLETED, exactly_once.chat_payload(1)).id
-        late = exactly_once.backfill(services, 1, start=2)[
-            0
-        ]  # another transaction, committed first
-        assert late > early
-        stepping = threading.Thread(target=worker.step)
-        stepping.start()
-        # Until the worker either finished its step or is waiting on the open transaction.
+
+    def blocked() -> int:
+        with services.db.read() as session:
+            return int(session.scalar(text("SELECT count(*) FROM pg_locks WHERE NOT granted")) or 0)
+
+    def settle(thread: threading.Thread, waiting: int) -> None:
+        """Until `thread` has finished, or `waiting` sessions wait on a lock."""
         deadline = time.monotonic() + 30
-        while stepping.is_alive():
-            with services.db.read() as session:
-                waiting = session.scalar(
-                    text(
-                        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'audit_log'::regclass"
-                    )
-                )
-            if waiting:
-                break
+        while thread.is_alive() and blocked() < waiting:
             assert time.monotonic() < deadline
             time.sleep(0.01)
+
+    with services.db.write() as slow:
+        services.audit.append(slow, audit.CHAT_COMPLETED, exactly_once.chat_payload(1))
+        second = threading.Thread(target=exactly_once.backfill, args=(services, 1, 2))
+        second.start()
+        settle(second, 1)
+        stepping = threading.Thread(target=worker.step)
+        stepping.start()
+        settle(stepping, 1 + second.is_alive())
+    second.join(timeout=30)
     stepping.join(timeout=30)
     run_until_caught_up(worker)
     problems, tally = exactly_once.check_extract(services.db)

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
-from sqlalchemy import select, text, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from caesar import audit
@@ -98,7 +98,6 @@ class CursorWorker(Worker, Generic[Prepared]):
 
     def step(self) -> int:
         with self.db.read() as session:
-            settle_audit_ids(session)
             start = self.cursor(session)
             rows = self.pending(session, start, self.batch_size)
             session.expunge_all()
@@ -131,16 +130,6 @@ def rows_still_there(session: Session, rows: Sequence[AuditLog]) -> bool:
     query = select(AuditLog.id).where(AuditLog.id.in_(ids))
     found = session.scalars(query.with_for_update(read=True, key_share=True)).all()
     return len(found) == len(ids)
-
-
-def settle_audit_ids(session: Session) -> None:
-    """PostgreSQL hands out ids at INSERT, but transactions commit in any order: a chat with a
-    smaller id can become visible after one with a larger id, and a cursor already past it
-    would skip it forever. SHARE mode waits for every transaction inserting into audit_log to
-    end (and holds new inserts off for the rest of this short read), so every id at or below
-    what the read sees is final. SQLite needs nothing: its writers take turns (BEGIN IMMEDIATE)."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(text("LOCK TABLE audit_log IN SHARE MODE"))
 
 
 def run_until_caught_up(worker: Worker, on_progress: Callable[[int], None] | None = None) -> int:
