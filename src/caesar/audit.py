@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple, cast
 
-from sqlalchemy import func, select, text
+from sqlalchemy import Table, func, insert, select, text
 from sqlalchemy.orm import Session
 
 from caesar.clock import utcnow
@@ -54,6 +54,24 @@ NUL_REPLACEMENT = "\ufffd"
 
 def is_secret_key(key: object) -> bool:
     return bool(_SECRET_KEY.search(str(key)))
+
+
+class AuditEntry(NamedTuple):
+    """One row for `Audit.append_many`: the arguments `Audit.append` takes."""
+
+    event_type: str
+    payload: dict[str, Any]
+    subject_id: int | None = None
+    subject_key: str | None = None
+    created_at: datetime | None = None
+
+
+# Ids come back in the order the rows were given, on every engine (SQLAlchemy guarantees it,
+# running one INSERT per row where a backend cannot correlate a batch's RETURNING rows).
+_AUDIT_TABLE = cast(Table, AuditLog.__table__)
+_INSERT_RETURNING_ID = insert(_AUDIT_TABLE).returning(
+    _AUDIT_TABLE.c.id, sort_by_parameter_order=True
+)
 
 
 class Audit:
@@ -101,6 +119,28 @@ class Audit:
         session.add(row)
         session.flush()
         return row
+
+    def append_many(self, session: Session, entries: Sequence[AuditEntry]) -> list[int]:
+        """`append` for several rows at once: their ids, in the order given (ids grow in that
+        order too). A chat turn appends up to 1 + top_k rows, and a core INSERT costs a
+        fraction of the ORM flush `append` pays per row. The rows are inserted directly, not
+        added to the session as objects (nothing here flushes it); on PostgreSQL the same
+        advisory lock as `append` is taken first."""
+        if not entries:
+            return []
+        _serialise_appends(session)
+        now = utcnow()
+        rows = [
+            {
+                "event_type": entry.event_type,
+                "created_at": entry.created_at or now,
+                "payload": self.redact(entry.payload),
+                "subject_id": entry.subject_id,
+                "subject_key": entry.subject_key,
+            }
+            for entry in entries
+        ]
+        return [int(i) for i in session.execute(_INSERT_RETURNING_ID, rows).scalars()]
 
 
 # Any constant will do: it names the one lock that orders audit appends on PostgreSQL.

@@ -130,52 +130,59 @@ class Brain:
             "memory_ms": round(ctx.memory_ms, 2),
         }
         conversation = [*ctx.history, {"role": "user", "content": ctx.message}]
+        if completion is not None:
+            row = audit.AuditEntry(
+                kind.completed,
+                {
+                    **kind.extra,
+                    "messages": conversation,
+                    "reply": completion.text,
+                    "provider": completion.provider,
+                    "model": completion.model,
+                    "usage": completion.usage.as_dict(),
+                    "latency_ms": round(latency_ms, 2),
+                    "memory": memory,
+                },
+                subject_key=kind.subject_key,
+                created_at=ctx.now,
+            )
+        else:
+            assert error is not None
+            row = audit.AuditEntry(
+                kind.failed,
+                {
+                    **kind.extra,
+                    "messages": conversation,
+                    "provider": error.provider,
+                    "error": error.detail,
+                    "error_type": type(error).__name__,
+                    "status": error.http_status,
+                    "latency_ms": round(latency_ms, 2),
+                    "memory": memory,
+                    **({"partial_reply": ctx.partial_reply} if ctx.partial_reply else {}),
+                },
+                subject_key=kind.subject_key,
+                created_at=ctx.now,
+            )
+        # append_many, not append: no ORM flush per row (this runs on every turn). The turn's
+        # row goes first, alone: the rows after it carry its id.
         with self.services.db.write() as session:
-            if completion is not None:
-                row = self.services.audit.append(
-                    session,
-                    kind.completed,
-                    {
-                        **kind.extra,
-                        "messages": conversation,
-                        "reply": completion.text,
-                        "provider": completion.provider,
-                        "model": completion.model,
-                        "usage": completion.usage.as_dict(),
-                        "latency_ms": round(latency_ms, 2),
-                        "memory": memory,
-                    },
-                    created_at=ctx.now,
-                    subject_key=kind.subject_key,
-                )
-            else:
-                assert error is not None
-                row = self.services.audit.append(
-                    session,
-                    kind.failed,
-                    {
-                        **kind.extra,
-                        "messages": conversation,
-                        "provider": error.provider,
-                        "error": error.detail,
-                        "error_type": type(error).__name__,
-                        "status": error.http_status,
-                        "latency_ms": round(latency_ms, 2),
-                        "memory": memory,
-                        **({"partial_reply": ctx.partial_reply} if ctx.partial_reply else {}),
-                    },
-                    created_at=ctx.now,
-                    subject_key=kind.subject_key,
-                )
+            [turn_id] = self.services.audit.append_many(session, [row])
             if ctx.recall_error:
-                self.services.audit.append(
-                    session, audit.RECALL_FAILED, {"error": ctx.recall_error, "turn_audit_id": row.id}
+                self.services.audit.append_many(
+                    session,
+                    [
+                        audit.AuditEntry(
+                            audit.RECALL_FAILED,
+                            {"error": ctx.recall_error, "turn_audit_id": turn_id},
+                        )
+                    ],
                 )
             if ctx.recalled:
                 self.services.episodes.record_recalls(
-                    session, ctx.recalled, now=ctx.now, context={"turn_audit_id": row.id}
+                    session, ctx.recalled, now=ctx.now, context={"turn_audit_id": turn_id}
                 )
-            return row.id
+            return turn_id
 
     # -- a whole turn -----------------------------------------------------------------------
     def turn(self, message: str, history: list[Message] | None = None, kind: TurnKind = CHAT) -> TurnResult:

@@ -243,21 +243,26 @@ class EpisodeMemory:
         if not episodes:
             return
         index = self._index
-        # One statement for all of them: this runs inside every chat turn's write transaction.
+        # One statement for all of them, and one for their audit rows: this runs inside every
+        # chat turn's write transaction. The core table, not the ORM entity: an ORM UPDATE
+        # pays for session synchronisation this session has nothing to synchronise.
+        table = EpisodeSummary.__table__
         session.execute(
-            update(EpisodeSummary)
-            .where(EpisodeSummary.id.in_([e.episode_id for e in episodes]))
-            .values(recall_count=EpisodeSummary.recall_count + 1, last_recalled_at=now)
+            update(table)  # type: ignore[arg-type]  # a Table, typed as its FromClause base
+            .where(table.c.id.in_([e.episode_id for e in episodes]))
+            .values(recall_count=table.c.recall_count + 1, last_recalled_at=now)
         )
+        rows = []
         for episode in episodes:
             if index is not None:
                 index.set_recall_count(episode.episode_id, episode.recall_count + 1)
             payload = {**episode.as_json(), **context}
             payload.pop("summary", None)
             payload["summary"] = episode.summary
-            self.audit.append(
-                session, audit.EPISODE_RECALLED, payload, subject_id=episode.audit_log_id
+            rows.append(
+                audit.AuditEntry(audit.EPISODE_RECALLED, payload, subject_id=episode.audit_log_id)
             )
+        self.audit.append_many(session, rows)
 
 
 def age_cutoff(now: datetime, days: float) -> datetime:

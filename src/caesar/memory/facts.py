@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
-from sqlalchemy import String, func, select, type_coerce
+from sqlalchemy import String, bindparam, func, select, type_coerce
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from caesar import audit
 from caesar.clock import utcnow
@@ -84,32 +84,51 @@ class RankedFact(NamedTuple):
         }
 
 
+def _edit_counts_query(*, one_key: bool) -> Any:
+    """Operator edits per key after the key's last deletion. Core tables, built once: this
+    runs on every chat turn, and an ORM statement built per call cost more than the query.
+    A join against each key's last deletion rather than a correlated subquery per edit row."""
+    log = AuditLog.__table__.c
+    last_delete = select(log.subject_key, func.max(log.id).label("last_id")).where(
+        log.event_type == audit.FACT_USER_DELETED
+    )
+    if one_key:
+        last_delete = last_delete.where(log.subject_key == bindparam("key"))
+    deleted = last_delete.group_by(log.subject_key).subquery("last_delete")
+    query = (
+        select(log.subject_key, func.count())
+        .select_from(
+            AuditLog.__table__.outerjoin(deleted, deleted.c.subject_key == log.subject_key)
+        )
+        .where(
+            log.event_type == audit.FACT_USER_EDITED,
+            log.subject_key.is_not(None),
+            log.id > func.coalesce(deleted.c.last_id, 0),
+        )
+        .group_by(log.subject_key)
+    )
+    return query.where(log.subject_key == bindparam("key")) if one_key else query
+
+
+_EDIT_COUNTS = _edit_counts_query(one_key=False)
+_EDIT_COUNT_OF_KEY = _edit_counts_query(one_key=True)
+# What edit counts are computed from, summed up: audit rows are never changed and ids never
+# reused, and a new row's id is larger than any before it, so (how many, largest id) of the
+# edit and deletion rows changes whenever one is added (largest id) or removed (how many).
+_EDIT_ROWS_SIGNATURE = select(func.count(), func.max(AuditLog.__table__.c.id)).where(
+    AuditLog.__table__.c.event_type.in_((audit.FACT_USER_EDITED, audit.FACT_USER_DELETED))
+)
+
+
 def edit_counts(session: Session, key: str | None = None) -> dict[str, int]:
     """Operator edits per key (`memory.fact.user_edited` rows, ADR-0034 §4), counting only
     edits after the key's last `memory.fact.user_deleted`: deleting a fact forgets the
     interest the operator once showed in it. Both lookups ride idx_audit_log_type_subject_key."""
-    deleted = aliased(AuditLog)
-    last_delete = (
-        select(func.max(deleted.id))
-        .where(
-            deleted.event_type == audit.FACT_USER_DELETED,
-            deleted.subject_key == AuditLog.subject_key,
-        )
-        .correlate(AuditLog)
-        .scalar_subquery()
-    )
-    query = (
-        select(AuditLog.subject_key, func.count())
-        .where(
-            AuditLog.event_type == audit.FACT_USER_EDITED,
-            AuditLog.subject_key.is_not(None),
-            AuditLog.id > func.coalesce(last_delete, 0),
-        )
-        .group_by(AuditLog.subject_key)
-    )
-    if key is not None:
-        query = query.where(AuditLog.subject_key == key)
-    return {str(k): int(n) for k, n in session.execute(query)}
+    if key is None:
+        rows = session.execute(_EDIT_COUNTS)
+    else:
+        rows = session.execute(_EDIT_COUNT_OF_KEY, {"key": key})
+    return {str(k): int(n) for k, n in rows}
 
 
 def _raw(column: Any) -> Any:
@@ -131,15 +150,19 @@ def _age_days(raw: list[Any], now: datetime) -> np.ndarray:
     return np.array([(now - u).total_seconds() for u in raw]) / SECONDS_PER_DAY
 
 
+_FACT = Fact.__table__.c
+# Core columns, not ORM attributes: an ORM-enabled select pays for ORM result processing.
 _COLUMNS = (
-    Fact.key,
-    Fact.value,
-    Fact.confidence,
-    Fact.source_audit_id,
-    _raw(Fact.created_at).label("created_at"),
-    _raw(Fact.updated_at).label("updated_at"),
+    _FACT.key,
+    _FACT.value,
+    _FACT.confidence,
+    _FACT.source_audit_id,
+    _raw(_FACT.created_at).label("created_at"),
+    _raw(_FACT.updated_at).label("updated_at"),
 )
 _I_KEY, _I_VALUE, _I_CONFIDENCE, _I_SOURCE, _I_CREATED, _I_UPDATED = range(len(_COLUMNS))
+_ALL_ROWS = select(*_COLUMNS).order_by(_FACT.key)
+_ROW_OF_KEY = select(*_COLUMNS).where(_FACT.key == bindparam("key"))
 
 
 class FactsStore:
@@ -149,6 +172,10 @@ class FactsStore:
         self.db = db
         self.settings = settings
         self.audit = audit_log
+        # (signature of the edit/deletion rows, the edit counts computed from them): every
+        # turn needs the counts; they change only when the operator edits or deletes a fact
+        # (any process) or retention sweeps such a row. Replaced whole, never mutated.
+        self._edit_counts: tuple[tuple[int, int | None], dict[str, int]] | None = None
 
     def _ranked(
         self, rows: Sequence[Any], edits: dict[str, int], now: datetime, limit: int | None
@@ -189,14 +216,27 @@ class FactsStore:
         Importance is computed here, at read time, never stored."""
         now = now or utcnow()
         with self.db.read() as session:
-            rows = session.execute(select(*_COLUMNS).order_by(Fact.key)).all()
-            edits = edit_counts(session) if rows else {}
+            rows = session.execute(_ALL_ROWS).all()
+            edits = self._all_edit_counts(session) if rows else {}
         return self._ranked(rows, edits, now, limit)
+
+    def _all_edit_counts(self, session: Session) -> dict[str, int]:
+        """`edit_counts(session)`, recomputed only when the rows it counts changed. The
+        signature is read before the counts: a write committed between the two leaves counts
+        newer than their signature (recomputed next time), never older."""
+        count, last_id = session.execute(_EDIT_ROWS_SIGNATURE).one()
+        signature = (int(count), None if last_id is None else int(last_id))
+        cached = self._edit_counts
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        counts = edit_counts(session)
+        self._edit_counts = (signature, counts)
+        return counts
 
     def get(self, raw_key: str, now: datetime | None = None) -> RankedFact:
         key = normalise_key(raw_key)
         with self.db.read() as session:
-            row = session.execute(select(*_COLUMNS).where(Fact.key == key)).first()
+            row = session.execute(_ROW_OF_KEY, {"key": key}).first()
             if row is None:
                 raise NotFound(f"no fact with key {key!r}")
             edits = edit_counts(session, key)
