@@ -151,7 +151,7 @@ def bench_recall(llm: FakeLLMServer, episodes: int, runs: int) -> dict[str, Any]
         embed_all_s = time.perf_counter() - started
         now = utcnow()
         with services.db.write() as session:
-            for i, (summary, vector) in enumerate(zip(texts, vectors, strict=True)):
+            for summary, vector in zip(texts, vectors, strict=True):
                 created = now - timedelta(days=float(rng.uniform(0, 120)))
                 row = services.audit.append(
                     session, audit.CHAT_COMPLETED, {"messages": [], "reply": ""}, created_at=created

@@ -16,11 +16,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # `fakes`, `pg`
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from fakes.llm_server import FakeLLMServer  # noqa: E402
+from fakes.llm_server import FakeLLMServer
 
-from caesar.config import Settings  # noqa: E402
-from caesar.db import Database, migrate  # noqa: E402
-from caesar.services import Services  # noqa: E402
+from caesar.config import Settings
+from caesar.db import Database, migrate
+from caesar.services import Services
 
 # The ONNX export of the model is made once and kept between runs (gitignored).
 MODEL_CACHE = ROOT / ".caesar-test" / "models"

@@ -204,7 +204,7 @@ def test_concurrent_processes_export_once(tmp_path: pathlib.Path) -> None:
         for _ in range(2)
     ]
     outs = [p.communicate(timeout=180) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
         assert "OK" in out
     exports = sum(out.count("exported all-MiniLM-L6-v2") for out, _ in outs)

@@ -3,8 +3,8 @@ by a real uvicorn (tests/live_server.py), whose own provider is the local wire s
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import openai

@@ -24,7 +24,7 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.errors import ProviderError
 from caesar.gateway.base import Completion, Message, StreamChunk, Usage
-from caesar.memory.episodes import RecallParams, RecalledEpisode
+from caesar.memory.episodes import RecalledEpisode, RecallParams
 from caesar.prompt import EpisodeLine, FactLine, episodes_block, facts_block, system_prompt
 from caesar.services import Services
 
@@ -81,7 +81,9 @@ class Brain:
         self.settings = services.settings
 
     # -- step 1-3 ---------------------------------------------------------------------------
-    def prepare(self, message: str, history: list[Message] | None = None, now: datetime | None = None) -> TurnContext:
+    def prepare(
+        self, message: str, history: list[Message] | None = None, now: datetime | None = None
+    ) -> TurnContext:
         started = time.perf_counter()
         now = now or utcnow()
         history = list(history or [])[-MAX_HISTORY_TURNS:]
@@ -101,7 +103,9 @@ class Brain:
             try:
                 params = RecallParams.from_settings(recall)
                 vector = self.services.episodes.embed_query(message)
-                ctx.recalled = self.services.episodes.search(vector, now, params, query_text=message)
+                ctx.recalled = self.services.episodes.search(
+                    vector, now, params, query_text=message
+                )
             except Exception as exc:  # noqa: BLE001 - memory never breaks chat; audited below
                 log.warning("auto-recall failed: %s", exc)
                 ctx.recall_error = f"{type(exc).__name__}: {exc}"[:1000]
@@ -111,7 +115,11 @@ class Brain:
         prompt = system_prompt(
             self.settings.system_prompt, facts_text, episodes_text, self.settings.operator_prompt
         )
-        ctx.messages = [{"role": "system", "content": prompt}, *history, {"role": "user", "content": message}]
+        ctx.messages = [
+            {"role": "system", "content": prompt},
+            *history,
+            {"role": "user", "content": message},
+        ]
         ctx.memory_ms = (time.perf_counter() - started) * 1000
         return ctx
 
@@ -185,7 +193,9 @@ class Brain:
             return turn_id
 
     # -- a whole turn -----------------------------------------------------------------------
-    def turn(self, message: str, history: list[Message] | None = None, kind: TurnKind = CHAT) -> TurnResult:
+    def turn(
+        self, message: str, history: list[Message] | None = None, kind: TurnKind = CHAT
+    ) -> TurnResult:
         ctx = self.prepare(message, history)
         started = time.perf_counter()
         try:

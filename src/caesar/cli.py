@@ -18,7 +18,9 @@ from rich.table import Table
 from caesar.config import Settings, load_settings
 from caesar.errors import CaesarError
 
-app = typer.Typer(help="caesar: a personal AI assistant server whose memory works.", no_args_is_help=True)
+app = typer.Typer(
+    help="caesar: a personal AI assistant server whose memory works.", no_args_is_help=True
+)
 db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 facts_app = typer.Typer(help="What caesar knows about you.", no_args_is_help=True)
 episodes_app = typer.Typer(help="Episode summaries (past conversations).", no_args_is_help=True)
@@ -66,7 +68,9 @@ def services(settings: Settings | None = None, *, check_schema: bool = True) -> 
 
 
 @app.callback()
-def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False) -> None:
+def _root(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False,
+) -> None:
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -128,7 +132,7 @@ def _warm(built: Any) -> None:
         built.episodes.embed_query("warm up")
         count = built.episodes.warm()
         log.info("episode index ready: %d episodes", count)
-    except Exception:  # noqa: BLE001 - warming is an optimisation; a turn will retry and audit
+    except Exception:
         log.exception("warm-up failed")
 
 
@@ -136,7 +140,9 @@ def _warm(built: Any) -> None:
 @app.command()
 @friendly
 def chat(
-    message: Annotated[str | None, typer.Option("--message", "-m", help="One message, one reply.")] = None,
+    message: Annotated[
+        str | None, typer.Option("--message", "-m", help="One message, one reply.")
+    ] = None,
 ) -> None:
     """Chat in the terminal (interactive), or one-shot with -m."""
     from caesar.brain import Brain
@@ -163,14 +169,19 @@ def chat(
             continue
         console.print("[bold green]caesar>[/bold green] ", end="")
         console.print(result.reply, highlight=False, markup=False)
-        history += [{"role": "user", "content": line}, {"role": "assistant", "content": result.reply}]
+        history += [
+            {"role": "user", "content": line},
+            {"role": "assistant", "content": result.reply},
+        ]
 
 
 # -- workers ----------------------------------------------------------------------------------
 @app.command()
 @friendly
 def worker(
-    names: Annotated[list[str] | None, typer.Argument(help="Workers to run (default: the enabled ones).")] = None,
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Workers to run (default: the enabled ones).")
+    ] = None,
     once: Annotated[bool, typer.Option("--once", help="Run until caught up, then exit.")] = False,
 ) -> None:
     """Run background workers: memory.extract, memory.summarise, semantic.index, retention.sweep,
@@ -182,12 +193,16 @@ def worker(
     if names:
         unknown = [n for n in names if n not in built.workers]
         if unknown:
-            raise ConfigError(f"unknown worker(s) {', '.join(unknown)}; known: {', '.join(built.workers)}")
+            raise ConfigError(
+                f"unknown worker(s) {', '.join(unknown)}; known: {', '.join(built.workers)}"
+            )
         chosen = [built.workers[n] for n in names]  # named explicitly: runs even if disabled
     else:
         chosen = built.enabled_workers()
         if not chosen:
-            raise ConfigError("no worker is enabled; name one, e.g. `caesar worker --once memory.summarise`")
+            raise ConfigError(
+                "no worker is enabled; name one, e.g. `caesar worker --once memory.summarise`"
+            )
     if once:
         for w in chosen:
             handled = run_until_caught_up(w)
@@ -210,7 +225,11 @@ def facts_list() -> None:
     table = Table("key", "value", "confidence", "importance", "edits", "updated (UTC)")
     for f in services().facts.list_all():
         table.add_row(
-            f.key, f.value, f"{f.confidence:.2f}", f"{f.importance:.3f}", str(f.edit_count),
+            f.key,
+            f.value,
+            f"{f.confidence:.2f}",
+            f"{f.importance:.3f}",
+            str(f.edit_count),
             f.updated_at.strftime("%Y-%m-%d %H:%M"),
         )
     console.print(table)
@@ -240,11 +259,13 @@ def recall(
     top_k: Annotated[int | None, typer.Option(help="How many.")] = None,
     now: Annotated[datetime | None, typer.Option(help="Pretend it is this time (UTC).")] = None,
     all_ages: Annotated[bool, typer.Option("--all-ages", help="Ignore max_age_days.")] = False,
-    no_threshold: Annotated[bool, typer.Option("--no-threshold", help="Ignore the similarity threshold.")] = False,
+    no_threshold: Annotated[
+        bool, typer.Option("--no-threshold", help="Ignore the similarity threshold.")
+    ] = False,
 ) -> None:
     """Preview what auto-recall would surface for QUERY, with every score component."""
-    from caesar.prompt import relative_time
     from caesar.clock import utcnow
+    from caesar.prompt import relative_time
 
     overrides: dict[str, Any] = {}
     if top_k:
@@ -258,8 +279,14 @@ def recall(
     table = Table("when", "chat", "cosine", "freshness", "recalls", "weight", "score", "summary")
     for e in episodes:
         table.add_row(
-            relative_time(e.created_at, moment), f"#{e.audit_log_id}", f"{e.cosine:.3f}",
-            f"{e.freshness:.3f}", str(e.recall_count), f"{e.recall_weight:.3f}", f"{e.score:.3f}", e.summary,
+            relative_time(e.created_at, moment),
+            f"#{e.audit_log_id}",
+            f"{e.cosine:.3f}",
+            f"{e.freshness:.3f}",
+            str(e.recall_count),
+            f"{e.recall_weight:.3f}",
+            f"{e.score:.3f}",
+            e.summary,
         )
     console.print(table if episodes else "nothing would be recalled")
 
@@ -273,11 +300,13 @@ def episodes_retry_failed() -> None:
 
     built = services()
     retried, still = retry_failed(built.workers[SummariseWorker.name])
-    console.print(f"retried {retried} chats; {retried - still} summarised or skipped, {still} failed again")
+    console.print(
+        f"retried {retried} chats; {retried - still} summarised or skipped, {still} failed again"
+    )
 
 
 # -- import, semantic-recall, proactive (cli_memory.py) -----------------------------------------
-from caesar.cli_memory import register as _register_memory_commands  # noqa: E402 - needs the above
+from caesar.cli_memory import register as _register_memory_commands  # noqa: E402
 
 _register_memory_commands(app)
 
@@ -291,4 +320,4 @@ def main() -> None:
 
 
 # Commands kept in their own modules register themselves on `app` when imported.
-from caesar import cli_data  # noqa: E402,F401
+from caesar import cli_data  # noqa: E402, F401

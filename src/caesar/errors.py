@@ -1,14 +1,14 @@
 """caesar's exception tree. Each boundary (HTTP handler, CLI, provider SDK) translates once.
 
-    CaesarError
-    ├── ConfigError            settings that cannot work; the message names the fix
-    ├── InputError             a request or file the operator sent is invalid (-> 4xx)
-    ├── NotFound               a named thing does not exist (-> 404)
-    ├── EmbedderError          the embedder failed to load or embed
-    └── ProviderError          an LLM provider failed; carries the provider name (-> 502)
-        ├── ProviderTimeout        no answer in time (-> 504)
-        ├── ProviderUnavailable    connection refused, 5xx, 429 after retries (-> 503)
-        └── ProviderBadResponse    an answer that is not what the protocol promised (-> 502)
+CaesarError
+├── ConfigError            settings that cannot work; the message names the fix
+├── InputError             a request or file the operator sent is invalid (-> 4xx)
+├── NotFound               a named thing does not exist (-> 404)
+├── EmbedderError          the embedder failed to load or embed
+└── ProviderError          an LLM provider failed; carries the provider name (-> 502)
+    ├── ProviderTimeout        no answer in time (-> 504)
+    ├── ProviderUnavailable    connection refused, 5xx, 429 after retries (-> 503)
+    └── ProviderBadResponse    an answer that is not what the protocol promised (-> 502)
 """
 
 from __future__ import annotations

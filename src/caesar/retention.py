@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, func, select
-from sqlalchemy.orm import Session
 
 from caesar import audit
 from caesar.clock import utcnow

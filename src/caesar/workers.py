@@ -71,7 +71,9 @@ class CursorWorker(Worker, Generic[Prepared]):
         """Write the outcomes, inside the transaction that advances the cursor."""
 
     def cursor(self, session: Session) -> int:
-        value = session.scalar(select(self.cursor_model.last_audit_id).where(self.cursor_model.id == 1))
+        value = session.scalar(
+            select(self.cursor_model.last_audit_id).where(self.cursor_model.id == 1)
+        )
         return int(value or 0)
 
     def pending(self, session: Session, after_id: int, limit: int) -> Sequence[AuditLog]:
@@ -177,7 +179,7 @@ class WorkerRunner:
         while not self._stop.is_set():
             try:
                 done = worker.step()
-            except (CaesarError, Exception) as exc:  # noqa: BLE001 - audited, then retried
+            except (CaesarError, Exception) as exc:
                 log.exception("worker %s crashed", worker.name)
                 _audit_crash(worker, exc)
                 done = 0
@@ -186,7 +188,9 @@ class WorkerRunner:
 
     def start(self) -> None:
         for worker in self.workers:
-            thread = threading.Thread(target=self._loop, args=(worker,), name=worker.name, daemon=True)
+            thread = threading.Thread(
+                target=self._loop, args=(worker,), name=worker.name, daemon=True
+            )
             thread.start()
             self._threads.append(thread)
 

@@ -73,7 +73,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeLLMServer", "FAULT_KINDS", "count_tokens", "fake_embedding"]
+__all__ = ["FAULT_KINDS", "FakeLLMServer", "count_tokens", "fake_embedding"]
 
 FAULT_KINDS = frozenset(
     {"status", "delay", "malformed", "truncated", "broken_stream", "stream_error", "disconnect"}
@@ -213,7 +213,7 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     fake: FakeLLMServer
 
-    def handle_error(self, request, client_address):  # noqa: D401 - quiet on client hang-ups
+    def handle_error(self, request, client_address):
         import sys
 
         exc = sys.exc_info()[1]
@@ -344,7 +344,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream = bool(isinstance(body, dict) and body.get("stream"))
         try:
             self._dispatch(method, path, body if isinstance(body, dict) else {}, api_key, fault)
-        except (_Disconnect, ConnectionError, socket.timeout):
+        except (TimeoutError, _Disconnect, ConnectionError):
             self.close_connection = True
             try:
                 self.connection.shutdown(socket.SHUT_RDWR)

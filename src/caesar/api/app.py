@@ -65,7 +65,9 @@ def _install_error_handlers(app: FastAPI) -> None:
         return _error(422, "invalid_request", "; ".join(problems)[:2000], details=problems[:20])
 
 
-def create_app(settings: Settings, services: Services | None = None, *, run_workers: bool | None = None) -> FastAPI:
+def create_app(
+    settings: Settings, services: Services | None = None, *, run_workers: bool | None = None
+) -> FastAPI:
     """Build the app. Pass `services` to share a database/embedder (tests); `run_workers`
     overrides `settings.run_workers`."""
     services = services or Services.build(settings)

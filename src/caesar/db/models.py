@@ -87,7 +87,9 @@ class EpisodeSummary(Base):
     model: Mapped[str] = mapped_column(String(200), nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
     last_recalled_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
-    recall_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    recall_count: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default="0"
+    )
     embedding_f32: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
     __table_args__ = (

@@ -27,6 +27,7 @@ from caesar.config import EpisodesRecallSettings
 from caesar.db.engine import Database
 from caesar.db.models import EpisodeSummary
 from caesar.embeddings import EmbedderHandle, embed_one
+from caesar.memory.hybrid import hybrid_search
 from caesar.memory.importance import (
     SECONDS_PER_DAY,
     freshness,
@@ -34,7 +35,6 @@ from caesar.memory.importance import (
     recall_weight,
     recall_weight_v,
 )
-from caesar.memory.hybrid import hybrid_search
 from caesar.memory.vectors import VectorIndex, epoch_seconds
 
 # Candidates fetched beyond top_k, so fresh counters from the database can reorder them.
@@ -92,7 +92,15 @@ class RecalledEpisode:
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
         data["created_at"] = self.created_at.isoformat()
-        for key in ("cosine", "keyword", "relevance", "age_days", "freshness", "recall_weight", "score"):
+        for key in (
+            "cosine",
+            "keyword",
+            "relevance",
+            "age_days",
+            "freshness",
+            "recall_weight",
+            "score",
+        ):
             data[key] = round(float(data[key]), 6)
         return data
 
