@@ -13,7 +13,6 @@ relevance is exactly the cosine.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
@@ -35,7 +34,7 @@ from caesar.memory.importance import (
     recall_weight,
     recall_weight_v,
 )
-from caesar.memory.vectors import VectorIndex, epoch_seconds
+from caesar.memory.vectors import CurrentModelIndex, VectorIndex, epoch_seconds
 
 # Candidates fetched beyond top_k, so fresh counters from the database can reorder them.
 OVERFETCH = 4
@@ -149,17 +148,14 @@ class EpisodeMemory:
         self.embedder = embedder
         self.settings = settings
         self.audit = audit_log
-        self._index: VectorIndex | None = None
-        self._lock = threading.Lock()
+        self._indexes = CurrentModelIndex(
+            EpisodeSummary,
+            lambda: self.embedder.get().model_id,
+            extra_filter=EpisodeSummary.summary != "",
+        )
 
     def index(self) -> VectorIndex:
-        model_id = self.embedder.get().model_id
-        with self._lock:
-            if self._index is None or self._index.model_id != model_id:
-                self._index = VectorIndex(
-                    EpisodeSummary, model_id, extra_filter=EpisodeSummary.summary != ""
-                )
-            return self._index
+        return self._indexes.get()
 
     def warm(self) -> int:
         """Load the index now (start-up), rather than on the first turn."""
@@ -169,10 +165,8 @@ class EpisodeMemory:
         return len(index)
 
     def forget(self, episode_ids: list[int]) -> None:
-        """Drop episodes deleted by retention from the in-process index at once (a search would
-        also find them missing, but only after they had taken candidate slots)."""
-        if self._index is not None and episode_ids:
-            self._index.forget(episode_ids)
+        """Drop episodes deleted by retention from the in-process index."""
+        self._indexes.forget(episode_ids)
 
     def embed_query(self, text: str) -> np.ndarray:
         return embed_one(self.embedder.get(), text)
@@ -250,7 +244,7 @@ class EpisodeMemory:
         """Bump counters and append one `memory.episode.recalled` row per surfaced episode."""
         if not episodes:
             return
-        index = self._index
+        index = self._indexes.loaded
         # One statement for all of them, and one for their audit rows: this runs inside every
         # chat turn's write transaction. The core table, not the ORM entity: an ORM UPDATE
         # pays for session synchronisation this session has nothing to synchronise.

@@ -10,7 +10,6 @@ threshold, no decay, because the operator asked for it explicitly (auto-recall i
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,7 +24,7 @@ from caesar.db.models import AuditLog, SemanticChunk, SemanticIndexCursor
 from caesar.embeddings import EmbedderHandle, embed_one
 from caesar.errors import CaesarError
 from caesar.memory.vector_math import to_f32_bytes
-from caesar.memory.vectors import VectorIndex
+from caesar.memory.vectors import CurrentModelIndex, VectorIndex
 from caesar.workers import CursorWorker
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
@@ -200,20 +199,14 @@ class SemanticMemory:
     def __init__(self, db: Database, embedder: EmbedderHandle) -> None:
         self.db = db
         self.embedder = embedder
-        self._index: VectorIndex | None = None
-        self._lock = threading.Lock()
+        self._indexes = CurrentModelIndex(SemanticChunk, lambda: self.embedder.get().model_id)
 
     def index(self) -> VectorIndex:
-        model_id = self.embedder.get().model_id
-        with self._lock:
-            if self._index is None or self._index.model_id != model_id:
-                self._index = VectorIndex(SemanticChunk, model_id)
-            return self._index
+        return self._indexes.get()
 
     def forget(self, chunk_ids: Sequence[int]) -> None:
         """Drop rows deleted elsewhere (retention) from the in-process index."""
-        if self._index is not None and chunk_ids:
-            self._index.forget(list(chunk_ids))
+        self._indexes.forget(chunk_ids)
 
     def recall(self, query: str, top_k: int = 5) -> list[SemanticHit]:
         vector = embed_one(self.embedder.get(), query)

@@ -480,3 +480,37 @@ class VectorIndex:
         ids = snap.ids[positions]
         top = top_indices(keys, ids, limit)
         return Hits(ids[top], cos[top], created[top], recalls[top]), keys[top]
+
+
+class CurrentModelIndex:
+    """One VectorIndex for the embedder's current model. Recall only compares vectors of one
+    model, so a model change starts a fresh index (older rows wait for a re-embed)."""
+
+    def __init__(
+        self, model_cls: Any, model_id: Callable[[], str], extra_filter: Any = None
+    ) -> None:
+        self._model_cls = model_cls
+        self._model_id = model_id
+        self._extra_filter = extra_filter
+        self._index: VectorIndex | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> VectorIndex:
+        model_id = self._model_id()
+        with self._lock:
+            if self._index is None or self._index.model_id != model_id:
+                self._index = VectorIndex(
+                    self._model_cls, model_id, extra_filter=self._extra_filter
+                )
+            return self._index
+
+    @property
+    def loaded(self) -> VectorIndex | None:
+        """The index if one was built, without building (or loading a model for) one."""
+        return self._index
+
+    def forget(self, ids: Sequence[int]) -> None:
+        """Drop rows deleted elsewhere (retention) at once, rather than when a search finds
+        them missing after they have taken candidate slots."""
+        if self._index is not None and ids:
+            self._index.forget(list(ids))
