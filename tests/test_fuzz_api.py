@@ -36,6 +36,7 @@ def _fuzzer(operation, mode, ran: Counter[str], statuses: Counter[int]):
     @settings(
         max_examples=MAX_EXAMPLES,
         deadline=None,
+        derandomize=True,  # the same cases every run: CI must not flake on a lucky draw
         database=None,
         suppress_health_check=list(HealthCheck),
     )
