@@ -484,7 +484,8 @@ class VectorIndex:
 
 class CurrentModelIndex:
     """One VectorIndex for the embedder's current model. Recall only compares vectors of one
-    model, so a model change starts a fresh index (older rows wait for a re-embed)."""
+    model, so a model change starts a fresh index: rows embedded by an older model are not
+    recalled until they are embedded again (there is no re-embed command yet)."""
 
     def __init__(
         self, model_cls: Any, model_id: Callable[[], str], extra_filter: Any = None
