@@ -129,9 +129,23 @@ def test_short_placeholders_are_not_treated_as_secrets():
     assert log.redact({"text": "abc def"}) == {"text": "abc def"}
 
 
-def test_postgres_appends_commit_in_id_order(pg_url):
+def _append_one(log, session) -> list[str]:
+    log.append(session, "test.second", {})
+    return ["test.second"]
+
+
+def _append_batch(log, session) -> list[str]:
+    from caesar.audit import AuditEntry
+
+    log.append_many(session, [AuditEntry("test.second", {}), AuditEntry("test.third", {})])
+    return ["test.second", "test.third"]
+
+
+@pytest.mark.parametrize("second_write", [_append_one, _append_batch])
+def test_postgres_appends_commit_in_id_order(pg_url, second_write):
     """Cursor workers read `id > last`; on PostgreSQL a later id must never become visible
-    before an earlier one, or the earlier row would be skipped for good."""
+    before an earlier one, or the earlier row would be skipped for good. `append` and
+    `append_many` both wait for an earlier appender's transaction."""
     import threading
 
     from caesar.audit import Audit
@@ -143,6 +157,7 @@ def test_postgres_appends_commit_in_id_order(pg_url):
     first_appended = threading.Event()
     release_first = threading.Event()
     order: list[str] = []
+    written: list[str] = []
 
     def slow_first() -> None:
         with db.write() as session:
@@ -153,7 +168,7 @@ def test_postgres_appends_commit_in_id_order(pg_url):
 
     def second() -> None:
         with db.write() as session:
-            log.append(session, "test.second", {})
+            written.extend(second_write(log, session))
         order.append("second committed")
 
     a = threading.Thread(target=slow_first)
@@ -162,12 +177,12 @@ def test_postgres_appends_commit_in_id_order(pg_url):
     b = threading.Thread(target=second)
     b.start()
     b.join(0.5)
-    assert b.is_alive(), "the second append must wait for the first transaction"
+    assert b.is_alive(), "the second write must wait for the first transaction"
     release_first.set()
     a.join(10)
     b.join(10)
     assert order == ["first committed", "second committed"]
     with db.read() as session:
         rows = audit.list_events(session)
-    assert [r.event_type for r in rows] == ["test.first", "test.second"]
+    assert [r.event_type for r in rows] == ["test.first", *written]
     db.dispose()

@@ -4,7 +4,6 @@ makes ids commit in order. Then a whole turn's writes: the turn's row first, its
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta
 
 import pytest
@@ -16,7 +15,6 @@ from caesar import audit
 from caesar.audit import Audit, AuditEntry
 from caesar.brain import Brain
 from caesar.clock import utcnow
-from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
 
 
@@ -78,43 +76,6 @@ def test_a_failed_transaction_leaves_none_of_the_batch(migrated_db):
         raise RuntimeError("the rest of the turn failed")
     with migrated_db.read() as session:
         assert audit.list_events(session) == []
-
-
-def test_postgres_append_many_waits_for_an_earlier_appender(pg_url):
-    """The ordering lock `append` takes (see test_audit) is taken by `append_many` too."""
-    db = Database(pg_url)
-    migrate.upgrade(db)
-    log = Audit()
-    first_appended, release_first = threading.Event(), threading.Event()
-    order: list[str] = []
-
-    def slow_first() -> None:
-        with db.write() as session:
-            log.append(session, "test.first", {})
-            first_appended.set()
-            release_first.wait(10)
-            order.append("first committed")
-
-    def batch() -> None:
-        with db.write() as session:
-            log.append_many(session, [AuditEntry("test.second", {}), AuditEntry("test.third", {})])
-        order.append("batch committed")
-
-    a = threading.Thread(target=slow_first)
-    a.start()
-    assert first_appended.wait(10)
-    b = threading.Thread(target=batch)
-    b.start()
-    b.join(0.5)
-    assert b.is_alive(), "the batch must wait for the first transaction"
-    release_first.set()
-    a.join(10)
-    b.join(10)
-    assert order == ["first committed", "batch committed"]
-    with db.read() as session:
-        rows = audit.list_events(session)
-    assert [r.event_type for r in rows] == ["test.first", "test.second", "test.third"]
-    db.dispose()
 
 
 SLEEP = "We discussed the operator's trouble sleeping; caesar suggested lowering the thermostat."
