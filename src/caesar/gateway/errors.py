@@ -118,7 +118,11 @@ def _translate(sdk: ModuleType | None, provider: str, exc: BaseException) -> Pro
         if isinstance(exc, sdk.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
             why = f": {type(cause).__name__}: {cause}" if cause else ""
-            return ProviderUnavailable(provider, f"connection failed{why}")
+            return ProviderUnavailable(
+                provider,
+                f"connection failed{why}; is the server at gateway.providers.{provider}.base_url "
+                "running (e.g. `ollama serve` for the default local provider)?",
+            )
         if isinstance(exc, sdk.APIResponseValidationError):
             return ProviderBadResponse(provider, f"unexpected response shape: {exc}")
         if isinstance(exc, sdk.APIStatusError):
