@@ -69,6 +69,9 @@ class Fact(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
     updated_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
 
+    # Retention deletes chats in batches; ON DELETE SET NULL looks facts up by this column.
+    __table_args__ = (Index("idx_facts_source_audit", "source_audit_id"),)
+
 
 class EpisodeSummary(Base):
     """ADR-0034 §1. `created_at` is when the summarised conversation happened (for a live chat,

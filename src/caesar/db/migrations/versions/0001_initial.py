@@ -61,6 +61,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
     )
+    op.create_index("idx_facts_source_audit", "facts", ["source_audit_id"])
 
     op.create_table(
         "episode_summaries",
