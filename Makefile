@@ -38,6 +38,7 @@ test: install-test
 check: install-test
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/mypy
 	scripts/run-tests
 
 bench: install-test

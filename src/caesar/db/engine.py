@@ -61,7 +61,7 @@ class Database:
         self.engine = create_engine(url, **kwargs)
         if self.is_sqlite:
             _sqlite_setup(self.engine)
-            write_bind = self.engine.execution_options(sqlite_begin="IMMEDIATE")
+            write_bind: Any = self.engine.execution_options(sqlite_begin="IMMEDIATE")
         else:
             write_bind = self.engine
         self._read = sessionmaker(self.engine, expire_on_commit=False)

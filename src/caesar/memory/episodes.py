@@ -26,7 +26,7 @@ from caesar.config import EpisodesRecallSettings
 from caesar.db.engine import Database
 from caesar.db.models import EpisodeSummary
 from caesar.embeddings import EmbedderHandle, embed_one
-from caesar.memory.hybrid import hybrid_search
+from caesar.memory.hybrid import Fusion, hybrid_search
 from caesar.memory.importance import (
     SECONDS_PER_DAY,
     freshness,
@@ -55,7 +55,7 @@ class RecallParams:
     max_age_days: float | None
     halflife_days: float
     recall_weight_scale: float
-    fusion: str = "dense"
+    fusion: Fusion = "dense"
     keyword_weight: float = 0.0
 
     @classmethod
@@ -181,8 +181,8 @@ class EpisodeMemory:
         index = self.index()
         if params.fusion != "dense" and query_text:
             with self.db.read() as session:
-                hits = hybrid_search(session, index, query_text, query_vector, now, params)
-            return [RecalledEpisode(**asdict(hit)) for hit in hits]
+                fused = hybrid_search(session, index, query_text, query_vector, now, params)
+            return [RecalledEpisode(**asdict(hit)) for hit in fused]
         now_s = epoch_seconds(now)
         min_created = None
         if params.max_age_days is not None:

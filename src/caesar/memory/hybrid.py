@@ -45,6 +45,7 @@ KEYWORD_TABLES = (
     "episode_fts_content",
     "episode_fts_docsize",
     "episode_fts_config",
+    "episode_fts_vocab",  # fts5vocab over episode_fts (migration 0003, SQLite only)
 )
 
 # The summary is what recall shows; a word there counts double a word in the conversation.
@@ -54,6 +55,18 @@ CONVERSATION_WEIGHT = 1.0
 _PG_WEIGHTS = "{0.1, 0.2, 0.5, 1.0}"
 RRF_K = 60.0
 MAX_QUERY_TERMS = 32
+# A query word in more than this share of the indexed episodes (and in at least
+# COMMON_MIN_DOCS of them) is left out of the MATCH: its idf is tiny (ln(1 + 9) ≈ 2.3 at 10 %
+# against ≈ 11 for a word in one of 100k episodes), yet scoring its doclist is what made the
+# keyword stage slow on large histories. It still counts in `coverage`. Below the floor the
+# doclist is cheap to score, so small histories rank exactly as before.
+COMMON_SHARE = 0.1
+COMMON_MIN_DOCS = 500
+# Must equal migration 0002's FTS5 tokenizer: query words are tokenized with it to look their
+# document counts up in the index's vocabulary (porter stems "hiking" to "hike").
+SQLITE_TOKENIZE = "porter unicode61 remove_diacritics 2"
+_TOKEN_CACHE_SIZE = 10_000
+_token_cache: dict[str, tuple[str, ...]] = {}
 
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
 # Function words only: every question has them and they would make every episode a match.
@@ -94,10 +107,12 @@ def keyword_scores(
     limit: int,
     ids: Iterable[int] | None = None,
     min_created: datetime | None = None,
+    terms: list[str] | None = None,
 ) -> dict[int, float]:
     """Best `limit` episodes (of `model_id`, non-empty summary, created ≥ min_created, among
-    `ids` if given) by keyword relevance to `query`: {episode_id: score > 0}."""
-    terms = query_terms(query)
+    `ids` if given) by keyword relevance to `query`: {episode_id: score > 0}. `terms`, if
+    given, replaces the query's own words (hybrid_search passes the ones worth matching)."""
+    terms = query_terms(query) if terms is None else terms
     id_list = None if ids is None else sorted({int(i) for i in ids})
     if not terms or id_list == []:
         return {}
@@ -129,31 +144,118 @@ def keyword_scores(
     return {int(r.id): float(r.score) for r in rows if r.score > 0}
 
 
+def sqlite_tokens(session: Session, words: list[str]) -> dict[str, tuple[str, ...]]:
+    """Each word as the episode index's tokenizer makes it, read back from a per-connection
+    temporary FTS5 table with the same tokenizer (SQLite offers no tokenize() function).
+    Cached: the mapping depends only on the tokenizer."""
+    missing = [w for w in words if w not in _token_cache]
+    if missing:
+        session.execute(
+            text(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.caesar_query_fts "
+                f"USING fts5(word, tokenize = '{SQLITE_TOKENIZE}')"
+            )
+        )
+        session.execute(
+            text(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.caesar_query_vocab "
+                "USING fts5vocab(temp, caesar_query_fts, 'instance')"
+            )
+        )
+        session.execute(text("DELETE FROM temp.caesar_query_fts"))
+        for i, word in enumerate(missing, start=1):
+            session.execute(
+                text("INSERT INTO temp.caesar_query_fts (rowid, word) VALUES (:i, :w)"),
+                {"i": i, "w": word},
+            )
+        rows = session.execute(
+            text("SELECT doc, term FROM temp.caesar_query_vocab ORDER BY doc, offset")
+        ).all()
+        session.execute(text("DELETE FROM temp.caesar_query_fts"))
+        tokens: dict[int, list[str]] = {}
+        for doc, term in rows:
+            tokens.setdefault(int(doc), []).append(str(term))
+        if len(_token_cache) + len(missing) > _TOKEN_CACHE_SIZE:
+            _token_cache.clear()
+        for i, word in enumerate(missing, start=1):
+            _token_cache[word] = tuple(tokens.get(i, ()))
+    return {w: _token_cache[w] for w in words}
+
+
+def term_counts(session: Session, terms: list[str]) -> tuple[int, list[int]]:
+    """(indexed episodes, [episodes containing each term]), by the index's own tokenizer, so
+    stemming and stop words agree with the keyword search. On SQLite read from the index's
+    vocabulary (episode_fts_vocab) rather than counted: one COUNT per term cost milliseconds
+    each on large histories."""
+    n = int(session.execute(text("SELECT count(*) FROM episode_fts")).scalar() or 0)
+    if not terms:
+        return n, []
+    if session.get_bind().dialect.name == "sqlite":
+        tokens = sqlite_tokens(session, terms)
+        single = sorted({t[0] for t in tokens.values() if len(t) == 1})
+        docs: dict[str, int] = {}
+        if single:
+            marks = ", ".join(f":t{i}" for i in range(len(single)))
+            docs = {
+                str(r.term): int(r.doc)
+                for r in session.execute(
+                    text(f"SELECT term, doc FROM episode_fts_vocab WHERE term IN ({marks})"),
+                    {f"t{i}": t for i, t in enumerate(single)},
+                )
+            }
+        counts = []
+        for term in terms:
+            if len(tokens[term]) == 1:
+                counts.append(docs.get(tokens[term][0], 0))
+            else:  # a word the tokenizer splits (or drops): count its phrase the slow way
+                counts.append(_match_count(session, term))
+        return n, counts
+    per_term = "SELECT count(*) FROM episode_fts WHERE document @@ to_tsquery('english', :term)"
+    return n, [
+        int(session.execute(text(per_term), {"term": tsquery_text([t])}).scalar() or 0)
+        for t in terms
+    ]
+
+
+def _match_count(session: Session, term: str) -> int:
+    sql = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :term"
+    return int(session.execute(text(sql), {"term": fts5_match([term])}).scalar() or 0)
+
+
+def probe_contains(session: Session, terms: list[str], probe_id: int) -> list[bool]:
+    """Whether episode `probe_id` contains each term (by the index's tokenizer)."""
+    if session.get_bind().dialect.name == "sqlite":
+        sql = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :term AND rowid = :probe"
+        arg = fts5_match
+    else:
+        sql = (
+            "SELECT count(*) FROM episode_fts "
+            "WHERE episode_id = :probe AND document @@ to_tsquery('english', :term)"
+        )
+        arg = tsquery_text
+    return [
+        bool(session.execute(text(sql), {"term": arg([t]), "probe": probe_id}).scalar())
+        for t in terms
+    ]
+
+
 def term_document_counts(
     session: Session, terms: list[str], probe_id: int
 ) -> tuple[int, list[tuple[int, bool]]]:
-    """(indexed episodes, [(episodes containing the term, whether `probe_id` does)]), by the
-    index's own tokenizer, so stemming and stop words agree with the keyword search."""
-    if session.get_bind().dialect.name == "sqlite":
-        total = "SELECT count(*) FROM episode_fts"
-        per_term = (
-            "SELECT count(*), coalesce(max(rowid = :probe), 0) FROM episode_fts "
-            "WHERE episode_fts MATCH :term"
-        )
-        arg = fts5_match
-    else:
-        total = "SELECT count(*) FROM episode_fts"
-        per_term = (
-            "SELECT count(*), coalesce(bool_or(episode_id = :probe), false) FROM episode_fts "
-            "WHERE document @@ to_tsquery('english', :term)"
-        )
-        arg = tsquery_text
-    n = int(session.execute(text(total)).scalar() or 0)
-    counts = []
-    for term in terms:
-        found, has = session.execute(text(per_term), {"term": arg([term]), "probe": probe_id}).one()
-        counts.append((int(found), bool(has)))
-    return n, counts
+    """(indexed episodes, [(episodes containing the term, whether `probe_id` does)])."""
+    total, counts = term_counts(session, terms)
+    return total, list(zip(counts, probe_contains(session, terms, probe_id), strict=True))
+
+
+def match_terms(terms: list[str], total: int, counts: list[int]) -> list[str]:
+    """The query terms worth matching: those found somewhere and not common (see
+    COMMON_SHARE). If every found term is common, the rarest one, so a query of common words
+    still gets its (weak) keyword matches. Pure."""
+    found = [(n, t) for t, n in zip(terms, counts, strict=True) if n > 0]
+    kept = [t for n, t in found if n < COMMON_MIN_DOCS or n <= COMMON_SHARE * total]
+    if kept or not found:
+        return kept
+    return [min(found, key=lambda f: f[0])[1]]
 
 
 def coverage(total: int, counts: list[tuple[int, bool]]) -> float:
@@ -328,21 +430,37 @@ def hybrid_search(
     )
     cosine = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
     keyword: dict[int, float] = {}
-    if params.fusion != "dense":
-        keyword = keyword_scores(
-            session, query_text, model_id=index.model_id, limit=pool, min_created=min_created
-        )
+    terms = query_terms(query_text)
+    if params.fusion != "dense" and terms:
+        total, counts = term_counts(session, terms)
+        matched = match_terms(terms, total, counts)
+        if matched:
+            keyword = keyword_scores(
+                session,
+                query_text,
+                model_id=index.model_id,
+                limit=pool,
+                min_created=min_created,
+                terms=matched,
+            )
         unscored = [i for i in cosine if i not in keyword]
         if keyword and unscored:
             keyword.update(
                 keyword_scores(
-                    session, query_text, model_id=index.model_id, limit=len(unscored), ids=unscored
+                    session,
+                    query_text,
+                    model_id=index.model_id,
+                    limit=len(unscored),
+                    ids=unscored,
+                    terms=matched,
                 )
             )
-    if keyword:
-        best_id = max(keyword, key=lambda i: (keyword[i], i))
-        total, counts = term_document_counts(session, query_terms(query_text), best_id)
-        keyword = keyword_relevance(keyword, coverage(total, counts))
+        if keyword:
+            best_id = max(keyword, key=lambda i: (keyword[i], i))
+            has = probe_contains(session, terms, best_id)
+            keyword = keyword_relevance(
+                keyword, coverage(total, list(zip(counts, has, strict=True)))
+            )
     ids = sorted(set(cosine) | set(keyword))
     if not ids:
         return []
