@@ -104,6 +104,32 @@ def test_more_matching_words_score_higher_on_both_engines(migrated_db):
     assert total == 3 and counts == [(2, True), (1, True), (0, False)]
 
 
+def test_term_counts_follow_the_index_tokenizer_on_both_engines(migrated_db):
+    """The counts (SQLite: read from the fts5vocab table by the query word's stem) equal the
+    number of episodes a keyword search for the word finds, through inserts and deletes."""
+    texts = ["We went hiking at dawn", "The hikes were long", "Coffee at the café", "tax forms"]
+    with migrated_db.write() as session:
+        ids = [
+            _episode(session, _chat(session, [{"role": "user", "content": t}], "ok"), "x")
+            for t in texts
+        ]
+    words = ["hiked", "hiking", "cafe", "café", "tax", "unheard", "42"]
+
+    def check(expected_total):
+        with migrated_db.read() as session:
+            total, counts = hybrid.term_counts(session, words)
+            has = hybrid.probe_contains(session, words, ids[0])
+        assert total == expected_total
+        assert counts == [len(_search(migrated_db, w)) for w in words]
+        assert has == [ids[0] in _search(migrated_db, w) for w in words]
+        return counts
+
+    assert check(4)[:2] == [2, 2]  # stemmed ("cafe" finds "café" on SQLite only)
+    with migrated_db.write() as session:
+        session.execute(text("DELETE FROM episode_summaries WHERE id = :id"), {"id": ids[1]})
+    assert check(3)[:2] == [1, 1]
+
+
 @pytest.mark.parametrize(
     "hostile",
     ['"', 'a" OR "b', "NEAR(x y)", "col:word", "x AND NOT y", "*", "(", "' ; DROP TABLE x"],
@@ -158,6 +184,21 @@ def test_coverage_weighs_rare_words_more():
     assert hybrid.coverage(0, []) == 0.0
     assert hybrid.keyword_relevance({1: 8.0, 2: 2.0}, 0.5) == {1: 0.5, 2: 0.125}
     assert hybrid.keyword_relevance({}, 1.0) == {}
+
+
+def test_match_terms_leave_out_words_common_in_a_large_history():
+    terms = ["sleep", "thermostat", "unheard", "plan"]
+    big = hybrid.COMMON_MIN_DOCS * 200
+    # next to rare words, a word in 18 % of a large history is left out; in none: nothing to match
+    assert hybrid.match_terms(terms, big, [big // 5, 20, 0, 80]) == ["thermostat", "plan"]
+    # with no rare word beside them, common words are all the query has: all are matched
+    assert hybrid.match_terms(terms, big, [big // 5, big // 4, 0, 0]) == ["sleep", "thermostat"]
+    # a small history ranks as before: a word in 9 of 10 episodes is still matched
+    assert hybrid.match_terms(terms, 10, [9, 1, 0, 10]) == ["sleep", "thermostat", "plan"]
+    # under the floor nothing is left out, however its idf compares (here ≈ 0.1 of the rare one's)
+    floor = hybrid.COMMON_MIN_DOCS
+    assert hybrid.match_terms(["a", "b"], 2 * floor, [floor - 1, 1]) == ["a", "b"]
+    assert hybrid.match_terms(["a", "b"], 2 * floor, [floor, 1]) == ["b"]
 
 
 def test_rank_candidates_applies_threshold_to_relevance_then_decay():
