@@ -312,13 +312,22 @@ MIN_POOL = 50
 
 
 class HybridParams(Protocol):
-    top_k: int
-    similarity_threshold: float | None
-    max_age_days: float | None
-    halflife_days: float
-    recall_weight_scale: float
-    fusion: Fusion
-    keyword_weight: float
+    """What the search reads (episodes.RecallParams, a frozen dataclass, fits: read-only)."""
+
+    @property
+    def top_k(self) -> int: ...
+    @property
+    def similarity_threshold(self) -> float | None: ...
+    @property
+    def max_age_days(self) -> float | None: ...
+    @property
+    def halflife_days(self) -> float: ...
+    @property
+    def recall_weight_scale(self) -> float: ...
+    @property
+    def fusion(self) -> Fusion: ...
+    @property
+    def keyword_weight(self) -> float: ...
 
 
 @dataclass(frozen=True)
