@@ -43,6 +43,7 @@ check: install-test
 
 bench: install-test
 	$(PY) bench/run_all.py
+	$(PY) bench/load.py --clients 50 --seconds 60
 
 bench-quality: install-test
 	$(PY) bench/recall_quality.py
