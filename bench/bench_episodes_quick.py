@@ -33,9 +33,7 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.config import Settings
 from caesar.db import migrate
-from caesar.db.models import EpisodeSummary
-from caesar.memory.episodes import RecallParams
-from caesar.memory.vectors import to_f32_bytes
+from caesar.memory.episodes import RecallParams, episode_row
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
 
@@ -157,11 +155,10 @@ def bench_recall(llm: FakeLLMServer, episodes: int, runs: int) -> dict[str, Any]
                     session, audit.CHAT_COMPLETED, {"messages": [], "reply": ""}, created_at=created
                 )
                 session.add(
-                    EpisodeSummary(
+                    episode_row(
                         audit_log_id=row.id,
                         summary=summary,
-                        embedding=[float(x) for x in vector],
-                        embedding_f32=to_f32_bytes(vector),
+                        vector=vector,
                         model=embedder.model_id,
                         created_at=created,
                         recall_count=int(rng.integers(0, 5)),

@@ -10,9 +10,9 @@ from sqlalchemy import func, select
 
 from caesar import audit
 from caesar.clock import utcnow
-from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.db.models import AuditLog
 from caesar.errors import EmbedderError
-from caesar.memory.vectors import to_f32_bytes
+from caesar.memory.episodes import episode_row
 
 
 def days_ago(days: float, now: datetime | None = None) -> datetime:
@@ -38,11 +38,10 @@ def add_episode(
     vector = embedder.embed_batch([summary])[0]
     audit_id = add_chat(services, f"(chat behind: {summary})", "ok", created_at)
     with services.db.write() as session:
-        row = EpisodeSummary(
+        row = episode_row(
             audit_log_id=audit_id,
             summary=summary,
-            embedding=[float(x) for x in vector],
-            embedding_f32=to_f32_bytes(vector),
+            vector=vector,
             model=embedder.model_id,
             created_at=created_at,
             recall_count=recall_count,

@@ -28,7 +28,7 @@ from caesar.clock import utcnow
 from caesar.config import Settings
 from caesar.db.models import AuditLog, EpisodeSummary, Fact
 from caesar.export import Export, libpq_url, write_jsonl
-from caesar.memory.vectors import to_f32_bytes
+from caesar.memory.episodes import episode_row
 from caesar.workers import WorkerRunner
 
 ORPHANS = {
@@ -164,14 +164,12 @@ class _Writer:
                     session, audit.CHAT_COMPLETED, exactly_once.chat_payload(self.pairs)
                 )
                 session.add(
-                    EpisodeSummary(
+                    episode_row(
                         audit_log_id=chat.id,
                         summary=f"pair {self.pairs}",
-                        embedding=[float(x) for x in vector],
-                        embedding_f32=to_f32_bytes(vector),
+                        vector=vector,
                         model="all-MiniLM-L6-v2",
                         created_at=utcnow(),
-                        recall_count=0,
                     )
                 )
             self.pairs += 1
@@ -254,11 +252,10 @@ def _seed(services) -> None:
     with services.db.write() as session:
         for chat_id in (1, 2, 3):
             session.add(
-                EpisodeSummary(
+                episode_row(
                     audit_log_id=chat_id,
                     summary=f"summary of #{chat_id}",
-                    embedding=[float(x) for x in vector],
-                    embedding_f32=to_f32_bytes(vector),
+                    vector=vector,
                     model="all-MiniLM-L6-v2",
                     created_at=utcnow(),
                     recall_count=chat_id,

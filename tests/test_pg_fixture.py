@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import sqlalchemy as sa
 
@@ -74,12 +72,3 @@ def test_embedded_postgres_roundtrip(tmp_path):
     assert not server.is_running()
     assert not server.datadir.exists()
     server.stop()  # idempotent
-
-
-@pytest.mark.skipif(
-    os.environ.get("CAESAR_REQUIRE_PGVECTOR") != "1",
-    reason="set CAESAR_REQUIRE_PGVECTOR=1 to enforce",
-)
-def test_pgvector_required(tmp_path):
-    with start_postgres(tmp_path) as server:
-        assert server.has_pgvector, server.read_log()

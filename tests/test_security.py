@@ -29,9 +29,9 @@ from caesar.api import create_app
 from caesar.clock import utcnow
 from caesar.db.models import EpisodeSummary
 from caesar.export import Export, backup_sqlite, write_jsonl
+from caesar.memory.episodes import episode_row
 from caesar.memory.extract import EXTRACT_SYSTEM
 from caesar.memory.summarise import SUMMARISE_SYSTEM
-from caesar.memory.vectors import to_f32_bytes
 from caesar.prompt import MEMORY_CLOSE, MEMORY_OPEN
 from caesar.workers import run_until_caught_up
 
@@ -54,14 +54,12 @@ def _seed_episode(services, summary: str, days_ago: float = 2) -> int:
             created_at=when,
         )
         session.add(
-            EpisodeSummary(
+            episode_row(
                 audit_log_id=chat.id,
                 summary=summary,
-                embedding=[float(x) for x in vector],
-                embedding_f32=to_f32_bytes(vector),
+                vector=vector,
                 model=services.embedder.get().model_id,
                 created_at=when,
-                recall_count=0,
             )
         )
         return chat.id

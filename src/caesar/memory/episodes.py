@@ -14,7 +14,7 @@ relevance is exactly the cosine.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import numpy as np
 from sqlalchemy import bindparam, select, update
@@ -34,7 +34,7 @@ from caesar.memory.importance import (
     recall_weight,
     recall_weight_v,
 )
-from caesar.memory.vectors import CurrentModelIndex, VectorIndex, epoch_seconds
+from caesar.memory.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
 
 # Candidates fetched beyond top_k, so fresh counters from the database can reorder them.
 OVERFETCH = 4
@@ -267,5 +267,24 @@ class EpisodeMemory:
         self.audit.append_many(session, rows)
 
 
-def age_cutoff(now: datetime, days: float) -> datetime:
-    return now - timedelta(days=days)
+def episode_row(
+    *,
+    audit_log_id: int,
+    summary: str,
+    vector: np.ndarray | None,
+    model: str,
+    created_at: datetime,
+    recall_count: int = 0,
+) -> EpisodeSummary:
+    """The one way an episode row is made: the ADR's JSON embedding (the record) and its
+    float32 copy (what the in-process index loads) always written together."""
+    vector = np.zeros(0, dtype=np.float32) if vector is None else np.asarray(vector, np.float32)
+    return EpisodeSummary(
+        audit_log_id=audit_log_id,
+        summary=summary,
+        embedding=[float(x) for x in vector],
+        embedding_f32=to_f32_bytes(vector) if vector.size else None,
+        model=model,
+        created_at=created_at,
+        recall_count=recall_count,
+    )

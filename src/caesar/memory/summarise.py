@@ -18,8 +18,8 @@ from caesar import audit
 from caesar.db.models import AuditLog, EpisodeSummary, MemorySummariseCursor
 from caesar.errors import CaesarError
 from caesar.gateway.base import Message
+from caesar.memory.episodes import episode_row
 from caesar.memory.transcript import conversation_turns, render_transcript
-from caesar.memory.vector_math import to_f32_bytes
 from caesar.workers import CursorWorker
 
 MAX_SUMMARY_CHARS = 600
@@ -128,16 +128,13 @@ def write_outcomes(worker: SummariseWorker, session: Session, outcomes: list[Out
                 subject_id=o.row.id,
             )
             continue
-        vector = o.vector if o.vector is not None else np.zeros(0, dtype=np.float32)
         session.add(
-            EpisodeSummary(
+            episode_row(
                 audit_log_id=o.row.id,
                 summary=o.summary,
-                embedding=[float(x) for x in vector],
-                embedding_f32=to_f32_bytes(vector) if vector.size else None,
+                vector=o.vector,
                 model=o.model,
                 created_at=o.row.created_at,
-                recall_count=0,
             )
         )
         written += 1
