@@ -77,7 +77,8 @@ class EpisodeSummary(Base):
     """ADR-0034 §1. `created_at` is when the summarised conversation happened (for a live chat,
     within one worker interval of the summary; for an imported one, its original date), so the
     time anchors "3 days ago" describe the conversation. `embedding_f32` is a compact copy of
-    `embedding` for fast loading into the in-process vector index; the JSON stays the record."""
+    `embedding` for fast loading into the in-process vector index; the JSON stays the record.
+    `passage_vectors` holds the conversation's window vectors (memory/passages.py, float16)."""
 
     __tablename__ = "episode_summaries"
 
@@ -94,6 +95,7 @@ class EpisodeSummary(Base):
         Integer, nullable=False, default=0, server_default="0"
     )
     embedding_f32: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    passage_vectors: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
 
     __table_args__ = (
         Index("idx_episode_summaries_audit", "audit_log_id"),

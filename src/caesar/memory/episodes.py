@@ -275,9 +275,11 @@ def episode_row(
     model: str,
     created_at: datetime,
     recall_count: int = 0,
+    passages: bytes | None = None,
 ) -> EpisodeSummary:
     """The one way an episode row is made: the ADR's JSON embedding (the record) and its
-    float32 copy (what the in-process index loads) always written together."""
+    float32 copy (what the in-process index loads) always written together; `passages` are
+    the conversation's packed window vectors (memory/passages.py), if embedded."""
     vector = np.zeros(0, dtype=np.float32) if vector is None else np.asarray(vector, np.float32)
     return EpisodeSummary(
         audit_log_id=audit_log_id,
@@ -287,4 +289,5 @@ def episode_row(
         model=model,
         created_at=created_at,
         recall_count=recall_count,
+        passage_vectors=passages,
     )

@@ -1,0 +1,74 @@
+"""Passages: the parts of a past conversation dense recall compares a message with, besides
+its summary (issue #6).
+
+A summary keeps one or two sentences; a question about anything else in the conversation has
+nothing to match densely. So the summarise worker also embeds the conversation itself, as
+sliding windows of `WINDOW_TURNS` consecutive turns (a question and its answer, with the turn
+that led to it), and stores the vectors with the episode (`episode_summaries.passage_vectors`,
+float16, one row per window). Recall takes an episode's best window — `passage`, its highest
+cosine with the message — and uses `max(cosine, passage)` as the dense side of the fusion
+(memory/hybrid.py). Measured in docs/recall-quality.md: windows of 3 turns beat single turns,
+windows of 2 and 4, and non-overlapping chunks on LoCoMo.
+
+Windows are a re-ranking signal: recall reads them for the candidates the summary index and the
+keyword index found, not through an index of their own (see docs/episodes.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from caesar.gateway.base import Message
+
+WINDOW_TURNS = 3
+# A long conversation gets wider windows rather than unbounded rows: at most this many
+# windows (each 768 bytes as float16 at 384 dimensions), still covering every turn.
+MAX_WINDOWS = 32
+_DTYPE = "<f2"
+
+
+def windows(
+    turns: Sequence[Message], size: int = WINDOW_TURNS, cap: int = MAX_WINDOWS
+) -> list[str]:
+    """Texts of windows of `size` consecutive non-empty turns, sliding by one turn; a
+    conversation shorter than `size` is one window. Past `cap` windows the stride widens and
+    each window with it (never narrower than `size`), so every turn is still in one and there
+    are at most `cap`. Pure."""
+    texts = [" ".join(t["content"].split()) for t in turns]
+    texts = [t for t in texts if t]
+    n = len(texts)
+    if n == 0:
+        return []
+    if n - size + 1 <= cap:
+        return [" ".join(texts[i : i + size]) for i in range(max(n - size + 1, 1))]
+    if cap <= 1:
+        return [" ".join(texts)]
+    # `cap` windows, evenly spread, each wide enough that together they cover every turn.
+    width = max(size, -(-n // cap))
+    starts = sorted({round(i * (n - width) / (cap - 1)) for i in range(cap)})
+    return [" ".join(texts[i : i + width]) for i in starts]
+
+
+def pack(vectors: np.ndarray) -> bytes:
+    """Window vectors (n × dim) as float16 bytes: half the disk of float32, and well under
+    the cosine differences recall ranks by (float16 keeps ~3 significant digits)."""
+    return np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).astype(_DTYPE)).tobytes()
+
+
+def unpack(blob: bytes | None, dim: int) -> np.ndarray:
+    """(n × dim) float32 window vectors; (0 × dim) for an episode without windows or of a
+    different dimension (another embedder model)."""
+    if not blob or dim <= 0 or len(blob) % (2 * dim):
+        return np.zeros((0, max(dim, 0)), dtype=np.float32)
+    return np.frombuffer(blob, dtype=_DTYPE).reshape(-1, dim).astype(np.float32)
+
+
+def best_cosine(blob: bytes | None, query: np.ndarray) -> float | None:
+    """The highest cosine of the (unit) query with the episode's windows, or None when it has
+    none (summarised before windows existed, or by another model)."""
+    vectors = unpack(blob, int(query.shape[0]))
+    if vectors.shape[0] == 0:
+        return None
+    return float((vectors @ np.asarray(query, dtype=np.float32)).max())

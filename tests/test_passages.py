@@ -1,0 +1,108 @@
+"""Conversation windows (memory/passages.py): what they cover, how they are stored, and that the
+summarise worker writes them with the summary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from memory_helpers import add_chat
+from sqlalchemy import select
+
+from caesar.db.models import EpisodeSummary
+from caesar.memory import passages
+from caesar.workers import run_until_caught_up
+
+
+def _turns(n: int) -> list[dict[str, str]]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"t{i}"} for i in range(n)]
+
+
+def test_windows_slide_over_three_turns():
+    assert passages.windows(_turns(5)) == ["t0 t1 t2", "t1 t2 t3", "t2 t3 t4"]
+
+
+@pytest.mark.parametrize("n, expected", [(0, []), (1, ["t0"]), (2, ["t0 t1"]), (3, ["t0 t1 t2"])])
+def test_a_short_conversation_is_one_window(n, expected):
+    assert passages.windows(_turns(n)) == expected
+
+
+def test_blank_turns_are_skipped_and_whitespace_folded():
+    turns = [
+        {"role": "user", "content": "  a\n\nb "},
+        {"role": "assistant", "content": "   "},
+        {"role": "user", "content": "c"},
+    ]
+    assert passages.windows(turns) == ["a b c"]
+
+
+def test_a_long_conversation_is_capped_and_still_covers_every_turn():
+    got = passages.windows(_turns(100), cap=8)
+    assert len(got) <= 8
+    covered = {w for text in got for w in text.split()}
+    assert covered == {f"t{i}" for i in range(100)}
+    assert got[0].startswith("t0 ") and got[-1].endswith(" t99")
+
+
+def test_pack_round_trips_within_float16_precision():
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(4, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    back = passages.unpack(passages.pack(vectors), 384)
+    assert back.shape == (4, 384) and back.dtype == np.float32
+    assert np.abs(back - vectors).max() < 1e-3
+    query = vectors[2]
+    assert passages.best_cosine(passages.pack(vectors), query) == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("blob", [None, b"", b"\x00" * 10])
+def test_no_usable_windows_means_no_passage_score(blob):
+    assert passages.unpack(blob, 384).shape == (0, 384)
+    assert passages.best_cosine(blob, np.ones(384, dtype=np.float32) / np.sqrt(384)) is None
+
+
+def test_windows_of_another_dimension_are_ignored():
+    blob = passages.pack(np.ones((2, 8), dtype=np.float32))
+    assert passages.best_cosine(blob, np.ones(384, dtype=np.float32)) is None
+
+
+def test_summarise_worker_stores_the_conversation_windows(make_services, llm):
+    svc = make_services(memory={"episodes_summarise": {"enabled": True}})
+    chat_id = add_chat(
+        svc, "My sister Ana is visiting in May.", "Nice! Want restaurant ideas for her visit?"
+    )
+    llm.replies.append("The operator's sister is visiting.")
+    run_until_caught_up(svc.workers["memory.summarise"])
+    with svc.db.read() as session:
+        row = session.scalars(
+            select(EpisodeSummary).where(EpisodeSummary.audit_log_id == chat_id)
+        ).one()
+    embedder = svc.embedder.get()
+    [window] = passages.windows(
+        [
+            {"role": "user", "content": "My sister Ana is visiting in May."},
+            {"role": "assistant", "content": "Nice! Want restaurant ideas for her visit?"},
+        ]
+    )
+    expected = embedder.embed_batch([window])
+    stored = passages.unpack(row.passage_vectors, expected.shape[1])
+    assert stored.shape == (1, expected.shape[1])
+    assert float(stored[0] @ expected[0]) == pytest.approx(1.0, abs=2e-3)
+
+
+def test_a_trivial_chat_gets_no_windows(make_services, llm):
+    svc = make_services(memory={"episodes_summarise": {"enabled": True}})
+    add_chat(svc, "what time is it?", "It's 3pm.")
+    llm.replies.append("")
+    run_until_caught_up(svc.workers["memory.summarise"])
+    with svc.db.read() as session:
+        [row] = session.scalars(select(EpisodeSummary)).all()
+    assert row.summary == "" and row.passage_vectors is None
+
+
+@pytest.mark.parametrize("n", [3, 10, 34, 35, 36, 64, 65, 200, 1001])
+@pytest.mark.parametrize("cap", [1, 2, 8, 32])
+def test_every_turn_is_in_a_window_and_the_cap_holds(n, cap):
+    got = passages.windows(_turns(n), cap=cap)
+    assert 1 <= len(got) <= cap
+    assert {w for text in got for w in text.split()} == {f"t{i}" for i in range(n)}
+    assert all(len(text.split()) >= min(3, n) for text in got)
