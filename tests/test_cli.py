@@ -168,3 +168,43 @@ def test_serve_refuses_a_public_host_without_token(upgraded):
     result = run("serve", "--host", "0.0.0.0")
     assert result.exit_code == 1
     assert "api_token" in result.output and "listening" not in result.output
+
+
+def test_episodes_reembed_fills_in_missing_windows(upgraded):
+    from caesar.db.models import EpisodeSummary
+    from caesar.memory.episodes import episode_row
+
+    db = Database(f"sqlite:///{upgraded / 'caesar.db'}")
+    try:
+        with db.write() as session:
+            chat = audit.Audit().append(
+                session,
+                audit.CHAT_COMPLETED,
+                {
+                    "messages": [{"role": "user", "content": "I adopted a cat"}],
+                    "reply": "Congrats!",
+                },
+            )
+            session.add(
+                episode_row(
+                    audit_log_id=chat.id,
+                    summary="The operator adopted a cat.",
+                    vector=None,
+                    model="older-model",
+                    created_at=chat.created_at,
+                )
+            )
+        result = run("episodes", "reembed")
+        assert result.exit_code == 0, result.output
+        assert (
+            "re-embedded 1 episodes with all-MiniLM-L6-v2 (1 were of another model)"
+            in result.output
+        )
+        assert "restart `caesar serve`" in result.output
+        with db.read() as session:
+            row = session.query(EpisodeSummary).one()
+        assert row.model == "all-MiniLM-L6-v2" and row.passage_vectors is not None
+        again = run("episodes", "reembed")
+        assert "re-embedded 0 episodes" in again.output
+    finally:
+        db.dispose()

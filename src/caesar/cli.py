@@ -305,6 +305,30 @@ def episodes_retry_failed() -> None:
     )
 
 
+@episodes_app.command("reembed")
+@friendly
+def episodes_reembed(
+    batch_size: int = typer.Option(64, min=1, max=1024, help="Episodes per write transaction."),
+) -> None:
+    """Re-embed episodes of another embedder model, or without conversation windows, from
+    their stored summary and chat (no LLM call). Safe to interrupt and run again."""
+    from caesar.memory.reembed import reembed
+
+    built = services()
+    embedder = built.embedder.get()
+
+    def show(done: int, total: int) -> None:
+        err.print(f"re-embedded {done}/{total}", highlight=False)
+
+    report = reembed(built.db, embedder, batch_size=batch_size, progress=show)
+    console.print(
+        f"re-embedded {report.done} episodes with {embedder.model_id} "
+        f"({report.model_changed} were of another model)"
+    )
+    if report.model_changed:
+        console.print("restart `caesar serve` so recall loads the re-embedded episodes")
+
+
 # -- import, semantic-recall, proactive (cli_memory.py) -----------------------------------------
 from caesar.cli_memory import register as _register_memory_commands  # noqa: E402
 
