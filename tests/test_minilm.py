@@ -7,6 +7,7 @@ import pathlib
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -81,10 +82,28 @@ def test_long_text_really_is_truncated(torch_model: MiniLM) -> None:
 
 
 def test_onnx_matches_torch(onnx_model: MiniLM, torch_model: MiniLM) -> None:
+    """The fused export (Attention/SkipLayerNorm/BiasGelu, pooling in the graph) stays the
+    reference sentence-transformers model up to float noise, batched and one text at a time."""
     a = onnx_model.embed_batch(TEXTS)
     b = torch_model.embed_batch(TEXTS)
     assert a.shape == b.shape == (len(TEXTS), DIM)
     assert np.all(_cos(a, b) > 0.9999), _cos(a, b)
+    assert float(np.abs(a - b).max()) <= 1e-4
+    singles = np.stack([onnx_model.embed(t) for t in TEXTS])
+    assert float(np.abs(singles - b).max()) <= 1e-4
+
+
+def test_export_is_the_fused_sentence_encoder(onnx_model: MiniLM) -> None:
+    """Guards the speed-up: if a new torch/onnxruntime stops the fusions, this says so."""
+    import onnx
+
+    graph = onnx.load(str(onnx_model.onnx_path)).graph
+    ops = Counter(node.op_type for node in graph.node)
+    assert ops["EmbedLayerNormalization"] == 1
+    assert ops["Attention"] == ops["BiasGelu"] == 6  # one per layer
+    assert ops["SkipLayerNormalization"] == 12
+    assert [o.name for o in graph.output] == ["sentence_embedding"]
+    assert [i.name for i in graph.input] == ["input_ids", "attention_mask"]
 
 
 def test_onnx_single_matches_batch(onnx_model: MiniLM) -> None:
@@ -102,6 +121,7 @@ def test_onnx_matches_torch_chunked_large_batch(onnx_model: MiniLM, torch_model:
     b = torch_model.embed_batch(texts)
     assert a.shape == (150, DIM)
     assert np.all(_cos(a, b) > 0.9999)
+    assert float(np.abs(a - b).max()) <= 1e-4
 
 
 def test_shape_dtype_normalisation(onnx_model: MiniLM) -> None:

