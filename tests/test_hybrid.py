@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from caesar import audit
 from caesar.db.models import EpisodeSummary
-from caesar.memory import hybrid
+from caesar.memory import hybrid, keywords
 from caesar.workers import run_until_caught_up
 
 NOW = datetime(2026, 5, 18, 12, 0)
@@ -48,7 +48,7 @@ def _episode(session, audit_id, summary, when=NOW):
 
 def _search(db, query, **kwargs):
     with db.read() as session:
-        return hybrid.keyword_scores(session, query, model_id="m", limit=10, **kwargs)
+        return keywords.keyword_scores(session, query, model_id="m", limit=10, **kwargs)
 
 
 def test_index_follows_episodes_on_both_engines(migrated_db):
@@ -100,7 +100,7 @@ def test_more_matching_words_score_higher_on_both_engines(migrated_db):
     scores = _search(migrated_db, "Lisbon with Alice?")
     assert set(scores) == {one, both} and scores[both] > scores[one] > 0
     with migrated_db.read() as session:
-        total, counts = hybrid.term_document_counts(session, ["lisbon", "alice", "unheard"], both)
+        total, counts = keywords.term_document_counts(session, ["lisbon", "alice", "unheard"], both)
     assert total == 3 and counts == [(2, True), (1, True), (0, False)]
 
 
@@ -117,8 +117,8 @@ def test_term_counts_follow_the_index_tokenizer_on_both_engines(migrated_db):
 
     def check(expected_total):
         with migrated_db.read() as session:
-            total, counts = hybrid.term_counts(session, words)
-            has = hybrid.probe_contains(session, words, ids[0])
+            total, counts = keywords.term_counts(session, words)
+            has = keywords.probe_contains(session, words, ids[0])
         assert total == expected_total
         assert counts == [len(_search(migrated_db, w)) for w in words]
         assert has == [ids[0] in _search(migrated_db, w) for w in words]
@@ -140,15 +140,15 @@ def test_query_syntax_is_never_interpreted(migrated_db, hostile):
 
 # -- pure parts -------------------------------------------------------------------------------
 def test_query_terms_drop_function_words_and_punctuation():
-    assert hybrid.query_terms("When did I go to the LGBTQ support-group, and why?") == [
+    assert keywords.query_terms("When did I go to the LGBTQ support-group, and why?") == [
         "go",
         "lgbtq",
         "support",
         "group",
     ]
-    assert hybrid.query_terms("what is it?") == []
-    assert hybrid.fts5_match(["a", "b"]) == '"a" OR "b"'
-    assert hybrid.tsquery_text(["a", "b"]) == "a | b"
+    assert keywords.query_terms("what is it?") == []
+    assert keywords.fts5_match(["a", "b"]) == '"a" OR "b"'
+    assert keywords.tsquery_text(["a", "b"]) == "a | b"
 
 
 unit = st.floats(min_value=0.0, max_value=1.0)
@@ -177,28 +177,28 @@ def test_dense_fusion_is_the_cosine_and_rrf_ranks():
 def test_coverage_weighs_rare_words_more():
     # 100 episodes; "the operator's dog" is in 90 of them, "biscuit" in 2: holding "biscuit"
     # is most of what the query says.
-    rare = hybrid.coverage(100, [(90, False), (2, True)])
-    common = hybrid.coverage(100, [(90, True), (2, False)])
+    rare = keywords.coverage(100, [(90, False), (2, True)])
+    common = keywords.coverage(100, [(90, True), (2, False)])
     assert rare > 0.8 and common < 0.2 and rare + common == pytest.approx(1.0)
-    assert hybrid.coverage(100, [(0, False), (5, True)]) == 1.0  # unknown words don't count
-    assert hybrid.coverage(0, []) == 0.0
-    assert hybrid.keyword_relevance({1: 8.0, 2: 2.0}, 0.5) == {1: 0.5, 2: 0.125}
-    assert hybrid.keyword_relevance({}, 1.0) == {}
+    assert keywords.coverage(100, [(0, False), (5, True)]) == 1.0  # unknown words don't count
+    assert keywords.coverage(0, []) == 0.0
+    assert keywords.keyword_relevance({1: 8.0, 2: 2.0}, 0.5) == {1: 0.5, 2: 0.125}
+    assert keywords.keyword_relevance({}, 1.0) == {}
 
 
 def test_match_terms_leave_out_words_common_in_a_large_history():
     terms = ["sleep", "thermostat", "unheard", "plan"]
-    big = hybrid.COMMON_MIN_DOCS * 200
+    big = keywords.COMMON_MIN_DOCS * 200
     # next to rare words, a word in 18 % of a large history is left out; in none: nothing to match
-    assert hybrid.match_terms(terms, big, [big // 5, 20, 0, 80]) == ["thermostat", "plan"]
+    assert keywords.match_terms(terms, big, [big // 5, 20, 0, 80]) == ["thermostat", "plan"]
     # with no rare word beside them, common words are all the query has: all are matched
-    assert hybrid.match_terms(terms, big, [big // 5, big // 4, 0, 0]) == ["sleep", "thermostat"]
+    assert keywords.match_terms(terms, big, [big // 5, big // 4, 0, 0]) == ["sleep", "thermostat"]
     # a small history ranks as before: a word in 9 of 10 episodes is still matched
-    assert hybrid.match_terms(terms, 10, [9, 1, 0, 10]) == ["sleep", "thermostat", "plan"]
+    assert keywords.match_terms(terms, 10, [9, 1, 0, 10]) == ["sleep", "thermostat", "plan"]
     # under the floor nothing is left out, however its idf compares (here ≈ 0.1 of the rare one's)
-    floor = hybrid.COMMON_MIN_DOCS
-    assert hybrid.match_terms(["a", "b"], 2 * floor, [floor - 1, 1]) == ["a", "b"]
-    assert hybrid.match_terms(["a", "b"], 2 * floor, [floor, 1]) == ["b"]
+    floor = keywords.COMMON_MIN_DOCS
+    assert keywords.match_terms(["a", "b"], 2 * floor, [floor - 1, 1]) == ["a", "b"]
+    assert keywords.match_terms(["a", "b"], 2 * floor, [floor, 1]) == ["b"]
 
 
 def test_rank_candidates_applies_threshold_to_relevance_then_decay():
