@@ -1,7 +1,8 @@
 """Synthetic histories of N episodes, written straight into a real, migrated SQLite database.
 
 Each episode is a `chat.completed` audit row plus its `episode_summaries` row (JSON embedding
-as the ADR keeps it, and the float32 copy the index loads), inserted with SQLAlchemy core
+as the ADR keeps it, the float32 copy the index loads, and the one window vector of its
+two-turn chat), inserted with SQLAlchemy core
 `executemany` in large transactions. Vectors are random unit vectors (components rounded to 4
 decimals, so the JSON record stays compact: unit to ~1e-3) plus planted topics: TOPICS
 clusters whose members are near a topic centre, so a query near a centre has real hits above
@@ -31,9 +32,10 @@ from sqlalchemy import create_engine
 from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.memory import passages
 from caesar.minilm import MODEL_ID
 
-RECIPE = "4"  # bump when the generator changes
+RECIPE = "5"  # bump when the generator changes
 DIM = 384
 SPREAD_DAYS = 120
 # Planted topics: the centre of each is the real MiniLM embedding of its sentence, so a chat
@@ -320,6 +322,8 @@ def build(episodes: int, *, quiet: bool = False) -> History:
             hi = min(episodes, lo + CHUNK)
             vectors = _block(rng, hi - lo, planted[lo:hi], topic_centres)
             f32 = vectors.astype("<f4")
+            # The chat's one window (its message and reply): near its summary, as in real use.
+            windows = unit(f32 + rng.standard_normal(f32.shape).astype(np.float32) * 0.03)
             encoded = json_rows(vectors)
             audits, summaries = [], []
             for j in range(hi - lo):
@@ -349,6 +353,7 @@ def build(episodes: int, *, quiet: bool = False) -> History:
                         "summary": f"We discussed the operator's {about}{words}.",
                         "embedding": encoded[j],
                         "embedding_f32": f32[j].tobytes(),
+                        "passage_vectors": passages.pack(windows[j : j + 1]),
                         "model": MODEL_ID,
                         "created_at": created,
                         "recall_count": int(recalls[i]),

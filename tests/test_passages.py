@@ -3,14 +3,19 @@ summarise worker writes them with the summary."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import numpy as np
 import pytest
 from memory_helpers import add_chat
 from sqlalchemy import select
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory import passages
+from caesar.memory import hybrid, passages
+from caesar.memory.episodes import RecallParams
 from caesar.workers import run_until_caught_up
+
+NOW = datetime(2026, 5, 18, 12, 0)
 
 
 def _turns(n: int) -> list[dict[str, str]]:
@@ -106,3 +111,82 @@ def test_every_turn_is_in_a_window_and_the_cap_holds(n, cap):
     assert 1 <= len(got) <= cap
     assert {w for text in got for w in text.split()} == {f"t{i}" for i in range(n)}
     assert all(len(text.split()) >= min(3, n) for text in got)
+
+
+# -- recall: the best window next to the summary ------------------------------------------------
+def _params(**overrides):
+    base = dict(
+        top_k=3,
+        similarity_threshold=0.45,
+        max_age_days=None,
+        halflife_days=30.0,
+        recall_weight_scale=0.25,
+        fusion="hybrid",
+        keyword_weight=0.7,
+    )
+    return RecallParams(**{**base, **overrides})
+
+
+def test_the_better_of_summary_and_window_is_the_dense_side():
+    rows = [
+        (1, 11, "summary misses the detail", NOW - timedelta(days=1), 0),
+        (2, 12, "summary matches", NOW - timedelta(days=1), 0),
+        (3, 13, "summarised before windows existed", NOW - timedelta(days=1), 0),
+    ]
+    cosine = {1: 0.1, 2: 0.6, 3: 0.5}
+    passage = {1: 0.55, 2: 0.3}  # 2's window is worse than its summary: no harm
+    hits = {
+        h.episode_id: h
+        for h in hybrid.rank_candidates(rows, cosine, {1: 0.5}, NOW, _params(), passage)
+    }
+    assert hits[1].relevance == pytest.approx(0.55 + 0.7 * 0.5 * 0.45)
+    assert hits[1].cosine == 0.1 and hits[1].passage == 0.55 and hits[1].keyword == 0.5
+    assert hits[2].relevance == pytest.approx(0.6) and hits[2].passage == 0.3
+    assert hits[3].relevance == pytest.approx(0.5) and hits[3].passage is None
+    # the ADR's dense fusion is the summary's cosine alone
+    dense = hybrid.rank_candidates(rows, cosine, {}, NOW, _params(fusion="dense"), passage)
+    assert [h.episode_id for h in dense] == [2, 3]
+    assert all(h.passage is None for h in dense)
+
+
+KNEE_CHAT = [
+    ("user", "Any ideas for the weekend?"),
+    ("assistant", "How about the science museum downtown?"),
+    ("user", "Sounds good. Also my knee has been aching since my long run on Tuesday."),
+    ("assistant", "Ice it for 15 minutes and skip running until the swelling is gone."),
+]
+
+
+def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_services, llm):
+    """No shared word with the message, and a summary about something else: only the window
+    ("…knee has been aching… Ice it… skip running…") makes the chat relevant."""
+    svc = make_services(memory={"episodes_summarise": {"enabled": True}})
+    with svc.db.write() as session:
+        chat = svc.audit.append(
+            session,
+            "chat.completed",
+            {
+                "messages": [{"role": r, "content": c} for r, c in KNEE_CHAT[:-1]],
+                "reply": KNEE_CHAT[-1][1],
+            },
+            created_at=NOW - timedelta(days=2),
+        )
+    llm.replies.append("The operator asked for weekend plans; caesar suggested a museum visit.")
+    run_until_caught_up(svc.workers["memory.summarise"])
+    query = "What did you tell me to do about my sore joint after jogging?"
+    [hit] = svc.episodes.preview(query, NOW, similarity_threshold=None)
+    embedder = svc.embedder.get()
+    q = embedder.embed_batch([query])[0]
+    windows = embedder.embed_batch(
+        passages.windows([{"role": r, "content": c} for r, c in KNEE_CHAT])
+    )
+    assert hit.audit_log_id == chat.id
+    assert hit.keyword == 0.0
+    assert hit.cosine < 0.1  # the summary is about the museum
+    assert hit.passage == pytest.approx(float((windows @ q).max()), abs=2e-3)
+    assert hit.relevance == pytest.approx(hit.passage, abs=1e-6)
+    # …and with the threshold at 0.4 auto-recall surfaces it; with the ADR's dense fusion not
+    assert [e.audit_log_id for e in svc.episodes.preview(query, NOW, similarity_threshold=0.4)] == [
+        chat.id
+    ]
+    assert svc.episodes.preview(query, NOW, similarity_threshold=0.4, fusion="dense") == []

@@ -80,10 +80,14 @@ def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monk
         assert payload["cosine"] >= 0.45
         assert payload["freshness"] == pytest.approx(0.5 ** (3 / 30), abs=1e-3)
         assert payload["recall_weight"] == 1.0  # first time surfaced
-        # hybrid relevance: the cosine, lifted by the keyword match ("thermostat")
+        # hybrid relevance: the better of the summary and the chat's best 3-turn window
+        # ("Around 72°F I think." / "Try lowering the thermostat…"), lifted by the keyword
+        # match ("thermostat")
+        assert payload["passage"] > payload["cosine"]
+        dense = max(payload["cosine"], payload["passage"])
         assert payload["keyword"] > 0
         assert payload["relevance"] == pytest.approx(
-            payload["cosine"] + 0.7 * payload["keyword"] * (1 - payload["cosine"]), abs=1e-5
+            dense + 0.7 * payload["keyword"] * (1 - dense), abs=1e-5
         )
         assert payload["score"] == pytest.approx(
             payload["relevance"] * payload["freshness"], abs=1e-5

@@ -276,12 +276,27 @@ def recall(
         overrides["similarity_threshold"] = None
     moment = now or utcnow()
     episodes = services().episodes.preview(query, moment, **overrides)
-    table = Table("when", "chat", "cosine", "freshness", "recalls", "weight", "score", "summary")
+    table = Table(
+        "when",
+        "chat",
+        "cosine",
+        "passage",
+        "keyword",
+        "relevance",
+        "freshness",
+        "recalls",
+        "weight",
+        "score",
+        "summary",
+    )
     for e in episodes:
         table.add_row(
             relative_time(e.created_at, moment),
             f"#{e.audit_log_id}",
             f"{e.cosine:.3f}",
+            "–" if e.passage is None else f"{e.passage:.3f}",
+            f"{e.keyword:.3f}",
+            f"{e.relevance:.3f}",
             f"{e.freshness:.3f}",
             str(e.recall_count),
             f"{e.recall_weight:.3f}",

@@ -142,10 +142,11 @@ class EpisodesRecallSettings(BaseModel):
     max_age_days: int = Field(default=90, ge=1, le=36_500)
     halflife_days: float = Field(default=30.0, gt=0)
     recall_weight_scale: float = Field(default=0.25, ge=0)
-    # Issue #6: relevance = cosine (dense over the summary) fused with keyword relevance over
-    # the summary and the conversation (FTS5 / PostgreSQL full text), then × freshness ×
-    # recall_weight. "hybrid": cosine + keyword_weight × keyword × (1 − cosine), in cosine
-    # units, so similarity_threshold applies to it; "dense": the ADR's cosine alone.
+    # Issue #6: relevance = dense similarity (the summary's cosine, or the conversation's best
+    # 3-turn window if higher) fused with keyword relevance over the summary and the
+    # conversation (FTS5 / PostgreSQL full text), then × freshness × recall_weight. "hybrid":
+    # dense + keyword_weight × keyword × (1 − dense), in cosine units, so similarity_threshold
+    # applies to it; "dense": the ADR's summary cosine alone.
     # Chosen on the dev data: docs/recall-quality.md.
     fusion: Literal["hybrid", "dense"] = "hybrid"
     keyword_weight: float = Field(default=0.7, ge=0, le=1)

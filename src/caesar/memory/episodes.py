@@ -87,12 +87,15 @@ class RecalledEpisode:
     score: float
     keyword: float = 0.0  # normalised keyword relevance ∈ [0, 1] (hybrid fusion only)
     relevance: float = 0.0  # what the threshold applies to: cosine, or fused with keyword
+    # best cosine of the conversation's windows (hybrid fusion; None: not used or none stored)
+    passage: float | None = None
 
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
         data["created_at"] = self.created_at.isoformat()
         for key in (
             "cosine",
+            "passage",
             "keyword",
             "relevance",
             "age_days",
@@ -100,7 +103,8 @@ class RecalledEpisode:
             "recall_weight",
             "score",
         ):
-            data[key] = round(float(data[key]), 6)
+            if data[key] is not None:
+                data[key] = round(float(data[key]), 6)
         return data
 
 

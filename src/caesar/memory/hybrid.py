@@ -1,18 +1,22 @@
-"""Hybrid episode relevance (issue #6): dense similarity over the summary fused with keyword
-relevance over the summary and the source conversation, before freshness × recall_weight.
+"""Hybrid episode relevance (issue #6): dense similarity over the summary and the
+conversation's windows, fused with keyword relevance over the summary and the conversation,
+before freshness × recall_weight.
 
 Why: an offline or small-model summary keeps one or two sentences of a conversation, so a
-question about anything else in it has nothing to match densely; the words are still in the
-conversation. The keyword side (`keyword_stage`, memory/keywords.py) is full-text search in the
-database itself.
+question about anything else in it has nothing to match densely; the words and the meaning are
+still in the conversation. The keyword side (`keyword_stage`, memory/keywords.py) is full-text
+search in the database itself; the dense side adds each candidate's best 3-turn window
+(`passage`, memory/passages.py) to the summary's cosine.
 
 The fused relevance stays in cosine units so `similarity_threshold` keeps its meaning:
-`relevance = cosine + keyword_weight × keyword × (1 − cosine)`. `keyword` ∈ [0, 1] is the
-episode's full-text score as a share of the query's best one, times how much of the query's
-information that best match holds — so a message that only shares common words with the past
-stays near its plain cosine and under the threshold. A keyword match can only raise an episode
-towards 1, never lower a dense match; with no keyword match the relevance is the plain cosine
-(the ADR's ranking). Then score = relevance × freshness × recall_weight, as in the ADR. Measured
+`relevance = dense + keyword_weight × keyword × (1 − dense)`, `dense = max(cosine, passage)`.
+`keyword` ∈ [0, 1] is the episode's full-text score as a share of the query's best one, times
+how much of the query's information that best match holds — so a message that only shares
+common words with the past stays near its dense similarity and under the threshold. A keyword
+match can only raise an episode towards 1, never lower a dense match; with no keyword match and
+no windows the relevance is the plain cosine (the ADR's ranking). Then score = relevance ×
+freshness × recall_weight, as in the ADR. Windows are read for the candidates only (the dense
+pool of summaries and the keyword pool), not searched through an index of their own. Measured
 and explained in docs/recall-quality.md.
 """
 
@@ -28,6 +32,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from caesar.db.models import EpisodeSummary
+from caesar.memory import passages
 from caesar.memory.common_words import SCORE_BUDGET, common_words_pool, recent_share
 from caesar.memory.importance import SECONDS_PER_DAY, freshness_v, recall_weight, recall_weight_v
 from caesar.memory.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
@@ -89,6 +94,11 @@ def _ranks(values: np.ndarray) -> np.ndarray:
 # Candidates taken from each side before fusing: the best by dense score and the best by
 # keyword score. An episode in neither pool has both a low cosine and a low keyword score.
 MIN_POOL = 50
+# The newest conversations are candidates whatever their summary's cosine, so their windows
+# are compared with every message: a follow-up ("I tried the thing you suggested") is most
+# often about one of them, and freshness favours them anyway. Older ones need their summary
+# over the threshold or a keyword match to be looked at (see hybrid_search).
+RECENT_POOL = 50
 
 
 class HybridParams(Protocol):
@@ -119,13 +129,14 @@ class HybridHit:
     summary: str
     created_at: datetime
     recall_count: int
-    cosine: float
+    cosine: float  # the message against the summary
     keyword: float  # normalised keyword relevance ∈ [0, 1]; 0 = no keyword match
-    relevance: float  # fuse(cosine, keyword): what the threshold applies to
+    relevance: float  # fuse(max(cosine, passage), keyword): what the threshold applies to
     age_days: float
     freshness: float
     recall_weight: float
     score: float  # relevance × freshness × recall_weight
+    passage: float | None = None  # best window of the conversation; None: no windows stored
 
 
 def rank_candidates(
@@ -134,16 +145,21 @@ def rank_candidates(
     keyword: dict[int, float],
     now: datetime,
     params: HybridParams,
+    passage: dict[int, float] | None = None,
 ) -> list[HybridHit]:
-    """Pure: (id, audit_log_id, summary, created_at, recall_count) rows with their cosine and
-    normalised keyword score → the top K by relevance × freshness × recall_weight, keeping
-    only rows whose relevance clears the threshold. Ties: newer episode id first."""
+    """Pure: (id, audit_log_id, summary, created_at, recall_count) rows with their summary
+    cosine, best-window cosine (`passage`, where the episode has windows) and normalised
+    keyword score → the top K by relevance × freshness × recall_weight, keeping only rows whose
+    relevance clears the threshold. The dense side of the fusion is the better of the summary
+    and the best window. Ties: newer episode id first."""
     if not rows:
         return []
+    passage = {} if params.fusion == "dense" else (passage or {})
     ids = np.array([r[0] for r in rows], dtype=np.int64)
     cos = np.array([cosine[int(i)] for i in ids], dtype=np.float64)
+    dense = np.array([max(cosine[int(i)], passage.get(int(i), -1.0)) for i in ids])
     kw = np.array([keyword.get(int(i), 0.0) for i in ids], dtype=np.float64)
-    relevance = fuse(cos, kw, method=params.fusion, keyword_weight=params.keyword_weight)
+    relevance = fuse(dense, kw, method=params.fusion, keyword_weight=params.keyword_weight)
     age = np.array([(now - r[3]).total_seconds() / SECONDS_PER_DAY for r in rows])
     fresh = freshness_v(age, params.halflife_days)
     weight = recall_weight_v(
@@ -168,6 +184,7 @@ def rank_candidates(
             freshness=float(fresh[i]),
             recall_weight=float(weight[i]),
             score=float(score[i]),
+            passage=passage.get(int(ids[i])),
         )
         for i in order
     ]
@@ -218,13 +235,22 @@ def hybrid_search(
             min_created=min_created,
             candidates=cosine.keys(),
         )
-    ids = sorted(set(cosine) | set(keyword))
+    recent = [] if params.fusion == "dense" else recent_ids(session, index.model_id, min_created)
+    ids = sorted(set(cosine) | set(keyword) | set(recent))
     if not ids:
         return []
     rows = candidate_rows(session, ids)
     missing = [r.id for r in rows if r.id not in cosine]  # keyword-only: score their vectors
     cosine.update(vector_cosines(session, rows, missing, query_vector))
-    return rank_candidates([tuple(r[:5]) for r in rows], cosine, keyword, now, params)  # type: ignore[misc]
+    passage = {} if params.fusion == "dense" else passage_cosines(rows, query_vector)
+    return rank_candidates(
+        [tuple(r[:5]) for r in rows],  # type: ignore[misc]
+        cosine,
+        keyword,
+        now,
+        params,
+        passage,
+    )
 
 
 def dense_pool_threshold(params: HybridParams) -> float | None:
@@ -305,14 +331,58 @@ _CANDIDATE_ROWS = select(
     EpisodeSummary.created_at,
     EpisodeSummary.recall_count,
     EpisodeSummary.embedding_f32,
+    EpisodeSummary.passage_vectors,
 ).where(EpisodeSummary.id.in_(bindparam("ids", expanding=True)), EpisodeSummary.summary != "")
 
 
+_RECENT_IDS = (
+    select(EpisodeSummary.id)
+    .where(
+        EpisodeSummary.model == bindparam("model"),
+        EpisodeSummary.created_at >= bindparam("min_created"),
+        EpisodeSummary.summary != "",
+    )
+    # By id, the order chats were written in (for live chats, their dates' order): the
+    # (model, id) index answers it in ~0.04 ms at 100k, where ordering by created_at sorted
+    # every row of the model (~215 ms).
+    .order_by(EpisodeSummary.id.desc())
+    .limit(RECENT_POOL)
+)
+
+
+def recent_ids(session: Session, model_id: str, min_created: datetime | None) -> list[int]:
+    """The RECENT_POOL last-written episodes of the model in the window."""
+    floor = min_created or datetime(1, 1, 1)
+    # Core rows on the session's connection: the ORM's execute path costs ten times the query.
+    rows = session.connection().execute(_RECENT_IDS, {"model": model_id, "min_created": floor})
+    return [int(r[0]) for r in rows]
+
+
 def candidate_rows(session: Session, ids: list[int]) -> list[Any]:
-    """(id, audit_log_id, summary, created_at, recall_count, embedding_f32) of the candidates
+    """(id, audit_log_id, summary, created_at, recall_count, embedding_f32, passage_vectors)
+    of the candidates
     that still exist with a non-empty summary. Not the JSON embedding: decoding 384 floats per
     row cost ~4 ms a turn, and the float32 copy is there."""
-    return list(session.execute(_CANDIDATE_ROWS, {"ids": ids}).all())
+    return list(session.connection().execute(_CANDIDATE_ROWS, {"ids": ids}).all())
+
+
+def passage_cosines(rows: list[Any], query_vector: np.ndarray) -> dict[int, float]:
+    """Each candidate's best window cosine (memory/passages.py), for those that have windows
+    of the query's dimension: one matrix product over all their windows."""
+    query = np.asarray(query_vector, dtype=np.float32)
+    row_bytes = passages.window_bytes(query.shape[0])
+    found = [
+        (int(r.id), r.passage_vectors)
+        for r in rows
+        if r.passage_vectors and len(r.passage_vectors) % row_bytes == 0
+    ]
+    if not found:
+        return {}
+    matrix = passages.unpack(b"".join(blob for _, blob in found), query.shape[0])
+    counts = [len(blob) // row_bytes for _, blob in found]
+    starts = np.cumsum([0, *counts[:-1]])
+    best = np.maximum.reduceat(matrix @ query, starts)
+    return {i: float(c) for (i, _), c in zip(found, best, strict=True)}
 
 
 def vector_cosines(

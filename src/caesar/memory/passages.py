@@ -57,10 +57,15 @@ def pack(vectors: np.ndarray) -> bytes:
     return np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).astype(_DTYPE)).tobytes()
 
 
+def window_bytes(dim: int) -> int:
+    """Bytes of one packed window vector of `dim` dimensions."""
+    return 2 * dim
+
+
 def unpack(blob: bytes | None, dim: int) -> np.ndarray:
     """(n × dim) float32 window vectors; (0 × dim) for an episode without windows or of a
     different dimension (another embedder model)."""
-    if not blob or dim <= 0 or len(blob) % (2 * dim):
+    if not blob or dim <= 0 or len(blob) % window_bytes(dim):
         return np.zeros((0, max(dim, 0)), dtype=np.float32)
     return np.frombuffer(blob, dtype=_DTYPE).reshape(-1, dim).astype(np.float32)
 
