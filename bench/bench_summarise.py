@@ -6,7 +6,8 @@ answers at once with a one-sentence summary of ~30 words (and keeps its own time
 embedder (one `embed_batch` per worker batch) and SQLite: reading the batch, the prompt,
 embedding, writing the summary row (JSON + float32 copy; the FTS triggers run), its audit row
 and the cursor. Overhead per chat = (run time − provider time) / chats, at the default batch
-size (4) and at 16.
+size (4) and at 16. Then the chats' 3-turn windows are embedded by their own worker,
+`memory.passages`, timed separately (ms per chat and per window).
 
     .venv/bin/python bench/bench_summarise.py [--chats 200]
 """
@@ -21,11 +22,14 @@ from typing import Any
 
 import benchlib
 from bench_turn import InstantProvider, install
+from sqlalchemy import select
 
 from caesar.clock import utcnow
 from caesar.db import migrate
+from caesar.db.models import EpisodeSummary
 from caesar.gateway.base import Completion, Message, Usage
 from caesar.importer import import_conversations
+from caesar.memory import passages
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
 
@@ -93,6 +97,14 @@ def run(chats: int, batch_size: int, items: list[dict[str, Any]]) -> dict[str, A
         [f"We discussed item {i} in detail." for i in range(batch_size)]
     )
     embed_batch_ms = benchlib.ms(time.perf_counter() - embed_started)
+    # Then the conversations' 3-turn windows, by their own worker (memory/reembed.py).
+    windowing = services.workers["memory.passages"]
+    c1, started = time.thread_time(), time.perf_counter()
+    windowed = run_until_caught_up(windowing)
+    window_s, window_cpu = time.perf_counter() - started, time.thread_time() - c1
+    with services.db.read() as session:
+        blobs = session.scalars(select(EpisodeSummary.passage_vectors)).all()
+    windows = sum(len(b or b"") // passages.window_bytes(384) for b in blobs)
     services.close()
     return {
         "batch_size": batch_size,
@@ -103,6 +115,11 @@ def run(chats: int, batch_size: int, items: list[dict[str, Any]]) -> dict[str, A
         "overhead_ms_per_chat": round(benchlib.ms(elapsed - provider.seconds) / max(handled, 1), 2),
         "overhead_cpu_ms_per_chat": round(benchlib.ms(cpu - provider.seconds) / max(handled, 1), 2),
         "one_embed_batch_ms": round(embed_batch_ms, 2),
+        "passages_chats": windowed,
+        "passages_windows_per_chat": round(windows / max(windowed, 1), 1),
+        "passages_ms_per_chat": round(benchlib.ms(window_s) / max(windowed, 1), 2),
+        "passages_cpu_ms_per_chat": round(benchlib.ms(window_cpu) / max(windowed, 1), 2),
+        "passages_ms_per_window": round(benchlib.ms(window_s) / max(windows, 1), 2),
         "load_avg": benchlib.load_avg(),
     }
 
@@ -117,7 +134,9 @@ def main() -> None:
     for row in rows:
         print(
             f"summarise, batch {row['batch_size']}: {row['overhead_ms_per_chat']:.2f} ms/chat overhead "
-            f"(CPU {row['overhead_cpu_ms_per_chat']:.2f}) over {row['chats']} chats"
+            f"(CPU {row['overhead_cpu_ms_per_chat']:.2f}) over {row['chats']} chats; then windows "
+            f"(memory.passages): {row['passages_ms_per_chat']:.1f} ms/chat for "
+            f"{row['passages_windows_per_chat']} windows/chat ({row['passages_ms_per_window']:.2f} ms/window)"
         )
 
 

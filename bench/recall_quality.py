@@ -8,6 +8,7 @@ For each LoCoMo conversation and each LongMemEval_S question (../shared/data) th
 caesar database (a real SQLite file, migrated), imports every session as one dated
 chat.completed conversation (caesar.importer), summarises them with the configured
 `memory_summarise` route (the offline TextRank provider) through the real SummariseWorker,
+embeds their 3-turn windows through the real `memory.passages` worker,
 embeds with the real MiniLM (vectors cached by content hash in bench/out/), and asks each
 question of the recall preview (POST /v1/memory/recall semantics) with `now` = the question's
 date (LongMemEval) or one day after the last session (LoCoMo) and max_age_days disabled.
@@ -265,6 +266,7 @@ def build(haystack: Haystack, embedder: Embedder, home: Path) -> Built:
     for (key, _turns, _when), audit_id in zip(accepted, report.audit_ids, strict=True):
         sessions_of_audit[audit_id].append(key)  # duplicate sessions share one chat row
     run_until_caught_up(services.workers["memory.summarise"])
+    run_until_caught_up(services.workers["memory.passages"])
     with services.db.read() as session:
         rows = session.execute(
             select(EpisodeSummary.id, EpisodeSummary.audit_log_id).where(

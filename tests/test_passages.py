@@ -7,10 +7,11 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
-from memory_helpers import add_chat
+from memory_helpers import BrokenEmbedder, add_chat
 from sqlalchemy import select
 
 from caesar.db.models import EpisodeSummary
+from caesar.errors import CaesarError
 from caesar.memory import hybrid, passages
 from caesar.memory.episodes import RecallParams
 from caesar.workers import run_until_caught_up
@@ -70,13 +71,22 @@ def test_windows_of_another_dimension_are_ignored():
     assert passages.best_cosine(blob, np.ones(384, dtype=np.float32)) is None
 
 
-def test_summarise_worker_stores_the_conversation_windows(make_services, llm):
+def _summarise_and_window(svc) -> None:
+    run_until_caught_up(svc.workers["memory.summarise"])
+    run_until_caught_up(svc.workers["memory.passages"])
+
+
+def test_passages_worker_stores_the_conversation_windows(make_services, llm):
     svc = make_services(memory={"episodes_summarise": {"enabled": True}})
     chat_id = add_chat(
         svc, "My sister Ana is visiting in May.", "Nice! Want restaurant ideas for her visit?"
     )
     llm.replies.append("The operator's sister is visiting.")
     run_until_caught_up(svc.workers["memory.summarise"])
+    worker = svc.workers["memory.passages"]
+    assert worker.enabled and worker.backlog() == 1
+    assert run_until_caught_up(worker) == 1
+    assert worker.step() == 0  # nothing left: the queue is the rows still without windows
     with svc.db.read() as session:
         row = session.scalars(
             select(EpisodeSummary).where(EpisodeSummary.audit_log_id == chat_id)
@@ -94,23 +104,36 @@ def test_summarise_worker_stores_the_conversation_windows(make_services, llm):
     assert float(stored[0] @ expected[0]) == pytest.approx(1.0, abs=2e-3)
 
 
-def test_a_trivial_chat_gets_no_windows(make_services, llm):
+def test_trivial_and_textless_chats(make_services, llm):
     svc = make_services(memory={"episodes_summarise": {"enabled": True}})
     add_chat(svc, "what time is it?", "It's 3pm.")
-    llm.replies.append("")
-    run_until_caught_up(svc.workers["memory.summarise"])
+    add_chat(svc, "   ", "")  # nothing to window: marked done with no windows
+    llm.replies.extend(["", "A chat with no words."])
+    _summarise_and_window(svc)
     with svc.db.read() as session:
-        [row] = session.scalars(select(EpisodeSummary)).all()
-    assert row.summary == "" and row.passage_vectors is None
+        trivial, textless = session.scalars(select(EpisodeSummary).order_by(EpisodeSummary.id))
+    assert trivial.summary == "" and trivial.passage_vectors is None  # never recalled
+    assert textless.passage_vectors == b""
+    assert svc.workers["memory.passages"].backlog() == 0
 
 
-@pytest.mark.parametrize("n", [3, 10, 34, 35, 36, 64, 65, 200, 1001])
-@pytest.mark.parametrize("cap", [1, 2, 8, 32])
-def test_every_turn_is_in_a_window_and_the_cap_holds(n, cap):
-    got = passages.windows(_turns(n), cap=cap)
-    assert 1 <= len(got) <= cap
-    assert {w for text in got for w in text.split()} == {f"t{i}" for i in range(n)}
-    assert all(len(text.split()) >= min(3, n) for text in got)
+def test_windows_follow_the_summariser_and_can_be_turned_off(make_services):
+    assert not make_services().workers["memory.passages"].enabled  # summariser off by default
+    off = make_services(memory={"episodes_summarise": {"enabled": True, "passages": False}})
+    assert not off.workers["memory.passages"].enabled
+
+
+def test_embedder_outage_leaves_the_windows_for_later(make_services, llm, shared_embedder):
+    svc = make_services(memory={"episodes_summarise": {"enabled": True}})
+    add_chat(svc, "I repaint the kitchen on Sunday.", "Blue would suit it.")
+    llm.replies.append("The operator is repainting the kitchen.")
+    run_until_caught_up(svc.workers["memory.summarise"])
+    svc.embedder.set(BrokenEmbedder())
+    with pytest.raises(CaesarError):
+        svc.workers["memory.passages"].step()
+    assert svc.workers["memory.passages"].backlog() == 1  # nothing lost, nothing half-written
+    svc.embedder.set(shared_embedder)
+    assert run_until_caught_up(svc.workers["memory.passages"]) == 1
 
 
 # -- recall: the best window next to the summary ------------------------------------------------
@@ -172,7 +195,7 @@ def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_servi
             created_at=NOW - timedelta(days=2),
         )
     llm.replies.append("The operator asked for weekend plans; caesar suggested a museum visit.")
-    run_until_caught_up(svc.workers["memory.summarise"])
+    _summarise_and_window(svc)
     query = "What did you tell me to do about my sore joint after jogging?"
     [hit] = svc.episodes.preview(query, NOW, similarity_threshold=None)
     embedder = svc.embedder.get()

@@ -57,6 +57,9 @@ def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monk
     result = runner.invoke(cli_app, ["worker", "--once", "memory.summarise"])
     assert result.exit_code == 0, result.output
     assert "memory.summarise: 1 handled" in result.output
+    result = runner.invoke(cli_app, ["worker", "--once", "memory.passages"])
+    assert result.exit_code == 0, result.output
+    assert "memory.passages: 1 handled" in result.output
     assert "keep waking up at 3am" in llm.requests[-1]["json"]["messages"][1]["content"]
 
     # Thursday

@@ -65,6 +65,7 @@ class Services:
 
 def _all_workers(services: Services) -> list[Worker]:
     from caesar.memory.extract import ExtractWorker
+    from caesar.memory.reembed import PassagesWorker
     from caesar.memory.semantic import SemanticIndexWorker
     from caesar.memory.summarise import SummariseWorker
     from caesar.proactive import ProactiveScheduler
@@ -73,6 +74,7 @@ def _all_workers(services: Services) -> list[Worker]:
     return [
         ExtractWorker(services),
         SummariseWorker(services),
+        PassagesWorker(services),
         SemanticIndexWorker(services),
         RetentionWorker(services),
         ProactiveScheduler(services),

@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -73,6 +74,9 @@ class Fact(Base):
     __table_args__ = (Index("idx_facts_source_audit", "source_audit_id"),)
 
 
+_NO_PASSAGES = "passage_vectors IS NULL AND summary != ''"
+
+
 class EpisodeSummary(Base):
     """ADR-0034 §1. `created_at` is when the summarised conversation happened (for a live chat,
     within one worker interval of the summary; for an imported one, its original date), so the
@@ -101,6 +105,13 @@ class EpisodeSummary(Base):
         Index("idx_episode_summaries_audit", "audit_log_id"),
         Index("idx_episode_summaries_created", "created_at"),
         Index("idx_episode_summaries_model_id", "model", "id"),
+        # The memory.passages worker's queue: summarised episodes still without windows.
+        Index(
+            "idx_episode_summaries_no_passages",
+            "id",
+            sqlite_where=text(_NO_PASSAGES),
+            postgresql_where=text(_NO_PASSAGES),
+        ),
         {"sqlite_autoincrement": True},
     )
 

@@ -1,17 +1,26 @@
-"""`caesar episodes reembed`: bring stored episodes up to the current embedder.
+"""Embedding episodes after the summary: conversation windows, and re-embedding.
 
-Two kinds of episode are stale: those embedded by another model (after `embedder` settings
-changed — recall only compares vectors of the current model, so they are never recalled) and
-those without conversation windows (summarised before migration 0004, or by a worker that
-failed to embed them). Each is re-embedded from its stored summary and its source chat — the
-summary itself is kept, no LLM is called — in batches, one write transaction per batch, so an
-interrupted run loses nothing and the next run continues with what is left.
+Worker `memory.passages` embeds the 3-turn windows (memory/passages.py) of every summarised
+chat that has none yet. It is its own worker, not a step of `memory.summarise`, because the
+costs differ by two orders of magnitude: a summary is one ~40-token text, a long conversation
+is up to 32 windows of up to 256 tokens (docs/performance.md). Its queue is the episodes
+themselves — `passage_vectors IS NULL`, under a partial index — so it needs no cursor: a
+crash or an embedder outage leaves the rows NULL and the next step takes them again, and a
+write is conditional on the row still lacking windows, so two workers never write twice. An
+episode whose chat has no text gets an empty value: done, with no windows.
+
+`caesar episodes reembed` brings older episodes up to date: those embedded by another model
+(after `embedder` settings changed — recall only compares vectors of the current model, so
+they are never recalled) and those without windows. Each is re-embedded from its stored
+summary and its source chat — no LLM call — in batches, one write transaction per batch, so
+an interrupted run loses nothing and the next run continues with what is left.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
@@ -19,10 +28,82 @@ from sqlalchemy.orm import Session
 from caesar.db.engine import Database
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.embeddings import Embedder
-from caesar.memory.summarise import Outcome, embed_summaries_and_passages
+from caesar.memory import passages
+from caesar.memory.transcript import conversation_turns
 from caesar.memory.vector_math import to_f32_bytes
+from caesar.workers import Worker
 
 
+def embed_windows(embedder: Embedder, payloads: Sequence[dict[str, Any]]) -> list[bytes]:
+    """Each chat payload's packed window vectors (b"" for a chat without text), embedded in
+    one batch call."""
+    windows = [passages.windows(conversation_turns(p)) for p in payloads]
+    flat = [w for ws in windows for w in ws]
+    vectors = embedder.embed_batch(flat) if flat else None
+    out, start = [], 0
+    for ws in windows:
+        out.append(passages.pack(vectors[start : start + len(ws)]) if ws else b"")
+        start += len(ws)
+    return out
+
+
+# -- worker memory.passages ---------------------------------------------------------------------
+class PassagesWorker(Worker):
+    name = "memory.passages"
+
+    def __init__(self, services: Any) -> None:
+        self.services = services
+        self.db: Database = services.db
+
+    @property
+    def settings(self) -> Any:
+        return self.services.settings.memory.episodes_summarise
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.settings.enabled and self.settings.passages)
+
+    @property
+    def interval_seconds(self) -> float:
+        return float(self.settings.interval_seconds)
+
+    def backlog(self) -> int:
+        with self.db.read() as session:
+            return len(self._pending(session, self.services.embedder.get().model_id, None))
+
+    @staticmethod
+    def _pending(session: Session, model_id: str, limit: int | None) -> list[Any]:
+        e = EpisodeSummary
+        query = (
+            select(e.id, AuditLog.payload)
+            .join(AuditLog, AuditLog.id == e.audit_log_id)
+            .where(e.passage_vectors.is_(None), e.summary != "", e.model == model_id)
+            .order_by(e.id)
+        )
+        return list(session.execute(query if limit is None else query.limit(limit)).all())
+
+    def step(self) -> int:
+        embedder = self.services.embedder.get()
+        with self.db.read() as session:
+            rows = self._pending(session, embedder.model_id, int(self.settings.passages_batch_size))
+        if not rows:
+            return 0
+        blobs = embed_windows(embedder, [r.payload for r in rows])
+        with self.db.write() as session:
+            for row, blob in zip(rows, blobs, strict=True):
+                session.execute(
+                    update(EpisodeSummary)
+                    .where(
+                        EpisodeSummary.id == row.id,
+                        EpisodeSummary.passage_vectors.is_(None),
+                        EpisodeSummary.model == embedder.model_id,
+                    )
+                    .values(passage_vectors=blob)
+                )
+        return len(rows)
+
+
+# -- caesar episodes reembed --------------------------------------------------------------------
 @dataclass
 class ReembedReport:
     stale: int = 0  # found at the start
@@ -57,23 +138,26 @@ def reembed(
     for start in range(0, len(ids), batch_size):
         with db.read() as session:
             rows = session.execute(
-                select(EpisodeSummary.id, EpisodeSummary.summary, EpisodeSummary.model, AuditLog)
+                select(
+                    EpisodeSummary.id,
+                    EpisodeSummary.summary,
+                    EpisodeSummary.model,
+                    AuditLog.payload,
+                )
                 .join(AuditLog, AuditLog.id == EpisodeSummary.audit_log_id)
                 .where(EpisodeSummary.id.in_(ids[start : start + batch_size]))
             ).all()
-            session.expunge_all()
-        outcomes = [Outcome(row.AuditLog, summary=row.summary) for row in rows]
-        embed_summaries_and_passages(embedder, outcomes)
+        vectors = embedder.embed_batch([r.summary for r in rows]) if rows else []
+        blobs = embed_windows(embedder, [r.payload for r in rows])
         with db.write() as session:
-            for row, outcome in zip(rows, outcomes, strict=True):
-                assert outcome.vector is not None  # every outcome here has a summary
+            for row, vector, blob in zip(rows, vectors, blobs, strict=True):
                 result = session.execute(
                     update(EpisodeSummary)
                     .where(EpisodeSummary.id == row.id, EpisodeSummary.summary == row.summary)
                     .values(
-                        embedding=[float(x) for x in outcome.vector],
-                        embedding_f32=to_f32_bytes(outcome.vector),
-                        passage_vectors=outcome.passages,
+                        embedding=[float(x) for x in vector],
+                        embedding_f32=to_f32_bytes(vector),
+                        passage_vectors=blob,
                         model=model_id,
                     )
                 )

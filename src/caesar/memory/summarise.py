@@ -16,10 +16,8 @@ from sqlalchemy.orm import Session
 
 from caesar import audit
 from caesar.db.models import AuditLog, EpisodeSummary, MemorySummariseCursor
-from caesar.embeddings import Embedder
 from caesar.errors import CaesarError
 from caesar.gateway.base import Message
-from caesar.memory import passages
 from caesar.memory.episodes import episode_row
 from caesar.memory.transcript import conversation_turns, render_transcript
 from caesar.workers import CursorWorker
@@ -59,7 +57,6 @@ class Outcome:
     row: AuditLog
     summary: str = ""
     vector: np.ndarray | None = None
-    passages: bytes | None = None  # the conversation's window vectors (memory/passages.py)
     error: str | None = None
     stage: str | None = None
     model: str = ""  # the embedder's model id, read here so nothing slow runs in the write
@@ -100,7 +97,9 @@ class SummariseWorker(CursorWorker[list[Outcome]]):
             embedder = self.services.embedder.get()
             model_id = embedder.model_id
             if to_embed:
-                embed_summaries_and_passages(embedder, to_embed)
+                vectors = embedder.embed_batch([o.summary for o in to_embed])
+                for outcome, vector in zip(to_embed, vectors, strict=True):
+                    outcome.vector = vector
         except CaesarError as exc:
             # Trivial chats fail too: the row records a model, and retry-failed redoes them.
             for outcome in answered:
@@ -112,18 +111,6 @@ class SummariseWorker(CursorWorker[list[Outcome]]):
 
     def apply(self, session: Session, rows: Sequence[AuditLog], prepared: list[Outcome]) -> None:
         write_outcomes(self, session, prepared)
-
-
-def embed_summaries_and_passages(embedder: Embedder, outcomes: list[Outcome]) -> None:
-    """Each outcome's summary vector and packed window vectors, in one batch call."""
-    windows = [passages.windows(conversation_turns(o.row.payload)) for o in outcomes]
-    texts = [o.summary for o in outcomes] + [w for ws in windows for w in ws]
-    vectors = embedder.embed_batch(texts)
-    start = len(outcomes)
-    for outcome, vector, ws in zip(outcomes, vectors[:start], windows, strict=True):
-        outcome.vector = vector
-        outcome.passages = passages.pack(vectors[start : start + len(ws)]) if ws else None
-        start += len(ws)
 
 
 def write_outcomes(worker: SummariseWorker, session: Session, outcomes: list[Outcome]) -> int:
@@ -146,7 +133,6 @@ def write_outcomes(worker: SummariseWorker, session: Session, outcomes: list[Out
                 audit_log_id=o.row.id,
                 summary=o.summary,
                 vector=o.vector,
-                passages=o.passages,
                 model=o.model,
                 created_at=o.row.created_at,
             )
