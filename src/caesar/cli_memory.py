@@ -64,7 +64,8 @@ def import_command(
         )
     if report.imported:
         console.print(
-            "run `caesar worker --once memory.summarise` to summarise them now", highlight=False
+            "run `caesar worker --once memory.summarise memory.passages` to summarise them now",
+            highlight=False,
         )
 
 
