@@ -170,7 +170,13 @@ def main() -> None:
     real_ivf = ivf_recall(turn_vectors(sessions))
     benchlib.write_result(
         "perf_realistic",
-        {"history": info, "sessions": len(sessions), "recall": recall, "ivf_real": real_ivf},
+        {
+            "history": info,
+            "sessions": len(sessions),
+            "recall": recall,
+            "ivf_real": real_ivf,
+            "load_avg": benchlib.load_avg(),
+        },
     )
     print(
         f"LongMemEval: {recall['episodes']:,} episodes, recall search p50 {recall['search_ms']['p50']:.2f} ms "

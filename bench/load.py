@@ -4,8 +4,8 @@ workers on, the provider answering at once. Loopback only; bounded in time and r
     .venv/bin/python bench/load.py [--clients 50] [--seconds 60] [--database-url URL]
 
 Three processes, so none steals the others' interpreter: `caesar serve` (HTTP + the
-summarise, extract and semantic-index workers in-process, all on one SQLite file in WAL mode
-unless --database-url), the instant provider (the test suite's OpenAI wire server; summaries
+summarise, passages, extract and semantic-index workers in-process, all on one SQLite file in
+WAL mode unless --database-url), the instant provider (the test suite's OpenAI wire server; summaries
 and facts for the workers, a short reply for chats) and this one, whose asyncio clients each
 send one chat at a time, for `--seconds`. It prints requests, errors (any non-200, and any
 "database is locked" seen anywhere), p50/p95/p99 latency, and how far the workers got.
@@ -184,6 +184,7 @@ def _memory_progress(database_url: str) -> dict[str, int]:
     from caesar.db.engine import Database
     from caesar.db.models import (
         AuditLog,
+        EpisodeSummary,
         MemoryExtractCursor,
         MemorySummariseCursor,
         SemanticIndexCursor,
@@ -205,6 +206,13 @@ def _memory_progress(database_url: str) -> dict[str, int]:
             ):
                 at = session.scalar(select(cursor.last_audit_id)) or 0
                 found[f"{name}_waiting"] = int(session.scalar(chats.where(AuditLog.id > at)) or 0)
+            # memory.passages has no cursor: its queue is the summarised episodes still
+            # without windows (memory/reembed.py).
+            episodes = select(func.count()).select_from(EpisodeSummary)
+            found["episodes"] = int(session.scalar(episodes) or 0)
+            found["passages_waiting"] = int(
+                session.scalar(episodes.where(EpisodeSummary.passage_vectors.is_(None))) or 0
+            )
             crashed = (
                 select(func.count())
                 .select_from(AuditLog)

@@ -9,6 +9,7 @@ each in its own process, then write docs/performance.md from their results.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -18,6 +19,13 @@ import benchlib
 import report
 
 HERE = Path(__file__).resolve().parent
+# Seconds each step took when it last ran, kept so `--render` (or rerunning one step by hand
+# and then rendering) still reports them.
+TIMINGS = benchlib.OUT / "run_all_timings.json"
+
+
+def load_timings() -> dict[str, float]:
+    return json.loads(TIMINGS.read_text()) if TIMINGS.exists() else {}
 
 
 def steps(quick: bool) -> list[tuple[str, list[str]]]:
@@ -28,6 +36,10 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
         (
             "recall search",
             ["bench_recall.py", "--sizes", *sizes, "--queries", "100" if quick else "200"],
+        ),
+        (
+            "hybrid recall search",
+            ["bench_recall_hybrid.py", "--sizes", *sizes, "--runs", "100" if quick else "200"],
         ),
         ("memory work per turn", ["bench_turn.py", "--turns", "60" if quick else "200"]),
         ("serve ready", ["bench_serve.py", "--starts", "1" if quick else "3"]),
@@ -41,7 +53,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="10k/100k only, fewer repetitions")
     ap.add_argument("--render", action="store_true", help="only write docs/performance.md")
     args = ap.parse_args()
-    timings: dict[str, float] = {}
+    timings = load_timings()
     if not args.render:
         for title, command in steps(args.quick):
             print(f"== {title} (load {benchlib.load_avg()})", flush=True)
@@ -52,6 +64,8 @@ def main() -> None:
                 cwd=benchlib.ROOT,
             )
             timings[title] = round(time.perf_counter() - started, 1)
+            print(f"   {title}: {timings[title]:.0f} s", flush=True)
+            TIMINGS.write_text(json.dumps(timings, indent=2))
     path = report.write(benchlib.read_results(), timings)
     print(f"wrote {path.relative_to(benchlib.ROOT)}")
 

@@ -76,8 +76,8 @@ def _summarise_and_window(svc) -> None:
     run_until_caught_up(svc.workers["memory.passages"])
 
 
-def test_passages_worker_stores_the_conversation_windows(make_services, llm):
-    svc = make_services(memory={"episodes_summarise": {"enabled": True}})
+def test_passages_worker_stores_the_conversation_windows(make_services, llm, db_url):
+    svc = make_services(database_url=db_url, memory={"episodes_summarise": {"enabled": True}})
     chat_id = add_chat(
         svc, "My sister Ana is visiting in May.", "Nice! Want restaurant ideas for her visit?"
     )
@@ -123,8 +123,8 @@ def test_windows_follow_the_summariser_and_can_be_turned_off(make_services):
     assert not off.workers["memory.passages"].enabled
 
 
-def test_embedder_outage_leaves_the_windows_for_later(make_services, llm, shared_embedder):
-    svc = make_services(memory={"episodes_summarise": {"enabled": True}})
+def test_embedder_outage_leaves_the_windows_for_later(make_services, llm, shared_embedder, db_url):
+    svc = make_services(database_url=db_url, memory={"episodes_summarise": {"enabled": True}})
     add_chat(svc, "I repaint the kitchen on Sunday.", "Blue would suit it.")
     llm.replies.append("The operator is repainting the kitchen.")
     run_until_caught_up(svc.workers["memory.summarise"])
@@ -180,10 +180,10 @@ KNEE_CHAT = [
 ]
 
 
-def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_services, llm):
+def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_services, llm, db_url):
     """No shared word with the message, and a summary about something else: only the window
     ("…knee has been aching… Ice it… skip running…") makes the chat relevant."""
-    svc = make_services(memory={"episodes_summarise": {"enabled": True}})
+    svc = make_services(database_url=db_url, memory={"episodes_summarise": {"enabled": True}})
     with svc.db.write() as session:
         chat = svc.audit.append(
             session,
@@ -213,3 +213,12 @@ def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_servi
         chat.id
     ]
     assert svc.episodes.preview(query, NOW, similarity_threshold=0.4, fusion="dense") == []
+
+
+@pytest.mark.parametrize("n", [3, 10, 34, 35, 36, 64, 65, 200, 1001])
+@pytest.mark.parametrize("cap", [1, 2, 8, 32])
+def test_every_turn_is_in_a_window_and_the_cap_holds(n, cap):
+    got = passages.windows(_turns(n), cap=cap)
+    assert 1 <= len(got) <= cap
+    assert {w for text in got for w in text.split()} == {f"t{i}" for i in range(n)}
+    assert all(len(text.split()) >= min(3, n) for text in got)

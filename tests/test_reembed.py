@@ -47,8 +47,8 @@ def _rows(svc):
         return {r.id: r for r in session.scalars(select(EpisodeSummary))}
 
 
-def test_reembed_fixes_old_model_and_missing_windows_only(services):
-    svc = services
+def test_reembed_fixes_old_model_and_missing_windows_only(make_services, db_url):
+    svc = make_services(database_url=db_url)
     model = svc.embedder.get().model_id
     old = _episode(
         svc,

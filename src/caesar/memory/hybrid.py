@@ -199,8 +199,9 @@ def hybrid_search(
     params: HybridParams,
 ) -> list[HybridHit]:
     """Recall by fused relevance. `index` is the episodes' VectorIndex (memory/vectors.py):
-    it supplies the dense pool; the database supplies the keyword pool, the rows, and the
-    vectors of keyword-only candidates."""
+    it supplies the dense pool; the database supplies the keyword pool, the RECENT_POOL
+    last-written episodes, the rows with their windows, and the summary vectors of the
+    candidates the dense pool did not bring."""
     pool = max(MIN_POOL, 4 * params.top_k)
     min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
     now_s = epoch_seconds(now)
