@@ -100,13 +100,19 @@ def stages(
                 min_created=min_created,
                 candidates=cosine.keys(),
             )
-            recent = timed("recent_ids", hybrid.recent_ids, session, index.model_id, min_created)
-            ids = sorted(set(cosine) | set(keyword) | set(recent))
-            rows = timed("candidate_rows", hybrid.candidate_rows, session, ids)
-            missing = [r.id for r in rows if r.id not in cosine]
-            cosine.update(
-                timed("vector_cosines", hybrid.vector_cosines, session, rows, missing, vector)
+            recent = timed(
+                "recent_pool",
+                index.newest,
+                vector,
+                limit=hybrid.RECENT_POOL,
+                min_created=epoch_seconds(min_created),
             )
+            for k, c in zip(recent.ids, recent.cosine, strict=True):
+                cosine.setdefault(int(k), float(c))
+            ids = sorted(set(cosine) | set(keyword))
+            rows = timed("candidate_rows", hybrid.candidate_rows, session, ids)
+            missing = [int(r.id) for r in rows if r.id not in cosine]
+            cosine.update(timed("vector_cosines", index.cosines, missing, vector))
             passage = timed("passage_cosines", hybrid.passage_cosines, rows, vector)
             timed(
                 "rank",

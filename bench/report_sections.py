@@ -131,9 +131,9 @@ STAGES = {
     "refresh": "index refresh (new rows by id)",
     "dense_pool": "dense pool: vector index, best 50 above the threshold",
     "keyword_stage": "keyword stage: FTS5 term counts (cached), MATCH / bounded common-word pool",
-    "recent_ids": "the 50 last-written episodes (`RECENT_POOL`)",
+    "recent_pool": "the 50 last-written episodes (`RECENT_POOL`), from the index",
     "candidate_rows": "candidates' rows (float32 vector + float16 window blob)",
-    "vector_cosines": "cosines of keyword-only and recent candidates",
+    "vector_cosines": "summary cosines of keyword-only candidates, from the index",
     "passage_cosines": "best window per candidate (one matrix product)",
     "rank": "fusion, freshness × recall_weight, top K",
 }

@@ -199,9 +199,9 @@ def hybrid_search(
     params: HybridParams,
 ) -> list[HybridHit]:
     """Recall by fused relevance. `index` is the episodes' VectorIndex (memory/vectors.py):
-    it supplies the dense pool; the database supplies the keyword pool, the RECENT_POOL
-    last-written episodes, the rows with their windows, and the summary vectors of the
-    candidates the dense pool did not bring."""
+    it supplies the dense pool, the RECENT_POOL last-written episodes and the summary
+    cosines of keyword-only candidates; the database supplies the keyword pool and the
+    candidates' rows with their windows."""
     pool = max(MIN_POOL, 4 * params.top_k)
     min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
     now_s = epoch_seconds(now)
@@ -236,13 +236,23 @@ def hybrid_search(
             min_created=min_created,
             candidates=cosine.keys(),
         )
-    recent = [] if params.fusion == "dense" else recent_ids(session, index.model_id, min_created)
-    ids = sorted(set(cosine) | set(keyword) | set(recent))
+    if params.fusion != "dense":
+        recent = index.newest(
+            query_vector,
+            limit=RECENT_POOL,
+            min_created=None if min_created is None else epoch_seconds(min_created),
+        )
+        for i, c in zip(recent.ids, recent.cosine, strict=True):
+            cosine.setdefault(int(i), float(c))
+    ids = sorted(set(cosine) | set(keyword))
     if not ids:
         return []
     rows = candidate_rows(session, ids)
-    missing = [r.id for r in rows if r.id not in cosine]  # keyword-only: score their vectors
-    cosine.update(vector_cosines(session, rows, missing, query_vector))
+    # Keyword-only candidates: their summary vectors are in the index (just refreshed); one it
+    # skipped (a vector of another size) is read from the database.
+    missing = [int(r.id) for r in rows if r.id not in cosine]
+    cosine.update(index.cosines(missing, query_vector))
+    cosine.update(vector_cosines(session, [i for i in missing if i not in cosine], query_vector))
     passage = {} if params.fusion == "dense" else passage_cosines(rows, query_vector)
     return rank_candidates(
         [tuple(r[:5]) for r in rows],  # type: ignore[misc]
@@ -331,39 +341,13 @@ _CANDIDATE_ROWS = select(
     EpisodeSummary.summary,
     EpisodeSummary.created_at,
     EpisodeSummary.recall_count,
-    EpisodeSummary.embedding_f32,
     EpisodeSummary.passage_vectors,
 ).where(EpisodeSummary.id.in_(bindparam("ids", expanding=True)), EpisodeSummary.summary != "")
 
 
-_RECENT_IDS = (
-    select(EpisodeSummary.id)
-    .where(
-        EpisodeSummary.model == bindparam("model"),
-        EpisodeSummary.created_at >= bindparam("min_created"),
-        EpisodeSummary.summary != "",
-    )
-    # By id, the order chats were written in (for live chats, their dates' order): the
-    # (model, id) index answers it in ~0.04 ms at 100k, where ordering by created_at sorted
-    # every row of the model (~215 ms).
-    .order_by(EpisodeSummary.id.desc())
-    .limit(RECENT_POOL)
-)
-
-
-def recent_ids(session: Session, model_id: str, min_created: datetime | None) -> list[int]:
-    """The RECENT_POOL last-written episodes of the model in the window."""
-    floor = min_created or datetime(1, 1, 1)
-    # Core rows on the session's connection: the ORM's execute path costs ten times the query.
-    rows = session.connection().execute(_RECENT_IDS, {"model": model_id, "min_created": floor})
-    return [int(r[0]) for r in rows]
-
-
 def candidate_rows(session: Session, ids: list[int]) -> list[Any]:
-    """(id, audit_log_id, summary, created_at, recall_count, embedding_f32, passage_vectors)
-    of the candidates
-    that still exist with a non-empty summary. Not the JSON embedding: decoding 384 floats per
-    row cost ~4 ms a turn, and the float32 copy is there."""
+    """(id, audit_log_id, summary, created_at, recall_count, passage_vectors) of the candidates
+    that still exist with a non-empty summary. No summary vector: the index has them."""
     return list(session.connection().execute(_CANDIDATE_ROWS, {"ids": ids}).all())
 
 
@@ -386,29 +370,20 @@ def passage_cosines(rows: list[Any], query_vector: np.ndarray) -> dict[int, floa
     return {i: float(c) for (i, _), c in zip(found, best, strict=True)}
 
 
-def vector_cosines(
-    session: Session, rows: list[Any], ids: list[int], query_vector: np.ndarray
-) -> dict[int, float]:
-    """Cosine of each of `ids` (rows from candidate_rows) with the query: from the float32 copy,
-    or from the JSON record for a row written without one. 0 for a vector of another size."""
+def vector_cosines(session: Session, ids: list[int], query_vector: np.ndarray) -> dict[int, float]:
+    """Cosine of each of `ids` with the query, read from the database (the float32 copy, or
+    the JSON record for a row written without one): for rows the index does not hold. 0 for a
+    vector of another size."""
     if not ids:
         return {}
-    wanted = set(ids)
-    blobs = {int(r.id): r.embedding_f32 for r in rows if int(r.id) in wanted}
-    lacking = [i for i, blob in blobs.items() if not blob]
-    records: dict[int, list[float]] = {}
-    if lacking:
-        records = {
-            int(i): e
-            for i, e in session.execute(
-                select(EpisodeSummary.id, EpisodeSummary.embedding).where(
-                    EpisodeSummary.id.in_(lacking)
-                )
-            )
-        }
+    rows = session.execute(
+        select(EpisodeSummary.id, EpisodeSummary.embedding_f32, EpisodeSummary.embedding).where(
+            EpisodeSummary.id.in_(ids)
+        )
+    )
     query = np.asarray(query_vector, dtype=np.float32)
     out = {}
-    for i, blob in blobs.items():
-        vector = from_row(blob, records.get(i))
-        out[i] = float(vector @ query) if vector.shape == query.shape else 0.0
+    for i, blob, record in rows:
+        vector = from_row(blob, record)
+        out[int(i)] = float(vector @ query) if vector.shape == query.shape else 0.0
     return out

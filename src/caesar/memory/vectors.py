@@ -456,6 +456,45 @@ class VectorIndex:
                 k[i] *= 4
                 found[i] = sources[i][0](k[i])
 
+    def cosines(self, row_ids: list[int], query: np.ndarray) -> dict[int, float]:
+        """Exact cosine of the query with each of `row_ids` that is loaded and alive."""
+        if not row_ids or self._dim == 0:
+            return {}
+        with self._lock:
+            at = self._positions(row_ids)
+            at = at[self._alive[at]]
+            ids, vectors = self._ids[at], self._vectors[at]
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+        return {int(i): float(c) for i, c in zip(ids, vectors @ q, strict=True)}
+
+    def newest(self, query: np.ndarray, *, limit: int, min_created: float | None = None) -> Hits:
+        """The `limit` last-loaded live rows (the highest ids: loading is in id order) created
+        ≥ min_created, with their exact cosine to the query; newest first."""
+        snap = self._snapshot()
+        if snap.n == 0 or self._dim == 0 or limit <= 0:
+            return Hits.empty()
+        q = np.ascontiguousarray(query, dtype=np.float32).reshape(-1)
+        picked: list[np.ndarray] = []
+        found, stop = 0, snap.n
+        while stop > 0 and found < limit:  # alive rows are nearly all rows: one pass, mostly
+            if min_created is not None and snap.cummax[stop - 1] < min_created:
+                break  # every row from here back is older
+            start = max(0, stop - 2 * limit)
+            span = np.arange(stop - 1, start - 1, -1)
+            keep = snap.alive[span]
+            if min_created is not None:
+                keep &= snap.created[span] >= min_created
+            picked.append(span[keep][: limit - found])
+            found += int(picked[-1].size)
+            stop = start
+        positions = np.concatenate(picked) if picked else np.zeros(0, dtype=np.int64)
+        return Hits(
+            snap.ids[positions],
+            snap.vectors[positions] @ q,
+            snap.created[positions],
+            snap.recalls[positions],
+        )
+
     @staticmethod
     def _finish(
         snap: _Snapshot,
