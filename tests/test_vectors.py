@@ -398,3 +398,34 @@ def test_background_maintenance_keeps_results_exact(db: Database) -> None:
     index.wait_for_ivf()
     assert index.sealed_rows == 2500
     check(index, corpus, queries)
+
+
+def test_newest_and_cosines_read_the_loaded_rows_exactly(db: Database) -> None:
+    corpus = Corpus(db, seed=5)
+    corpus.add(300)
+    corpus.add(20, model="other-model")  # interleaved ids of another model: not this index's
+    corpus.add(100)
+    index = make_index(db, seal_rows=128)
+    with db.read() as session:
+        index.refresh(session)
+    query = queries_for(corpus)[0]
+    mine = sorted(i for i, m in corpus.model.items() if m == MODEL)
+    gone = mine[-3:-1]
+    corpus.delete(gone)
+    index.forget(gone)
+
+    newest = index.newest(query, limit=10)
+    alive = [i for i in mine if i not in gone]
+    assert list(newest.ids) == alive[::-1][:10]  # last loaded first, forgotten ones skipped
+    assert np.allclose(newest.cosine, [corpus.vectors[i] @ query for i in newest.ids], atol=1e-6)
+
+    cutoff = corpus.created[alive[-5]]  # created is only roughly in id order: filter exactly
+    recent = index.newest(query, limit=400, min_created=epoch_seconds(cutoff))
+    assert sorted(recent.ids) == sorted(i for i in alive if corpus.created[i] >= cutoff)
+    after_all = epoch_seconds(max(corpus.created.values())) + 1
+    assert index.newest(query, limit=5, min_created=after_all).ids.size == 0
+
+    asked = [alive[0], gone[0], alive[-1], 10**6, mine[0] + 300]  # forgotten and unknown ids too
+    got = index.cosines(asked, query)
+    assert set(got) == {alive[0], alive[-1]}
+    assert got[alive[-1]] == pytest.approx(float(corpus.vectors[alive[-1]] @ query), abs=1e-6)
