@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
@@ -39,7 +39,9 @@ def embed_windows(embedder: Embedder, payloads: Sequence[dict[str, Any]]) -> lis
     one batch call."""
     windows = [passages.windows(conversation_turns(p)) for p in payloads]
     flat = [w for ws in windows for w in ws]
-    vectors = embedder.embed_batch(flat) if flat else None
+    if not flat:
+        return [b"" for _ in payloads]
+    vectors = embedder.embed_batch(flat)
     out, start = [], 0
     for ws in windows:
         out.append(passages.pack(vectors[start : start + len(ws)]) if ws else b"")
@@ -68,19 +70,29 @@ class PassagesWorker(Worker):
         return float(self.settings.interval_seconds)
 
     def backlog(self) -> int:
+        e = EpisodeSummary
+        model_id = self.services.embedder.get().model_id
         with self.db.read() as session:
-            return len(self._pending(session, self.services.embedder.get().model_id, None))
+            return int(
+                session.scalar(
+                    select(func.count())
+                    .select_from(e)
+                    .where(e.passage_vectors.is_(None), e.summary != "", e.model == model_id)
+                )
+                or 0
+            )
 
     @staticmethod
-    def _pending(session: Session, model_id: str, limit: int | None) -> list[Any]:
+    def _pending(session: Session, model_id: str, limit: int) -> list[Any]:
         e = EpisodeSummary
         query = (
             select(e.id, AuditLog.payload)
             .join(AuditLog, AuditLog.id == e.audit_log_id)
             .where(e.passage_vectors.is_(None), e.summary != "", e.model == model_id)
             .order_by(e.id)
+            .limit(limit)
         )
-        return list(session.execute(query if limit is None else query.limit(limit)).all())
+        return list(session.execute(query).all())
 
     def step(self) -> int:
         embedder = self.services.embedder.get()
@@ -147,23 +159,24 @@ def reembed(
                 .join(AuditLog, AuditLog.id == EpisodeSummary.audit_log_id)
                 .where(EpisodeSummary.id.in_(ids[start : start + batch_size]))
             ).all()
-        vectors = embedder.embed_batch([r.summary for r in rows]) if rows else []
-        blobs = embed_windows(embedder, [r.payload for r in rows])
-        with db.write() as session:
-            for row, vector, blob in zip(rows, vectors, blobs, strict=True):
-                result = session.execute(
-                    update(EpisodeSummary)
-                    .where(EpisodeSummary.id == row.id, EpisodeSummary.summary == row.summary)
-                    .values(
-                        embedding=[float(x) for x in vector],
-                        embedding_f32=to_f32_bytes(vector),
-                        passage_vectors=blob,
-                        model=model_id,
+        if rows:  # none: all deleted meanwhile (retention)
+            vectors = embedder.embed_batch([r.summary for r in rows])
+            blobs = embed_windows(embedder, [r.payload for r in rows])
+            with db.write() as session:
+                for row, vector, blob in zip(rows, vectors, blobs, strict=True):
+                    result = session.execute(
+                        update(EpisodeSummary)
+                        .where(EpisodeSummary.id == row.id, EpisodeSummary.summary == row.summary)
+                        .values(
+                            embedding=[float(x) for x in vector],
+                            embedding_f32=to_f32_bytes(vector),
+                            passage_vectors=blob,
+                            model=model_id,
+                        )
                     )
-                )
-                if result.rowcount:  # type: ignore[attr-defined]  # 0: edited meanwhile, kept
-                    report.done += 1
-                    report.model_changed += row.model != model_id
+                    if result.rowcount:  # type: ignore[attr-defined]  # 0: edited meanwhile, kept
+                        report.done += 1
+                        report.model_changed += row.model != model_id
         if progress is not None:
             progress(min(start + batch_size, len(ids)), report.stale)
     return report
