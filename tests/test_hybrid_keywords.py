@@ -6,29 +6,17 @@ hybrid search's threshold-bound dense pool and float32 row fetch change no recal
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import replace
+from datetime import timedelta
 
 import numpy as np
 import pytest
 from sqlalchemy import insert, update
+from test_hybrid import NOW, Params
 
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.memory import common_words, hybrid, keywords
 from caesar.memory.vectors import VectorIndex
-
-NOW = datetime(2026, 5, 18, 12, 0)
-
-
-@dataclass(frozen=True)
-class Params:
-    top_k: int = 3
-    similarity_threshold: float | None = 0.45
-    max_age_days: float | None = None
-    halflife_days: float = 30.0
-    recall_weight_scale: float = 0.25
-    fusion: hybrid.Fusion = "hybrid"
-    keyword_weight: float = 0.7
 
 
 def _add(db, episodes):

@@ -26,7 +26,7 @@ from caesar.config import EpisodesRecallSettings
 from caesar.db.engine import Database
 from caesar.db.models import EpisodeSummary
 from caesar.embeddings import EmbedderHandle, embed_one
-from caesar.memory.hybrid import Fusion, hybrid_search
+from caesar.memory.hybrid import EPISODE_COLUMNS, Fusion, hybrid_search
 from caesar.memory.importance import (
     SECONDS_PER_DAY,
     freshness,
@@ -39,13 +39,9 @@ from caesar.memory.vectors import CurrentModelIndex, VectorIndex, epoch_seconds,
 # Candidates fetched beyond top_k, so fresh counters from the database can reorder them.
 OVERFETCH = 4
 # Built once: every chat turn runs it.
-_CANDIDATE_ROWS = select(
-    EpisodeSummary.id,
-    EpisodeSummary.audit_log_id,
-    EpisodeSummary.summary,
-    EpisodeSummary.created_at,
-    EpisodeSummary.recall_count,
-).where(EpisodeSummary.id.in_(bindparam("ids", expanding=True)))
+_CANDIDATE_ROWS = select(*EPISODE_COLUMNS).where(
+    EpisodeSummary.id.in_(bindparam("ids", expanding=True))
+)
 
 
 @dataclass(frozen=True)

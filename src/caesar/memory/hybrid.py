@@ -335,14 +335,17 @@ def keyword_stage(
     return keyword_relevance(scores, coverage(total, list(zip(counts, has, strict=True))))
 
 
-_CANDIDATE_ROWS = select(
+# What ranking reads of an episode (rank_candidates' rows; episodes.py's dense path too).
+EPISODE_COLUMNS = (
     EpisodeSummary.id,
     EpisodeSummary.audit_log_id,
     EpisodeSummary.summary,
     EpisodeSummary.created_at,
     EpisodeSummary.recall_count,
-    EpisodeSummary.passage_vectors,
-).where(EpisodeSummary.id.in_(bindparam("ids", expanding=True)), EpisodeSummary.summary != "")
+)
+_CANDIDATE_ROWS = select(*EPISODE_COLUMNS, EpisodeSummary.passage_vectors).where(
+    EpisodeSummary.id.in_(bindparam("ids", expanding=True)), EpisodeSummary.summary != ""
+)
 
 
 def candidate_rows(session: Session, ids: list[int]) -> list[Any]:
