@@ -28,7 +28,7 @@ import numpy as np
 
 from caesar.memory import hybrid
 from caesar.memory.episodes import EpisodeMemory, RecallParams
-from caesar.memory.importance import SECONDS_PER_DAY, freshness_v, recall_weight, recall_weight_v
+from caesar.memory.importance import episode_rank, recall_weight
 from caesar.memory.vectors import epoch_seconds
 from caesar.services import Services
 
@@ -59,12 +59,7 @@ def stages(
     pool = max(hybrid.MIN_POOL, 4 * params.top_k)
     assert params.max_age_days is not None
     min_created = now - timedelta(days=params.max_age_days)
-    now_s = epoch_seconds(now)
-
-    def decayed(cos: np.ndarray, created: np.ndarray, recalls: np.ndarray) -> np.ndarray:
-        age = (now_s - created) / SECONDS_PER_DAY
-        fresh = freshness_v(age, params.halflife_days)
-        return cos * fresh * recall_weight_v(recalls, params.recall_weight_scale)
+    decayed = episode_rank(epoch_seconds(now), params.halflife_days, params.recall_weight_scale)
 
     factor_range = (0.0, recall_weight(index.max_recall_count, params.recall_weight_scale))
     times: dict[str, list[float]] = {}

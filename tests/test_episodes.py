@@ -170,6 +170,7 @@ def test_preview_returns_components_and_does_not_bump(client, services):
     assert found["audit_log_id"] == audit_id and found["recall_count"] == 0
     for key in (
         "cosine",
+        "passage",  # None here: the episode was written without windows
         "keyword",
         "relevance",
         "age_days",
@@ -180,6 +181,7 @@ def test_preview_returns_components_and_does_not_bump(client, services):
         "summary",
     ):
         assert key in found
+    assert found["passage"] is None  # written without windows: the summary alone counts
     assert found["relevance"] >= found["cosine"]
     assert found["score"] == pytest.approx(
         found["relevance"] * found["freshness"] * found["recall_weight"], abs=1e-5

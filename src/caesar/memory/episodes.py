@@ -29,10 +29,9 @@ from caesar.embeddings import EmbedderHandle, embed_one
 from caesar.memory.hybrid import EPISODE_COLUMNS, Fusion, hybrid_search
 from caesar.memory.importance import (
     SECONDS_PER_DAY,
+    episode_rank,
     freshness,
-    freshness_v,
     recall_weight,
-    recall_weight_v,
 )
 from caesar.memory.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
 
@@ -187,14 +186,7 @@ class EpisodeMemory:
         min_created = None
         if params.max_age_days is not None:
             min_created = now_s - params.max_age_days * SECONDS_PER_DAY
-
-        def rank(cos: np.ndarray, created: np.ndarray, recalls: np.ndarray) -> np.ndarray:
-            age = (now_s - created) / SECONDS_PER_DAY
-            return (
-                cos
-                * freshness_v(age, params.halflife_days)
-                * recall_weight_v(recalls, params.recall_weight_scale)
-            )
+        rank = episode_rank(now_s, params.halflife_days, params.recall_weight_scale)
 
         # Rows swept since they were loaded are found missing and forgotten; searching again
         # lets the rows behind them take their slots (rarely more than one retry).
@@ -267,6 +259,17 @@ class EpisodeMemory:
         self.audit.append_many(session, rows)
 
 
+def embedding_values(vector: np.ndarray | None) -> dict[str, object]:
+    """An episode's embedding columns: the ADR's JSON list (the record) and its float32 copy
+    (what the in-process index loads), always written together — by episode_row and by
+    re-embedding (memory/reembed.py)."""
+    vector = np.zeros(0, dtype=np.float32) if vector is None else np.asarray(vector, np.float32)
+    return {
+        "embedding": [float(x) for x in vector],
+        "embedding_f32": to_f32_bytes(vector) if vector.size else None,
+    }
+
+
 def episode_row(
     *,
     audit_log_id: int,
@@ -277,15 +280,12 @@ def episode_row(
     recall_count: int = 0,
     passages: bytes | None = None,
 ) -> EpisodeSummary:
-    """The one way an episode row is made: the ADR's JSON embedding (the record) and its
-    float32 copy (what the in-process index loads) always written together; `passages` are
-    the conversation's packed window vectors (memory/passages.py), if embedded."""
-    vector = np.zeros(0, dtype=np.float32) if vector is None else np.asarray(vector, np.float32)
+    """The one way an episode row is made (see embedding_values); `passages` are the
+    conversation's packed window vectors (memory/passages.py), if embedded."""
     return EpisodeSummary(
         audit_log_id=audit_log_id,
         summary=summary,
-        embedding=[float(x) for x in vector],
-        embedding_f32=to_f32_bytes(vector) if vector.size else None,
+        **embedding_values(vector),
         model=model,
         created_at=created_at,
         recall_count=recall_count,

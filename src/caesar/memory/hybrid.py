@@ -34,7 +34,13 @@ from sqlalchemy.orm import Session
 from caesar.db.models import EpisodeSummary
 from caesar.memory import passages
 from caesar.memory.common_words import SCORE_BUDGET, common_words_pool, recent_share
-from caesar.memory.importance import SECONDS_PER_DAY, freshness_v, recall_weight, recall_weight_v
+from caesar.memory.importance import (
+    SECONDS_PER_DAY,
+    episode_rank,
+    freshness_v,
+    recall_weight,
+    recall_weight_v,
+)
 from caesar.memory.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
     KEYWORD_TABLES,
     coverage,
@@ -204,23 +210,13 @@ def hybrid_search(
     candidates' rows with their windows."""
     pool = max(MIN_POOL, 4 * params.top_k)
     min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
-    now_s = epoch_seconds(now)
-
-    def decayed(cos: np.ndarray, created: np.ndarray, recalls: np.ndarray) -> np.ndarray:
-        age = (now_s - created) / SECONDS_PER_DAY
-        return (
-            cos
-            * freshness_v(age, params.halflife_days)
-            * recall_weight_v(recalls, params.recall_weight_scale)
-        )
-
     index.refresh(session)
     hits = index.search(
         query_vector,
         limit=pool,
         threshold=dense_pool_threshold(params),
         min_created=None if min_created is None else epoch_seconds(min_created),
-        rank=decayed,
+        rank=episode_rank(epoch_seconds(now), params.halflife_days, params.recall_weight_scale),
         # freshness ≤ 1 and recall_weight ≤ its value at the largest count (lets an
         # approximate stage of the index stop early without changing the result)
         factor_range=(0.0, recall_weight(index.max_recall_count, params.recall_weight_scale)),
@@ -236,7 +232,6 @@ def hybrid_search(
             min_created=min_created,
             candidates=cosine.keys(),
         )
-    if params.fusion != "dense":
         recent = index.newest(
             query_vector,
             limit=RECENT_POOL,
@@ -248,8 +243,9 @@ def hybrid_search(
     if not ids:
         return []
     rows = candidate_rows(session, ids)
-    # Keyword-only candidates: their summary vectors are in the index (just refreshed); one it
-    # skipped (a vector of another size) is read from the database.
+    # Keyword-only and recent candidates' summary vectors are in the index; the database is
+    # read only for one it lacks: committed after the refresh (PostgreSQL's statements each see
+    # the latest commits), or of a size it skipped.
     missing = [int(r.id) for r in rows if r.id not in cosine]
     cosine.update(index.cosines(missing, query_vector))
     cosine.update(vector_cosines(session, [i for i in missing if i not in cosine], query_vector))

@@ -7,6 +7,7 @@ where the ADR's `exp(-age / halflife)` would halve at 0.69 × halflife.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -73,3 +74,19 @@ def fact_importance_v(
 def recall_weight_v(recall_counts: np.ndarray, scale: float) -> np.ndarray:
     weight: np.ndarray = 1.0 + scale * np.log1p(np.maximum(recall_counts, 0))
     return weight
+
+
+def episode_rank(
+    now_s: float, halflife_days: float, recall_weight_scale: float
+) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """The vector index's `rank` for episodes: (cosine, created epoch seconds, recall count)
+    arrays → cosine × freshness × recall_weight at `now_s` (episode_score, vectorised)."""
+
+    def rank(cosine: np.ndarray, created: np.ndarray, recalls: np.ndarray) -> np.ndarray:
+        age = (now_s - created) / SECONDS_PER_DAY
+        score: np.ndarray = (
+            cosine * freshness_v(age, halflife_days) * recall_weight_v(recalls, recall_weight_scale)
+        )
+        return score
+
+    return rank
