@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-from sqlalchemy import insert, update
+from sqlalchemy import delete, insert, update
 from test_hybrid import NOW, Params
 
 from caesar.db.models import AuditLog, EpisodeSummary
@@ -91,6 +91,20 @@ def test_term_counts_follow_every_change_of_the_index_on_both_engines(migrated_d
     assert counts() == (1, [0, 1, 1])
     _add(migrated_db, [(2, "kayak trip", "bravo", None, "m", NOW)])
     assert counts() == (2, [0, 2, 2])
+    with migrated_db.write() as session:
+        session.execute(delete(EpisodeSummary).where(EpisodeSummary.id == 1))
+    assert counts() == (1, [0, 1, 1])
+    # past one varint byte in FTS5's averages record (SQLite: the total is read from it)
+    _add(migrated_db, [(i, "tea", "x", None, "m", NOW) for i in range(3, 303)])
+    assert counts() == (301, [0, 1, 1])
+
+
+def test_indexed_rows_reads_the_sqlite_varint_at_the_head_of_the_averages_record():
+    assert keywords.indexed_rows(None) == keywords.indexed_rows(b"") == 0
+    assert keywords.indexed_rows(bytes([5, 0x81, 0x00])) == 5  # then per-column token totals
+    assert keywords.indexed_rows(bytes([0x82, 0x2C, 7])) == 300
+    assert keywords.indexed_rows(bytes([0x81, 0x80, 0x80, 0x00])) == 1 << 21
+    assert keywords.indexed_rows(bytes([0xFF] * 8 + [0x01])) == ((1 << 56) - 1) << 8 | 1
 
 
 def test_recent_share_only_for_queries_of_common_words_over_budget():

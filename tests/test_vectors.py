@@ -14,7 +14,7 @@ from sqlalchemy import delete
 
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.memory import quantized
+from caesar.memory import ann, quantized
 from caesar.memory.importance import SECONDS_PER_DAY
 from caesar.memory.vectors import (
     VectorIndex,
@@ -337,6 +337,29 @@ def test_quantized_bound_holds() -> None:
         positions, approx, exhausted = block.nearest(query, 10, lo=2000)
         assert not exhausted and positions.min() >= 2000 and len(positions) == 10
         assert np.all(np.diff(approx) <= 0)
+
+
+def test_ivf_float16_scores_stay_within_its_error_bound() -> None:
+    """The IVF scans float16 codes: every score it gives is within |query| × error of the exact
+    inner product, `above` misses no scanned row whose exact score reaches the radius, and
+    `nearest` comes back best first."""
+    rng = np.random.default_rng(11)
+    rows = unit(rng.standard_normal((3000, DIM)))
+    ivf = ann.build(rows, np.arange(3000), 3000, probe_fraction=1.0)  # every list scanned
+    assert 0 < ivf.error < 1e-3
+    for query in (rows[7], unit(rows[7] + 0.3 * rng.standard_normal(DIM)), 3 * rows[9]):
+        norm = float(np.linalg.norm(query))
+        exact = rows @ query
+        radius = float(np.sort(exact)[-40])  # ~40 rows reach it
+        positions, approx = ivf.above(query, radius, lo=0)
+        assert np.all(np.abs(exact[positions] - approx) <= norm * ivf.error + 1e-5)
+        assert set(np.flatnonzero(exact >= radius)) <= set(positions.tolist())
+        assert set(positions.tolist()) <= set(
+            np.flatnonzero(exact >= radius - 2 * norm * ivf.error - 1e-5)
+        )
+        positions, approx, _ = ivf.nearest(query, 10, lo=100)
+        assert positions.min() >= 100 and np.all(np.diff(approx) <= 0)
+        assert np.all(np.abs(exact[positions] - approx) <= norm * ivf.error + 1e-5)
 
 
 def test_ivf_stage_matches_exact_on_clustered_data(db: Database) -> None:

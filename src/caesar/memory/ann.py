@@ -44,11 +44,14 @@ def plan(rows: int, probe_fraction: float = PROBE_FRACTION) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class IvfIndex:
-    index: Any  # faiss.IndexIVFFlat, inner product
+    index: Any  # faiss.IndexIVFScalarQuantizer (float16 codes of the raw rows), inner product
     quantizer: Any  # its coarse quantizer, referenced so Python keeps it alive
     nprobe: int
     covered: int  # built over alive rows among positions [0, covered)
     rows: int
+    # max over rows of |row − float16(row)|: a scanned score is within |query| × error of the
+    # exact inner product (Cauchy–Schwarz)
+    error: float = 0.0
 
     def _params(self, lo: int) -> tuple[Any, Any]:
         import faiss
@@ -58,16 +61,18 @@ class IvfIndex:
         return params, selector
 
     def above(self, query: np.ndarray, radius: float, lo: int) -> tuple[np.ndarray, np.ndarray]:
-        """(positions ≥ lo, inner products) of the scanned rows scoring above `radius`."""
+        """(positions ≥ lo, approximate inner products) of the scanned rows whose exact inner
+        product may reach `radius` (the float16 error is taken off the radius)."""
         params, _selector = self._params(lo)
+        margin = float(np.linalg.norm(query)) * self.error
         _, scores, labels = self.index.range_search(
-            query.reshape(1, -1), float(radius), params=params
+            query.reshape(1, -1), float(radius) - margin, params=params
         )
         return np.asarray(labels, dtype=np.int64), np.asarray(scores, dtype=np.float32)
 
     def nearest(self, query: np.ndarray, k: int, lo: int) -> tuple[np.ndarray, np.ndarray, bool]:
-        """Up to k best (positions ≥ lo, inner products) among the scanned rows, best first,
-        and whether that was all of them."""
+        """Up to k best (positions ≥ lo, approximate inner products: within |query| × error)
+        among the scanned rows, best first, and whether that was all of them."""
         params, _selector = self._params(lo)
         scores, labels = self.index.search(query.reshape(1, -1), int(k), params=params)
         found = labels[0] >= 0
@@ -90,14 +95,33 @@ def build(
     dim = vectors.shape[1]
     nlist, nprobe = plan(positions.size, probe_fraction)
     quantizer = faiss.IndexFlatIP(dim)
-    index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    # Float16 codes: half the bytes a query scans (0.91 → 0.56 ms at 100k rows, an eighth of
+    # the lists probed), and half the memory of float32; the scores move by < 1e-3, and the
+    # exact stage re-scores every candidate from the float32 matrix anyway. 8-bit codes scanned
+    # faster still (0.46 ms) but with a ~20× wider error margin, i.e. more candidates to
+    # re-score near the threshold.
+    index = faiss.IndexIVFScalarQuantizer(
+        quantizer, dim, nlist, faiss.ScalarQuantizer.QT_fp16, faiss.METRIC_INNER_PRODUCT, False
+    )
     index.cp.niter = TRAIN_ITERATIONS
     index.cp.max_points_per_centroid = TRAIN_POINTS_PER_LIST
     index.cp.seed = seed
     sample_size = min(positions.size, nlist * TRAIN_POINTS_PER_LIST)
     sample = np.sort(np.random.default_rng(seed).choice(positions, size=sample_size, replace=False))
     index.train(np.ascontiguousarray(vectors[sample], dtype=np.float32))
+    error = 0.0
     for at in range(0, positions.size, ADD_CHUNK):
         chunk = positions[at : at + ADD_CHUNK]
-        index.add_with_ids(np.ascontiguousarray(vectors[chunk], dtype=np.float32), chunk)
-    return IvfIndex(index, quantizer, nprobe, covered, int(positions.size))
+        rows = np.ascontiguousarray(vectors[chunk], dtype=np.float32)
+        index.add_with_ids(rows, chunk)
+        error = max(error, float16_error(rows))
+    return IvfIndex(index, quantizer, nprobe, covered, int(positions.size), error)
+
+
+def float16_error(rows: np.ndarray) -> float:
+    """max over rows of |row − float16(row)| (numpy and faiss both round to nearest), with
+    float32 rounding on top. Pure."""
+    if rows.size == 0:
+        return 0.0
+    residual = rows - rows.astype(np.float16).astype(np.float32)
+    return float(np.sqrt(np.einsum("ij,ij->i", residual, residual)).max()) * (1 + 1e-3)

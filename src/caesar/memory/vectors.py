@@ -415,7 +415,7 @@ class VectorIndex:
                 passing = ivf.above(q, threshold - quantized.ROUNDING_SLACK, start)
                 sources.append((partial(all_of, (*passing, True)), 0.0))
             else:
-                sources.append((partial(ivf.nearest, q, lo=start), 0.0))
+                sources.append((partial(ivf.nearest, q, lo=start), ivf.error))
         after = ivf.covered if ivf is not None else 0
         for block in snap.blocks:
             if block.stop > max(start, after):
