@@ -322,9 +322,11 @@ id on every search. A search:
    scanned as 8-bit codes (faiss `QT_8bit_uniform`, SIMD) and the newest rows as float32, with a
    proven bound on what a block left out (|cosine − approximate| ≤ |q| × the block's largest
    quantisation error), so the result is exactly brute force's; from 50k rows on, an IVF
-   (`memory/ann.py`, ~4·√n clusters, an eighth of them scanned; built in a background thread, the
-   8-bit scan serves meanwhile) proposes them — the one approximate step, measured above as
-   recall@5 against exact search;
+   (`memory/ann.py`, ~4·√n clusters, an eighth of them scanned, rows stored as float16 codes —
+   half the bytes a probe reads, scores within |q| × the largest float16 rounding error, which
+   is taken off the threshold it is asked for; built in a background thread, the 8-bit scan
+   serves meanwhile) proposes them — the one approximate step, measured above as recall@5
+   against exact search;
 3. re-scores every candidate exactly from the float32 matrix, applies the threshold (raw
    cosine) and the age filter, ranks by the ADR score `cosine × freshness × recall_weight`, and
    asks a source for more while a row it left out could still pass the threshold and outrank

@@ -235,7 +235,7 @@ def startup(results: dict[str, Any]) -> list[str]:
         "",
         "A search never waits for the background part: rows not sealed yet are scanned as float32,",
         "and until the IVF is built the 8-bit blocks are scanned in full (exact). Memory at 1M:",
-        "the float32 matrix 1.5 GB, the IVF's own copy 1.5 GB, the 8-bit blocks 0.4 GB. Loading",
+        "the float32 matrix 1.5 GB, the IVF's own float16 copy 0.77 GB, the 8-bit blocks 0.4 GB. Loading",
         "reads every row's JSON embedding too, because `embedding_f32` is stored after it in the",
         "row (SQLite reads a row's overflow pages in order); a migration putting the float32 copy",
         "in its own table (or before the JSON column) would cut the load — not done here, the",

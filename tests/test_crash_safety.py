@@ -51,16 +51,40 @@ def _crash_config(settings, worker: str, tmp_path: Path, **overrides) -> dict:
     return config
 
 
+# PostgreSQL runs shorter backfills: the engine-independent part is covered on SQLite, what is
+# new there is a client dying mid-transaction on a server that outlives it.
+ENGINES = pytest.mark.parametrize(
+    ("engine", "chats", "kills"), [("sqlite", CHATS, 16), ("postgresql", 200, 8)]
+)
+
+
+def _database_url(engine: str, tmp_path: Path, request) -> str:
+    if engine == "sqlite":
+        return f"sqlite:///{tmp_path / 'caesar.db'}"
+    return request.getfixturevalue("pg_url")
+
+
 @heavy
-def test_summarise_exactly_once_through_kill_9(tmp_path, llm, make_services):
+@ENGINES
+def test_summarise_exactly_once_through_kill_9(
+    engine, chats, kills, tmp_path, llm, make_services, request
+):
     settings, services, ids = _prepare(
         tmp_path,
-        f"sqlite:///{tmp_path / 'caesar.db'}",
+        _database_url(engine, tmp_path, request),
         llm,
         make_services,
+        chats,
         memory={"episodes_summarise": {"batch_size": 8}},
     )
-    config = _crash_config(settings, "memory.summarise", tmp_path, stop_after_kills=True)
+    config = _crash_config(
+        settings,
+        "memory.summarise",
+        tmp_path,
+        stop_after_kills=True,
+        seed=7 if engine == "sqlite" else 17,
+        max_kills=kills,
+    )
     with crashkit.FlakyProvider(llm) as flaky:
         result = crashkit.driver_result(
             crashkit.start_driver("crash", config, tmp_path), timeout=240
@@ -81,7 +105,7 @@ def test_summarise_exactly_once_through_kill_9(tmp_path, llm, make_services):
     problems, tally = exactly_once.check_summarise(services.db)
     assert problems == []
     assert tally.get("pending", 0) == 0 and tally["cursor"] == ids[-1]
-    assert tally["summarised"] + tally["skipped"] + tally["failed"] == CHATS
+    assert tally["summarised"] + tally["skipped"] + tally["failed"] == chats
     # Every kind of outcome happened, and the kills really happened where it hurts.
     assert tally["summarised"] > 0 and tally["skipped"] > 0 and tally["failed"] > 0
     assert result["kills"] == config["max_kills"]
@@ -91,27 +115,23 @@ def test_summarise_exactly_once_through_kill_9(tmp_path, llm, make_services):
     # the timer kills interleave on a busy machine, so no single site is required).
     assert len(sites) >= 2, sites
     print(
-        f"\nsummarise: {result['kills']} kills survived, {CHATS} chats checked, {tally}, "
+        f"\nsummarise ({engine}): {result['kills']} kills survived, {chats} chats checked, {tally}, "
         f"{flaky.injected} provider faults, kill sites {sites}, seconds {result['seconds']}"
     )
 
 
-# PostgreSQL runs a shorter backfill: the engine-independent part is already covered above,
-# what is new here is a client dying mid-transaction on a server that outlives it.
 @heavy
-@pytest.mark.parametrize(
-    ("engine", "chats", "kills"), [("sqlite", CHATS, 16), ("postgresql", 200, 8)]
-)
+@ENGINES
 def test_extract_no_half_applied_batch_through_kill_9(
     engine, chats, kills, tmp_path, llm, make_services, request
 ):
-    url = (
-        f"sqlite:///{tmp_path / 'caesar.db'}"
-        if engine == "sqlite"
-        else request.getfixturevalue("pg_url")
-    )
     settings, services, ids = _prepare(
-        tmp_path, url, llm, make_services, chats, memory={"facts_extract": {"batch_size": 8}}
+        tmp_path,
+        _database_url(engine, tmp_path, request),
+        llm,
+        make_services,
+        chats,
+        memory={"facts_extract": {"batch_size": 8}},
     )
     config = _crash_config(
         settings, "memory.extract", tmp_path, seed=11 if engine == "sqlite" else 13, max_kills=kills
