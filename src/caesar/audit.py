@@ -39,6 +39,7 @@ SEMANTIC_INDEXED = "semantic.indexed"
 SEMANTIC_INDEX_FAILED = "semantic.index_failed"
 RETENTION_SWEPT = "retention.swept"
 WORKER_CRASHED = "worker.crashed"
+AUTH_LIMITED = "auth.limited"  # an address locked out after too many wrong API tokens
 
 # Conversations that memory workers learn from.
 CONVERSATION_EVENTS = (CHAT_COMPLETED,)

@@ -171,6 +171,15 @@ class RetentionSettings(BaseModel):
     interval_seconds: float = 3600.0
 
 
+class AuthFailureSettings(BaseModel):
+    """Wrong API tokens per client address before it is locked out (api/auth_limit.py): a
+    weak operator-chosen token must not be guessable at the speed the server answers."""
+
+    max_failures: int = Field(default=10, ge=0, le=10_000)  # 0 turns the limit off
+    # Whole seconds: the moving window of `limits` counts in them.
+    window_seconds: int = Field(default=300, ge=1, le=86_400)
+
+
 class ProactiveSettings(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     prompt: str = Field(min_length=1)
@@ -202,6 +211,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8042, ge=1, le=65535)
     max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
+    auth_failures: AuthFailureSettings = Field(default_factory=AuthFailureSettings)
     system_prompt: str = "You are caesar, the operator's personal assistant. Be direct and helpful."
     operator_prompt: str = ""
     run_workers: bool = True  # `caesar serve` runs the enabled workers in-process

@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from caesar import __version__
+from caesar.api.auth_limit import AuthFailureLimiter
 from caesar.api.deps import Authenticated
 from caesar.api.limits import BodySizeLimit, RequestTooLarge
 from caesar.brain import Brain
@@ -98,6 +99,8 @@ def create_app(
     )
     app.state.services = services
     app.state.brain = brain
+    # One per app, so failures counted by the API and the dashboard login add up.
+    app.state.auth_limiter = AuthFailureLimiter.for_settings(settings)
     _install_error_handlers(app)
 
     from caesar.api import dashboard, routes_chat, routes_episodes, routes_memory

@@ -31,6 +31,7 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy import select
 
 from caesar import audit
+from caesar.api.auth_limit import AuthLocked, client_address, limiter_of
 from caesar.api.dashboard_session import (
     COOKIE_PATH,
     SESSION_MAX_AGE,
@@ -41,7 +42,7 @@ from caesar.api.dashboard_session import (
     ViewerDep,
     codec_for,
 )
-from caesar.api.deps import SESSION_COOKIE, ServicesDep, token_matches
+from caesar.api.deps import SESSION_COOKIE, ServicesDep, check_token
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog
 from caesar.errors import InputError, NotFound
@@ -118,6 +119,10 @@ class _HtmlErrors(APIRoute):
                 return _problem(request, 401, "log in first")
             except Denied as exc:
                 return _problem(request, exc.status, exc.message)
+            except AuthLocked as locked:  # too many wrong bearer tokens from this address
+                response = _problem(request, 429, locked.message)
+                response.headers["Retry-After"] = str(locked.retry_after)
+                return response
             except NotFound as exc:
                 return _problem(request, 404, str(exc))
             except InputError as exc:
@@ -167,6 +172,18 @@ def _problem(request: Request, status: int, message: str) -> Response:
     return _page(request, None, "error.html", {"status": status, "message": message}, status)
 
 
+def _login_page(
+    request: Request, next: str | None, error: str | None, status: int = 200
+) -> Response:
+    return _page(request, None, "login.html", {"next": _safe_next(next), "error": error}, status)
+
+
+def _locked_out(request: Request, next: str | None, locked: AuthLocked) -> Response:
+    response = _login_page(request, next, locked.message, 429)
+    response.headers["Retry-After"] = str(locked.retry_after)
+    return response
+
+
 def _redirect(location: str) -> Response:
     return RedirectResponse(location, status_code=303, headers=SECURITY_HEADERS)
 
@@ -202,7 +219,13 @@ def login_form(
 ) -> Response:
     if services.settings.api_token is None:  # loopback-only mode: nothing to log in to
         return _redirect(_safe_next(next))
-    return _page(request, None, "login.html", {"next": _safe_next(next), "error": None})
+    limiter = limiter_of(request)
+    if limiter is not None:  # say so before the operator types the token in vain
+        try:
+            limiter.check(client_address(request))
+        except AuthLocked as locked:
+            return _locked_out(request, next, locked)
+    return _login_page(request, next, None)
 
 
 @router.post("/login")
@@ -214,9 +237,12 @@ def login(
 ) -> Response:
     if services.settings.api_token is None:
         return _redirect(_safe_next(next))
-    if not token_matches(services, token):
-        context = {"next": _safe_next(next), "error": "That is not the API token."}
-        return _page(request, None, "login.html", context, 401)
+    try:
+        ok = check_token(request, token, via="dashboard login")
+    except AuthLocked as locked:
+        return _locked_out(request, next, locked)
+    if not ok:
+        return _login_page(request, next, "That is not the API token.", 401)
     _sid, cookie = codec_for(request).issue()
     response = _redirect(_safe_next(next))
     _set_session(response, request, cookie)

@@ -23,7 +23,7 @@ from typing import Annotated
 from fastapi import Depends, Form, Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from caesar.api.deps import SESSION_COOKIE, ServicesDep, bearer, token_matches
+from caesar.api.deps import SESSION_COOKIE, ServicesDep, bearer, check_token
 
 COOKIE_PATH = "/dashboard"
 SESSION_MAX_AGE = 7 * 24 * 3600
@@ -106,7 +106,8 @@ def current_viewer(request: Request, services: ServicesDep) -> Viewer:
     token_set = services.settings.api_token is not None
     presented = bearer(request)
     if token_set and presented is not None:
-        if token_matches(services, presented):
+        # counts toward the failed-token limit; raises AuthLocked (429) when locked out
+        if check_token(request, presented, via="dashboard"):
             return Viewer(csrf="", via_bearer=True)
         raise Denied(401, "wrong API token in the Authorization header")
     codec = codec_for(request)
