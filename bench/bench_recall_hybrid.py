@@ -85,7 +85,7 @@ def stages(
                 factor_range=factor_range,
             )
             cosine = {int(k): float(c) for k, c in zip(hits.ids, hits.cosine, strict=True)}
-            keyword = timed(
+            match = timed(
                 "keyword_stage",
                 hybrid.keyword_stage,
                 session,
@@ -104,11 +104,13 @@ def stages(
             )
             for k, c in zip(recent.ids, recent.cosine, strict=True):
                 cosine.setdefault(int(k), float(c))
+            keyword = match.relevance
             ids = sorted(set(cosine) | set(keyword))
             rows = timed("candidate_rows", hybrid.candidate_rows, session, ids)
             missing = [int(r.id) for r in rows if r.id not in cosine]
             cosine.update(timed("vector_cosines", index.cosines, missing, vector))
             passage = timed("passage_cosines", hybrid.passage_cosines, rows, vector)
+            window = timed("window_keywords", hybrid.window_keyword_stage, session, match, rows)
             timed(
                 "rank",
                 hybrid.rank_candidates,
@@ -118,6 +120,7 @@ def stages(
                 now,
                 params,
                 passage,
+                window,
             )
             times.setdefault("candidates", []).append(float(len(ids)))
     # the first len(texts) rounds are warm-up

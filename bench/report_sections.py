@@ -132,9 +132,10 @@ STAGES = {
     "dense_pool": "dense pool: vector index, best 50 above the threshold",
     "keyword_stage": "keyword stage: FTS5 term counts (cached), MATCH / bounded common-word pool",
     "recent_pool": "the 50 last-written episodes (`RECENT_POOL`), from the index",
-    "candidate_rows": "candidates' rows (float32 vector + float16 window blob)",
+    "candidate_rows": "candidates' rows (float16 window blob; summary vectors are in the index)",
     "vector_cosines": "summary cosines of keyword-only candidates, from the index",
     "passage_cosines": "best window per candidate (one matrix product)",
+    "window_keywords": "best window per candidate by keyword (FTS5 bm25 over their windows)",
     "rank": "fusion, freshness × recall_weight, top K",
 }
 

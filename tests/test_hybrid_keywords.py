@@ -138,8 +138,8 @@ def test_common_word_query_is_bounded_on_both_engines(migrated_db):
     _add(migrated_db, rows)
     stage = {"model_id": "m", "pool": 5, "min_created": None, "candidates": [1]}
     with migrated_db.read() as session:
-        bounded = hybrid.keyword_stage(session, "sleep thermostat?", budget=100, **stage)
-        whole = hybrid.keyword_stage(session, "sleep thermostat?", budget=10 * n, **stage)
+        bounded = hybrid.keyword_stage(session, "sleep thermostat?", budget=100, **stage).relevance
+        whole = hybrid.keyword_stage(session, "sleep thermostat?", budget=10 * n, **stage).relevance
     newest = [n - 20, n - 21, n - 22]  # of model m
     assert set(bounded) == {1, 2, 3, *newest}
     assert bounded[3] == pytest.approx(1.0) and bounded[2] == pytest.approx(1.0)

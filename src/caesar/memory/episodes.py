@@ -84,6 +84,8 @@ class RecalledEpisode:
     relevance: float = 0.0  # what the threshold applies to: cosine, or fused with keyword
     # best cosine of the conversation's windows (hybrid fusion; None: not used or none stored)
     passage: float | None = None
+    # best window's keyword relevance (hybrid fusion; None: not used or no windows indexed)
+    window_keyword: float | None = None
 
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
@@ -92,6 +94,7 @@ class RecalledEpisode:
             "cosine",
             "passage",
             "keyword",
+            "window_keyword",
             "relevance",
             "age_days",
             "freshness",

@@ -32,7 +32,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory import passages
+from caesar.memory import passages, window_keywords
 from caesar.memory.common_words import SCORE_BUDGET, common_words_pool, recent_share
 from caesar.memory.importance import (
     SECONDS_PER_DAY,
@@ -52,6 +52,7 @@ from caesar.memory.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py 
     term_counts,
 )
 from caesar.memory.vectors import epoch_seconds, from_row
+from caesar.memory.window_keywords import fused_keyword
 
 Fusion = Literal["hybrid", "rrf", "dense"]
 
@@ -136,13 +137,16 @@ class HybridHit:
     created_at: datetime
     recall_count: int
     cosine: float  # the message against the summary
-    keyword: float  # normalised keyword relevance ∈ [0, 1]; 0 = no keyword match
+    keyword: float  # keyword relevance ∈ [0, 1] (episode and best window); 0 = no match
     relevance: float  # fuse(max(cosine, passage), keyword): what the threshold applies to
     age_days: float
     freshness: float
     recall_weight: float
     score: float  # relevance × freshness × recall_weight
     passage: float | None = None  # best window of the conversation; None: no windows stored
+    # the best window's keyword relevance ∈ [0, 1]; None: no windows indexed. `keyword` is
+    # then the mean of the episode-level one and this (window_keywords.fused_keyword)
+    window_keyword: float | None = None
 
 
 def rank_candidates(
@@ -152,19 +156,26 @@ def rank_candidates(
     now: datetime,
     params: HybridParams,
     passage: dict[int, float] | None = None,
+    window: dict[int, float] | None = None,
 ) -> list[HybridHit]:
     """Pure: (id, audit_log_id, summary, created_at, recall_count) rows with their summary
-    cosine, best-window cosine (`passage`, where the episode has windows) and normalised
-    keyword score → the top K by relevance × freshness × recall_weight, keeping only rows whose
+    cosine, best-window cosine (`passage`, where the episode has windows), normalised
+    episode-level keyword score and best-window keyword score (`window`, where its windows are
+    indexed) → the top K by relevance × freshness × recall_weight, keeping only rows whose
     relevance clears the threshold. The dense side of the fusion is the better of the summary
-    and the best window. Ties: newer episode id first."""
+    and the best window; the keyword side the mean of the episode and its best window.
+    Ties: newer episode id first."""
     if not rows:
         return []
     passage = {} if params.fusion == "dense" else (passage or {})
+    window = {} if params.fusion == "dense" else (window or {})
     ids = np.array([r[0] for r in rows], dtype=np.int64)
     cos = np.array([cosine[int(i)] for i in ids], dtype=np.float64)
     dense = np.array([max(cosine[int(i)], passage.get(int(i), -1.0)) for i in ids])
-    kw = np.array([keyword.get(int(i), 0.0) for i in ids], dtype=np.float64)
+    kw = np.array(
+        [fused_keyword(keyword.get(int(i), 0.0), window.get(int(i))) for i in ids],
+        dtype=np.float64,
+    )
     relevance = fuse(dense, kw, method=params.fusion, keyword_weight=params.keyword_weight)
     age = np.array([(now - r[3]).total_seconds() / SECONDS_PER_DAY for r in rows])
     fresh = freshness_v(age, params.halflife_days)
@@ -191,6 +202,7 @@ def rank_candidates(
             recall_weight=float(weight[i]),
             score=float(score[i]),
             passage=passage.get(int(ids[i])),
+            window_keyword=window.get(int(ids[i])),
         )
         for i in order
     ]
@@ -222,9 +234,9 @@ def hybrid_search(
         factor_range=(0.0, recall_weight(index.max_recall_count, params.recall_weight_scale)),
     )
     cosine = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
-    keyword: dict[int, float] = {}
+    match = KeywordMatch.empty()
     if params.fusion != "dense":
-        keyword = keyword_stage(
+        match = keyword_stage(
             session,
             query_text,
             model_id=index.model_id,
@@ -239,6 +251,7 @@ def hybrid_search(
         )
         for i, c in zip(recent.ids, recent.cosine, strict=True):
             cosine.setdefault(int(i), float(c))
+    keyword = match.relevance
     ids = sorted(set(cosine) | set(keyword))
     if not ids:
         return []
@@ -250,6 +263,7 @@ def hybrid_search(
     cosine.update(index.cosines(missing, query_vector))
     cosine.update(vector_cosines(session, [i for i in missing if i not in cosine], query_vector))
     passage = {} if params.fusion == "dense" else passage_cosines(rows, query_vector)
+    window = {} if params.fusion == "dense" else window_keyword_stage(session, match, rows)
     return rank_candidates(
         [tuple(r[:5]) for r in rows],  # type: ignore[misc]
         cosine,
@@ -257,7 +271,22 @@ def hybrid_search(
         now,
         params,
         passage,
+        window,
     )
+
+
+def window_keyword_stage(
+    session: Session, match: KeywordMatch, rows: list[Any]
+) -> dict[int, float]:
+    """Best-window keyword relevance of the candidates whose windows are indexed (those with
+    window vectors: both are written together), 0 for one with no matching window; candidates
+    without windows are absent (their keyword relevance stays the episode's)."""
+    with_windows = [int(r.id) for r in rows if r.passage_vectors]
+    if not with_windows:
+        return {}
+    scores = window_keywords.window_scores(session, match.terms, with_windows)
+    relevance = window_keywords.window_relevance(scores, match.strength)
+    return {i: relevance.get(i, 0.0) for i in with_windows}
 
 
 def dense_pool_threshold(params: HybridParams) -> float | None:
@@ -273,6 +302,21 @@ def dense_pool_threshold(params: HybridParams) -> float | None:
     return params.similarity_threshold
 
 
+@dataclass(frozen=True)
+class KeywordMatch:
+    """What the keyword stage found: each scored episode's relevance, the query words it
+    matched and how much of the query's information its best match holds (keywords.coverage)
+    — the window stage scores windows with the same words and strength."""
+
+    relevance: dict[int, float]
+    terms: list[str]
+    strength: float
+
+    @staticmethod
+    def empty() -> KeywordMatch:
+        return KeywordMatch({}, [], 0.0)
+
+
 def keyword_stage(
     session: Session,
     query: str,
@@ -282,18 +326,18 @@ def keyword_stage(
     min_created: datetime | None,
     candidates: Collection[int],
     budget: int = SCORE_BUDGET,
-) -> dict[int, float]:
+) -> KeywordMatch:
     """Normalised keyword relevance ∈ (0, 1] of the keyword pool — the best `pool` matches
-    created ≥ min_created — and of the dense `candidates` that match: {episode_id: relevance}.
-    An episode absent from the result has no keyword match (or is in neither set). `budget`:
-    see recent_share."""
+    created ≥ min_created — and of the dense `candidates` that match (`.relevance`:
+    {episode_id: relevance}; an episode absent from it has no keyword match, or is in neither
+    set), with the words matched and the best match's coverage. `budget`: see recent_share."""
     terms = query_terms(query)
     if not terms:
-        return {}
+        return KeywordMatch.empty()
     total, counts = term_counts(session, terms)
     matched = match_terms(terms, total, counts)
     if not matched:
-        return {}
+        return KeywordMatch.empty()
     by_term = dict(zip(terms, counts, strict=True))
     share = recent_share([by_term[t] for t in matched], budget)
     if share is None:
@@ -325,10 +369,11 @@ def keyword_stage(
             )
         )
     if not scores:
-        return {}
+        return KeywordMatch.empty()
     best_id = max(scores, key=lambda i: (scores[i], i))
     has = probe_contains(session, terms, best_id)
-    return keyword_relevance(scores, coverage(total, list(zip(counts, has, strict=True))))
+    strength = coverage(total, list(zip(counts, has, strict=True)))
+    return KeywordMatch(keyword_relevance(scores, strength), matched, strength)
 
 
 # What ranking reads of an episode (rank_candidates' rows; episodes.py's dense path too).

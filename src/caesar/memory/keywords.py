@@ -39,6 +39,12 @@ KEYWORD_TABLES = (
     "episode_fts_docsize",
     "episode_fts_config",
     "episode_fts_vocab",  # fts5vocab over episode_fts (migration 0003, SQLite only)
+    # windows' words (migration 0005, memory/window_keywords.py): contentless on SQLite
+    "episode_window_fts",
+    "episode_window_fts_data",
+    "episode_window_fts_idx",
+    "episode_window_fts_docsize",
+    "episode_window_fts_config",
 )
 
 # The summary is what recall shows; a word there counts double a word in the conversation.

@@ -28,25 +28,52 @@ from sqlalchemy.orm import Session
 from caesar.db.engine import Database
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.embeddings import Embedder
-from caesar.memory import passages
+from caesar.memory import passages, window_keywords
 from caesar.memory.episodes import embedding_values
 from caesar.memory.transcript import conversation_turns
 from caesar.workers import Worker
 
 
-def embed_windows(embedder: Embedder, payloads: Sequence[dict[str, Any]]) -> list[bytes]:
-    """Each chat payload's packed window vectors (b"" for a chat without text), embedded in
-    one batch call."""
+@dataclass(frozen=True)
+class EmbeddedWindows:
+    texts: list[str]  # passages.windows of the chat
+    vectors: bytes  # packed (passages.pack); b"" for a chat without text
+
+
+def embed_windows(embedder: Embedder, payloads: Sequence[dict[str, Any]]) -> list[EmbeddedWindows]:
+    """Each chat payload's windows and their packed vectors, embedded in one batch call."""
     windows = [passages.windows(conversation_turns(p)) for p in payloads]
     flat = [w for ws in windows for w in ws]
-    if not flat:
-        return [b"" for _ in payloads]
-    vectors = embedder.embed_batch(flat)
+    vectors = embedder.embed_batch(flat) if flat else None
     out, start = [], 0
     for ws in windows:
-        out.append(passages.pack(vectors[start : start + len(ws)]) if ws else b"")
+        blob = (
+            passages.pack(vectors[start : start + len(ws)]) if ws and vectors is not None else b""
+        )
+        out.append(EmbeddedWindows(ws, blob))
         start += len(ws)
     return out
+
+
+def store_windows(
+    session: Session,
+    episode_id: int,
+    embedded: EmbeddedWindows,
+    conditions: Sequence[Any] = (),
+    **values: Any,
+) -> bool:
+    """Write an episode's window vectors (and `values`) if its row still meets `conditions`,
+    and index the windows' words (memory/window_keywords.py) in the same transaction.
+    Whether the row was written."""
+    result = session.execute(
+        update(EpisodeSummary)
+        .where(EpisodeSummary.id == episode_id, *conditions)
+        .values(passage_vectors=embedded.vectors, **values)
+    )
+    if not result.rowcount:  # type: ignore[attr-defined]
+        return False
+    window_keywords.index_windows(session, episode_id, embedded.texts)
+    return True
 
 
 # -- worker memory.passages ---------------------------------------------------------------------
@@ -100,18 +127,14 @@ class PassagesWorker(Worker):
             rows = self._pending(session, embedder.model_id, int(self.settings.passages_batch_size))
         if not rows:
             return 0
-        blobs = embed_windows(embedder, [r.payload for r in rows])
+        embedded = embed_windows(embedder, [r.payload for r in rows])
+        still_without_windows = (
+            EpisodeSummary.passage_vectors.is_(None),
+            EpisodeSummary.model == embedder.model_id,
+        )
         with self.db.write() as session:
-            for row, blob in zip(rows, blobs, strict=True):
-                session.execute(
-                    update(EpisodeSummary)
-                    .where(
-                        EpisodeSummary.id == row.id,
-                        EpisodeSummary.passage_vectors.is_(None),
-                        EpisodeSummary.model == embedder.model_id,
-                    )
-                    .values(passage_vectors=blob)
-                )
+            for row, windows in zip(rows, embedded, strict=True):
+                store_windows(session, row.id, windows, still_without_windows)
         return len(rows)
 
 
@@ -161,15 +184,17 @@ def reembed(
             ).all()
         if rows:  # none: all deleted meanwhile (retention)
             vectors = embedder.embed_batch([r.summary for r in rows])
-            blobs = embed_windows(embedder, [r.payload for r in rows])
+            embedded = embed_windows(embedder, [r.payload for r in rows])
             with db.write() as session:
-                for row, vector, blob in zip(rows, vectors, blobs, strict=True):
-                    result = session.execute(
-                        update(EpisodeSummary)
-                        .where(EpisodeSummary.id == row.id, EpisodeSummary.summary == row.summary)
-                        .values(**embedding_values(vector), passage_vectors=blob, model=model_id)
-                    )
-                    if result.rowcount:  # type: ignore[attr-defined]  # 0: edited meanwhile, kept
+                for row, vector, windows in zip(rows, vectors, embedded, strict=True):
+                    if store_windows(  # not written: edited meanwhile, kept as it is
+                        session,
+                        row.id,
+                        windows,
+                        (EpisodeSummary.summary == row.summary,),
+                        **embedding_values(vector),
+                        model=model_id,
+                    ):
                         report.done += 1
                         report.model_changed += row.model != model_id
         if progress is not None:

@@ -1,0 +1,119 @@
+"""Keyword relevance of a conversation's best window (issue #6), next to the whole episode's.
+
+Why: BM25 over a whole conversation is diluted when a question is about one exchange in a
+20-turn chat — a long episode that mentions the words here and there outscores the one where
+they meet. Scoring the same 3-turn windows the dense side uses (memory/passages.py) and taking
+an episode's best ("MaxP") puts that exchange back on top. Measured on LoCoMo (decay off):
+the mean of the episode-level and the best-window keyword relevance lifted MRR 0.783 → 0.807,
+R@5 0.920 → 0.922; LongMemEval unchanged (docs/recall-quality.md has every variant tried).
+
+The index holds each window's words only (SQLite: a contentless FTS5 table, ~5–9 KiB an
+episode; PostgreSQL: a tsvector per window). It is a re-ranking signal, like the window
+vectors: recall scores the windows of its candidates only, never searches the table for new
+ones. Rows are written by whoever writes an episode's window vectors (the `memory.passages`
+worker, `caesar episodes reembed`), in the same transaction, once per episode.
+
+Deletes: PostgreSQL's rows go with their episode (ON DELETE CASCADE). SQLite's contentless
+table cannot delete a row without its original text on SQLite < 3.43, so a deleted episode's
+windows stay in it: they are never scored (recall asks for live candidates by id), but they
+still count in bm25's corpus statistics (rows, average length, word counts). That shifts
+scores a little as a history is swept, never which episode a window belongs to; SQLite ≥ 3.43's
+`contentless_delete` would remove them (this machine's Python has 3.40).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from caesar.memory import passages
+from caesar.memory.keywords import fts5_match, is_sqlite, tsquery_text
+
+# SQLite rowid of window k of episode e: e × WINDOW_SLOTS + k, so an episode's windows are one
+# rowid range (FTS5 seeks a range; it restarts for every value of an IN list).
+WINDOW_SLOTS = 64
+assert passages.MAX_WINDOWS <= WINDOW_SLOTS
+
+
+def has_windows(session: Session, episode_id: int) -> bool:
+    if is_sqlite(session):
+        lo = episode_id * WINDOW_SLOTS
+        sql = "SELECT 1 FROM episode_window_fts WHERE rowid BETWEEN :lo AND :hi LIMIT 1"
+        params = {"lo": lo, "hi": lo + WINDOW_SLOTS - 1}
+    else:
+        sql = "SELECT 1 FROM episode_window_fts WHERE episode_id = :id LIMIT 1"
+        params = {"id": episode_id}
+    return session.execute(text(sql), params).first() is not None
+
+
+def index_windows(session: Session, episode_id: int, windows: Sequence[str]) -> int:
+    """Index the episode's window texts (passages.windows) unless it has some already — so a
+    re-embed, or two workers racing, never index an episode twice. Returns rows written."""
+    windows = list(windows)[:WINDOW_SLOTS]
+    if not windows or has_windows(session, episode_id):
+        return 0
+    if is_sqlite(session):
+        sql = "INSERT INTO episode_window_fts (rowid, body) VALUES (:rowid, :body)"
+        rows = [{"rowid": episode_id * WINDOW_SLOTS + k, "body": w} for k, w in enumerate(windows)]
+    else:
+        sql = (
+            "INSERT INTO episode_window_fts (episode_id, window_no, document) "
+            "VALUES (:id, :k, to_tsvector('english', :body)) ON CONFLICT DO NOTHING"
+        )
+        rows = [{"id": episode_id, "k": k, "body": w} for k, w in enumerate(windows)]
+    session.execute(text(sql), rows)
+    return len(rows)
+
+
+def window_scores(session: Session, terms: list[str], ids: Iterable[int]) -> dict[int, float]:
+    """{episode_id: its best window's full-text score > 0} for the episodes `ids`, matching any
+    of `terms` (the words the episode-level stage matched). SQLite: FTS5 bm25() over the
+    windows; PostgreSQL: ts_rank over each window's tsvector (normalisation 1, as the
+    episode-level stage). Scores compare within one query only."""
+    id_list = sorted({int(i) for i in ids})
+    if not terms or not id_list:
+        return {}
+    listed = ", ".join(str(i) for i in id_list)  # integers formatted here, never query text
+    if is_sqlite(session):
+        # The id filter is kept out of FTS5 (unary +) and the rowid range pushed in; bm25 is
+        # computed only for the rows that pass. (FTS5 refuses bm25() inside an aggregate: the
+        # best window per episode is taken here.)
+        sql = f"""
+            SELECT f.rowid / {WINDOW_SLOTS} AS id, -bm25(episode_window_fts) AS score
+            FROM episode_window_fts AS f
+            WHERE episode_window_fts MATCH :match
+              AND f.rowid BETWEEN {id_list[0] * WINDOW_SLOTS}
+                              AND {id_list[-1] * WINDOW_SLOTS + WINDOW_SLOTS - 1}
+              AND +(f.rowid / {WINDOW_SLOTS}) IN ({listed})"""
+        params: dict[str, object] = {"match": fts5_match(terms)}
+    else:
+        sql = f"""
+            SELECT f.episode_id AS id, ts_rank(f.document, q.query, 1) AS score
+            FROM episode_window_fts AS f, to_tsquery('english', :tsquery) AS q(query)
+            WHERE f.episode_id IN ({listed}) AND f.document @@ q.query"""
+        params = {"tsquery": tsquery_text(terms)}
+    best: dict[int, float] = {}
+    for episode_id, score in session.execute(text(sql), params):
+        if score > best.get(episode_id, 0.0):
+            best[int(episode_id)] = float(score)
+    return best
+
+
+def window_relevance(scores: dict[int, float], strength: float) -> dict[int, float]:
+    """Each episode's best-window score as a share of the best one among them, times the
+    episode-level stage's `strength` (how much of the query's information its best match
+    holds, keywords.coverage): the same shape as keywords.keyword_relevance, so a message that
+    shares only common words with the past stays near 0 here too. Pure."""
+    best = max(scores.values(), default=0.0)
+    if best <= 0:
+        return {}
+    return {i: min(max(s / best, 0.0), 1.0) * strength for i, s in scores.items()}
+
+
+def fused_keyword(episode: float, window: float | None) -> float:
+    """The keyword relevance recall uses: the mean of the episode-level and the best-window
+    relevance where the episode's windows are indexed, the episode-level one alone where not
+    (an episode summarised before windows existed is not penalised for it). Pure."""
+    return episode if window is None else (episode + window) / 2.0
