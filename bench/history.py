@@ -2,7 +2,7 @@
 
 Each episode is a `chat.completed` audit row plus its `episode_summaries` row (JSON embedding
 as the ADR keeps it, the float32 copy the index loads, and the one window vector of its
-two-turn chat), inserted with SQLAlchemy core
+two-turn chat, whose words go into the window keyword index), inserted with SQLAlchemy core
 `executemany` in large transactions. Vectors are random unit vectors (components rounded to 4
 decimals, so the JSON record stays compact: unit to ~1e-3) plus planted topics: TOPICS
 clusters whose members are near a topic centre, so a query near a centre has real hits above
@@ -27,12 +27,13 @@ from pathlib import Path
 
 import benchlib
 import numpy as np
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 
 from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.memory import passages
+from caesar.memory import passages, window_keywords
+from caesar.memory.transcript import conversation_turns
 from caesar.minilm import MODEL_ID
 
 RECIPE = "5"  # bump when the generator changes
@@ -359,9 +360,21 @@ def build(episodes: int, *, quiet: bool = False) -> History:
                         "recall_count": int(recalls[i]),
                     }
                 )
+            # The one window's words, as memory.passages indexes them (window_keywords).
+            window_rows = [
+                {
+                    "rowid": a["id"] * window_keywords.WINDOW_SLOTS,
+                    "body": " ".join(passages.windows(conversation_turns(a["payload"]))),
+                }
+                for a in audits
+            ]
             with conn.begin():
                 conn.execute(audit_table.insert(), audits)
                 conn.execute(episode_table.insert(), summaries)
+                conn.execute(
+                    text("INSERT INTO episode_window_fts (rowid, body) VALUES (:rowid, :body)"),
+                    window_rows,
+                )
             if not quiet:
                 rate = hi / max(time.perf_counter() - started, 1e-9)
                 print(f"\r  building {episodes:,}: {hi:,} rows ({rate:,.0f}/s)", end="", flush=True)

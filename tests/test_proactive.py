@@ -110,7 +110,11 @@ def test_unknown_name(svc):
 
 # -- scheduler --------------------------------------------------------------------------------
 def test_scheduler_runs_due_ones_once_per_slot(svc, llm):
-    clock = {"now": utcnow()}
+    # The hour under test must not cross the 07:00 cron slot (started between 06:00 and 07:00
+    # UTC it did, and both runs fired). Only forward: rows the run writes at wall-clock time
+    # must not look newer than the scheduler's clock.
+    start = utcnow()
+    clock = {"now": start + timedelta(hours=2) if start.hour == 6 else start}
     scheduler = ProactiveScheduler(svc, clock=lambda: clock["now"])
     assert scheduler.enabled and scheduler.interval_seconds == 30.0
     llm.reply = lambda body, protocol: "checking in"

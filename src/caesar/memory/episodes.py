@@ -184,7 +184,7 @@ class EpisodeMemory:
         if params.fusion != "dense" and query_text:
             with self.db.read() as session:
                 fused = hybrid_search(session, index, query_text, query_vector, now, params)
-            return [RecalledEpisode(**asdict(hit)) for hit in fused]
+            return [RecalledEpisode(**vars(hit)) for hit in fused]  # (asdict deep-copies)
         now_s = epoch_seconds(now)
         min_created = None
         if params.max_age_days is not None:

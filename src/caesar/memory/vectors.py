@@ -262,8 +262,9 @@ class VectorIndex:
         wanted = np.asarray(list(row_ids), dtype=np.int64)
         ids = self._ids[: self._n]
         at = np.searchsorted(ids, wanted)
-        at = at[at < ids.size]
-        return at[np.isin(ids[at], wanted)]
+        inside = at < ids.size
+        at = at[inside]
+        return at[ids[at] == wanted[inside]]  # (np.isin costs ~10× more on a few ids)
 
     def forget(self, ids: list[int]) -> None:
         with self._lock:

@@ -29,7 +29,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from caesar.memory import passages
-from caesar.memory.keywords import fts5_match, is_sqlite, tsquery_text
+from caesar.memory.keywords import fts5_match, is_sqlite, statement, tsquery_text
 
 # SQLite rowid of window k of episode e: e × WINDOW_SLOTS + k, so an episode's windows are one
 # rowid range (FTS5 seeks a range; it restarts for every value of an IN list).
@@ -45,7 +45,7 @@ def has_windows(session: Session, episode_id: int) -> bool:
     else:
         sql = "SELECT 1 FROM episode_window_fts WHERE episode_id = :id LIMIT 1"
         params = {"id": episode_id}
-    return session.execute(text(sql), params).first() is not None
+    return session.execute(statement(sql), params).first() is not None
 
 
 def index_windows(session: Session, episode_id: int, windows: Sequence[str]) -> int:
@@ -75,7 +75,7 @@ def window_scores(session: Session, terms: list[str], ids: Iterable[int]) -> dic
     id_list = sorted({int(i) for i in ids})
     if not terms or not id_list:
         return {}
-    listed = ", ".join(str(i) for i in id_list)  # integers formatted here, never query text
+    params: dict[str, object] = {"ids": id_list}
     if is_sqlite(session):
         # The id filter is kept out of FTS5 (unary +) and the rowid range pushed in; bm25 is
         # computed only for the rows that pass. (FTS5 refuses bm25() inside an aggregate: the
@@ -83,19 +83,21 @@ def window_scores(session: Session, terms: list[str], ids: Iterable[int]) -> dic
         sql = f"""
             SELECT f.rowid / {WINDOW_SLOTS} AS id, -bm25(episode_window_fts) AS score
             FROM episode_window_fts AS f
-            WHERE episode_window_fts MATCH :match
-              AND f.rowid BETWEEN {id_list[0] * WINDOW_SLOTS}
-                              AND {id_list[-1] * WINDOW_SLOTS + WINDOW_SLOTS - 1}
-              AND +(f.rowid / {WINDOW_SLOTS}) IN ({listed})"""
-        params: dict[str, object] = {"match": fts5_match(terms)}
+            WHERE episode_window_fts MATCH :match AND f.rowid BETWEEN :lo AND :hi
+              AND +(f.rowid / {WINDOW_SLOTS}) IN :ids"""
+        params.update(
+            match=fts5_match(terms),
+            lo=id_list[0] * WINDOW_SLOTS,
+            hi=id_list[-1] * WINDOW_SLOTS + WINDOW_SLOTS - 1,
+        )
     else:
-        sql = f"""
+        sql = """
             SELECT f.episode_id AS id, ts_rank(f.document, q.query, 1) AS score
             FROM episode_window_fts AS f, to_tsquery('english', :tsquery) AS q(query)
-            WHERE f.episode_id IN ({listed}) AND f.document @@ q.query"""
-        params = {"tsquery": tsquery_text(terms)}
+            WHERE f.episode_id IN :ids AND f.document @@ q.query"""
+        params["tsquery"] = tsquery_text(terms)
     best: dict[int, float] = {}
-    for episode_id, score in session.execute(text(sql), params):
+    for episode_id, score in session.execute(statement(sql, "ids"), params):
         if score > best.get(episode_id, 0.0):
             best[int(episode_id)] = float(score)
     return best
