@@ -186,9 +186,7 @@ def test_the_migration_indexes_episodes_that_already_have_windows(db_url, shared
     db.dispose()
 
 
-def test_window_relevance_and_fusion_are_shares_of_the_best():
-    assert window_keywords.window_relevance({}, 1.0) == {}
-    assert window_keywords.window_relevance({1: 4.0, 2: 1.0}, 0.5) == {1: 0.5, 2: 0.125}
+def test_the_keyword_side_is_the_mean_where_windows_are_indexed():
     assert window_keywords.fused_keyword(0.4, None) == 0.4
     assert window_keywords.fused_keyword(0.4, 0.8) == pytest.approx(0.6)
     assert window_keywords.fused_keyword(0.0, 0.0) == 0.0

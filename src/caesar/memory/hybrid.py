@@ -278,7 +278,8 @@ def window_keyword_stage(
     if not with_windows:
         return {}
     scores = window_keywords.window_scores(session, match.terms, with_windows)
-    relevance = window_keywords.window_relevance(scores, match.strength)
+    # the same shape as the episode level: a share of the best, times the best match's coverage
+    relevance = keyword_relevance(scores, match.strength)
     return {i: relevance.get(i, 0.0) for i in with_windows}
 
 

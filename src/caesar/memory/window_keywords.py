@@ -103,17 +103,6 @@ def window_scores(session: Session, terms: list[str], ids: Iterable[int]) -> dic
     return best
 
 
-def window_relevance(scores: dict[int, float], strength: float) -> dict[int, float]:
-    """Each episode's best-window score as a share of the best one among them, times the
-    episode-level stage's `strength` (how much of the query's information its best match
-    holds, keywords.coverage): the same shape as keywords.keyword_relevance, so a message that
-    shares only common words with the past stays near 0 here too. Pure."""
-    best = max(scores.values(), default=0.0)
-    if best <= 0:
-        return {}
-    return {i: min(max(s / best, 0.0), 1.0) * strength for i, s in scores.items()}
-
-
 def fused_keyword(episode: float, window: float | None) -> float:
     """The keyword relevance recall uses: the mean of the episode-level and the best-window
     relevance where the episode's windows are indexed, the episode-level one alone where not
