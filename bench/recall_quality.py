@@ -498,7 +498,11 @@ def main() -> None:
         haystacks += load_longmemeval(DATA / "longmemeval_s")[: args.limit]
     from caesar.embeddings import MiniLMEmbedder
 
-    real = MiniLMEmbedder(Settings(home=OUT, embedder={"cache_dir": OUT / "models"}))
+    # A bulk job alone on the machine: every core on the embeddings the cache lacks.
+    threads = os.cpu_count() or 1
+    real = MiniLMEmbedder(
+        Settings(home=OUT, embedder={"cache_dir": OUT / "models", "threads": threads})
+    )
     embedder = CachedEmbedder(real, OUT / "embedding-cache.sqlite")
     tallies, notes = run(haystacks, embedder)
     datasets = list(dict.fromkeys(h.dataset for h in haystacks))

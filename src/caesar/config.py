@@ -103,6 +103,10 @@ class EmbedderSettings(BaseModel):
     base_url: str | None = None
     api_key: SecretStr | None = None
     cache_dir: Path | None = None  # where the ONNX export lives; default <home>/models
+    # CPU threads per `minilm` inference. 1 in a server: a query is one short text, where a
+    # second thread buys little and, under concurrent turns, competes with them for the cores;
+    # a bulk job with nothing else running (the recall-quality harness's first run) gains.
+    threads: int = Field(default=1, ge=1, le=64)
 
 
 class SemanticSettings(BaseModel):

@@ -42,7 +42,11 @@ class MiniLMEmbedder:
     def __init__(self, settings: Settings) -> None:
         from caesar.minilm import MODEL_ID, MiniLM
 
-        self._model = MiniLM(settings.model_cache_dir, backend=settings.embedder.backend)
+        self._model = MiniLM(
+            settings.model_cache_dir,
+            backend=settings.embedder.backend,
+            threads=settings.embedder.threads,
+        )
         self._model_id = MODEL_ID
 
     @property
