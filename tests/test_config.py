@@ -300,3 +300,15 @@ def test_every_setting_is_documented():
         if f"`proactive[].{f}`" not in doc
     ]
     assert missing == [], f"undocumented settings: {missing}"
+
+
+def test_embedder_threads_reach_the_model_and_are_bounded(tmp_path):
+    from pydantic import ValidationError
+
+    from caesar.embeddings import MiniLMEmbedder
+
+    assert Settings(home=tmp_path).embedder.threads == 1
+    embedder = MiniLMEmbedder(Settings(home=tmp_path, embedder={"threads": 2}))
+    assert embedder._model.threads == 2  # the ONNX session is built with it on first use
+    with pytest.raises(ValidationError):
+        Settings(home=tmp_path, embedder={"threads": 0})
