@@ -107,7 +107,7 @@ def stages(
             keyword = match.relevance
             ids = sorted(set(cosine) | set(keyword))
             rows = timed("candidate_rows", hybrid.candidate_rows, session, ids)
-            missing = [int(r.id) for r in rows if r.id not in cosine]
+            missing = [r[0] for r in rows if r[0] not in cosine]
             cosine.update(timed("vector_cosines", index.cosines, missing, vector))
             passage = timed("passage_cosines", hybrid.passage_cosines, rows, vector)
             window = timed("window_keywords", hybrid.window_keyword_stage, session, match, rows)

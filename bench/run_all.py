@@ -4,6 +4,7 @@ each in its own process, then write docs/performance.md from their results.
     .venv/bin/python bench/run_all.py            # everything (the 1M history: minutes, once)
     .venv/bin/python bench/run_all.py --quick    # 10k and 100k only, fewer repetitions
     .venv/bin/python bench/run_all.py --render   # only rewrite docs/performance.md
+    .venv/bin/python bench/run_all.py --from "hybrid"   # resume at a step
 """
 
 from __future__ import annotations
@@ -52,10 +53,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="10k/100k only, fewer repetitions")
     ap.add_argument("--render", action="store_true", help="only write docs/performance.md")
+    ap.add_argument(
+        "--from", dest="start", metavar="STEP", help="resume at the step whose title starts so"
+    )
     args = ap.parse_args()
     timings = load_timings()
+    todo = steps(args.quick)
+    if args.start:
+        titles = [title for title, _ in todo]
+        first = next((i for i, t in enumerate(titles) if t.startswith(args.start)), None)
+        if first is None:
+            raise SystemExit(f"no step starts with {args.start!r}; steps: {', '.join(titles)}")
+        todo = todo[first:]
     if not args.render:
-        for title, command in steps(args.quick):
+        for title, command in todo:
             print(f"== {title} (load {benchlib.load_avg()})", flush=True)
             started = time.perf_counter()
             subprocess.run(
