@@ -499,7 +499,7 @@ def main() -> None:
     from caesar.embeddings import MiniLMEmbedder
 
     # A bulk job alone on the machine: every core on the embeddings the cache lacks.
-    threads = os.cpu_count() or 1
+    threads = min(os.cpu_count() or 1, 64)  # the setting's bound
     real = MiniLMEmbedder(
         Settings(home=OUT, embedder={"cache_dir": OUT / "models", "threads": threads})
     )

@@ -186,6 +186,16 @@ def test_concurrent_failures_lock_once():
     limiter.check("10.0.0.10")  # another address: not locked, does not raise
 
 
+def test_a_limit_of_one_failure_locks_and_reports_at_the_first():
+    """With max_failures = 1 the failure counter and the report counter have the same amount
+    and window: they must still be two counters."""
+    limiter = AuthFailureLimiter(AuthFailureSettings(max_failures=1, window_seconds=300))
+    locked, report = limiter.record_failure("10.0.0.11")
+    assert locked is not None and report
+    with pytest.raises(AuthLocked):
+        limiter.check("10.0.0.11")
+
+
 def test_re_locking_within_the_window_is_not_audited_again():
     """Failures spread over the window free one slot at a time; each freed slot lets one more
     guess through, which locks again. That is the same lock-out: no second row until a whole

@@ -7,9 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import delete, select, text, update
+from sqlalchemy import select, text, update
 from test_passages import NOW
 
+from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.memory import passages, reembed, window_keywords
@@ -137,17 +138,32 @@ def test_an_episode_without_windows_keeps_its_episode_level_keyword(make_service
     assert hits[spread].window_keyword is not None
 
 
-def test_deleting_an_episode_never_scores_its_windows(make_services, llm, db_url):
+def test_retention_removes_a_swept_chats_window_words(make_services, llm, db_url):
+    """A swept chat leaves nothing of its text behind: on PostgreSQL the window rows cascade;
+    SQLite's contentless index gets its rows deleted from the chat's own windows — and stays
+    consistent for the episodes that remain."""
     svc, [spread, together] = _services(make_services, llm, db_url, SPREAD, TOGETHER)
+    # NOW is months back, so both chats are past the 90-day TTL: SPREAD's is made recent
     with svc.db.write() as session:
-        session.execute(delete(AuditLog).where(AuditLog.id == together))  # retention's path
-    svc.episodes.forget([together])
+        chat = select(EpisodeSummary.audit_log_id).where(EpisodeSummary.id == spread)
+        session.execute(
+            update(AuditLog)
+            .where(AuditLog.id == chat.scalar_subquery())
+            .values(created_at=utcnow())
+        )
+    assert svc.workers["retention.sweep"].step() == 1
+    assert _window_rows(svc.db, together) == 0
+    assert _window_rows(svc.db, spread) == len(SPREAD) - 2
+    if svc.db.engine.dialect.name == "sqlite":
+        with svc.db.write() as session:  # FTS5 checks its index against the docsize table
+            session.execute(
+                text(
+                    "INSERT INTO episode_window_fts (episode_window_fts) VALUES ('integrity-check')"
+                )
+            )
     hits = svc.episodes.preview("kayak on the lake?", NOW, similarity_threshold=None)
     assert [h.episode_id for h in hits] == [spread]
     assert hits[0].window_keyword == pytest.approx(1.0)  # the best window left is its own
-    # PostgreSQL's rows go with the episode; SQLite's contentless table keeps them (unscored)
-    left = _window_rows(svc.db, together)
-    assert left == (0 if svc.db.engine.dialect.name == "postgresql" else len(TOGETHER) - 2)
 
 
 def test_the_migration_indexes_episodes_that_already_have_windows(db_url, shared_embedder):

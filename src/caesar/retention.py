@@ -1,7 +1,8 @@
 """Worker `retention.sweep` (ADR-0020): hard-delete audit rows older than `retention.ttl_days`.
 
 What was derived from a deleted chat goes with it through the foreign keys: its episode
-summary and semantic chunks are deleted (ON DELETE CASCADE), a fact it taught keeps its value
+summary, its windows' words and semantic chunks are deleted (ON DELETE CASCADE; SQLite's
+contentless window index by hand, see memory/window_keywords.py), a fact it taught keeps its value
 but loses the link (SET NULL) — the operator's facts outlive the chats they came from.
 SQLite enforces this only with `PRAGMA foreign_keys=ON`, which db/engine.py sets on every
 connection. Each batch is one write transaction that deletes and appends its own
@@ -21,6 +22,7 @@ from sqlalchemy import delete, func, select
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, EpisodeSummary, Fact, SemanticChunk
+from caesar.memory import window_keywords
 from caesar.workers import Worker
 
 BATCH_SIZE = 1000
@@ -79,6 +81,9 @@ class RetentionWorker(Worker):
                     .group_by(AuditLog.event_type)
                 ).all()
             )
+            # SQLite's window word index is contentless: its rows are removed by hand, from the
+            # chats, before they go (memory/window_keywords.py).
+            window_keywords.forget_windows(session, episode_ids)
             session.execute(delete(AuditLog).where(AuditLog.id.in_(ids)))
             self.audit.append(
                 session,

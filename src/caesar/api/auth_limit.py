@@ -9,9 +9,10 @@ limit would not stop guessing — until the oldest failure leaves the window.
 
 An address that crosses the limit gets one `auth.limited` audit row, and at most one per window
 however long it keeps trying, so a flood cannot fill the audit log. The address is
-`request.client.host`: behind a reverse proxy every client shares the proxy's address (caesar
-does not trust X-Forwarded-For, which any client can forge), so the limit applies to them
-together.
+`request.client.host`, which uvicorn (run with its defaults) takes from X-Forwarded-For only
+for connections from the same machine, right-most untrusted entry first: a local proxy that
+appends or overwrites the header gives each client its own limit; a remote proxy's clients
+share one (docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ class AuthFailureLimiter:
         self.window_seconds = settings.window_seconds
         self._failures = RateLimitItemPerSecond(settings.max_failures, settings.window_seconds)
         # One audit row per address per window, however often it re-locks as failures age out.
-        self._reported = RateLimitItemPerSecond(1, settings.window_seconds)
+        # Its own namespace: `limits` keys a counter by namespace, amount and window, so with
+        # max_failures = 1 the two items would otherwise share one counter.
+        self._reported = RateLimitItemPerSecond(1, settings.window_seconds, namespace="REPORTED")
         self._limiter = MovingWindowRateLimiter(MemoryStorage())
         self._lock = threading.Lock()
 

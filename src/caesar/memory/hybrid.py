@@ -1,6 +1,6 @@
 """Hybrid episode relevance (issue #6): dense similarity over the summary and the
-conversation's windows, fused with keyword relevance over the summary and the conversation,
-before freshness × recall_weight.
+conversation's windows, fused with keyword relevance over the summary, the conversation and
+its best window, before freshness × recall_weight.
 
 Why: an offline or small-model summary keeps one or two sentences of a conversation, so a
 question about anything else in it has nothing to match densely; the words and the meaning are
@@ -10,14 +10,16 @@ search in the database itself; the dense side adds each candidate's best 3-turn 
 
 The fused relevance stays in cosine units so `similarity_threshold` keeps its meaning:
 `relevance = dense + keyword_weight × keyword × (1 − dense)`, `dense = max(cosine, passage)`.
-`keyword` ∈ [0, 1] is the episode's full-text score as a share of the query's best one, times
-how much of the query's information that best match holds — so a message that only shares
-common words with the past stays near its dense similarity and under the threshold. A keyword
-match can only raise an episode towards 1, never lower a dense match; with no keyword match and
-no windows the relevance is the plain cosine (the ADR's ranking). Then score = relevance ×
-freshness × recall_weight, as in the ADR. Windows are read for the candidates only (the dense
-pool of summaries and the keyword pool), not searched through an index of their own. Measured
-and explained in docs/recall-quality.md.
+`keyword` ∈ [0, 1] is the mean of the episode's full-text score and its best window's
+(memory/window_keywords.py; the episode's alone where its windows are not indexed), each as a
+share of the best among the matches, times how much of the query's information the best
+episode match holds — so a message that only shares common words with the past stays near its
+dense similarity and under the threshold. A keyword match can only raise an episode towards 1,
+never lower a dense match; with no keyword match and no windows the relevance is the plain
+cosine (the ADR's ranking). Then score = relevance × freshness × recall_weight, as in the ADR.
+Windows (their vectors and their words) are read for the candidates only — the dense pool of
+summaries, the keyword pool and the recent episodes — not searched through an index of their
+own. Measured and explained in docs/recall-quality.md.
 """
 
 from __future__ import annotations

@@ -14,22 +14,23 @@ ones. Rows are written by whoever writes an episode's window vectors (the `memor
 worker, `caesar episodes reembed`), in the same transaction, once per episode.
 
 Deletes: PostgreSQL's rows go with their episode (ON DELETE CASCADE). SQLite's contentless
-table cannot delete a row without its original text on SQLite < 3.43, so a deleted episode's
-windows stay in it: they are never scored (recall asks for live candidates by id), but they
-still count in bm25's corpus statistics (rows, average length, word counts). That shifts
-scores a little as a history is swept, never which episode a window belongs to; SQLite ≥ 3.43's
-`contentless_delete` would remove them (this machine's Python has 3.40).
+table drops a row only when given the text it indexed (SQLite < 3.43 has no
+`contentless_delete`), so retention calls `forget_windows` before it deletes chats: the
+windows are derived again from the chat, which the audit log never changes. That is why
+`passages.windows` must not change without a migration that rebuilds this index.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.memory import passages
 from caesar.memory.keywords import fts5_match, is_sqlite, statement, tsquery_text
+from caesar.memory.transcript import conversation_turns
 
 # SQLite rowid of window k of episode e: e × WINDOW_SLOTS + k, so an episode's windows are one
 # rowid range (FTS5 seeks a range; it restarts for every value of an IN list).
@@ -65,6 +66,32 @@ def index_windows(session: Session, episode_id: int, windows: Sequence[str]) -> 
         rows = [{"id": episode_id, "k": k, "body": w} for k, w in enumerate(windows)]
     session.execute(text(sql), rows)
     return len(rows)
+
+
+def forget_windows(session: Session, episode_ids: Sequence[int]) -> int:
+    """Remove the windows' words of episodes about to be deleted (with their chats), in the
+    caller's transaction. Returns rows removed. PostgreSQL: nothing to do (ON DELETE CASCADE)."""
+    if not episode_ids or not is_sqlite(session):
+        return 0
+    rows = session.execute(
+        select(EpisodeSummary.id, AuditLog.payload)
+        .join(AuditLog, AuditLog.id == EpisodeSummary.audit_log_id)
+        .where(EpisodeSummary.id.in_(list(episode_ids)))
+    ).all()
+    removed = 0
+    for episode_id, payload in rows:
+        if not has_windows(session, episode_id):
+            continue  # never indexed: a 'delete' of words that are not there would corrupt it
+        windows = passages.windows(conversation_turns(payload))[:WINDOW_SLOTS]
+        session.execute(
+            statement(
+                "INSERT INTO episode_window_fts (episode_window_fts, rowid, body) "
+                "VALUES ('delete', :rowid, :body)"
+            ),
+            [{"rowid": episode_id * WINDOW_SLOTS + k, "body": w} for k, w in enumerate(windows)],
+        )
+        removed += len(windows)
+    return removed
 
 
 def window_scores(session: Session, terms: list[str], ids: Iterable[int]) -> dict[int, float]:

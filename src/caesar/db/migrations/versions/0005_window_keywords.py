@@ -6,8 +6,9 @@ window_no, document tsvector)` whose rows go with their episode. Recall scores a
 best window by keyword next to the whole episode (caesar.memory.window_keywords). Rows are
 written with the window vectors (memory.passages worker, `caesar episodes reembed`); episodes
 that already have window vectors are indexed here, from their source chat, with the windowing
-of this revision (caesar.memory.passages.windows). Not SQLAlchemy models: see
-caesar.memory.keywords.KEYWORD_TABLES.
+of this revision (caesar.memory.passages.windows, imported: a later change to the windowing
+needs a migration of its own that rebuilds this index — retention on SQLite derives the
+windows again to delete them). Not SQLAlchemy models: see caesar.memory.keywords.KEYWORD_TABLES.
 
 Revision ID: 0005
 Revises: 0004
@@ -45,7 +46,8 @@ def upgrade() -> None:
             " document TSVECTOR NOT NULL,"
             " PRIMARY KEY (episode_id, window_no))"
         )
-    _backfill(Session(bind=bind))
+    with Session(bind=bind) as session:
+        _backfill(session)
 
 
 def _backfill(session: Session) -> None:
