@@ -362,11 +362,11 @@ def build(episodes: int, *, quiet: bool = False) -> History:
                 )
             # The one window's words, as memory.passages indexes them (window_keywords).
             window_rows = [
-                {
-                    "rowid": a["id"] * window_keywords.WINDOW_SLOTS,
-                    "body": " ".join(passages.windows(conversation_turns(a["payload"]))),
-                }
+                row
                 for a in audits
+                for row in window_keywords.sqlite_rows(
+                    a["id"], passages.windows(conversation_turns(a["payload"]))
+                )
             ]
             with conn.begin():
                 conn.execute(audit_table.insert(), audits)

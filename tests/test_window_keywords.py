@@ -58,8 +58,8 @@ def _episode_of(svc, chat_id: int) -> int:
 def _window_rows(db: Database, episode_id: int) -> int:
     with db.read() as session:
         if db.engine.dialect.name == "sqlite":
-            lo = episode_id * window_keywords.WINDOW_SLOTS
-            sql = f"SELECT count(*) FROM episode_window_fts WHERE rowid BETWEEN {lo} AND {lo + 63}"
+            span = window_keywords.rowids(episode_id)
+            sql = f"SELECT count(*) FROM episode_window_fts WHERE rowid BETWEEN {span[0]} AND {span[-1]}"
         else:
             sql = f"SELECT count(*) FROM episode_window_fts WHERE episode_id = {episode_id}"
         return int(session.execute(text(sql)).scalar() or 0)

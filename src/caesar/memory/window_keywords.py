@@ -38,11 +38,21 @@ WINDOW_SLOTS = 64
 assert passages.MAX_WINDOWS <= WINDOW_SLOTS
 
 
+def rowids(episode_id: int) -> range:
+    """The SQLite rowids episode `episode_id`'s windows may take, in window order. Pure."""
+    return range(episode_id * WINDOW_SLOTS, (episode_id + 1) * WINDOW_SLOTS)
+
+
+def sqlite_rows(episode_id: int, windows: Sequence[str]) -> list[dict[str, object]]:
+    """Parameters for the windows' rows of the SQLite table (rowid, body). Pure."""
+    return [{"rowid": r, "body": w} for r, w in zip(rowids(episode_id), windows, strict=False)]
+
+
 def has_windows(session: Session, episode_id: int) -> bool:
     if is_sqlite(session):
-        lo = episode_id * WINDOW_SLOTS
+        span = rowids(episode_id)
         sql = "SELECT 1 FROM episode_window_fts WHERE rowid BETWEEN :lo AND :hi LIMIT 1"
-        params = {"lo": lo, "hi": lo + WINDOW_SLOTS - 1}
+        params = {"lo": span[0], "hi": span[-1]}
     else:
         sql = "SELECT 1 FROM episode_window_fts WHERE episode_id = :id LIMIT 1"
         params = {"id": episode_id}
@@ -57,7 +67,7 @@ def index_windows(session: Session, episode_id: int, windows: Sequence[str]) -> 
         return 0
     if is_sqlite(session):
         sql = "INSERT INTO episode_window_fts (rowid, body) VALUES (:rowid, :body)"
-        rows = [{"rowid": episode_id * WINDOW_SLOTS + k, "body": w} for k, w in enumerate(windows)]
+        rows = sqlite_rows(episode_id, windows)
     else:
         sql = (
             "INSERT INTO episode_window_fts (episode_id, window_no, document) "
@@ -82,13 +92,13 @@ def forget_windows(session: Session, episode_ids: Sequence[int]) -> int:
     for episode_id, payload in rows:
         if not has_windows(session, episode_id):
             continue  # never indexed: a 'delete' of words that are not there would corrupt it
-        windows = passages.windows(conversation_turns(payload))[:WINDOW_SLOTS]
+        windows = passages.windows(conversation_turns(payload))
         session.execute(
             statement(
                 "INSERT INTO episode_window_fts (episode_window_fts, rowid, body) "
                 "VALUES ('delete', :rowid, :body)"
             ),
-            [{"rowid": episode_id * WINDOW_SLOTS + k, "body": w} for k, w in enumerate(windows)],
+            sqlite_rows(episode_id, windows),
         )
         removed += len(windows)
     return removed
@@ -114,8 +124,8 @@ def window_scores(session: Session, terms: list[str], ids: Iterable[int]) -> dic
               AND +(f.rowid / {WINDOW_SLOTS}) IN :ids"""
         params.update(
             match=fts5_match(terms),
-            lo=id_list[0] * WINDOW_SLOTS,
-            hi=id_list[-1] * WINDOW_SLOTS + WINDOW_SLOTS - 1,
+            lo=rowids(id_list[0])[0],
+            hi=rowids(id_list[-1])[-1],
         )
     else:
         sql = """
