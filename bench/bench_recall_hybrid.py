@@ -85,6 +85,15 @@ def stages(
                 factor_range=factor_range,
             )
             cosine = {int(k): float(c) for k, c in zip(hits.ids, hits.cosine, strict=True)}
+            recent = timed(
+                "recent_pool",
+                index.newest,
+                vector,
+                limit=hybrid.RECENT_POOL,
+                min_created=epoch_seconds(min_created),
+            )
+            for k, c in zip(recent.ids, recent.cosine, strict=True):
+                cosine.setdefault(int(k), float(c))
             match = timed(
                 "keyword_stage",
                 hybrid.keyword_stage,
@@ -95,15 +104,6 @@ def stages(
                 min_created=min_created,
                 candidates=cosine.keys(),
             )
-            recent = timed(
-                "recent_pool",
-                index.newest,
-                vector,
-                limit=hybrid.RECENT_POOL,
-                min_created=epoch_seconds(min_created),
-            )
-            for k, c in zip(recent.ids, recent.cosine, strict=True):
-                cosine.setdefault(int(k), float(c))
             keyword = match.relevance
             ids = sorted(set(cosine) | set(keyword))
             rows = timed("candidate_rows", hybrid.candidate_rows, session, ids)

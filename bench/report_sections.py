@@ -130,8 +130,8 @@ def breakdown(results: dict[str, Any]) -> list[str]:
 STAGES = {
     "refresh": "index refresh (new rows by id)",
     "dense_pool": "dense pool: vector index, best 50 above the threshold",
-    "keyword_stage": "keyword stage: FTS5 term counts (cached), MATCH / bounded common-word pool",
     "recent_pool": "the 50 last-written episodes (`RECENT_POOL`), from the index",
+    "keyword_stage": "keyword stage: FTS5 term counts (cached), MATCH / bounded common-word pool, every candidate's score",
     "candidate_rows": "candidates' rows (float16 window blob; summary vectors are in the index)",
     "vector_cosines": "summary cosines of keyword-only candidates, from the index",
     "passage_cosines": "best window per candidate (one matrix product)",

@@ -239,6 +239,15 @@ def hybrid_search(
     cosine = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
     match = KeywordMatch.empty()
     if params.fusion != "dense":
+        recent = index.newest(
+            query_vector,
+            limit=RECENT_POOL,
+            min_created=None if min_created is None else epoch_seconds(min_created),
+        )
+        for i, c in zip(recent.ids, recent.cosine, strict=True):
+            cosine.setdefault(int(i), float(c))
+        # Every candidate gets its episode-level keyword score, the recent ones included: one
+        # left unscored would have only its best window's half of the keyword mean.
         match = keyword_stage(
             session,
             query_text,
@@ -247,13 +256,6 @@ def hybrid_search(
             min_created=min_created,
             candidates=cosine.keys(),
         )
-        recent = index.newest(
-            query_vector,
-            limit=RECENT_POOL,
-            min_created=None if min_created is None else epoch_seconds(min_created),
-        )
-        for i, c in zip(recent.ids, recent.cosine, strict=True):
-            cosine.setdefault(int(i), float(c))
     keyword = match.relevance
     ids = sorted(set(cosine) | set(keyword))
     if not ids:
