@@ -46,9 +46,10 @@ from caesar.memory.importance import (
 from caesar.memory.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
     KEYWORD_TABLES,
     coverage,
-    is_sqlite,
+    driver_rows,
     keyword_relevance,
     keyword_scores,
+    marks,
     match_terms,
     probe_contains,
     query_terms,
@@ -395,12 +396,11 @@ def candidate_rows(session: Session, ids: list[int]) -> list[tuple[Any, ...]]:
     at 100k episodes); SQLite's created_at text is parsed here instead."""
     if not ids:
         return []
-    mark = "?" if is_sqlite(session) else "%s"
     sql = (
         "SELECT id, audit_log_id, summary, created_at, recall_count, passage_vectors "
-        f"FROM episode_summaries WHERE id IN ({', '.join([mark] * len(ids))}) AND summary != ''"
+        f"FROM episode_summaries WHERE id IN ({marks(session, len(ids))}) AND summary != ''"
     )
-    rows = session.connection().exec_driver_sql(sql, tuple(int(i) for i in ids))
+    rows = driver_rows(session, sql, [int(i) for i in ids])
     return [
         (r[0], r[1], r[2], as_datetime(r[3]), r[4], r[5]) if isinstance(r[3], str) else tuple(r)
         for r in rows

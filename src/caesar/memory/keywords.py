@@ -24,8 +24,9 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.orm import Session
@@ -102,6 +103,18 @@ def tsquery_text(terms: Iterable[str], *, every: bool = False) -> str:
 
 def is_sqlite(session: Session) -> bool:
     return session.get_bind().dialect.name == "sqlite"
+
+
+def driver_rows(session: Session, sql: str, params: Sequence[object]) -> list[Any]:
+    """Rows of `sql`, sent to the driver as written with positional parameters (write the
+    placeholders with `marks`): for the hot statements of a recall, SQLAlchemy's compile-cache
+    lookup, expanding-list processing and row wrapping cost more than SQLite's own work."""
+    return list(session.connection().exec_driver_sql(sql, tuple(params)).fetchall())
+
+
+def marks(session: Session, n: int) -> str:
+    """n positional placeholders in the driver's style: sqlite3 '?', psycopg '%s'."""
+    return ", ".join(["?" if is_sqlite(session) else "%s"] * n)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -29,7 +29,14 @@ from sqlalchemy.orm import Session
 
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.memory import passages
-from caesar.memory.keywords import fts5_match, is_sqlite, statement, tsquery_text
+from caesar.memory.keywords import (
+    driver_rows,
+    fts5_match,
+    is_sqlite,
+    marks,
+    statement,
+    tsquery_text,
+)
 from caesar.memory.transcript import conversation_turns
 
 # SQLite rowid of window k of episode e: e × WINDOW_SLOTS + k, so an episode's windows are one
@@ -112,29 +119,29 @@ def window_scores(session: Session, terms: list[str], ids: Iterable[int]) -> dic
     id_list = sorted({int(i) for i in ids})
     if not terms or not id_list:
         return {}
-    params: dict[str, object] = {"ids": id_list}
     if is_sqlite(session):
         # The id filter is kept out of FTS5 (unary +) and the rowid range pushed in; bm25 is
         # computed only for the rows that pass. (FTS5 refuses bm25() inside an aggregate: the
         # best window per episode is taken here.)
         sql = f"""
-            SELECT f.rowid / {WINDOW_SLOTS} AS id, -bm25(episode_window_fts) AS score
+            SELECT f.rowid / {WINDOW_SLOTS}, -bm25(episode_window_fts)
             FROM episode_window_fts AS f
-            WHERE episode_window_fts MATCH :match AND f.rowid BETWEEN :lo AND :hi
-              AND +(f.rowid / {WINDOW_SLOTS}) IN :ids"""
-        params.update(
-            match=fts5_match(terms),
-            lo=rowids(id_list[0])[0],
-            hi=rowids(id_list[-1])[-1],
-        )
+            WHERE episode_window_fts MATCH ? AND f.rowid BETWEEN ? AND ?
+              AND +(f.rowid / {WINDOW_SLOTS}) IN ({marks(session, len(id_list))})"""
+        params: list[object] = [
+            fts5_match(terms),
+            rowids(id_list[0])[0],
+            rowids(id_list[-1])[-1],
+            *id_list,
+        ]
     else:
-        sql = """
-            SELECT f.episode_id AS id, ts_rank(f.document, q.query, 1) AS score
-            FROM episode_window_fts AS f, to_tsquery('english', :tsquery) AS q(query)
-            WHERE f.episode_id IN :ids AND f.document @@ q.query"""
-        params["tsquery"] = tsquery_text(terms)
+        sql = f"""
+            SELECT f.episode_id, ts_rank(f.document, q.query, 1)
+            FROM episode_window_fts AS f, to_tsquery('english', %s) AS q(query)
+            WHERE f.episode_id IN ({marks(session, len(id_list))}) AND f.document @@ q.query"""
+        params = [tsquery_text(terms), *id_list]
     best: dict[int, float] = {}
-    for episode_id, score in session.execute(statement(sql, "ids"), params):
+    for episode_id, score in driver_rows(session, sql, params):
         if score > best.get(episode_id, 0.0):
             best[int(episode_id)] = float(score)
     return best
