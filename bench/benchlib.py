@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -83,10 +85,34 @@ def time_calls_cpu(
     return wall, cpu
 
 
+def host_speed(rounds: int = 5) -> float:
+    """ms for a fixed workload — a pure-Python loop and float32 array arithmetic over 30 MB
+    (one thread: numpy's elementwise code, not its threaded BLAS) — best of `rounds`. This shared host's speed drifts by tens
+    of percent within an hour, with nothing else running here: stored with every result, it
+    tells a slow run of the code from a slow hour of the machine."""
+    matrix = np.random.default_rng(0).standard_normal((20_000, 384)).astype(np.float32)
+    vector = matrix[0].copy()
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter()
+        total = 0
+        for i in range(300_000):
+            total += i & 7
+        for _ in range(5):
+            (matrix * vector).sum(axis=1)
+        best = min(best, ms(time.perf_counter() - started))
+    return round(best, 2)
+
+
 def write_result(name: str, data: dict[str, Any]) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    data = {"name": name, "written_at": time.strftime("%Y-%m-%d %H:%M:%S"), **data}
+    data = {
+        "name": name,
+        "written_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "host_speed_ms": host_speed(),
+        **data,
+    }
     path.write_text(json.dumps(data, indent=2, default=float))
     return path
 

@@ -242,6 +242,15 @@ def _loads(results: dict[str, Any]) -> str:
     return "; ".join(seen) or "?"
 
 
+def _speeds(results: dict[str, Any]) -> str:
+    seen = [
+        f"{name.removeprefix('perf_')} {data['host_speed_ms']:.1f} ms"
+        for name, data in sorted(results.items())
+        if isinstance(data, dict) and "host_speed_ms" in data
+    ]
+    return "; ".join(seen) or "not recorded"
+
+
 def write(results: dict[str, Any], timings: dict[str, float] | None = None) -> Path:
     machine = _get(results, "perf_recall", "machine") or benchlib.machine()
     lines = [
@@ -269,6 +278,12 @@ def write(results: dict[str, Any], timings: dict[str, float] | None = None) -> P
         "work (search, embedding and SQLite all run on the calling thread); on a busy one wall time",
         "adds the wait for a core. The 1-minute load averages during the runs were:",
         f"{_loads(results)} — on 2 cores, so wall figures above 1 core's worth of load are inflated.",
+        "",
+        "**Host speed.** The same fixed workload (benchlib.host_speed: a Python loop and numpy",
+        "array arithmetic on one thread; lower is faster) timed when each result was written:",
+        f"{_speeds(results)}. On this shared host it has measured ~25 % slower in some hours than",
+        "in others with nothing else running here, and every figure above moves with it: a",
+        "figure within ~25 % of its target can land on either side of it on another hour.",
         "",
         "## Machine",
         "",
