@@ -231,3 +231,65 @@ def test_a_burst_of_chats_that_recall_episodes_never_locks_up(make_services, llm
             .where(AuditLog.event_type == audit.EPISODE_RECALLED)
         )
     assert recalled == 144 * 3  # top_k of each turn: the path under test really ran
+
+
+def test_recording_recalls_locks_episodes_in_id_order(pg_url, make_services):
+    """PostgreSQL: a chat turn bumps the recalled episodes' counters while the memory.passages
+    worker updates episodes one by one in id order in one transaction. The turn must take its
+    row locks in id order too: an UPDATE … IN locks in scan (physical) order, which deadlocked
+    with the worker and aborted the turn (found by the test above)."""
+    from memory_helpers import add_episode
+    from sqlalchemy import text, update
+
+    from caesar.clock import utcnow
+    from caesar.db.models import EpisodeSummary
+    from caesar.memory.episodes import RecalledEpisode
+
+    svc = make_services(database_url=pg_url)
+    now = utcnow()
+    first, _ = add_episode(svc, "The operator plans a kayak trip.", now)
+    second, _ = add_episode(svc, "The operator repaints the kitchen.", now)
+    with svc.db.write() as session:  # the first row's new version now lies after the second's
+        session.execute(
+            update(EpisodeSummary).where(EpisodeSummary.id == first).values(recall_count=0)
+        )
+    recalled = [
+        RecalledEpisode(i, i, "x", now, 0.5, 0.0, 1.0, 0, 1.0, 0.5) for i in (second, first)
+    ]
+    worker_has_first = threading.Event()
+    errors: list[BaseException] = []
+
+    def worker() -> None:  # as PassagesWorker.step: rows in id order, one transaction
+        try:
+            with svc.db.write() as session:
+                session.execute(
+                    update(EpisodeSummary)
+                    .where(EpisodeSummary.id == first)
+                    .values(passage_vectors=b"")
+                )
+                worker_has_first.set()
+                time.sleep(0.5)  # the turn's UPDATE runs meanwhile and waits
+                session.execute(
+                    update(EpisodeSummary)
+                    .where(EpisodeSummary.id == second)
+                    .values(passage_vectors=b"")
+                )
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert worker_has_first.wait(10)
+    try:
+        with svc.db.write() as session:
+            # a larger table's plan, on two rows: a scan in physical order, not by the index
+            for knob in ("enable_indexscan", "enable_bitmapscan", "enable_indexonlyscan"):
+                session.execute(text(f"SET LOCAL {knob} = off"))
+            svc.episodes.record_recalls(session, recalled, now=now, context={})
+    except BaseException as exc:  # noqa: BLE001 - reported below
+        errors.append(exc)
+    thread.join(10)
+    assert errors == []
+    with svc.db.read() as session:
+        counts = dict(session.execute(select(EpisodeSummary.id, EpisodeSummary.recall_count)).all())
+    assert counts == {first: 1, second: 1}

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.errors import ProviderError
@@ -172,9 +174,10 @@ class Brain:
                 subject_key=kind.subject_key,
                 created_at=ctx.now,
             )
+
         # append_many, not append: no ORM flush per row (this runs on every turn). The turn's
         # row goes first, alone: the rows after it carry its id.
-        with self.services.db.write() as session:
+        def write(session: Session) -> int:
             [turn_id] = self.services.audit.append_many(session, [row])
             if ctx.recall_error:
                 self.services.audit.append_many(
@@ -190,7 +193,9 @@ class Brain:
                 self.services.episodes.record_recalls(
                     session, ctx.recalled, now=ctx.now, context={"turn_audit_id": turn_id}
                 )
-            return turn_id
+            return int(turn_id)
+
+        return self.services.db.write_retrying(write)
 
     # -- a whole turn -----------------------------------------------------------------------
     def turn(

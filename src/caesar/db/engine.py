@@ -9,17 +9,21 @@ ever runs inside one.
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 BUSY_TIMEOUT_MS = 30_000
+T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def _sqlite_setup(engine: Engine) -> None:
@@ -88,5 +92,28 @@ class Database:
         with self._write_lock, self._write() as session, session.begin():
             yield session
 
+    def write_retrying(self, work: Callable[[Session], T], attempts: int = 3) -> T:
+        """`work(session)` in a write transaction, run again from the start if PostgreSQL
+        aborted the transaction as a deadlock victim or a serialization failure: it was rolled
+        back whole, so running it again is safe, and a chat turn's record is not lost to a
+        lock cycle with a background worker. Any other error is raised at once."""
+        for attempt in range(1, attempts + 1):
+            try:
+                with self.write() as session:
+                    return work(session)
+            except OperationalError as exc:
+                if attempt == attempts or not is_transient(exc):
+                    raise
+                log.warning("write transaction retried (attempt %d): %s", attempt, exc.orig)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+# PostgreSQL SQLSTATEs of a transaction aborted only for running beside another one.
+TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+
+
+def is_transient(exc: OperationalError) -> bool:
+    return getattr(exc.orig, "sqlstate", None) in TRANSIENT_SQLSTATES

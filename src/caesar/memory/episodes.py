@@ -244,9 +244,18 @@ class EpisodeMemory:
         # chat turn's write transaction. The core table, not the ORM entity: an ORM UPDATE
         # pays for session synchronisation this session has nothing to synchronise.
         table = EpisodeSummary.__table__
+        ids = sorted(e.episode_id for e in episodes)
+        if session.get_bind().dialect.name != "sqlite":
+            # Row locks in id order, as every writer of several episodes takes them (the
+            # memory.passages worker, reembed): an UPDATE … IN locks in scan order, and with
+            # the passages worker holding one of these rows that deadlocked — and PostgreSQL
+            # aborted the chat turn. SQLite has one writer at a time: nothing to order.
+            session.execute(
+                select(table.c.id).where(table.c.id.in_(ids)).order_by(table.c.id).with_for_update()
+            )
         session.execute(
             update(table)  # type: ignore[arg-type]  # a Table, typed as its FromClause base
-            .where(table.c.id.in_([e.episode_id for e in episodes]))
+            .where(table.c.id.in_(ids))
             .values(recall_count=table.c.recall_count + 1, last_recalled_at=now)
         )
         rows = []

@@ -181,6 +181,7 @@ def reembed(
                 )
                 .join(AuditLog, AuditLog.id == EpisodeSummary.audit_log_id)
                 .where(EpisodeSummary.id.in_(ids[start : start + batch_size]))
+                .order_by(EpisodeSummary.id)  # rows are locked in id order (record_recalls)
             ).all()
         if rows:  # none: all deleted meanwhile (retention)
             vectors = embedder.embed_batch([r.summary for r in rows])
