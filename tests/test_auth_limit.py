@@ -84,6 +84,25 @@ def test_another_address_is_not_affected(limited):
     assert other.get("/v1/audit", headers=AUTH).status_code == 200
 
 
+def test_ipv6_clients_are_limited_per_64_network(limited):
+    _services, c = limited
+    ipv6 = [TestClient(c.app, client=(f"2001:db8:1:2::{i:x}", 123)) for i in range(1, 5)]
+    for i, client in enumerate(ipv6[:3]):  # three guesses, each from a new address
+        client.get("/v1/audit", headers=_wrong(i))
+    _assert_locked(ipv6[3].get("/v1/audit", headers=AUTH))  # same /64: locked
+    elsewhere = TestClient(c.app, client=("2001:db8:1:3::1", 123))
+    assert elsewhere.get("/v1/audit", headers=AUTH).status_code == 200
+
+
+def test_limit_keys():
+    from caesar.api.auth_limit import limit_key
+
+    assert limit_key("10.0.0.7") == "10.0.0.7"
+    assert limit_key("2001:db8::1") == limit_key("2001:db8::ffff:1") == "2001:db8::/64"
+    assert limit_key("::ffff:10.0.0.7") == "10.0.0.7"  # an IPv4 client on a dual-stack socket
+    assert limit_key("testclient") == "testclient"
+
+
 def test_successes_and_missing_credentials_do_not_count(limited):
     _services, c = limited
     for i in range(2):

@@ -17,6 +17,7 @@ share one (docs/configuration.md).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import threading
@@ -110,7 +111,22 @@ class AuthFailureLimiter:
 
 
 def client_address(request: Request) -> str:
-    return request.client.host if request.client else UNKNOWN_ADDRESS
+    return limit_key(request.client.host) if request.client else UNKNOWN_ADDRESS
+
+
+def limit_key(host: str) -> str:
+    """What failures are counted by: the IPv4 address, or the IPv6 /64 network — one IPv6
+    client usually holds a whole /64 and could otherwise guess from a new address each time.
+    Anything else (a Unix socket's name) as it is. Pure."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is None:
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return (
+        str(address.ipv4_mapped or address) if isinstance(address, ipaddress.IPv6Address) else host
+    )
 
 
 def limiter_of(request: Request) -> AuthFailureLimiter | None:
