@@ -122,11 +122,11 @@ def limit_key(host: str) -> str:
         address = ipaddress.ip_address(host)
     except ValueError:
         return host
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is None:
-        return str(ipaddress.ip_network(f"{address}/64", strict=False))
-    return (
-        str(address.ipv4_mapped or address) if isinstance(address, ipaddress.IPv6Address) else host
-    )
+    if not isinstance(address, ipaddress.IPv6Address):
+        return host
+    if address.ipv4_mapped is not None:  # an IPv4 client on a dual-stack socket
+        return str(address.ipv4_mapped)
+    return str(ipaddress.ip_network(f"{address}/64", strict=False))
 
 
 def limiter_of(request: Request) -> AuthFailureLimiter | None:
