@@ -281,7 +281,7 @@ def write(results: dict[str, Any], timings: dict[str, float] | None = None) -> P
         "",
         "**Host speed.** The same fixed workload (benchlib.host_speed: a Python loop and numpy",
         "array arithmetic on one thread; lower is faster) timed when each result was written:",
-        f"{_speeds(results)}. This shared host is ~25 % slower in some hours than in others with",
+        f"{_speeds(results)}. This shared host is 20–40 % slower in some hours than in others with",
         "nothing else running here (on 2026-11-30, before this measure existed, the same code gave",
         "dense recall at 100k 1.13–1.58 ms and the query embedding 4.29–5.17 ms), and every figure",
         "above moves with it: one within ~25 % of its target can land on either side of it.",

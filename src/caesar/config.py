@@ -103,9 +103,10 @@ class EmbedderSettings(BaseModel):
     base_url: str | None = None
     api_key: SecretStr | None = None
     cache_dir: Path | None = None  # where the ONNX export lives; default <home>/models
-    # CPU threads per `minilm` inference. 1 in a server: a query is one short text, where a
-    # second thread buys little and, under concurrent turns, competes with them for the cores;
-    # a bulk job with nothing else running (the recall-quality harness's first run) gains.
+    # CPU threads per `minilm` inference. 1 in a server: on this 2-core machine a query took
+    # 4.8 ms on one thread and 2.9 ms on two when nothing else ran, but 6.9 ms on two against
+    # 4.8 ms on one with one other busy process (concurrent turns, workers). A bulk job alone
+    # on the machine (the recall-quality harness's first run) gains.
     threads: int = Field(default=1, ge=1, le=64)
 
 
