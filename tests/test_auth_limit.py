@@ -45,6 +45,13 @@ def _limited_rows(services: Any) -> list[Any]:
         return list(audit.list_events(session, event_type=audit.AUTH_LIMITED))
 
 
+def _lock_out(client: TestClient) -> None:
+    """Three wrong tokens from the client's address: locked, the right token included."""
+    for i in range(3):
+        client.get("/v1/audit", headers=_wrong(i))
+    _assert_locked(client.get("/v1/audit", headers=AUTH))
+
+
 def _assert_locked(response: Any) -> int:
     assert response.status_code == 429, (response.status_code, response.text[:300])
     retry_after = int(response.headers["retry-after"])
@@ -74,9 +81,7 @@ def test_wrong_bearer_tokens_lock_the_address_even_for_the_right_token(limited):
 
 def test_another_address_is_not_affected(limited):
     _services, c = limited
-    for i in range(3):
-        c.get("/v1/audit", headers=_wrong(i))
-    _assert_locked(c.get("/v1/audit", headers=AUTH))
+    _lock_out(c)
 
     other = TestClient(c.app, client=("10.0.0.2", 123))
     assert other.get("/v1/audit", headers=AUTH).status_code == 200
@@ -121,9 +126,7 @@ def test_successes_and_missing_credentials_do_not_count(limited):
 
 def test_healthz_is_never_limited(limited):
     _services, c = limited
-    for i in range(3):
-        c.get("/v1/audit", headers=_wrong(i))
-    _assert_locked(c.get("/v1/audit", headers=AUTH))
+    _lock_out(c)
     assert c.get("/healthz").json()["status"] == "ok"
     assert c.get("/healthz", headers=_wrong(4)).status_code == 200
 
@@ -280,9 +283,7 @@ def test_a_session_from_before_the_lock_keeps_working(limited):
     behind the same address."""
     _services, c = limited
     assert c.post("/dashboard/login", data={"token": TEST_TOKEN}).status_code == 200
-    for i in range(3):
-        c.get("/v1/audit", headers=_wrong(i))
-    _assert_locked(c.get("/v1/audit", headers=AUTH))
+    _lock_out(c)
     assert c.get("/dashboard/facts").status_code == 200
 
 

@@ -50,6 +50,15 @@ def test_a_deadlock_victim_is_run_again_and_written_once(pg_db, sqlstate):
 def test_other_errors_and_the_last_attempt_are_raised(pg_db):
     with pytest.raises(IntegrityError):  # unique_violation: not transient, not retried
         pg_db.write_retrying(lambda session: _raise(session, "23505"))
+    tried = []
+
+    def lock_not_available(session):  # an OperationalError too, but not a lock cycle
+        tried.append(1)
+        _raise(session, "55P03")
+
+    with pytest.raises(OperationalError):
+        pg_db.write_retrying(lock_not_available)
+    assert len(tried) == 1
     attempts = []
 
     def always(session):
