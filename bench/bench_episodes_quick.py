@@ -33,7 +33,7 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.config import Settings
 from caesar.db import migrate
-from caesar.memory.episodes import RecallParams, episode_row
+from caesar.memory.episodes.recall import RecallParams, episode_row
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
 

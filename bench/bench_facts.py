@@ -28,8 +28,8 @@ from caesar.clock import utcnow
 from caesar.config import FactsImportanceSettings, FactsInjectSettings
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, Fact
-from caesar.memory.facts import FactsStore
-from caesar.prompt import FactLine, facts_block
+from caesar.memory.context.render import FactLine, facts_block
+from caesar.memory.facts.store import FactsStore
 
 
 def build(path: Path, n: int, seed: int = 0) -> Database:

@@ -6,7 +6,7 @@ and the IVF stage's recall on real MiniLM vectors.
    provider (TextRank summaries, real MiniLM embeddings). Cached under bench/out/realistic/.
    Timed: recall search for the 40 questions, each at its own question date.
 2. IVF recall@5 on real vectors: all turns of those sessions (first 400 characters each)
-   embedded with MiniLM; 90% indexed, 10% used as queries; the IVF stage (memory/ann.py, at
+   embedded with MiniLM; 90% indexed, 10% used as queries; the IVF stage (memory/search/ann.py, at
    its production settings) against exact search, top 5 by cosine and the ≥ 0.45 set.
 
     .venv/bin/python bench/bench_realistic.py
@@ -25,8 +25,8 @@ import numpy as np
 
 from caesar.db import migrate
 from caesar.importer import import_conversations
-from caesar.memory import ann
-from caesar.memory.episodes import RecallParams
+from caesar.memory.episodes.recall import RecallParams
+from caesar.memory.search import ann
 from caesar.minilm import MiniLM
 from caesar.services import Services
 from caesar.workers import run_until_caught_up

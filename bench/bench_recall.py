@@ -28,9 +28,9 @@ import numpy as np
 from sqlalchemy import select
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory.episodes import RecallParams
+from caesar.memory.episodes.recall import RecallParams
 from caesar.memory.importance import SECONDS_PER_DAY
-from caesar.memory.vectors import epoch_seconds
+from caesar.memory.search.vectors import epoch_seconds
 from caesar.services import Services
 
 BASELINE_SAMPLE = 50_000

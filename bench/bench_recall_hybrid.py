@@ -2,7 +2,7 @@
 
 bench_recall.py times the ADR's dense search (a vector, no text). A chat turn with the default
 `fusion = "hybrid"` also gives the message's text: `EpisodeMemory.search(vector, now, params,
-query_text=message)` then runs memory/hybrid.py — the dense pool drawn above the threshold,
+query_text=message)` then runs memory/search/hybrid.py — the dense pool drawn above the threshold,
 the keyword pool from the full-text index, the RECENT_POOL last-written episodes, the
 candidates' rows (float32 vector + window vectors) and the fusion. Query embedding excluded.
 
@@ -26,10 +26,10 @@ import benchlib
 import history
 import numpy as np
 
-from caesar.memory import hybrid
-from caesar.memory.episodes import EpisodeMemory, RecallParams
+from caesar.memory.episodes.recall import EpisodeMemory, RecallParams
 from caesar.memory.importance import episode_rank, recall_weight
-from caesar.memory.vectors import epoch_seconds
+from caesar.memory.search import hybrid
+from caesar.memory.search.vectors import epoch_seconds
 from caesar.services import Services
 
 # Nothing in the synthetic histories is about these (their words are not in WORDS either).
@@ -53,7 +53,7 @@ def stages(
     params: RecallParams,
     runs: int,
 ) -> dict[str, float]:
-    """p50 ms of each step of memory/hybrid.py's `hybrid_search`, timed one by one in the
+    """p50 ms of each step of memory/search/hybrid.py's `hybrid_search`, timed one by one in the
     order it runs them (the same calls, repeated here so each gets its own clock)."""
     index = memory.index()
     pool = max(hybrid.MIN_POOL, 4 * params.top_k)

@@ -29,7 +29,7 @@ from caesar.db import migrate
 from caesar.db.models import EpisodeSummary
 from caesar.gateway.base import Completion, Message, Usage
 from caesar.importer import import_conversations
-from caesar.memory import passages
+from caesar.memory.search import passages
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
 
@@ -97,7 +97,7 @@ def run(chats: int, batch_size: int, items: list[dict[str, Any]]) -> dict[str, A
         [f"We discussed item {i} in detail." for i in range(batch_size)]
     )
     embed_batch_ms = benchlib.ms(time.perf_counter() - embed_started)
-    # Then the conversations' 3-turn windows, by their own worker (memory/reembed.py).
+    # Then the conversations' 3-turn windows, by their own worker (memory/episodes/reembed.py).
     windowing = services.workers["memory.passages"]
     c1, started = time.thread_time(), time.perf_counter()
     windowed = run_until_caught_up(windowing)

@@ -37,7 +37,7 @@ from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary, Fact
 from caesar.gateway.base import Completion, Message, StreamChunk, Usage
-from caesar.memory.episodes import RecallParams
+from caesar.memory.episodes.recall import RecallParams
 from caesar.minilm import MODEL_ID
 from caesar.services import Services
 

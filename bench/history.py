@@ -32,7 +32,7 @@ from sqlalchemy import create_engine, text
 from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.memory import passages, window_keywords
+from caesar.memory.search import passages, window_keywords
 from caesar.memory.transcript import conversation_turns
 from caesar.minilm import MODEL_ID
 

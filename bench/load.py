@@ -39,8 +39,8 @@ CITIES = ("Lisbon", "Porto", "Kyoto", "Oslo", "Quito", "Perth", "Accra", "Lima")
 
 # -- the instant provider (its own process) ----------------------------------------------------
 def _provider_reply(body: dict[str, Any], protocol: str) -> str:
-    from caesar.memory.extract import EXTRACT_SYSTEM
-    from caesar.memory.summarise import SUMMARISE_SYSTEM
+    from caesar.memory.episodes.summarise import SUMMARISE_SYSTEM
+    from caesar.memory.facts.extract import EXTRACT_SYSTEM
 
     messages = body.get("messages") or []
     system = str(messages[0].get("content", "")) if messages else ""
@@ -207,7 +207,7 @@ def _memory_progress(database_url: str) -> dict[str, int]:
                 at = session.scalar(select(cursor.last_audit_id)) or 0
                 found[f"{name}_waiting"] = int(session.scalar(chats.where(AuditLog.id > at)) or 0)
             # memory.passages has no cursor: its queue is the summarised episodes still
-            # without windows (memory/reembed.py).
+            # without windows (memory/episodes/reembed.py).
             episodes = select(func.count()).select_from(EpisodeSummary)
             found["episodes"] = int(session.scalar(episodes) or 0)
             found["passages_waiting"] = int(

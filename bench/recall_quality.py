@@ -51,7 +51,7 @@ from caesar.db import migrate
 from caesar.db.models import EpisodeSummary
 from caesar.embeddings import Embedder
 from caesar.importer import import_conversations
-from caesar.memory.episodes import RecallParams
+from caesar.memory.episodes.recall import RecallParams
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
 
@@ -306,7 +306,7 @@ class _HybridParams:
 def hybrid_ranker(**overrides: Any) -> Ranker:
     """caesar.memory.hybrid.hybrid_search with the configured recall settings and overrides:
     what EpisodeMemory.preview does once it fuses (and the RRF comparison, which it never will)."""
-    from caesar.memory.hybrid import hybrid_search
+    from caesar.memory.search.hybrid import hybrid_search
 
     def rank(built: Built, q: Question) -> list[str]:
         memory = built.services.episodes

@@ -262,7 +262,7 @@ def write(results: dict[str, Any], timings: dict[str, float] | None = None) -> P
         "",
         'Targets are issue #5\'s. Recall is measured both ways: with `fusion = "hybrid"`, the',
         "default (dense similarity over the summary and the conversation's windows, lifted by",
-        'keyword relevance; memory/hybrid.py), and with `"dense"`, the ADR\'s own ranking.',
+        'keyword relevance; memory/search/hybrid.py), and with `"dense"`, the ADR\'s own ranking.',
         "",
         "| measure | target | caesar p50 (wall) | caesar p50 (CPU) | baseline, same run → ratio | |",
         "|---|---|---|---|---|---|",
@@ -328,7 +328,7 @@ def write(results: dict[str, Any], timings: dict[str, float] | None = None) -> P
 
 METHOD = """## How recall stays fast
 
-`memory/vectors.py` keeps the current model's vectors in one contiguous float32 matrix, loaded
+`memory/search/vectors.py` keeps the current model's vectors in one contiguous float32 matrix, loaded
 once from the float32 copy of each embedding (the JSON column stays the record) and refreshed by
 id on every search. A search:
 
@@ -338,7 +338,7 @@ id on every search. A search:
    scanned as 8-bit codes (faiss `QT_8bit_uniform`, SIMD) and the newest rows as float32, with a
    proven bound on what a block left out (|cosine − approximate| ≤ |q| × the block's largest
    quantisation error), so the result is exactly brute force's; from 50k rows on, an IVF
-   (`memory/ann.py`, ~4·√n clusters, an eighth of them scanned, rows stored as float16 codes —
+   (`memory/search/ann.py`, ~4·√n clusters, an eighth of them scanned, rows stored as float16 codes —
    half the bytes a probe reads, scores within |q| × the largest float16 rounding error, which
    is taken off the threshold it is asked for; built in a background thread, the 8-bit scan
    serves meanwhile) proposes them — the one approximate step, measured above as recall@5
@@ -356,12 +356,12 @@ at 100k. On the synthetic histories, whose non-topic rows are uniformly random (
 neighbourhood structure at all, the worst case for any clustering index), recall is reported
 per size above; on real MiniLM vectors it is reported in its own row.
 
-With the default `fusion = "hybrid"` (memory/hybrid.py) a chat turn's recall is that search
+With the default `fusion = "hybrid"` (memory/search/hybrid.py) a chat turn's recall is that search
 plus the keyword side and the conversation windows: the dense pool is the best 50 above the
 recall threshold (a row under it can only pass with a keyword score, and every keyword match
 is in the keyword pool unless that pool is full); the keyword pool comes from the FTS5 index,
 with document frequencies counted once and cached, and a query made of very common words
-bounded to the most recent matches (memory/common_words.py); the 50 last-written episodes are
+bounded to the most recent matches (memory/search/common_words.py); the 50 last-written episodes are
 always candidates (`RECENT_POOL`), so a follow-up to a recent chat is compared with its
 windows whatever its summary says. The candidates' rows are fetched once, with the float32
 vector (not the JSON) and the float16 window blob, and each candidate's best window is one

@@ -115,7 +115,7 @@ def breakdown(results: dict[str, Any]) -> list[str]:
         f"- the recall, {hp['recall_search']:.1f} ms CPU against {dp['recall_search']:.1f} ms "
         "for dense: the keyword stage, the recent episodes and the conversation windows "
         "(stages below);",
-        f"- the facts block, {hp['facts_list_all']:.1f} ms CPU for 1k facts (memory/facts.py: "
+        f"- the facts block, {hp['facts_list_all']:.1f} ms CPU for 1k facts (memory/facts/store.py: "
         "the facts rows; edit counts are cached behind an indexed check);",
         f"- the write transaction, ~{record['large_hybrid']:.1f} ms CPU "
         f"(~{record['large']:.1f} ms for dense): the chat row, then the recalled rows in one "
@@ -147,7 +147,7 @@ def hybrid_stages(results: dict[str, Any]) -> list[str]:
     lines = [
         "## Where a hybrid recall goes",
         "",
-        "memory/hybrid.py's steps, each timed alone in the order `hybrid_search` runs them",
+        "memory/search/hybrid.py's steps, each timed alone in the order `hybrid_search` runs them",
         "(bench/bench_recall_hybrid.py; p50 wall over the planted topics' messages).",
         "",
         "| step | " + " | ".join(f"{r['episodes']:,}" for r in sizes) + " |",
@@ -207,8 +207,8 @@ def passages(results: dict[str, Any]) -> list[str]:
     summarise = row["overhead_ms_per_chat"]
     import_min = per_chat * 10_000 / 1000 / 60
     text = (
-        "Worker `memory.passages` (memory/reembed.py) embeds each summarised chat's 3-turn "
-        "windows (memory/passages.py: up to 32 windows per chat, each cut to 256 tokens by the "
+        "Worker `memory.passages` (memory/episodes/reembed.py) embeds each summarised chat's 3-turn "
+        "windows (memory/search/passages.py: up to 32 windows per chat, each cut to 256 tokens by the "
         "model) for hybrid recall. It is a worker of its own, not part of `memory.summarise`, "
         "and **its cost is not in the summarise figure above and not under the ≤ 20 ms "
         f"summarise target**. On the same {row['passages_chats']} LongMemEval chats it took "

@@ -45,8 +45,8 @@ class MemoryReplies:
         messages = body.get("messages") or []
         system = str(messages[0].get("content", "")) if messages else ""
         n = chat_number(str(messages[-1].get("content", ""))) if messages else None
-        from caesar.memory.extract import EXTRACT_SYSTEM
-        from caesar.memory.summarise import SUMMARISE_SYSTEM
+        from caesar.memory.episodes.summarise import SUMMARISE_SYSTEM
+        from caesar.memory.facts.extract import EXTRACT_SYSTEM
 
         if system.startswith(EXTRACT_SYSTEM[:40]):
             keys = sorted(expected_fact_keys(n)) if n is not None else []

@@ -12,7 +12,7 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog
 from caesar.errors import EmbedderError
-from caesar.memory.episodes import episode_row
+from caesar.memory.episodes.recall import episode_row
 
 
 def days_ago(days: float, now: datetime | None = None) -> datetime:

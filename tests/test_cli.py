@@ -12,7 +12,7 @@ from conftest import MODEL_CACHE, PROVIDER_KEY
 from typer.testing import CliRunner
 
 from caesar import audit
-from caesar.cli import app
+from caesar.cli.main import app
 from caesar.db import Database
 
 
@@ -172,7 +172,7 @@ def test_serve_refuses_a_public_host_without_token(upgraded):
 
 def test_episodes_reembed_fills_in_missing_windows(upgraded):
     from caesar.db.models import EpisodeSummary
-    from caesar.memory.episodes import episode_row
+    from caesar.memory.episodes.recall import episode_row
 
     db = Database(f"sqlite:///{upgraded / 'caesar.db'}")
     try:

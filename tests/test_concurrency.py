@@ -243,7 +243,7 @@ def test_recording_recalls_locks_episodes_in_id_order(pg_url, make_services):
 
     from caesar.clock import utcnow
     from caesar.db.models import EpisodeSummary
-    from caesar.memory.episodes import RecalledEpisode
+    from caesar.memory.episodes.recall import RecalledEpisode
 
     svc = make_services(database_url=pg_url)
     now = utcnow()

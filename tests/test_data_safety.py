@@ -23,12 +23,12 @@ from sqlalchemy import func, select, text
 from typer.testing import CliRunner
 
 from caesar import audit
-from caesar.cli import app
+from caesar.cli.main import app
 from caesar.clock import utcnow
 from caesar.config import Settings
 from caesar.db.models import AuditLog, EpisodeSummary, Fact
 from caesar.export import Export, libpq_url, write_jsonl
-from caesar.memory.episodes import episode_row
+from caesar.memory.episodes.recall import episode_row
 from caesar.workers import WorkerRunner
 
 ORPHANS = {

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import EpisodeSummary
-from caesar.memory.episodes import RecallParams, rank_episodes
+from caesar.memory.episodes.recall import RecallParams, rank_episodes
 from caesar.memory.importance import (
     episode_score,
     fact_importance,

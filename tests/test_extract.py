@@ -13,8 +13,8 @@ from caesar import audit
 from caesar.brain import Brain
 from caesar.clock import utcnow
 from caesar.db.models import Fact
-from caesar.memory.extract import EXTRACT_SYSTEM, RAW_KEEP
-from caesar.prompt import FACTS_HEADER, MEMORY_OPEN
+from caesar.memory.context.render import FACTS_HEADER, MEMORY_OPEN
+from caesar.memory.facts.extract import EXTRACT_SYSTEM, RAW_KEEP
 from caesar.workers import run_until_caught_up
 
 BISCUIT = json.dumps({"facts": [{"key": "dog_name", "value": "Biscuit", "confidence": 0.9}]})
@@ -227,7 +227,7 @@ def test_offline_patterns_through_the_cli(make_services, llm, monkeypatch):
     """`caesar worker --once memory.extract` with the offline provider: no LLM at all."""
     from typer.testing import CliRunner
 
-    from caesar.cli import app
+    from caesar.cli.main import app
 
     services = make_services()
     chat_id = add_chat(services, "My dog's name is Biscuit. I live in Lisbon", "Hello Biscuit!")

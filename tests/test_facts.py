@@ -8,7 +8,7 @@ from memory_helpers import events
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.errors import InputError, NotFound
-from caesar.memory.facts import clean_value, normalise_key
+from caesar.memory.facts.store import clean_value, normalise_key
 
 
 # -- keys and values ----------------------------------------------------------------------------
@@ -148,7 +148,7 @@ def test_api_needs_the_token(make_services):
 def test_cli_facts_set_list_delete(services, monkeypatch):
     from typer.testing import CliRunner
 
-    from caesar.cli import app
+    from caesar.cli.main import app
 
     monkeypatch.setenv("CAESAR_HOME", str(services.settings.home))
     runner = CliRunner()
@@ -173,7 +173,7 @@ def test_operator_edit_racing_a_new_extracted_key_on_postgresql(pg_url):
     from caesar.config import FactsImportanceSettings
     from caesar.db import Database, migrate
     from caesar.db.models import Fact
-    from caesar.memory.facts import FactsStore
+    from caesar.memory.facts.store import FactsStore
 
     db = Database(pg_url)
     migrate.upgrade(db)

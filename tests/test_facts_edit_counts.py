@@ -14,7 +14,7 @@ from caesar.audit import Audit
 from caesar.clock import utcnow
 from caesar.config import FactsImportanceSettings
 from caesar.db.models import AuditLog, Fact
-from caesar.memory.facts import FactsStore, edit_counts
+from caesar.memory.facts.store import FactsStore, edit_counts
 from caesar.retention import RetentionWorker
 
 

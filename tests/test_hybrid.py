@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from caesar import audit
 from caesar.db.models import EpisodeSummary
-from caesar.memory import hybrid, keywords
+from caesar.memory.search import hybrid, keywords
 from caesar.workers import run_until_caught_up
 
 NOW = datetime(2026, 5, 18, 12, 0)

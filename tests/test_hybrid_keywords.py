@@ -1,6 +1,6 @@
 """The keyword stage's shortcuts (issue #5) on both engines: restricted and index-only scores equal
 the full ranking's, remembered term counts follow every change of the index, a query made only
-of common words scores a bounded set with the same scores (memory/common_words.py), and the
+of common words scores a bounded set with the same scores (memory/search/common_words.py), and the
 hybrid search's threshold-bound dense pool and float32 row fetch change no recall."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from sqlalchemy import delete, insert, update
 from test_hybrid import NOW, Params
 
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.memory import common_words, hybrid, keywords
-from caesar.memory.vectors import VectorIndex
+from caesar.memory.search import common_words, hybrid, keywords
+from caesar.memory.search.vectors import VectorIndex
 
 
 def _add(db, episodes):

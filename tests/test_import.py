@@ -11,7 +11,7 @@ from memory_helpers import events, write_config
 from typer.testing import CliRunner
 
 from caesar import audit
-from caesar.cli import app as cli_app
+from caesar.cli.main import app as cli_app
 from caesar.clock import utcnow
 from caesar.errors import InputError
 from caesar.importer import import_conversations, import_file, parse_line

@@ -12,7 +12,8 @@ from caesar import audit
 from caesar.audit import Audit
 from caesar.config import FactsImportanceSettings
 from caesar.db.models import Fact
-from caesar.memory.facts import FactsStore
+from caesar.memory.context.render import FACTS_HEADER, MEMORY_CLOSE, FactLine, facts_block
+from caesar.memory.facts.store import FactsStore
 from caesar.memory.importance import (
     episode_score,
     fact_importance,
@@ -22,7 +23,6 @@ from caesar.memory.importance import (
     recall_weight,
     recall_weight_v,
 )
-from caesar.prompt import FACTS_HEADER, MEMORY_CLOSE, FactLine, facts_block
 
 NOW = datetime(2026, 5, 21, 12, 0)
 

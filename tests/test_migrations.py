@@ -96,7 +96,7 @@ def test_cursor_rows_exist_after_upgrade(blank_db):
 
 
 def test_cli_db_upgrade(db_url, tmp_path: Path, monkeypatch):
-    from caesar.cli import app
+    from caesar.cli.main import app
 
     monkeypatch.setenv("CAESAR_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("CAESAR_DATABASE_URL", db_url)
@@ -115,7 +115,7 @@ def test_cli_db_upgrade(db_url, tmp_path: Path, monkeypatch):
 
 
 def test_cli_db_upgrade_creates_the_home_sqlite_file(tmp_path: Path, monkeypatch):
-    from caesar.cli import app
+    from caesar.cli.main import app
 
     home = tmp_path / "fresh" / ".caesar"
     monkeypatch.setenv("CAESAR_HOME", str(home))

@@ -1,4 +1,4 @@
-"""Conversation windows (memory/passages.py): what they cover, how they are stored, and that the
+"""Conversation windows (memory/search/passages.py): what they cover, how they are stored, and that the
 summarise worker writes them with the summary."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from sqlalchemy import select
 
 from caesar.db.models import EpisodeSummary
 from caesar.errors import CaesarError
-from caesar.memory import hybrid, passages
-from caesar.memory.episodes import RecallParams
+from caesar.memory.episodes.recall import RecallParams
+from caesar.memory.search import hybrid, passages
 from caesar.workers import run_until_caught_up
 
 NOW = datetime(2026, 5, 18, 12, 0)

@@ -9,7 +9,7 @@ from memory_helpers import add_episode, days_ago, events, write_config
 from typer.testing import CliRunner
 
 from caesar import audit
-from caesar.cli import app as cli_app
+from caesar.cli.main import app as cli_app
 from caesar.clock import utcnow
 from caesar.config import ProactiveSettings
 from caesar.errors import NotFound, ProviderError

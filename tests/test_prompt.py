@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from caesar.prompt import (
+from caesar.memory.context.render import (
     EPISODES_HEADER,
     EpisodeLine,
     FactLine,

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from caesar import audit
 from caesar.api import create_app
-from caesar.cli import app as cli_app
+from caesar.cli.main import app as cli_app
 from caesar.clock import utcnow
 
 ADR_SUMMARY = (

@@ -1,4 +1,4 @@
-"""`caesar episodes reembed` (memory/reembed.py): episodes of another model or without
+"""`caesar episodes reembed` (memory/episodes/reembed.py): episodes of another model or without
 conversation windows are re-embedded from their summary and chat; nothing else changes."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from memory_helpers import add_chat, days_ago
 from sqlalchemy import select, update
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory import passages
-from caesar.memory.episodes import episode_row
-from caesar.memory.reembed import reembed, stale_episode_ids
-from caesar.memory.vectors import from_row
+from caesar.memory.episodes.recall import episode_row
+from caesar.memory.episodes.reembed import reembed, stale_episode_ids
+from caesar.memory.search import passages
+from caesar.memory.search.vectors import from_row
 
 
 def _episode(svc, user, reply, summary, *, model, with_passages):

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, EpisodeSummary, Fact, SemanticChunk
-from caesar.memory.vectors import to_f32_bytes
+from caesar.memory.search.vectors import to_f32_bytes
 from caesar.retention import RetentionWorker
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
@@ -192,7 +192,7 @@ def test_cutoff_is_ttl_days_before_now(make_services):
 
 
 def test_swept_failed_chats_are_not_retried(make_services, llm):
-    from caesar.memory.summarise import retry_failed
+    from caesar.memory.episodes.summarise import retry_failed
 
     services = make_services(memory={"episodes_summarise": {"enabled": True}})
     chat = add_chat(services, "old", "x", days_ago(100))

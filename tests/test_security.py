@@ -29,10 +29,10 @@ from caesar.api import create_app
 from caesar.clock import utcnow
 from caesar.db.models import EpisodeSummary
 from caesar.export import Export, backup_sqlite, write_jsonl
-from caesar.memory.episodes import episode_row
-from caesar.memory.extract import EXTRACT_SYSTEM
-from caesar.memory.summarise import SUMMARISE_SYSTEM
-from caesar.prompt import MEMORY_CLOSE, MEMORY_OPEN
+from caesar.memory.context.render import MEMORY_CLOSE, MEMORY_OPEN
+from caesar.memory.episodes.recall import episode_row
+from caesar.memory.episodes.summarise import SUMMARISE_SYSTEM
+from caesar.memory.facts.extract import EXTRACT_SYSTEM
 from caesar.workers import run_until_caught_up
 
 AUTH = {"Authorization": f"Bearer {TEST_TOKEN}"}

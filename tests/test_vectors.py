@@ -14,9 +14,9 @@ from sqlalchemy import delete
 
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.memory import ann, quantized
 from caesar.memory.importance import SECONDS_PER_DAY
-from caesar.memory.vectors import (
+from caesar.memory.search import ann, quantized
+from caesar.memory.search.vectors import (
     VectorIndex,
     epoch_seconds,
     epoch_seconds_v,

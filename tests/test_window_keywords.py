@@ -1,4 +1,4 @@
-"""Keyword relevance of a conversation's best window (memory/window_keywords.py): indexed once
+"""Keyword relevance of a conversation's best window (memory/search/window_keywords.py): indexed once
 by whoever writes the window vectors, scored for recall's candidates, fused with the
 episode-level keyword relevance — on SQLite and PostgreSQL."""
 
@@ -13,8 +13,9 @@ from test_passages import NOW
 from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.memory import passages, reembed, window_keywords
-from caesar.memory.episodes import episode_row
+from caesar.memory.episodes import reembed
+from caesar.memory.episodes.recall import episode_row
+from caesar.memory.search import passages, window_keywords
 from caesar.workers import run_until_caught_up
 
 FILLER = [

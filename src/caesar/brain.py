@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
@@ -26,9 +26,19 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.errors import ProviderError
 from caesar.gateway.base import Completion, Message, StreamChunk, Usage
-from caesar.memory.episodes import RecalledEpisode, RecallParams
-from caesar.prompt import EpisodeLine, FactLine, episodes_block, facts_block, system_prompt
-from caesar.services import Services
+from caesar.memory.context.render import (
+    EpisodeLine,
+    FactLine,
+    episodes_block,
+    facts_block,
+    system_prompt,
+)
+from caesar.memory.episodes.recall import RecalledEpisode, RecallParams
+
+if TYPE_CHECKING:
+    # Only the container's type: Services builds the workers, and the proactive one builds
+    # Brains, so importing services.py here at run time would close a circle.
+    from caesar.services import Services
 
 log = logging.getLogger(__name__)
 

@@ -139,7 +139,7 @@ class EpisodesSummariseSettings(BaseModel):
     interval_seconds: float = 60.0
     batch_size: int = Field(default=4, ge=1)  # smaller than fact-extract; each is two calls
     # Worker `memory.passages`: embed each summarised chat's 3-turn windows for recall
-    # (memory/passages.py). Runs with the summariser, in its own worker: a long conversation's
+    # (memory/search/passages.py). Runs with the summariser, in its own worker: a long conversation's
     # windows cost far more embedding than its summary (docs/performance.md).
     passages: bool = True
     passages_batch_size: int = Field(default=8, ge=1)

@@ -2,7 +2,7 @@
 
 What was derived from a deleted chat goes with it through the foreign keys: its episode
 summary, its windows' words and semantic chunks are deleted (ON DELETE CASCADE; SQLite's
-contentless window index by hand, see memory/window_keywords.py), a fact it taught keeps its value
+contentless window index by hand, see memory/search/window_keywords.py), a fact it taught keeps its value
 but loses the link (SET NULL) — the operator's facts outlive the chats they came from.
 SQLite enforces this only with `PRAGMA foreign_keys=ON`, which db/engine.py sets on every
 connection. Each batch is one write transaction that deletes and appends its own
@@ -22,7 +22,7 @@ from sqlalchemy import delete, func, select
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, EpisodeSummary, Fact, SemanticChunk
-from caesar.memory import window_keywords
+from caesar.memory.search import window_keywords
 from caesar.workers import Worker
 
 BATCH_SIZE = 1000
@@ -82,7 +82,7 @@ class RetentionWorker(Worker):
                 ).all()
             )
             # SQLite's window word index is contentless: its rows are removed by hand, from the
-            # chats, before they go (memory/window_keywords.py).
+            # chats, before they go (memory/search/window_keywords.py).
             window_keywords.forget_windows(session, episode_ids)
             session.execute(delete(AuditLog).where(AuditLog.id.in_(ids)))
             self.audit.append(

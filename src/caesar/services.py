@@ -9,9 +9,9 @@ from caesar.config import Settings
 from caesar.db.engine import Database
 from caesar.embeddings import EmbedderHandle
 from caesar.gateway import Gateway
-from caesar.memory.episodes import EpisodeMemory
-from caesar.memory.facts import FactsStore
-from caesar.memory.semantic import SemanticMemory
+from caesar.memory.episodes.recall import EpisodeMemory
+from caesar.memory.facts.store import FactsStore
+from caesar.memory.search.semantic import SemanticMemory
 from caesar.workers import Worker
 
 
@@ -64,10 +64,10 @@ class Services:
 
 
 def _all_workers(services: Services) -> list[Worker]:
-    from caesar.memory.extract import ExtractWorker
-    from caesar.memory.reembed import PassagesWorker
-    from caesar.memory.semantic import SemanticIndexWorker
-    from caesar.memory.summarise import SummariseWorker
+    from caesar.memory.episodes.reembed import PassagesWorker
+    from caesar.memory.episodes.summarise import SummariseWorker
+    from caesar.memory.facts.extract import ExtractWorker
+    from caesar.memory.search.semantic import SemanticIndexWorker
     from caesar.proactive import ProactiveScheduler
     from caesar.retention import RetentionWorker
 

@@ -46,8 +46,8 @@ from caesar.api.deps import SESSION_COOKIE, ServicesDep, check_token
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog
 from caesar.errors import InputError, NotFound
-from caesar.memory.facts import normalise_key
-from caesar.prompt import relative_time
+from caesar.memory.context.render import relative_time
+from caesar.memory.facts.store import normalise_key
 from caesar.services import Services
 
 HERE = Path(__file__).resolve().parent

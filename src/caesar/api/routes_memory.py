@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from caesar import audit
 from caesar.api.deps import Authenticated, ServicesDep
 from caesar.clock import to_naive_utc
-from caesar.memory.facts import MAX_VALUE, normalise_key
+from caesar.memory.facts.store import MAX_VALUE, normalise_key
 
 router = APIRouter(dependencies=[Authenticated])
 

@@ -17,7 +17,7 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 def unmanaged_tables() -> frozenset[str]:
     """Tables migrations create that are not SQLAlchemy models (full-text indexes, FTS5 shadow
     tables): autogenerate and the schema-vs-models test skip them."""
-    from caesar.memory.hybrid import KEYWORD_TABLES
+    from caesar.memory.search.hybrid import KEYWORD_TABLES
 
     return frozenset(KEYWORD_TABLES)
 

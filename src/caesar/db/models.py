@@ -82,7 +82,7 @@ class EpisodeSummary(Base):
     within one worker interval of the summary; for an imported one, its original date), so the
     time anchors "3 days ago" describe the conversation. `embedding_f32` is a compact copy of
     `embedding` for fast loading into the in-process vector index; the JSON stays the record.
-    `passage_vectors` holds the conversation's window vectors (memory/passages.py, float16)."""
+    `passage_vectors` holds the conversation's window vectors (memory/search/passages.py, float16)."""
 
     __tablename__ = "episode_summaries"
 

@@ -3,12 +3,12 @@
 SQLite: a contentless FTS5 table `episode_window_fts(body)`, rowid = episode id × 64 + window
 number, same tokenizer as `episode_fts`. PostgreSQL: a table `episode_window_fts(episode_id,
 window_no, document tsvector)` whose rows go with their episode. Recall scores an episode's
-best window by keyword next to the whole episode (caesar.memory.window_keywords). Rows are
+best window by keyword next to the whole episode (caesar.memory.search.window_keywords). Rows are
 written with the window vectors (memory.passages worker, `caesar episodes reembed`); episodes
 that already have window vectors are indexed here, from their source chat, with the windowing
-of this revision (caesar.memory.passages.windows, imported: a later change to the windowing
+of this revision (caesar.memory.search.passages.windows, imported: a later change to the windowing
 needs a migration of its own that rebuilds this index — retention on SQLite derives the
-windows again to delete them). Not SQLAlchemy models: see caesar.memory.keywords.KEYWORD_TABLES.
+windows again to delete them). Not SQLAlchemy models: see caesar.memory.search.keywords.KEYWORD_TABLES.
 
 Revision ID: 0005
 Revises: 0004
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.orm import Session
 
-from caesar.memory import passages, window_keywords
+from caesar.memory.search import passages, window_keywords
 from caesar.memory.transcript import conversation_turns
 
 revision = "0005"

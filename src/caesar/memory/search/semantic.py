@@ -4,7 +4,7 @@ Worker `semantic.index` follows `chat.completed` rows, splits each reply into ch
 most `semantic.chunk_chars` on paragraph, then sentence, then word boundaries, embeds a whole
 batch in one call and writes `semantic_chunks`. `SemanticMemory.recall` answers "what did we
 say about the renovation?": plain cosine over the chunks of the current embedder model — no
-threshold, no decay, because the operator asked for it explicitly (auto-recall is episodes.py).
+threshold, no decay, because the operator asked for it explicitly (auto-recall is episodes/recall.py).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from caesar.db.engine import Database
 from caesar.db.models import AuditLog, SemanticChunk, SemanticIndexCursor
 from caesar.embeddings import EmbedderHandle, embed_one
 from caesar.errors import CaesarError
-from caesar.memory.vector_math import to_f32_bytes
-from caesar.memory.vectors import CurrentModelIndex, VectorIndex
+from caesar.memory.search.vector_math import to_f32_bytes
+from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex
 from caesar.workers import CursorWorker
 
 _PARAGRAPH = re.compile(r"\n\s*\n")

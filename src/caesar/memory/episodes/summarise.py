@@ -18,7 +18,7 @@ from caesar import audit
 from caesar.db.models import AuditLog, EpisodeSummary, MemorySummariseCursor
 from caesar.errors import CaesarError
 from caesar.gateway.base import Message
-from caesar.memory.episodes import episode_row
+from caesar.memory.episodes.recall import episode_row
 from caesar.memory.transcript import conversation_turns, render_transcript
 from caesar.workers import CursorWorker
 

@@ -1,6 +1,7 @@
 """CLI commands for episodes' neighbours: `import`, `semantic-recall`, `proactive run|list`.
 
-Registered on the main app by cli.py (`register(app)`); shares its error translation.
+Registered on the main app by cli/main.py (`register(app)`); shares its error translation
+(cli/common.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from caesar.cli import console, err, friendly, services
+from caesar.cli.common import console, err, friendly, services
 
 proactive_app = typer.Typer(
     help="Turns caesar starts itself (the proactive tables of the config).", no_args_is_help=True

@@ -2,7 +2,7 @@
 
 Why: BM25 over a whole conversation is diluted when a question is about one exchange in a
 20-turn chat — a long episode that mentions the words here and there outscores the one where
-they meet. Scoring the same 3-turn windows the dense side uses (memory/passages.py) and taking
+they meet. Scoring the same 3-turn windows the dense side uses (memory/search/passages.py) and taking
 an episode's best ("MaxP") puts that exchange back on top. Measured on LoCoMo (decay off):
 the mean of the episode-level and the best-window keyword relevance lifted MRR 0.783 → 0.807,
 R@5 0.920 → 0.922; LongMemEval unchanged (docs/recall-quality.md has every variant tried).
@@ -28,8 +28,8 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.memory import passages
-from caesar.memory.keywords import (
+from caesar.memory.search import passages
+from caesar.memory.search.keywords import (
     driver_rows,
     fts5_match,
     is_sqlite,

@@ -1,6 +1,6 @@
 """Embedding episodes after the summary: conversation windows, and re-embedding.
 
-Worker `memory.passages` embeds the 3-turn windows (memory/passages.py) of every summarised
+Worker `memory.passages` embeds the 3-turn windows (memory/search/passages.py) of every summarised
 chat that has none yet. It is its own worker, not a step of `memory.summarise`, because the
 costs differ by ~50×: 14 ms per chat for the summary against ~690 ms for a LongMemEval-size
 chat's windows — up to 32 of up to 256 tokens (docs/performance.md). Its queue is the episodes
@@ -28,8 +28,8 @@ from sqlalchemy.orm import Session
 from caesar.db.engine import Database
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.embeddings import Embedder
-from caesar.memory import passages, window_keywords
-from caesar.memory.episodes import embedding_values
+from caesar.memory.episodes.recall import embedding_values
+from caesar.memory.search import passages, window_keywords
 from caesar.memory.transcript import conversation_turns
 from caesar.workers import Worker
 
@@ -63,7 +63,7 @@ def store_windows(
     **values: Any,
 ) -> bool:
     """Write an episode's window vectors (and `values`) if its row still meets `conditions`,
-    and index the windows' words (memory/window_keywords.py) in the same transaction.
+    and index the windows' words (memory/search/window_keywords.py) in the same transaction.
     Whether the row was written."""
     result = session.execute(
         update(EpisodeSummary)

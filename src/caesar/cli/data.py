@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from caesar.cli import app, console, db_app, friendly, services
+from caesar.cli.common import console, friendly, services
 from caesar.config import load_settings
 from caesar.db.engine import Database
 from caesar.export import (
@@ -29,7 +29,6 @@ _progress_console = Console(stderr=True)
 _TICK = 500  # redraw the bar every N records, not every line
 
 
-@db_app.command("backup")
 @friendly
 def db_backup(
     path: Annotated[Path, typer.Argument(help="Where to write the copy (must not exist yet).")],
@@ -72,7 +71,6 @@ def _bar() -> Progress:
     )
 
 
-@app.command("export")
 @friendly
 def export(
     out: Annotated[str, typer.Option("--out", "-o", help="File to write, or - for stdout.")] = "-",
@@ -122,3 +120,8 @@ def export(
     )
     where = "stdout" if out == "-" else out
     _progress_console.print(f"exported {summary} to {where}", highlight=False, markup=False)
+
+
+def register(app: typer.Typer, db_app: typer.Typer) -> None:
+    db_app.command("backup")(db_backup)
+    app.command("export")(export)

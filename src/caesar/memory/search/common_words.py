@@ -18,7 +18,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory.keywords import (
+from caesar.memory.search.keywords import (
     COMMON_MIN_DOCS,
     fts5_match,
     is_sqlite,

@@ -7,7 +7,7 @@ so the `memory.episode.recalled` audit row (and the preview API) can explain eac
 
 Relevance is the ADR's raw cosine when `fusion = "dense"`; with the default `"hybrid"` it
 fuses that cosine with keyword relevance over the summary and the conversation
-(memory/hybrid.py, measured in docs/recall-quality.md). With no keyword match, hybrid
+(memory/search/hybrid.py, measured in docs/recall-quality.md). With no keyword match, hybrid
 relevance is exactly the cosine.
 """
 
@@ -26,14 +26,14 @@ from caesar.config import EpisodesRecallSettings
 from caesar.db.engine import Database
 from caesar.db.models import EpisodeSummary
 from caesar.embeddings import EmbedderHandle, embed_one
-from caesar.memory.hybrid import EPISODE_COLUMNS, Fusion, hybrid_search
 from caesar.memory.importance import (
     SECONDS_PER_DAY,
     episode_rank,
     freshness,
     recall_weight,
 )
-from caesar.memory.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
+from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, hybrid_search
+from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
 
 # Candidates fetched beyond top_k, so fresh counters from the database can reorder them.
 OVERFETCH = 4
@@ -274,7 +274,7 @@ class EpisodeMemory:
 def embedding_values(vector: np.ndarray | None) -> dict[str, object]:
     """An episode's embedding columns: the ADR's JSON list (the record) and its float32 copy
     (what the in-process index loads), always written together — by episode_row and by
-    re-embedding (memory/reembed.py)."""
+    re-embedding (memory/episodes/reembed.py)."""
     vector = np.zeros(0, dtype=np.float32) if vector is None else np.asarray(vector, np.float32)
     return {
         "embedding": [float(x) for x in vector],
@@ -293,7 +293,7 @@ def episode_row(
     passages: bytes | None = None,
 ) -> EpisodeSummary:
     """The one way an episode row is made (see embedding_values); `passages` are the
-    conversation's packed window vectors (memory/passages.py), if embedded."""
+    conversation's packed window vectors (memory/search/passages.py), if embedded."""
     return EpisodeSummary(
         audit_log_id=audit_log_id,
         summary=summary,

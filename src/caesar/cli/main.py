@@ -1,80 +1,26 @@
-"""The `caesar` command. Thin: parse, call the core, print. Errors become one red line + exit 1."""
+"""The `caesar` command. Thin: parse, call the core, print. Errors become one red line + exit 1.
+
+The commands are here and in data.py and memory.py, registered on `app` below; what they share
+(the Typer apps, the consoles, `friendly`, `services`) is in common.py, which imports none of
+them.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
-from collections.abc import Callable
 from datetime import datetime
-from functools import wraps
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from caesar.config import Settings, load_settings
+from caesar.cli import data, memory
+from caesar.cli.common import app, console, db_app, episodes_app, err, facts_app, friendly, services
+from caesar.config import load_settings
 from caesar.errors import CaesarError
-
-app = typer.Typer(
-    help="caesar: a personal AI assistant server whose memory works.", no_args_is_help=True
-)
-db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
-facts_app = typer.Typer(help="What caesar knows about you.", no_args_is_help=True)
-episodes_app = typer.Typer(help="Episode summaries (past conversations).", no_args_is_help=True)
-app.add_typer(db_app, name="db")
-app.add_typer(facts_app, name="facts")
-app.add_typer(episodes_app, name="episodes")
-
-console = Console()
-err = Console(stderr=True)
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def friendly(fn: F) -> F:
-    """Translate caesar's errors once, at the edge."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except CaesarError as exc:
-            # Escaped: messages name settings like [gateway.providers.x], which Rich would
-            # otherwise swallow as markup (or crash on, for a "[/…]").
-            err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, markup=True)
-            raise typer.Exit(1) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _settings(**overrides: Any) -> Settings:
-    return load_settings(**overrides)
-
-
-def services(settings: Settings | None = None, *, check_schema: bool = True) -> Any:
-    from caesar.db import migrate
-    from caesar.errors import ConfigError
-    from caesar.services import Services
-
-    built = Services.build(settings or _settings())
-    if check_schema and not migrate.is_current(built.db):
-        raise ConfigError(
-            f"the database at {built.db.engine.url.render_as_string(hide_password=True)} is not "
-            "at the current schema: run `caesar db upgrade`"
-        )
-    return built
-
-
-@app.callback()
-def _root(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False,
-) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
 
 
 # -- db ---------------------------------------------------------------------------------------
@@ -84,7 +30,7 @@ def db_upgrade() -> None:
     """Apply the schema migrations (creates the database if needed)."""
     from caesar.db import Database, migrate
 
-    settings = _settings()
+    settings = load_settings()
     db = Database(settings.sqlalchemy_url)
     before = migrate.current_revision(db)
     migrate.upgrade(db)
@@ -116,7 +62,7 @@ def serve(
         overrides["host"] = host
     if port:
         overrides["port"] = port
-    settings = _settings(**overrides)
+    settings = load_settings(**overrides)
     built = services(settings)
     app_ = create_app(settings, built, run_workers=workers)
     if settings.semantic.enabled:
@@ -265,7 +211,7 @@ def recall(
 ) -> None:
     """Preview what auto-recall would surface for QUERY, with every score component."""
     from caesar.clock import utcnow
-    from caesar.prompt import relative_time
+    from caesar.memory.context.render import relative_time
 
     overrides: dict[str, Any] = {}
     if top_k:
@@ -311,7 +257,7 @@ def recall(
 @friendly
 def episodes_retry_failed() -> None:
     """Summarise again the chats whose summarising failed."""
-    from caesar.memory.summarise import SummariseWorker, retry_failed
+    from caesar.memory.episodes.summarise import SummariseWorker, retry_failed
 
     built = services()
     retried, still = retry_failed(built.workers[SummariseWorker.name])
@@ -327,7 +273,7 @@ def episodes_reembed(
 ) -> None:
     """Re-embed episodes of another embedder model, or without conversation windows, from
     their stored summary and chat (no LLM call). Safe to interrupt and run again."""
-    from caesar.memory.reembed import reembed
+    from caesar.memory.episodes.reembed import reembed
 
     built = services()
     embedder = built.embedder.get()
@@ -344,10 +290,10 @@ def episodes_reembed(
         console.print("restart `caesar serve` so recall loads the re-embedded episodes")
 
 
-# -- import, semantic-recall, proactive (cli_memory.py) -----------------------------------------
-from caesar.cli_memory import register as _register_memory_commands  # noqa: E402
-
-_register_memory_commands(app)
+# -- import, semantic-recall, proactive (memory.py); db backup, export (data.py) ---------------
+# Registered after the commands above, so `caesar --help` lists them in this order.
+memory.register(app)
+data.register(app, db_app)
 
 
 def main() -> None:
@@ -356,7 +302,3 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
-
-
-# Commands kept in their own modules register themselves on `app` when imported.
-from caesar import cli_data  # noqa: E402, F401

@@ -2,12 +2,12 @@
 its summary (issue #6).
 
 A summary keeps one or two sentences; a question about anything else in the conversation has
-nothing to match densely. So the `memory.passages` worker (memory/reembed.py) also embeds the
+nothing to match densely. So the `memory.passages` worker (memory/episodes/reembed.py) also embeds the
 conversation itself, as sliding windows of `WINDOW_TURNS` consecutive turns (a question and its answer, with the turn
 that led to it), and stores the vectors with the episode (`episode_summaries.passage_vectors`,
 float16, one row per window). Recall takes an episode's best window — `passage`, its highest
 cosine with the message — and uses `max(cosine, passage)` as the dense side of the fusion
-(memory/hybrid.py). Measured in docs/recall-quality.md: windows of 3 turns beat single turns,
+(memory/search/hybrid.py). Measured in docs/recall-quality.md: windows of 3 turns beat single turns,
 windows of 2 and 4, and non-overlapping chunks on LoCoMo.
 
 Windows are a re-ranking signal: recall reads them for its candidates (the summary index's, the

@@ -1,4 +1,4 @@
-"""The keyword stage of hybrid recall (memory/hybrid.py): full-text relevance of past episodes to
+"""The keyword stage of hybrid recall (memory/search/hybrid.py): full-text relevance of past episodes to
 a message, from the database's own index — SQLite FTS5 (`bm25()`) or PostgreSQL (`ts_rank`
 over a GIN-indexed tsvector), kept in step with `episode_summaries` by triggers (migration
 0002) over the summary and the source conversation.
@@ -13,7 +13,7 @@ Cost on large histories: BM25 must score every episode the MATCH finds, so
   are remembered while the index is unchanged;
 - query words in a large share of the history (idf ≈ 0 next to the query's rarest word) are left
   out of the MATCH (`match_terms`);
-- a query whose every word is common scores a bounded set of episodes (memory/common_words.py);
+- a query whose every word is common scores a bounded set of episodes (memory/search/common_words.py);
 - the dense candidates the pool left out are scored with the rowid filter kept out of FTS5
   (`+rowid IN`): pushed into it, FTS5 restarts — and bm25 recounts every word's documents —
   once per id.
@@ -41,7 +41,7 @@ KEYWORD_TABLES = (
     "episode_fts_docsize",
     "episode_fts_config",
     "episode_fts_vocab",  # fts5vocab over episode_fts (migration 0003, SQLite only)
-    # windows' words (migration 0005, memory/window_keywords.py): contentless on SQLite
+    # windows' words (migration 0005, memory/search/window_keywords.py): contentless on SQLite
     "episode_window_fts",
     "episode_window_fts_data",
     "episode_window_fts_idx",

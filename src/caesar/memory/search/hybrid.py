@@ -4,14 +4,14 @@ its best window, before freshness × recall_weight.
 
 Why: an offline or small-model summary keeps one or two sentences of a conversation, so a
 question about anything else in it has nothing to match densely; the words and the meaning are
-still in the conversation. The keyword side (`keyword_stage`, memory/keywords.py) is full-text
+still in the conversation. The keyword side (`keyword_stage`, memory/search/keywords.py) is full-text
 search in the database itself; the dense side adds each candidate's best 3-turn window
-(`passage`, memory/passages.py) to the summary's cosine.
+(`passage`, memory/search/passages.py) to the summary's cosine.
 
 The fused relevance stays in cosine units so `similarity_threshold` keeps its meaning:
 `relevance = dense + keyword_weight × keyword × (1 − dense)`, `dense = max(cosine, passage)`.
 `keyword` ∈ [0, 1] is the mean of the episode's full-text score and its best window's
-(memory/window_keywords.py; the episode's alone where its windows are not indexed), each as a
+(memory/search/window_keywords.py; the episode's alone where its windows are not indexed), each as a
 share of the best among the matches, times how much of the query's information the best
 episode match holds — so a message that only shares common words with the past stays near its
 dense similarity and under the threshold. A keyword match can only raise an episode towards 1,
@@ -34,8 +34,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory import passages, window_keywords
-from caesar.memory.common_words import SCORE_BUDGET, common_words_pool, recent_share
 from caesar.memory.importance import (
     SECONDS_PER_DAY,
     episode_rank,
@@ -43,7 +41,9 @@ from caesar.memory.importance import (
     recall_weight,
     recall_weight_v,
 )
-from caesar.memory.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
+from caesar.memory.search import passages, window_keywords
+from caesar.memory.search.common_words import SCORE_BUDGET, common_words_pool, recent_share
+from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
     KEYWORD_TABLES,
     coverage,
     driver_rows,
@@ -55,8 +55,8 @@ from caesar.memory.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py 
     query_terms,
     term_counts,
 )
-from caesar.memory.vectors import epoch_seconds, from_row
-from caesar.memory.window_keywords import fused_keyword
+from caesar.memory.search.vectors import epoch_seconds, from_row
+from caesar.memory.search.window_keywords import fused_keyword
 
 Fusion = Literal["hybrid", "rrf", "dense"]
 
@@ -220,7 +220,7 @@ def hybrid_search(
     now: datetime,
     params: HybridParams,
 ) -> list[HybridHit]:
-    """Recall by fused relevance. `index` is the episodes' VectorIndex (memory/vectors.py):
+    """Recall by fused relevance. `index` is the episodes' VectorIndex (memory/search/vectors.py):
     it supplies the dense pool, the RECENT_POOL last-written episodes and the summary
     cosines of keyword-only candidates; the database supplies the keyword pool and the
     candidates' rows with their windows."""
@@ -375,7 +375,7 @@ def keyword_stage(
     return KeywordMatch(keyword_relevance(scores, strength), matched, strength)
 
 
-# What ranking reads of an episode (rank_candidates' rows; episodes.py's dense path too).
+# What ranking reads of an episode (rank_candidates' rows; episodes/recall.py's dense path too).
 EPISODE_COLUMNS = (
     EpisodeSummary.id,
     EpisodeSummary.audit_log_id,
@@ -413,7 +413,7 @@ def as_datetime(stored: str) -> datetime:
 
 
 def passage_cosines(rows: list[Any], query_vector: np.ndarray) -> dict[int, float]:
-    """Each candidate's best window cosine (memory/passages.py), for those that have windows
+    """Each candidate's best window cosine (memory/search/passages.py), for those that have windows
     of the query's dimension: one matrix product over all their windows."""
     query = np.asarray(query_vector, dtype=np.float32)
     row_bytes = passages.window_bytes(query.shape[0])
