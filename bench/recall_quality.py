@@ -43,9 +43,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np
+import prompt_quality
 from rank_bm25 import BM25Okapi
 from sqlalchemy import select
 
+from caesar.brain import Brain
 from caesar.config import Settings
 from caesar.db import migrate
 from caesar.db.models import EpisodeSummary
@@ -77,6 +79,7 @@ class Question:
     category: str
     evidence: frozenset[str]
     now: datetime
+    answer: str = ""
 
 
 @dataclass
@@ -142,7 +145,12 @@ def load_locomo(path: Path) -> list[Haystack]:
             category = f"cat{qa['category']}"
             questions.append(
                 Question(
-                    f"{sample['sample_id']}#{i}", qa["question"], category, frozenset(cited), now
+                    f"{sample['sample_id']}#{i}",
+                    qa["question"],
+                    category,
+                    frozenset(cited),
+                    now,
+                    str(qa.get("answer", "")),
                 )
             )
         out.append(
@@ -171,6 +179,7 @@ def load_longmemeval(folder: Path) -> list[Haystack]:
             item["question_type"],
             frozenset(item["answer_session_ids"]),
             now,
+            str(item.get("answer", "")),
         )
         out.append(Haystack("longmemeval", item["question_id"], sessions, [question]))
     return out
@@ -220,7 +229,10 @@ class CachedEmbedder:
 
 
 # -- one haystack through caesar's pipeline -------------------------------------------------
-def bench_settings(home: Path) -> Settings:
+def bench_settings(home: Path, dataset: str = "longmemeval") -> Settings:
+    """Shipped defaults but for the routes and the summariser's batch; LoCoMo without the
+    90-day window (its sessions span 6–10 months, asked a day after the last one)."""
+    recall = {"max_age_days": 36_500} if dataset == "locomo" else {}
     return Settings(
         home=home,
         gateway={
@@ -239,7 +251,10 @@ def bench_settings(home: Path) -> Settings:
                 "memory_summarise": "offline:textrank",
             },
         },
-        memory={"episodes_summarise": {"enabled": True, "batch_size": 64}},
+        memory={
+            "episodes_summarise": {"enabled": True, "batch_size": 64},
+            "episodes_recall": recall,
+        },
     )
 
 
@@ -249,10 +264,11 @@ class Built:
     session_of_episode: dict[int, str]  # episode id → session key
     sessions_text: dict[str, str]  # session key → raw text (for the BM25 baseline)
     rejected: int  # sessions the importer refused (not a chat)
+    windows: prompt_quality.WindowBM25  # the answer-in-prompt baseline
 
 
 def build(haystack: Haystack, embedder: Embedder, home: Path) -> Built:
-    services = Services.build(bench_settings(home))
+    services = Services.build(bench_settings(home, haystack.dataset))
     services.embedder.set(embedder)
     migrate.upgrade(services.db)
     chats = [(s.key, importable(s.messages), s.created_at) for s in haystack.sessions]
@@ -275,7 +291,13 @@ def build(haystack: Haystack, embedder: Embedder, home: Path) -> Built:
         ).all()
     session_of_episode = {r.id: sessions_of_audit[r.audit_log_id][0] for r in rows}
     texts = {key: "\n".join(t["content"] for t in turns) for key, turns, _ in accepted}
-    return Built(services, session_of_episode, texts, len(haystack.sessions) - len(accepted))
+    return Built(
+        services,
+        session_of_episode,
+        texts,
+        len(haystack.sessions) - len(accepted),
+        prompt_quality.WindowBM25([turns for _, turns, _ in accepted]),
+    )
 
 
 # -- rankers: question → session keys, best first --------------------------------------------
@@ -301,6 +323,8 @@ class _HybridParams:
     recall_weight_scale: float
     fusion: str
     keyword_weight: float
+    ranking: str
+    comparable_within: float
 
 
 def hybrid_ranker(**overrides: Any) -> Ranker:
@@ -311,7 +335,9 @@ def hybrid_ranker(**overrides: Any) -> Ranker:
     def rank(built: Built, q: Question) -> list[str]:
         memory = built.services.episodes
         values = {
-            **memory.settings.model_dump(exclude={"enabled"}),
+            **memory.settings.model_dump(
+                include=set(_HybridParams.__dataclass_fields__) - {"max_age_days"}
+            ),
             "max_age_days": None,
             **overrides,
         }
@@ -346,7 +372,7 @@ NO_DECAY = {"halflife_days": math.inf}
 def systems() -> dict[str, tuple[Ranker, Ranker | None]]:
     """name → (ranking with the threshold off, default auto-recall or None)."""
     integrated = "fusion" in RecallParams.__dataclass_fields__
-    dense = {"fusion": "dense"}
+    dense = {"fusion": "dense", "ranking": "adr"}
     # Until EpisodeMemory.search fuses, its preview *is* the ADR's dense ranking, and the
     # hybrid rows come from hybrid.hybrid_search with the same settings.
     adr = (
@@ -360,6 +386,10 @@ def systems() -> dict[str, tuple[Ranker, Ranker | None]]:
         "BM25, raw session text": (bm25_ranker, None),
         "RRF of dense and keyword ranks": (hybrid_ranker(**RANKED, fusion="rrf"), None),
         "caesar hybrid (defaults)": (caesar(**RANKED), caesar()),
+        "caesar hybrid, ADR decay (ranking = adr)": (
+            caesar(**RANKED, ranking="adr"),
+            caesar(ranking="adr"),
+        ),
         "ADR-literal, decay off": (adr(**RANKED, **dense, **NO_DECAY), None),
         "caesar hybrid, decay off": (caesar(**RANKED, **NO_DECAY), caesar(**NO_DECAY)),
     }
@@ -375,6 +405,8 @@ class Tally:
     auto_n: int = 0
     offtopic: int = 0  # auto-recall surfaced something for a question about another history
     offtopic_n: int = 0
+    newest_first: int = 0  # knowledge updates: the newest evidence session ranked first
+    newest_n: int = 0
 
     def add(self, ranked: list[str], evidence: frozenset[str], auto: list[str] | None) -> None:
         self.n += 1
@@ -390,6 +422,7 @@ class Tally:
         cells = [f"{self.at_k[k] / self.n:.3f}" for k in KS] + [f"{self.rr / self.n:.3f}"]
         cells.append(f"{self.auto / self.auto_n:.3f}" if self.auto_n else "–")
         cells.append(f"{self.offtopic / self.offtopic_n:.3f}" if self.offtopic_n else "–")
+        cells.append(f"{self.newest_first / self.newest_n:.3f}" if self.newest_n else "–")
         return cells
 
 
@@ -398,6 +431,8 @@ def run(
 ) -> tuple[dict[tuple[str, str, str], Tally], dict[str, Any]]:
     tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
     notes: dict[str, Any] = defaultdict(int)
+    prompt_tallies = prompt_quality.new_tallies()
+    notes["prompt"] = prompt_tallies
     named = systems()
     started = time.monotonic()
     previous: Question | None = None  # the last LongMemEval question: off-topic for the next
@@ -408,18 +443,40 @@ def run(
                 notes[f"{haystack.dataset}:rejected"] += built.rejected
                 notes[f"{haystack.dataset}:skipped"] += haystack.skipped
                 notes[f"{haystack.dataset}:episodes"] += len(built.session_of_episode)
+                dates = {s.key: s.created_at for s in haystack.sessions}
                 for q in haystack.questions:
+                    newest = (
+                        max(q.evidence, key=lambda k: dates[k])
+                        if q.category == "knowledge-update" and len(q.evidence) > 1
+                        else None
+                    )
                     for name, (ranked, auto) in named.items():
                         got = ranked(built, q)
                         shown = auto(built, q) if auto else None
                         for category in (q.category, "all"):
-                            tallies[(haystack.dataset, name, category)].add(got, q.evidence, shown)
+                            tally = tallies[(haystack.dataset, name, category)]
+                            tally.add(got, q.evidence, shown)
+                            if newest is not None:
+                                tally.newest_n += 1
+                                tally.newest_first += bool(got) and got[0] == newest
+                    evidence_text = "\n".join(built.sessions_text.get(k, "") for k in q.evidence)
+                    if prompt_quality.answerable(q.answer, evidence_text):
+                        made = prompt_quality.prompts(built.services, built.windows, q.text, q.now)
+                        prompt_quality.score(
+                            prompt_tallies, haystack.dataset, q.category, q.answer, made
+                        )
+                    else:
+                        notes[f"{haystack.dataset}:unanswerable"] += 1
                 if haystack.dataset == "longmemeval" and previous is not None:
                     for name, (_, auto) in named.items():
                         if auto:
                             tally = tallies[(haystack.dataset, name, "all")]
                             tally.offtopic_n += 1
                             tally.offtopic += bool(auto(built, previous))
+                    # the real turn: does an off-topic message inject anything?
+                    ctx = Brain(built.services).prepare(previous.text, now=previous.now)
+                    notes["longmemeval:offtopic_turns"] += 1
+                    notes["longmemeval:offtopic_injected"] += bool(ctx.recalled)
                 if haystack.dataset == "longmemeval":
                     previous = haystack.questions[0]
             finally:
@@ -434,8 +491,11 @@ def run(
 
 
 def table(tallies: dict[tuple[str, str, str], Tally], dataset: str, category: str = "all") -> str:
-    head = "| system | R@1 | R@3 | R@5 | MRR | auto-recall hit | off-topic surfaced |"
-    lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    head = (
+        "| system | R@1 | R@3 | R@5 | MRR | auto-recall hit | off-topic surfaced "
+        "| update: newest first |"
+    )
+    lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for (ds, name, cat), tally in tallies.items():
         if ds == dataset and cat == category:
             lines.append(f"| {name} | " + " | ".join(tally.row()) + " |")
@@ -467,9 +527,20 @@ def report(
             f"({notes[f'{ds}:skipped']} questions without usable evidence skipped, "
             f"{notes[f'{ds}:rejected']} sessions refused by the importer)\n\n"
             + table(tallies, ds)
+            + "\n\nAnswer in prompt (share of answerable questions; mean memory characters "
+            + f"per turn; {notes[f'{ds}:unanswerable']} questions whose answer is not in their "
+            + "evidence sessions' text left out):\n\n"
+            + prompt_quality.table(notes["prompt"], ds)
             + "\n\nR@5 / MRR by category:\n\n"
             + by_category(tallies, ds)
         )
+        if ds == "longmemeval" and notes["longmemeval:offtopic_turns"]:
+            injected = notes["longmemeval:offtopic_injected"] / notes["longmemeval:offtopic_turns"]
+            parts[-1] += (
+                f"\n\nOff-topic turns that injected a past conversation (the real "
+                f"`Brain.prepare`, shipped defaults): {injected:.3f} of "
+                f"{notes['longmemeval:offtopic_turns']}."
+            )
     return "\n\n".join(parts) + f"\n\nRun time: {notes['seconds']} s."
 
 

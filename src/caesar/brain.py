@@ -1,7 +1,9 @@
 """One brain turn: a chat message from the operator, or a proactive run caesar starts itself.
 
     1. facts, ranked by importance, capped           (facts block)
-    2. embed the message, auto-recall episodes      (past conversations block)
+    2. embed the message, auto-recall episodes, with the excerpts of each that match, under
+       one character budget                          (past conversations block)
+       (both gathered by memory/context/build.py)
     3. system prompt = base + facts + episodes + operator prompt
     4. gateway.complete(messages, task="chat")
     5. one write transaction: chat.completed (or chat.failed), memory.episode.recalled rows,
@@ -26,14 +28,9 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.errors import ProviderError
 from caesar.gateway.base import Completion, Message, StreamChunk, Usage
-from caesar.memory.context.render import (
-    EpisodeLine,
-    FactLine,
-    episodes_block,
-    facts_block,
-    system_prompt,
-)
-from caesar.memory.episodes.recall import RecalledEpisode, RecallParams
+from caesar.memory.context.build import facts_for_prompt, recall_for_prompt
+from caesar.memory.context.render import system_prompt
+from caesar.memory.episodes.recall import RecalledEpisode
 
 if TYPE_CHECKING:
     # Only the container's type: Services builds the workers, and the proactive one builds
@@ -99,31 +96,13 @@ class Brain:
         started = time.perf_counter()
         now = now or utcnow()
         history = list(history or [])[-MAX_HISTORY_TURNS:]
-        inject = self.settings.memory.facts_inject
-        ranked = (
-            self.services.facts.list_all(now, limit=inject.max_facts) if inject.max_facts else []
-        )
-        facts_text = facts_block(
-            [FactLine(f.key, f.value) for f in ranked],
-            max_facts=inject.max_facts,
-            max_chars=inject.max_chars,
-        )
-        used = sum(1 for line in facts_text.splitlines() if line.startswith("- "))
-        ctx = TurnContext(now, message, history, [], facts_used=used)
+        memory = facts_for_prompt(self.services.facts, self.settings.memory.facts_inject, now)
         recall = self.settings.memory.episodes_recall
         if recall.enabled and self.services.embedder.enabled:
-            try:
-                params = RecallParams.from_settings(recall)
-                vector = self.services.episodes.embed_query(message)
-                ctx.recalled = self.services.episodes.search(
-                    vector, now, params, query_text=message
-                )
-            except Exception as exc:  # noqa: BLE001 - memory never breaks chat; audited below
-                log.warning("auto-recall failed: %s", exc)
-                ctx.recall_error = f"{type(exc).__name__}: {exc}"[:1000]
-        episodes_text = episodes_block(
-            [EpisodeLine(e.created_at, e.summary) for e in ctx.recalled], now
-        )
+            recall_for_prompt(self.services.episodes, recall, message, now, memory)
+        ctx = TurnContext(now, message, history, [], facts_used=memory.facts_used)
+        ctx.recalled, ctx.recall_error = memory.recalled, memory.recall_error
+        facts_text, episodes_text = memory.facts_text, memory.episodes_text
         prompt = system_prompt(
             self.settings.system_prompt, facts_text, episodes_text, self.settings.operator_prompt
         )

@@ -147,9 +147,17 @@ class EpisodesSummariseSettings(BaseModel):
 
 class EpisodesRecallSettings(BaseModel):
     enabled: bool = True
-    top_k: int = Field(default=3, ge=1, le=50)
+    # At most this many episodes are candidates for the prompt; how many fit is decided by
+    # `prompt_chars` (issue #12: 3 fixed summaries held the answer for 4 % of questions).
+    top_k: int = Field(default=8, ge=1, le=50)
     similarity_threshold: float = Field(default=0.45, ge=-1, le=1)
     max_age_days: int = Field(default=90, ge=1, le=36_500)
+    # "prior": rank by relevance × recall_weight, and among comparable matches (within
+    # `comparable_within` of each other) the newest first — a strong old match still surfaces,
+    # a newer statement beats the one it updates. "adr": ADR-0034's relevance × freshness ×
+    # recall_weight, freshness halving every `halflife_days`. Measured in docs/episodes.md.
+    ranking: Literal["prior", "adr"] = "prior"
+    comparable_within: float = Field(default=0.03, ge=0, le=1)
     halflife_days: float = Field(default=30.0, gt=0)
     recall_weight_scale: float = Field(default=0.25, ge=0)
     # Issue #6: relevance = dense similarity (the summary's cosine, or the conversation's best
@@ -160,6 +168,14 @@ class EpisodesRecallSettings(BaseModel):
     # Chosen on the dev data: docs/recall-quality.md.
     fusion: Literal["hybrid", "dense"] = "hybrid"
     keyword_weight: float = Field(default=0.7, ge=0, le=1)
+    # The past-conversations block, fences included, is at most this many characters: each
+    # recalled episode's date and summary, and the verbatim excerpts of it that best match the
+    # message (memory/context/excerpts.py). Chosen by measurement: docs/recall-quality.md.
+    prompt_chars: int = Field(default=2500, ge=200, le=20_000)
+    excerpts: bool = True  # false: the summary lines alone (ADR-0034 §3.5)
+    # One turn of an excerpt longer than this is cut to its sentences that match the message.
+    excerpt_turn_chars: int = Field(default=600, ge=80, le=5_000)
+    summary_chars: int = Field(default=120, ge=20, le=2_000)  # a summary line's length cap
 
 
 class MemorySettings(BaseModel):

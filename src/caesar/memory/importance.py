@@ -90,3 +90,31 @@ def episode_rank(
         return score
 
     return rank
+
+
+def recency_among_comparable(
+    score: np.ndarray, age_days: np.ndarray, ids: np.ndarray, within: float
+) -> list[int]:
+    """Decay as a prior (the default episode ranking): positions best first by `score`, except
+    that comparable matches — within `within` (a share, 0.03 = 3 %) of the first of their tier —
+    go newest first. Walking down the scores, a match more than `within` below its tier's first
+    starts the next tier. So a strong old match still outranks a weaker new one, and between
+    two statements about the same thing the newer wins (docs/episodes.md has the figures).
+    Ties: newer id first. Pure."""
+    order = np.lexsort((-ids, -score))
+    out: list[int] = []
+    tier: list[int] = []
+    lead = 0.0
+
+    def flush() -> None:
+        out.extend(sorted(tier, key=lambda j: (age_days[j], -ids[j])))
+
+    for i in order:
+        if tier and score[i] >= lead - within * abs(lead):
+            tier.append(int(i))
+            continue
+        flush()
+        tier = [int(i)]
+        lead = float(score[i])
+    flush()
+    return out

@@ -12,6 +12,11 @@ from typing import Any
 
 from caesar.gateway.base import Message
 
+# The fence around injected memory in a system prompt (memory/context/render.py): defined here,
+# beneath both the prompt and the workers that must never learn from what is inside it.
+MEMORY_OPEN = "<memory>"
+MEMORY_CLOSE = "</memory>"
+
 _TURN = re.compile(r"<(user|assistant)>\n(.*?)\n</\1>", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation>\n(.*?)\n</conversation>", re.DOTALL)
 

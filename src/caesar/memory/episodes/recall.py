@@ -24,16 +24,18 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.config import EpisodesRecallSettings
 from caesar.db.engine import Database
-from caesar.db.models import EpisodeSummary
+from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.embeddings import EmbedderHandle, embed_one
+from caesar.gateway.base import Message
 from caesar.memory.importance import (
     SECONDS_PER_DAY,
     episode_rank,
     freshness,
     recall_weight,
 )
-from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, hybrid_search
+from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, Ranking, hybrid_search
 from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
+from caesar.memory.transcript import conversation_turns
 
 # Candidates fetched beyond top_k, so fresh counters from the database can reorder them.
 OVERFETCH = 4
@@ -52,6 +54,8 @@ class RecallParams:
     recall_weight_scale: float
     fusion: Fusion = "dense"
     keyword_weight: float = 0.0
+    ranking: Ranking = "adr"
+    comparable_within: float = 0.0
 
     @classmethod
     def from_settings(cls, s: EpisodesRecallSettings, **overrides: object) -> RecallParams:
@@ -63,9 +67,30 @@ class RecallParams:
             "recall_weight_scale": s.recall_weight_scale,
             "fusion": s.fusion,
             "keyword_weight": s.keyword_weight,
+            "ranking": s.ranking,
+            "comparable_within": s.comparable_within,
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """Consecutive turns of a past conversation, verbatim but for long turns cut to the
+    sentences that match (marked with …): `turns` are (role, text), from turn `first_turn`
+    (0-based, among the conversation's non-empty turns); `score` is the best window relevance
+    that brought them in."""
+
+    first_turn: int
+    turns: tuple[tuple[str, str], ...]
+    score: float
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "first_turn": self.first_turn,
+            "score": round(self.score, 6),
+            "turns": [{"role": role, "text": text} for role, text in self.turns],
+        }
 
 
 @dataclass(frozen=True)
@@ -86,9 +111,15 @@ class RecalledEpisode:
     passage: float | None = None
     # best window's keyword relevance (hybrid fusion; None: not used or no windows indexed)
     window_keyword: float | None = None
+    # each window's relevance (hybrid fusion): what picks the excerpts; not in the JSON
+    windows: tuple[float, ...] | None = None
+    # the verbatim parts of the conversation shown with the summary (memory/context/excerpts.py)
+    excerpts: tuple[Excerpt, ...] = ()
 
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
+        data.pop("windows")
+        data["excerpts"] = [e.as_json() for e in self.excerpts]
         data["created_at"] = self.created_at.isoformat()
         for key in (
             "cosine",
@@ -169,6 +200,17 @@ class EpisodeMemory:
     def forget(self, episode_ids: list[int]) -> None:
         """Drop episodes deleted by retention from the in-process index."""
         self._indexes.forget(episode_ids)
+
+    def conversations(self, audit_ids: list[int]) -> dict[int, list[Message]]:
+        """The user/assistant turns of these chats (audit row id → turns), reply included:
+        what excerpts are cut from. A chat swept since it was recalled is absent."""
+        if not audit_ids:
+            return {}
+        with self.db.read() as session:
+            rows = session.execute(
+                select(AuditLog.id, AuditLog.payload).where(AuditLog.id.in_(audit_ids))
+            ).all()
+        return {int(i): conversation_turns(payload or {}) for i, payload in rows}
 
     def embed_query(self, text: str) -> np.ndarray:
         return embed_one(self.embedder.get(), text)

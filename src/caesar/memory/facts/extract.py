@@ -22,9 +22,13 @@ from caesar import audit
 from caesar.db.models import AuditLog, MemoryExtractCursor
 from caesar.errors import CaesarError, InputError
 from caesar.gateway.base import Message
-from caesar.memory.context.render import MEMORY_CLOSE, MEMORY_OPEN
 from caesar.memory.facts.store import clean_value, normalise_key
-from caesar.memory.transcript import conversation_turns, render_transcript
+from caesar.memory.transcript import (
+    MEMORY_CLOSE,
+    MEMORY_OPEN,
+    conversation_turns,
+    render_transcript,
+)
 from caesar.workers import CursorWorker
 
 RAW_KEEP = 2000

@@ -24,8 +24,9 @@ own. Measured and explained in docs/recall-quality.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -40,6 +41,7 @@ from caesar.memory.importance import (
     freshness_v,
     recall_weight,
     recall_weight_v,
+    recency_among_comparable,
 )
 from caesar.memory.search import passages, window_keywords
 from caesar.memory.search.common_words import SCORE_BUDGET, common_words_pool, recent_share
@@ -59,6 +61,7 @@ from caesar.memory.search.vectors import epoch_seconds, from_row
 from caesar.memory.search.window_keywords import fused_keyword
 
 Fusion = Literal["hybrid", "rrf", "dense"]
+Ranking = Literal["prior", "adr"]
 
 RRF_K = 60.0
 
@@ -129,6 +132,10 @@ class HybridParams(Protocol):
     def fusion(self) -> Fusion: ...
     @property
     def keyword_weight(self) -> float: ...
+    @property
+    def ranking(self) -> Ranking: ...
+    @property
+    def comparable_within(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,8 @@ class HybridHit:
     # the best window's keyword relevance ∈ [0, 1]; None: no windows indexed. `keyword` is
     # then the mean of the episode-level one and this (window_keywords.fused_keyword)
     window_keyword: float | None = None
+    # each window's relevance, in window order (excerpt selection); None: no windows stored
+    windows: tuple[float, ...] | None = None
 
 
 def rank_candidates(
@@ -186,11 +195,16 @@ def rank_candidates(
     weight = recall_weight_v(
         np.array([r[4] for r in rows], dtype=np.float64), params.recall_weight_scale
     )
-    score = relevance * fresh * weight
     keep = np.ones(len(rows), dtype=bool)
     if params.similarity_threshold is not None:
         keep &= relevance >= params.similarity_threshold
-    order = [i for i in np.lexsort((-ids, -score)) if keep[i]][: params.top_k]
+    if params.ranking == "adr":
+        score = relevance * fresh * weight
+        ranked: Sequence[int] = [int(i) for i in np.lexsort((-ids, -score))]
+    else:
+        score = relevance * weight
+        ranked = recency_among_comparable(score, age, ids, params.comparable_within)
+    order = [i for i in ranked if keep[i]][: params.top_k]
     return [
         HybridHit(
             episode_id=int(ids[i]),
@@ -232,7 +246,7 @@ def hybrid_search(
         limit=pool,
         threshold=dense_pool_threshold(params),
         min_created=None if min_created is None else epoch_seconds(min_created),
-        rank=episode_rank(epoch_seconds(now), params.halflife_days, params.recall_weight_scale),
+        rank=episode_rank(epoch_seconds(now), pool_halflife(params), params.recall_weight_scale),
         # freshness ≤ 1 and recall_weight ≤ its value at the largest count (lets an
         # approximate stage of the index stop early without changing the result)
         factor_range=(0.0, recall_weight(index.max_recall_count, params.recall_weight_scale)),
@@ -268,9 +282,39 @@ def hybrid_search(
     missing = [r[0] for r in rows if r[0] not in cosine]
     cosine.update(index.cosines(missing, query_vector))
     cosine.update(vector_cosines(session, [i for i in missing if i not in cosine], query_vector))
-    passage = {} if params.fusion == "dense" else passage_cosines(rows, query_vector)
-    window = {} if params.fusion == "dense" else window_keyword_stage(session, match, rows)
-    return rank_candidates(rows, cosine, keyword, now, params, passage, window)
+    if params.fusion == "dense":
+        return rank_candidates(rows, cosine, keyword, now, params)
+    each_cosine = window_cosines(rows, query_vector)
+    passage = {i: float(v.max()) for i, v in each_cosine.items()}
+    each_keyword = window_keyword_relevance(session, match, rows)
+    window = {i: max(v.values(), default=0.0) for i, v in each_keyword.items()}
+    hits = rank_candidates(rows, cosine, keyword, now, params, passage, window)
+    return [with_windows(h, each_cosine, each_keyword, params) for h in hits]
+
+
+def with_windows(
+    hit: HybridHit,
+    each_cosine: dict[int, np.ndarray],
+    each_keyword: dict[int, dict[int, float]],
+    params: HybridParams,
+) -> HybridHit:
+    """The hit with each of its windows' relevance — the same fusion as the episode's, of the
+    window's cosine and keyword relevance — which picks the excerpts shown with it
+    (memory/context/excerpts.py)."""
+    cosines = each_cosine.get(hit.episode_id)
+    if cosines is None or cosines.size == 0:
+        return hit
+    words = each_keyword.get(hit.episode_id, {})
+    keyword = np.array([words.get(k, 0.0) for k in range(cosines.size)])
+    fused = fuse(cosines, keyword, method=params.fusion, keyword_weight=params.keyword_weight)
+    return replace(hit, windows=tuple(round(float(x), 6) for x in fused))
+
+
+def pool_halflife(params: HybridParams) -> float:
+    """The half-life the dense pool is drawn with: the ranking's own under the ADR's formula;
+    none under the prior, where age only orders comparable matches (an old strong match must
+    be in the pool to surface)."""
+    return params.halflife_days if params.ranking == "adr" else math.inf
 
 
 def window_keyword_stage(
@@ -279,13 +323,27 @@ def window_keyword_stage(
     """Best-window keyword relevance of the candidates whose windows are indexed (those with
     window vectors: both are written together), 0 for one with no matching window; candidates
     without windows are absent (their keyword relevance stays the episode's)."""
-    with_windows = [r[0] for r in rows if r[PASSAGES]]
-    if not with_windows:
+    each = window_keyword_relevance(session, match, rows)
+    return {i: max(v.values(), default=0.0) for i, v in each.items()}
+
+
+def window_keyword_relevance(
+    session: Session, match: KeywordMatch, rows: list[Any]
+) -> dict[int, dict[int, float]]:
+    """{episode: {window number: keyword relevance}} of the candidates whose windows are
+    indexed ({} for one with no matching window); candidates without windows are absent."""
+    indexed = [r[0] for r in rows if r[PASSAGES]]
+    if not indexed:
         return {}
-    scores = window_keywords.window_scores(session, match.terms, with_windows)
+    scores = window_keywords.each_window_score(session, match.terms, indexed)
     # the same shape as the episode level: a share of the best, times the best match's coverage
-    relevance = keyword_relevance(scores, match.strength)
-    return {i: relevance.get(i, 0.0) for i in with_windows}
+    best = max((v for per in scores.values() for v in per.values()), default=0.0)
+    if best <= 0:
+        return {i: {} for i in indexed}
+    return {
+        i: {k: min(v / best, 1.0) * match.strength for k, v in scores.get(i, {}).items()}
+        for i in indexed
+    }
 
 
 def dense_pool_threshold(params: HybridParams) -> float | None:
@@ -413,8 +471,14 @@ def as_datetime(stored: str) -> datetime:
 
 
 def passage_cosines(rows: list[Any], query_vector: np.ndarray) -> dict[int, float]:
-    """Each candidate's best window cosine (memory/search/passages.py), for those that have windows
-    of the query's dimension: one matrix product over all their windows."""
+    """Each candidate's best window cosine (memory/passages.py), for those that have windows
+    of the query's dimension."""
+    return {i: float(v.max()) for i, v in window_cosines(rows, query_vector).items()}
+
+
+def window_cosines(rows: list[Any], query_vector: np.ndarray) -> dict[int, np.ndarray]:
+    """Each candidate's window cosines, in window order, for those that have windows of the
+    query's dimension: one matrix product over all their windows."""
     query = np.asarray(query_vector, dtype=np.float32)
     row_bytes = passages.window_bytes(query.shape[0])
     found = [(r[0], r[PASSAGES]) for r in rows if r[PASSAGES] and len(r[PASSAGES]) % row_bytes == 0]
@@ -422,9 +486,8 @@ def passage_cosines(rows: list[Any], query_vector: np.ndarray) -> dict[int, floa
         return {}
     matrix = passages.unpack(b"".join(blob for _, blob in found), query.shape[0])
     counts = [len(blob) // row_bytes for _, blob in found]
-    starts = np.cumsum([0, *counts[:-1]])
-    best = np.maximum.reduceat(matrix @ query, starts)
-    return {i: float(c) for (i, _), c in zip(found, best, strict=True)}
+    parts = np.split(matrix @ query, np.cumsum(counts[:-1]))
+    return {i: part for (i, _), part in zip(found, parts, strict=True)}
 
 
 def vector_cosines(session: Session, ids: list[int], query_vector: np.ndarray) -> dict[int, float]:

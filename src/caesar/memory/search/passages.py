@@ -30,26 +30,41 @@ MAX_WINDOWS = 32
 _DTYPE = "<f2"
 
 
-def windows(
-    turns: Sequence[Message], size: int = WINDOW_TURNS, cap: int = MAX_WINDOWS
-) -> list[str]:
-    """Texts of windows of `size` consecutive non-empty turns, sliding by one turn; a
-    conversation shorter than `size` is one window. Past `cap` windows the stride widens and
-    each window with it (never narrower than `size`), so every turn is still in one and there
-    are at most `cap`. Pure."""
-    texts = [" ".join(t["content"].split()) for t in turns]
-    texts = [t for t in texts if t]
-    n = len(texts)
-    if n == 0:
+def window_spans(n: int, size: int = WINDOW_TURNS, cap: int = MAX_WINDOWS) -> list[tuple[int, int]]:
+    """[start, end) turn ranges of the windows of a conversation of `n` non-empty turns, sliding
+    by one turn; a conversation shorter than `size` is one window. Past `cap` windows the stride
+    widens and each window with it (never narrower than `size`), so every turn is still in one
+    and there are at most `cap`. Pure; the one definition `windows` and the excerpts share."""
+    if n <= 0:
         return []
     if n - size + 1 <= cap:
-        return [" ".join(texts[i : i + size]) for i in range(max(n - size + 1, 1))]
+        return [(i, min(i + size, n)) for i in range(max(n - size + 1, 1))]
     if cap <= 1:
-        return [" ".join(texts)]
+        return [(0, n)]
     # `cap` windows, evenly spread, each wide enough that together they cover every turn.
     width = max(size, -(-n // cap))
     starts = sorted({round(i * (n - width) / (cap - 1)) for i in range(cap)})
-    return [" ".join(texts[i : i + width]) for i in starts]
+    return [(i, i + width) for i in starts]
+
+
+def window_turns(turns: Sequence[Message]) -> list[Message]:
+    """The turns windows are made of: those with text, their whitespace runs made single."""
+    out: list[Message] = []
+    for t in turns:
+        text = " ".join(t["content"].split())
+        if text:
+            out.append({"role": t["role"], "content": text})
+    return out
+
+
+def windows(
+    turns: Sequence[Message], size: int = WINDOW_TURNS, cap: int = MAX_WINDOWS
+) -> list[str]:
+    """Texts of the windows (`window_spans`) of the conversation's non-empty turns. Pure.
+    The window index (memory/search/window_keywords.py) is derived again from these texts on
+    delete: they must not change without a migration that rebuilds it."""
+    texts = [t["content"] for t in window_turns(turns)]
+    return [" ".join(texts[a:b]) for a, b in window_spans(len(texts), size, cap)]
 
 
 def pack(vectors: np.ndarray) -> bytes:

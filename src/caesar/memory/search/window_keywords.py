@@ -112,19 +112,28 @@ def forget_windows(session: Session, episode_ids: Sequence[int]) -> int:
 
 
 def window_scores(session: Session, terms: list[str], ids: Iterable[int]) -> dict[int, float]:
-    """{episode_id: its best window's full-text score > 0} for the episodes `ids`, matching any
-    of `terms` (the words the episode-level stage matched). SQLite: FTS5 bm25() over the
-    windows; PostgreSQL: ts_rank over each window's tsvector (normalisation 1, as the
+    """{episode_id: its best window's full-text score > 0} (see `each_window_score`)."""
+    return {
+        episode_id: max(scores.values())
+        for episode_id, scores in each_window_score(session, terms, ids).items()
+    }
+
+
+def each_window_score(
+    session: Session, terms: list[str], ids: Iterable[int]
+) -> dict[int, dict[int, float]]:
+    """{episode_id: {window number: full-text score > 0}} for the windows of the episodes `ids`
+    matching any of `terms` (the words the episode-level stage matched). SQLite: FTS5 bm25()
+    over the windows; PostgreSQL: ts_rank over each window's tsvector (normalisation 1, as the
     episode-level stage). Scores compare within one query only."""
     id_list = sorted({int(i) for i in ids})
     if not terms or not id_list:
         return {}
     if is_sqlite(session):
         # The id filter is kept out of FTS5 (unary +) and the rowid range pushed in; bm25 is
-        # computed only for the rows that pass. (FTS5 refuses bm25() inside an aggregate: the
-        # best window per episode is taken here.)
+        # computed only for the rows that pass.
         sql = f"""
-            SELECT f.rowid / {WINDOW_SLOTS}, -bm25(episode_window_fts)
+            SELECT f.rowid / {WINDOW_SLOTS}, f.rowid % {WINDOW_SLOTS}, -bm25(episode_window_fts)
             FROM episode_window_fts AS f
             WHERE episode_window_fts MATCH ? AND f.rowid BETWEEN ? AND ?
               AND +(f.rowid / {WINDOW_SLOTS}) IN ({marks(session, len(id_list))})"""
@@ -136,15 +145,15 @@ def window_scores(session: Session, terms: list[str], ids: Iterable[int]) -> dic
         ]
     else:
         sql = f"""
-            SELECT f.episode_id, ts_rank(f.document, q.query, 1)
+            SELECT f.episode_id, f.window_no, ts_rank(f.document, q.query, 1)
             FROM episode_window_fts AS f, to_tsquery('english', %s) AS q(query)
             WHERE f.episode_id IN ({marks(session, len(id_list))}) AND f.document @@ q.query"""
         params = [tsquery_text(terms), *id_list]
-    best: dict[int, float] = {}
-    for episode_id, score in driver_rows(session, sql, params):
-        if score > best.get(episode_id, 0.0):
-            best[int(episode_id)] = float(score)
-    return best
+    out: dict[int, dict[int, float]] = {}
+    for episode_id, window_no, score in driver_rows(session, sql, params):
+        if score > 0:
+            out.setdefault(int(episode_id), {})[int(window_no)] = float(score)
+    return out
 
 
 def fused_keyword(episode: float, window: float | None) -> float:

@@ -1,0 +1,228 @@
+"""Which parts of the recalled conversations go into the prompt, under one character budget.
+Pure: no I/O.
+
+Why: a one- or two-sentence summary rarely holds what a later question asks (offline
+summaries held the answer for ~6 % of LoCoMo questions, the dataset's own LLM summaries ~35 %).
+The conversation itself does. Recall already scores every window of every candidate — three
+consecutive turns (memory/search/passages.py) — by the same fusion of dense and keyword
+relevance as the episode; those scores pick the excerpts.
+
+The selection (`select`):
+- every window of every recalled episode is a candidate, its priority the mean of its
+  episode's score and its own relevance — so the best windows of the best episode come first,
+  but a strongly matching window of the second episode beats a weak third one of the first;
+- candidates are taken best first while they fit the budget; an episode's line (time anchor
+  and summary) is paid for when its first window is taken;
+- windows of one conversation that overlap are merged: no turn is shown twice;
+- a turn longer than `turn_chars` is cut to its sentences that share the most words with the
+  message (stemmed as the keyword index stems them), in order, with … where text was left out.
+An episode none of whose windows fits is left out of the block (and is not recalled). Measured
+in docs/recall-quality.md ("answer in prompt").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+
+import Stemmer
+
+from caesar.gateway.base import Message
+from caesar.memory.context.render import (
+    BLOCK_FRAME,
+    GAP_LINE,
+    EpisodeLine,
+    episode_header,
+    excerpt_line,
+    past_conversations,
+)
+from caesar.memory.search.keywords import query_terms
+from caesar.memory.search.passages import window_spans, window_turns
+
+# The share of a window's priority that is its episode's score (the rest is its own relevance).
+EPISODE_SHARE = 0.5
+ELLIPSIS = "…"
+_SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A recalled episode, best first: its line, its conversation and its windows' relevance
+    (None: no windows stored — the line alone is offered)."""
+
+    line: EpisodeLine
+    turns: Sequence[Message]
+    windows: Sequence[float] | None
+    score: float
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """What of candidate `index` goes into the prompt: its excerpts as (first turn, turns, best
+    window relevance), turns as (role, text), in conversation order."""
+
+    index: int
+    excerpts: tuple[tuple[int, tuple[tuple[str, str], ...], float], ...]
+
+
+@dataclass(frozen=True)
+class Block:
+    text: str
+    chosen: tuple[Chosen, ...]
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Stemmer.Stemmer:
+    # Porter: the stemmer of the keyword index's FTS5 tokenizer (memory/search/keywords.py)
+    return Stemmer.Stemmer("porter")
+
+
+def stems(text: str) -> set[str]:
+    return set(_stemmer().stemWords(_WORD.findall(text.lower())))
+
+
+def trim_turn(text: str, wanted: set[str], max_chars: int) -> str:
+    """`text` on one line; if longer than `max_chars`, its sentences sharing most of the
+    `wanted` stems, in order, with … where sentences were left out, at most `max_chars`."""
+    flat = " ".join(text.split())
+    if len(flat) <= max_chars:
+        return flat
+    parts = [" ".join(p.split()) for p in _SENTENCE.split(text)]
+    parts = [p for p in parts if p]
+    shared = [len(stems(p) & wanted) for p in parts]
+    keep: list[int] = []
+    used = 0
+    for i in sorted(range(len(parts)), key=lambda k: (-shared[k], k)):
+        if keep and shared[i] == 0:
+            break
+        if used + len(parts[i]) + 2 <= max_chars:
+            keep.append(i)
+            used += len(parts[i]) + 2
+    if not keep:  # one sentence longer than the whole allowance: its start
+        return flat[: max_chars - 2].rsplit(" ", 1)[0] + " " + ELLIPSIS
+    keep.sort()
+    out: list[str] = []
+    previous = -1
+    for i in keep:
+        if i != previous + 1:
+            out.append(ELLIPSIS)
+        out.append(parts[i])
+        previous = i
+    if previous != len(parts) - 1:
+        out.append(ELLIPSIS)
+    return " ".join(out)
+
+
+class _Episode:
+    """One candidate during selection: the turns taken so far and what its lines cost."""
+
+    def __init__(self, candidate: Candidate, header: str) -> None:
+        self.turns = window_turns(candidate.turns)
+        self.spans = window_spans(len(self.turns))
+        self.header = header
+        self.taken: set[int] = set()
+        self.best: dict[int, float] = {}  # first turn of a taken window → its relevance
+        self._lines: dict[int, str] = {}
+
+    def line(self, turn: int, wanted: set[str], turn_chars: int) -> str:
+        if turn not in self._lines:
+            t = self.turns[turn]
+            self._lines[turn] = excerpt_line(t["role"], trim_turn(t["content"], wanted, turn_chars))
+        return self._lines[turn]
+
+    def cost(self, turns: set[int], wanted: set[str], turn_chars: int) -> int:
+        """Characters of this episode's lines (header, turns, gaps), newlines included."""
+        total = len(self.header) + 1
+        previous = None
+        for t in sorted(turns):
+            if previous is not None and t != previous + 1:
+                total += len(GAP_LINE) + 1
+            total += len(self.line(t, wanted, turn_chars)) + 1
+            previous = t
+        return total
+
+
+def select(
+    candidates: Sequence[Candidate],
+    query: str,
+    now: datetime,
+    *,
+    budget: int,
+    turn_chars: int,
+    summary_chars: int,
+) -> Block:
+    """The past-conversations block for these recalled episodes (best first), at most `budget`
+    characters, fences included (see the module docstring)."""
+    wanted = set(_stemmer().stemWords(query_terms(query)))
+    episodes = [_Episode(c, episode_header(c.line, now, summary_chars)) for c in candidates]
+    items: list[tuple[float, int, int]] = []  # (−priority, candidate, window)
+    for ci, c in enumerate(candidates):
+        windows = list(c.windows or [])[: len(episodes[ci].spans)]
+        if not windows:
+            items.append((-c.score, ci, -1))  # no windows: its line alone
+        for wi, relevance in enumerate(windows):
+            priority = EPISODE_SHARE * c.score + (1 - EPISODE_SHARE) * relevance
+            items.append((-priority, ci, wi))
+    items.sort()
+    used = BLOCK_FRAME
+    included: list[int] = []
+    costs = [0] * len(candidates)
+    for _, ci, wi in items:
+        ep = episodes[ci]
+        if wi < 0:
+            if ci not in included and used + len(ep.header) + 1 <= budget:
+                included.append(ci)
+                costs[ci] = len(ep.header) + 1
+                used += costs[ci]
+            continue
+        start, end = ep.spans[wi]
+        turns = ep.taken | set(range(start, end))
+        if turns == ep.taken:
+            continue
+        cost = ep.cost(turns, wanted, turn_chars)
+        if used - costs[ci] + cost > budget:
+            continue
+        if ci not in included:
+            included.append(ci)
+        used += cost - costs[ci]
+        costs[ci] = cost
+        ep.taken = turns
+        ep.best[start] = candidates[ci].windows[wi]  # type: ignore[index]
+    lines: list[str] = []
+    chosen: list[Chosen] = []
+    for ci in sorted(included):
+        ep = episodes[ci]
+        lines.append(ep.header)
+        excerpts = _runs(ep, wanted, turn_chars)
+        for k, (first, _turns, _score) in enumerate(excerpts):
+            if k:
+                lines.append(GAP_LINE)
+            lines.extend(ep.line(first + j, wanted, turn_chars) for j in range(len(_turns)))
+        chosen.append(Chosen(ci, tuple(excerpts)))
+    return Block(past_conversations(lines), tuple(chosen))
+
+
+def _runs(
+    ep: _Episode, wanted: set[str], turn_chars: int
+) -> list[tuple[int, tuple[tuple[str, str], ...], float]]:
+    """The taken turns as runs of consecutive turns: (first turn, (role, text) turns as
+    shown, the best relevance of the windows that brought them in)."""
+    runs: list[list[int]] = []
+    for t in sorted(ep.taken):
+        if runs and t == runs[-1][-1] + 1:
+            runs[-1].append(t)
+        else:
+            runs.append([t])
+    out = []
+    for run in runs:
+        shown = tuple(
+            (ep.turns[t]["role"], trim_turn(ep.turns[t]["content"], wanted, turn_chars))
+            for t in run
+        )
+        score = max((s for first, s in ep.best.items() if run[0] <= first <= run[-1]), default=0.0)
+        out.append((run[0], shown, score))
+    return out
