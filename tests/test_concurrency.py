@@ -209,7 +209,7 @@ def test_a_burst_of_chats_that_recall_episodes_never_locks_up(make_services, llm
 
     services = make_services(
         api_token=TEST_TOKEN,
-        memory={"episodes_recall": {"similarity_threshold": 0.0}},
+        memory={"episodes_recall": {"similarity_threshold": 0.0, "top_k": 3}},
         # The fake provider's listen backlog is small: let the SDK retry a refused connection,
         # as it does by default in production.
         gateway={"providers": {"local": {"max_retries": 3}}},

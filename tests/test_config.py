@@ -126,7 +126,8 @@ def test_adr_setting_names_and_defaults():
     assert (summarise.enabled, summarise.interval_seconds, summarise.batch_size) == (False, 60.0, 4)
     recall = memory.episodes_recall
     assert recall.enabled is True
-    assert recall.top_k == 3
+    # issue #12 departs here: up to 8 candidates, how many fit decided by prompt_chars
+    assert (recall.top_k, recall.prompt_chars, recall.ranking) == (8, 2500, "prior")
     assert recall.similarity_threshold == 0.45
     assert recall.max_age_days == 90
     assert recall.halflife_days == 30.0

@@ -146,8 +146,8 @@ def test_max_age_filters_before_ranking(services):
 
 def test_top_k_and_recall_count_break_ties(services):
     ids = [add_episode(services, SLEEP, days_ago(2), recall_count=n)[0] for n in (0, 4, 1, 0, 9)]
-    found = _search(services, QUERY)
-    assert len(found) == 3  # settings default top_k
+    found = _search(services, QUERY, top_k=3)
+    assert len(found) == 3
     assert [e.episode_id for e in found] == [ids[4], ids[1], ids[2]]
     assert len(_search(services, QUERY, top_k=5)) == 5
 
@@ -183,9 +183,12 @@ def test_preview_returns_components_and_does_not_bump(client, services):
         assert key in found
     assert found["passage"] is None  # written without windows: the summary alone counts
     assert found["relevance"] >= found["cosine"]
-    assert found["score"] == pytest.approx(
-        found["relevance"] * found["freshness"] * found["recall_weight"], abs=1e-5
-    )
+    # the default ranking (decay as a prior): relevance × recall_weight, and age orders
+    # comparable matches; freshness is still reported (the ADR's factor)
+    assert found["score"] == pytest.approx(found["relevance"] * found["recall_weight"], abs=1e-5)
+    assert found["freshness"] == pytest.approx(0.5 ** (3 / 30), rel=1e-2)
+    # the excerpts that would reach the prompt: none here, the chat has no windows stored
+    assert found["excerpts"] == []
     assert events(services, audit.EPISODE_RECALLED) == []
     with services.db.read() as session:
         assert session.get(EpisodeSummary, episode_id).recall_count == 0

@@ -29,6 +29,8 @@ class Params:
     recall_weight_scale: float = 0.25
     fusion: hybrid.Fusion = "hybrid"
     keyword_weight: float = 0.7
+    ranking: hybrid.Ranking = "adr"  # the formula these tests pin; the prior has its own
+    comparable_within: float = 0.03
 
 
 # -- the keyword index, kept by triggers, on SQLite (FTS5) and PostgreSQL (tsvector) ----------

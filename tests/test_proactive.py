@@ -82,7 +82,7 @@ def test_run_goes_through_facts_and_recall_and_is_audited(svc, llm):
     assert result.reply == "How did the cooler bedroom work out?"
     system = llm.requests[-1]["json"]["messages"][0]["content"]
     assert "bedroom_temperature: 72°F" in system
-    assert f"- 3 days ago: {SLEEP}" in system
+    assert f", 3 days ago: {SLEEP}" in system
     assert llm.requests[-1]["json"]["messages"][-1]["content"] == RUNS[0]["prompt"]
     [row] = events(svc, audit.PROACTIVE_COMPLETED)
     assert row.id == result.audit_id and row.subject_key == "sleep-check"

@@ -66,11 +66,13 @@ def test_episodes_block_renders_anchor_at_retrieval_time():
     block = episodes_block([line], NOW)
     assert block.splitlines()[0] == EPISODES_HEADER == "Possibly relevant past conversations:"
     assert (
-        "- 3 days ago: We discussed the operator's trouble sleeping; caesar suggested 65°F."
+        "- 18 May 2026, 3 days ago: We discussed the operator's trouble sleeping; caesar suggested 65°F."
         in block
     )
     # the same stored row reads differently a week later: nothing stale is stored
-    assert "- last week: We discussed" in episodes_block([line], NOW + timedelta(days=7))
+    assert "- 18 May 2026, last week: We discussed" in episodes_block(
+        [line], NOW + timedelta(days=7)
+    )
     assert episodes_block([], NOW) == ""
 
 

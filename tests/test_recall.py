@@ -72,7 +72,9 @@ def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monk
         assert response.json()["recalled"] == [monday_row.id]
         system = _system_prompt(llm)
         assert "Possibly relevant past conversations:" in system
-        assert f"- 3 days ago: {ADR_SUMMARY}" in system
+        assert f", 3 days ago: {ADR_SUMMARY}" in system
+        # and what was said, verbatim, with who said it: Monday's suggestion itself
+        assert "  caesar: Try lowering the thermostat to 65°F" in system
 
         recalled = client.get("/v1/audit", params={"event_type": "memory.episode.recalled"}).json()[
             "events"
@@ -92,9 +94,11 @@ def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monk
         assert payload["relevance"] == pytest.approx(
             dense + 0.7 * payload["keyword"] * (1 - dense), abs=1e-5
         )
-        assert payload["score"] == pytest.approx(
-            payload["relevance"] * payload["freshness"], abs=1e-5
-        )
+        # decay as a prior: the score is the relevance (× recall_weight, 1 here); age only
+        # orders comparable matches
+        assert payload["score"] == pytest.approx(payload["relevance"], abs=1e-5)
+        shown = [t for e in payload["excerpts"] for t in e["turns"]]
+        assert {"role": "assistant", "text": MONDAY_CHAT[3]["content"]} in shown
 
         preview = client.post(
             "/v1/memory/recall", json={"query": "thermostat", "similarity_threshold": None}

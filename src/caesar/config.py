@@ -175,7 +175,7 @@ class EpisodesRecallSettings(BaseModel):
     excerpts: bool = True  # false: the summary lines alone (ADR-0034 §3.5)
     # One turn of an excerpt longer than this is cut to its sentences that match the message.
     excerpt_turn_chars: int = Field(default=600, ge=80, le=5_000)
-    summary_chars: int = Field(default=120, ge=20, le=2_000)  # a summary line's length cap
+    summary_chars: int = Field(default=200, ge=20, le=2_000)  # a summary line's length cap
 
 
 class MemorySettings(BaseModel):

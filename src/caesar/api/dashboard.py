@@ -46,7 +46,7 @@ from caesar.api.deps import SESSION_COOKIE, ServicesDep, check_token
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog
 from caesar.errors import InputError, NotFound
-from caesar.memory.context.render import relative_time
+from caesar.memory.context.render import SPEAKERS, relative_time
 from caesar.memory.facts.store import normalise_key
 from caesar.services import Services
 
@@ -422,5 +422,35 @@ def audit_row(
             .where(AuditLog.event_type.in_(_DERIVED), AuditLog.subject_id == audit_id)
             .order_by(AuditLog.id)
         ).all()
-    context = {"row": row, "payload": pretty(row.payload), "refs": refs, "derived": derived}
+        recalled = _recalled_in_turn(session, row)
+    context = {
+        "row": row,
+        "payload": pretty(row.payload),
+        "refs": refs,
+        "derived": derived,
+        "recalled": recalled,
+        "speakers": SPEAKERS,
+    }
     return _page(request, viewer, "audit_row.html", context)
+
+
+# A turn's memory.episode.recalled rows are written in its transaction, right after it.
+_RECALLED_SPAN = 200
+
+
+def _recalled_in_turn(session: Any, row: AuditLog) -> list[dict[str, Any]]:
+    """The episodes (with their excerpts) that went into this turn's prompt: the
+    memory.episode.recalled rows that name it, read from just after it."""
+    memory = row.payload.get("memory") if isinstance(row.payload, dict) else None
+    if not isinstance(memory, dict) or not memory.get("episodes_recalled"):
+        return []
+    found = session.execute(
+        select(AuditLog.payload)
+        .where(
+            AuditLog.event_type == audit.EPISODE_RECALLED,
+            AuditLog.id > row.id,
+            AuditLog.id <= row.id + _RECALLED_SPAN,
+        )
+        .order_by(AuditLog.id)
+    ).scalars()
+    return [p for p in found if isinstance(p, dict) and p.get("turn_audit_id") == row.id]

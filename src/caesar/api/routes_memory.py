@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from caesar import audit
 from caesar.api.deps import Authenticated, ServicesDep
-from caesar.clock import to_naive_utc
+from caesar.clock import to_naive_utc, utcnow
+from caesar.memory.context.build import preview
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
 
 router = APIRouter(dependencies=[Authenticated])
@@ -94,7 +95,8 @@ class RecallRequest(BaseModel):
 
 @router.post("/v1/memory/recall")
 def recall_preview(body: RecallRequest, services: ServicesDep) -> dict[str, Any]:
-    """What auto-recall would surface for `query`, with every score component. Read-only."""
+    """What auto-recall would surface for `query`, with every score component and, for the
+    episodes that would reach the prompt, the excerpts shown with them. Read-only."""
     overrides: dict[str, Any] = {}
     sent = body.model_fields_set
     if body.top_k is not None:
@@ -103,6 +105,7 @@ def recall_preview(body: RecallRequest, services: ServicesDep) -> dict[str, Any]
         overrides["max_age_days"] = body.max_age_days
     if "similarity_threshold" in sent:
         overrides["similarity_threshold"] = body.similarity_threshold
-    now = to_naive_utc(body.now) if body.now else None
-    episodes = services.episodes.preview(body.query, now, **overrides)
+    now = to_naive_utc(body.now) if body.now else utcnow()
+    settings = services.settings.memory.episodes_recall
+    episodes = preview(services.episodes, settings, body.query, now, **overrides)
     return {"episodes": [e.as_json() for e in episodes]}

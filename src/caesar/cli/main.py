@@ -209,9 +209,11 @@ def recall(
         bool, typer.Option("--no-threshold", help="Ignore the similarity threshold.")
     ] = False,
 ) -> None:
-    """Preview what auto-recall would surface for QUERY, with every score component."""
+    """Preview what auto-recall would surface for QUERY, with every score component, and the
+    excerpts of each conversation that would reach the prompt."""
     from caesar.clock import utcnow
-    from caesar.memory.context.render import relative_time
+    from caesar.memory.context.build import preview
+    from caesar.memory.context.render import SPEAKERS, relative_time
 
     overrides: dict[str, Any] = {}
     if top_k:
@@ -221,7 +223,9 @@ def recall(
     if no_threshold:
         overrides["similarity_threshold"] = None
     moment = now or utcnow()
-    episodes = services().episodes.preview(query, moment, **overrides)
+    built = services()
+    settings = built.settings.memory.episodes_recall
+    episodes = preview(built.episodes, settings, query, moment, **overrides)
     table = Table(
         "when",
         "chat",
@@ -250,6 +254,19 @@ def recall(
             e.summary,
         )
     console.print(table if episodes else "nothing would be recalled")
+    # What would reach the prompt with each episode: its excerpts, verbatim.
+    for e in episodes:
+        for excerpt in e.excerpts:
+            console.print(
+                f"\nchat #{e.audit_log_id}, from turn {excerpt.first_turn + 1} "
+                f"(relevance {excerpt.score:.3f}):",
+                highlight=False,
+                markup=False,
+            )
+            for role, text in excerpt.turns:
+                console.print(
+                    f"  {SPEAKERS.get(role, role)}: {text}", highlight=False, markup=False
+                )
 
 
 # -- episodes ---------------------------------------------------------------------------------
