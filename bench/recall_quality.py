@@ -366,7 +366,7 @@ def bm25_ranker(built: Built, q: Question) -> list[str]:
 
 
 RANKED = {"top_k": RANK_DEPTH, "similarity_threshold": None}
-NO_DECAY = {"halflife_days": math.inf}
+NO_DECAY = {"halflife_days": math.inf, "comparable_within": 0.0}
 
 
 def systems() -> dict[str, tuple[Ranker, Ranker | None]]:

@@ -99,6 +99,11 @@ def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monk
         assert payload["score"] == pytest.approx(payload["relevance"], abs=1e-5)
         shown = [t for e in payload["excerpts"] for t in e["turns"]]
         assert {"role": "assistant", "text": MONDAY_CHAT[3]["content"]} in shown
+        # the dashboard's view of the turn shows the same episode and excerpt
+        page = client.get(f"/dashboard/audit/{response.json()['audit_id']}")
+        assert page.status_code == 200
+        assert "Past conversations in this turn's prompt" in page.text
+        assert "Try lowering the thermostat to 65°F" in page.text
 
         preview = client.post(
             "/v1/memory/recall", json={"query": "thermostat", "similarity_threshold": None}
