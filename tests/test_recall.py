@@ -109,6 +109,14 @@ def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monk
             "/v1/memory/recall", json={"query": "thermostat", "similarity_threshold": None}
         ).json()["episodes"]
         assert [(e["audit_log_id"], e["recall_count"]) for e in preview] == [(monday_row.id, 1)]
+        # the preview shows the excerpt the prompt would carry: the thermostat exchange
+        preview_turns = [t["text"] for x in preview[0]["excerpts"] for t in x["turns"]]
+        assert MONDAY_CHAT[3]["content"] in preview_turns
+        # and so does `caesar recall`
+        result = runner.invoke(cli_app, ["recall", "thermostat", "--no-threshold"])
+        assert result.exit_code == 0, result.output
+        assert f"chat #{monday_row.id}, from turn" in result.output
+        assert "Try lowering the thermostat" in result.output
 
         # unrelated: nothing recalled, no block, nothing audited
         llm.replies.append("Paris.")
@@ -134,6 +142,32 @@ def test_second_recall_bumps_weight(client, services, llm):
     assert payloads[1]["recall_weight"] == pytest.approx(1 + 0.25 * 0.693147, abs=1e-5)
     [found] = services.episodes.preview("thermostat", similarity_threshold=None)
     assert found.recall_count == 2
+
+
+def test_a_failed_turn_changes_no_recall_counter(client, services, llm):
+    """Six failed turns (a client retrying a 503) used to raise an episode's count to 5."""
+    episode_id, _ = add_episode(services, ADR_SUMMARY, days_ago(3))
+    llm.fail_next("status", count=6 * 3, status=503)  # at most 1 try + 2 retries a turn
+    for _ in range(6):
+        response = client.post(
+            "/v1/chat", json={"message": "I tried the thermostat thing you suggested"}
+        )
+        assert response.status_code >= 500
+    failed = events(services, audit.CHAT_FAILED)
+    assert len(failed) == 6
+    # each failed row still names what was in its prompt …
+    assert all(f.payload["memory"]["episodes_recalled"] for f in failed)
+    # … but nothing was counted as recalled
+    assert events(services, audit.EPISODE_RECALLED) == []
+    [found] = services.episodes.preview("thermostat", similarity_threshold=None)
+    assert found.episode_id == episode_id and found.recall_count == 0
+    llm.reset()  # faults the gateway did not retry
+    answered = client.post(
+        "/v1/chat", json={"message": "I tried the thermostat thing you suggested"}
+    )
+    assert answered.status_code == 200, answered.text
+    [found] = services.episodes.preview("thermostat", similarity_threshold=None)
+    assert found.recall_count == 1  # an answered turn does count
 
 
 def test_recall_failure_is_audited_and_chat_goes_on(client, services, llm):

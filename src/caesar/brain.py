@@ -178,7 +178,10 @@ class Brain:
                         )
                     ],
                 )
-            if ctx.recalled:
+            # Only an answered turn counts as a recall: a failed one (and a client's automatic
+            # retries of it) must not raise an episode's weight (issue #13). Its row still
+            # names the episodes that were in its prompt.
+            if ctx.recalled and completion is not None:
                 self.services.episodes.record_recalls(
                     session, ctx.recalled, now=ctx.now, context={"turn_audit_id": turn_id}
                 )
