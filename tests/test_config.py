@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from caesar.config import TASKS, Settings, is_loopback, load_settings
+from caesar.config import TASKS, Settings, is_loopback, load_settings, unknown_variables
 from caesar.errors import ConfigError
 
 TOKEN = "a-long-enough-api-token-0123"
@@ -251,6 +251,53 @@ def test_unknown_setting_is_refused(toml_file):
     toml_file("prot = 8042\n")
     with pytest.raises(ConfigError, match="prot"):
         load_settings()
+
+
+def test_misspelled_nested_keys_are_refused_with_a_suggestion(toml_file):
+    """Issue #15: `[memory.facts_extrct]` and `enabeld = true` were accepted without a word,
+    and the worker they meant to enable stayed off."""
+    toml_file(
+        "[memory.facts_extrct]\nenabled = true\n"
+        "[memory.episodes_summarise]\nenabeld = true\n"
+        '[gateway.providers.local]\nkind = "openai"\napi_kee = "x"\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    message = str(info.value)
+    assert "memory.facts_extrct" in message and "did you mean 'facts_extract'?" in message
+    assert "memory.episodes_summarise.enabeld" in message and "'enabled'?" in message
+    assert "gateway.providers.local.api_kee" in message and "'api_key'?" in message
+
+
+def test_misspelled_variables_are_refused_with_a_suggestion(monkeypatch):
+    monkeypatch.setenv("CAESAR_MEMORY__FACTS_EXTRACT__ENABELD", "true")
+    monkeypatch.setenv("CAESAR_PROT", "8042")
+    monkeypatch.setenv("CAESAR_MEMORY__EPISODES_RECALL__TOP_K", "4")  # a real one passes
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    lines = str(info.value).splitlines()[1:]
+    assert lines == [
+        "  CAESAR_MEMORY__FACTS_EXTRACT__ENABELD: no setting 'memory.facts_extract.enabeld' "
+        "(did you mean 'enabled'?)",
+        "  CAESAR_PROT: no setting 'prot' (did you mean 'port'?)",
+    ]
+    monkeypatch.delenv("CAESAR_MEMORY__FACTS_EXTRACT__ENABELD")
+    monkeypatch.delenv("CAESAR_PROT")
+    settings = load_settings()
+    assert settings.memory.episodes_recall.top_k == 4
+    # a provider's name is free, its table's keys are not; lists and values given as JSON pass
+    assert unknown_variables(
+        {
+            "CAESAR_GATEWAY__PROVIDERS__MINE__BASE_URL": "x",
+            "CAESAR_GATEWAY__PROVIDERS__MINE__BASEURL": "x",
+            "CAESAR_PROACTIVE": "[]",
+            "CAESAR_CONFIG": "caesar.toml",
+            "HOME": "/root",
+        }
+    ) == {
+        "gateway.providers.mine.baseurl": "  CAESAR_GATEWAY__PROVIDERS__MINE__BASEURL: no "
+        "setting 'gateway.providers.mine.baseurl' (did you mean 'base_url'?)"
+    }
 
 
 def test_wrong_type_is_refused(monkeypatch):

@@ -8,13 +8,16 @@ the TOML file named by `CAESAR_CONFIG`, then the defaults below. Built once by
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import tomllib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Literal
+from types import UnionType
+from typing import Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -29,15 +32,23 @@ MEMORY_TASKS = ("memory_extract", "memory_summarise")
 TASKS = (CHAT_TASK, *MEMORY_TASKS)
 
 
+class Section(BaseModel):
+    """A table of settings. An unknown key is refused, never ignored: a typo such as
+    `[memory.facts_extrct]` or `enabeld = true` must not leave the worker it meant to enable
+    off without a word (issue #15)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 def default_home() -> Path:
     return Path(os.environ.get("CAESAR_HOME", Path.home() / ".caesar"))
 
 
-class ProviderSettings(BaseModel):
+class ProviderSettings(Section):
     """One LLM endpoint. `openai` covers every OpenAI-compatible server (Ollama's /v1, vLLM,
     llama.cpp, LM Studio, OpenAI itself); `offline` needs no LLM and serves memory tasks only."""
 
-    kind: Literal["openai", "anthropic", "offline"]
+    kind: Literal["openai", "anthropic", "offline", "gguf"]
     base_url: str | None = None
     api_key: SecretStr | None = None
     timeout_seconds: float = Field(default=60.0, gt=0)
@@ -45,10 +56,18 @@ class ProviderSettings(BaseModel):
     # A provider asking (Retry-After) for a longer wait than this is not retried: the turn fails
     # at once with 503 rather than leaving the operator waiting (see docs/gateway.md).
     max_retry_wait_seconds: float = Field(default=30.0, ge=0)
+    # kind "gguf": a local model run in-process by llama.cpp (gateway/gguf_provider.py).
+    model_path: Path | None = None  # default: the bundled SmolLM2-135M-Instruct
+    threads: int = Field(default=1, ge=1, le=64)  # two collapse under load on 2 cores
+    context_size: int = Field(default=4096, ge=256, le=131_072)  # tokens
+    # the longest reply, in tokens: a 135M model without a cap ran one turn for 181 s
+    max_tokens: int = Field(default=512, ge=1, le=32_768)
 
 
 def _default_providers() -> dict[str, ProviderSettings]:
     return {
+        # the model shipped with caesar: a fresh install chats with no outside service
+        "embedded": ProviderSettings(kind="gguf"),
         "local": ProviderSettings(
             kind="openai", base_url="http://127.0.0.1:11434/v1", api_key=SecretStr("ollama")
         ),
@@ -57,10 +76,15 @@ def _default_providers() -> dict[str, ProviderSettings]:
 
 
 def _default_routes() -> dict[str, str]:
-    return {task: "local:llama3.2" for task in TASKS}
+    # The memory tasks stay offline: the embedded 135M model summarises worse than TextRank.
+    return {
+        CHAT_TASK: "embedded:smollm2-135m-instruct",
+        "memory_extract": "offline:patterns",
+        "memory_summarise": "offline:textrank",
+    }
 
 
-class GatewaySettings(BaseModel):
+class GatewaySettings(Section):
     providers: dict[str, ProviderSettings] = Field(default_factory=_default_providers)
     routes: dict[str, str] = Field(default_factory=_default_routes)
 
@@ -94,7 +118,7 @@ class GatewaySettings(BaseModel):
         return self
 
 
-class EmbedderSettings(BaseModel):
+class EmbedderSettings(Section):
     """`minilm` is the bundled all-MiniLM-L6-v2, run on ONNX Runtime (or torch)."""
 
     kind: Literal["minilm", "openai"] = "minilm"
@@ -110,7 +134,7 @@ class EmbedderSettings(BaseModel):
     threads: int = Field(default=1, ge=1, le=64)
 
 
-class SemanticSettings(BaseModel):
+class SemanticSettings(Section):
     enabled: bool = True  # the embedder; summarisation and recall need it (ADR-0034 §Neutral)
     index_enabled: bool = False  # the semantic.index worker over raw replies
     interval_seconds: float = 60.0
@@ -118,23 +142,23 @@ class SemanticSettings(BaseModel):
     chunk_chars: int = Field(default=800, ge=100)
 
 
-class FactsExtractSettings(BaseModel):
+class FactsExtractSettings(Section):
     enabled: bool = False  # per-chat LLM calls cost money: operators opt in
     interval_seconds: float = 60.0
     batch_size: int = Field(default=8, ge=1)
 
 
-class FactsImportanceSettings(BaseModel):
+class FactsImportanceSettings(Section):
     halflife_days: float = Field(default=60.0, gt=0)
     edit_weight_scale: float = Field(default=0.5, ge=0)
 
 
-class FactsInjectSettings(BaseModel):
+class FactsInjectSettings(Section):
     max_facts: int = Field(default=30, ge=0)
     max_chars: int = Field(default=2048, ge=0)
 
 
-class EpisodesSummariseSettings(BaseModel):
+class EpisodesSummariseSettings(Section):
     enabled: bool = False
     interval_seconds: float = 60.0
     batch_size: int = Field(default=4, ge=1)  # smaller than fact-extract; each is two calls
@@ -145,7 +169,7 @@ class EpisodesSummariseSettings(BaseModel):
     passages_batch_size: int = Field(default=8, ge=1)
 
 
-class EpisodesRecallSettings(BaseModel):
+class EpisodesRecallSettings(Section):
     enabled: bool = True
     # At most this many episodes are candidates for the prompt; how many fit is decided by
     # `prompt_chars` (issue #12: 3 fixed summaries held the answer for 4 % of questions).
@@ -178,7 +202,7 @@ class EpisodesRecallSettings(BaseModel):
     summary_chars: int = Field(default=200, ge=20, le=2_000)  # a summary line's length cap
 
 
-class MemorySettings(BaseModel):
+class MemorySettings(Section):
     facts_extract: FactsExtractSettings = Field(default_factory=FactsExtractSettings)
     facts_importance: FactsImportanceSettings = Field(default_factory=FactsImportanceSettings)
     facts_inject: FactsInjectSettings = Field(default_factory=FactsInjectSettings)
@@ -186,13 +210,13 @@ class MemorySettings(BaseModel):
     episodes_recall: EpisodesRecallSettings = Field(default_factory=EpisodesRecallSettings)
 
 
-class RetentionSettings(BaseModel):
+class RetentionSettings(Section):
     enabled: bool = True
     ttl_days: int = Field(default=90, ge=1)
     interval_seconds: float = 3600.0
 
 
-class AuthFailureSettings(BaseModel):
+class AuthFailureSettings(Section):
     """Wrong API tokens per client address before it is locked out (api/auth_limit.py): a
     weak operator-chosen token must not be guessable at the speed the server answers."""
 
@@ -201,7 +225,7 @@ class AuthFailureSettings(BaseModel):
     window_seconds: int = Field(default=300, ge=1, le=86_400)
 
 
-class ProactiveSettings(BaseModel):
+class ProactiveSettings(Section):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     prompt: str = Field(min_length=1)
     interval_seconds: float | None = Field(default=None, gt=0)
@@ -300,20 +324,110 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+ENV_PREFIX = "CAESAR_"
+# CAESAR_ variables that are not settings: the config file's path, the test suite's PostgreSQL
+# data folder (tests/pg.py).
+NOT_SETTINGS = frozenset({"CAESAR_CONFIG", "CAESAR_PG_DATA_ROOT"})
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Build the settings once, turning validation errors into one readable ConfigError."""
+    """Build the settings once, turning validation errors — and CAESAR_ variables that name no
+    setting — into one readable ConfigError, with a "did you mean" where one is close."""
     from pydantic import ValidationError
 
     config_file = os.environ.get("CAESAR_CONFIG")
     if config_file and not Path(config_file).is_file():
         raise ConfigError(f"CAESAR_CONFIG={config_file} does not exist")
+    unknown = unknown_variables(os.environ)
+    lines = list(unknown.values())
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        settings = Settings(**overrides)  # type: ignore[arg-type]
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"CAESAR_CONFIG={config_file} is not valid TOML: {exc}") from None
     except ValidationError as exc:
-        lines = []
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"]) or "settings"
-            lines.append(f"  {where}: {err['msg']}")
-        raise ConfigError("invalid configuration:\n" + "\n".join(lines)) from None
+            if where in unknown:
+                continue  # already said, naming the variable
+            hint = suggestion(err["loc"]) if err["type"] == "extra_forbidden" else ""
+            lines.append(f"  {where}: {err['msg']}{hint}")
+        settings = None
+    if lines:
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines))
+    assert settings is not None
+    return settings
+
+
+def unknown_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """{dotted path: a line} for each CAESAR_ variable that names no setting (pydantic-settings
+    ignores one at the top level), e.g. CAESAR_MEMORY__FACTS_EXTRACT__ENABELD."""
+    out = {}
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in NOT_SETTINGS:
+            continue
+        parts = upper[len(ENV_PREFIX) :].lower().split("__")
+        problem = _unknown_part(Settings, parts)
+        if problem is not None:
+            out[".".join(parts)] = f"  {name}: {problem}"
+    return out
+
+
+def _unknown_part(
+    model: type[BaseModel], parts: list[str], above: tuple[str, ...] = ()
+) -> str | None:
+    """Why `parts` (a variable's names, lower-case, under `above`) is no setting of `model`,
+    or None."""
+    for i, part in enumerate(parts):
+        fields = model.model_fields
+        if part not in fields:
+            where = ".".join([*above, *parts[: i + 1]])
+            return f"no setting {where!r}{_did_you_mean(part, fields)}"
+        rest = parts[i + 1 :]
+        if not rest:
+            return None
+        annotation = fields[part].annotation
+        inner = _model_in(annotation)
+        if inner is not None:
+            model = inner
+            continue
+        if get_origin(annotation) is dict:  # a free key (a provider's name), then its table
+            value = _model_in(get_args(annotation)[1])
+            if value is None or not rest[1:]:
+                return None
+            return _unknown_part(value, rest[1:], (*above, *parts[: i + 1], rest[0]))
+        return None  # a list or a value given as JSON
+    return None
+
+
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    """The settings table an annotation holds (`X`, `X | None`), if any."""
+    candidates = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
+    for candidate in (annotation, *candidates):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def suggestion(loc: tuple[int | str, ...]) -> str:
+    """', did you mean 'x'?' for an unknown key at `loc`, when a setting there is close."""
+    model: type[BaseModel] | None = Settings
+    for part in loc[:-1]:
+        if model is None:
+            return ""
+        field = model.model_fields.get(str(part))
+        if field is None:  # a dict key or a list index: the table of its values
+            continue
+        annotation = field.annotation
+        inner = _model_in(annotation)
+        if inner is None and get_origin(annotation) in (dict, list):
+            inner = _model_in(get_args(annotation)[-1])
+        model = inner
+    if model is None:
+        return ""
+    return _did_you_mean(str(loc[-1]), model.model_fields)
+
+
+def _did_you_mean(word: str, names: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(names), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
