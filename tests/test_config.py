@@ -100,15 +100,21 @@ def test_keyword_overrides_beat_env(monkeypatch):
     assert load_settings(port=9100).port == 9100
 
 
-def test_defaults_route_every_task_to_local_ollama(monkeypatch, tmp_path):
+def test_defaults_chat_on_the_embedded_model_and_remember_offline(monkeypatch, tmp_path):
+    """A fresh install needs no outside service (issue #15): chat on the bundled GGUF model,
+    the memory tasks on the offline provider; Ollama stays configured as `local`."""
     monkeypatch.setenv("CAESAR_HOME", str(tmp_path))
     settings = load_settings()
-    for task in TASKS:
-        provider_name, _, model = settings.gateway.routes[task].partition(":")
-        assert provider_name == "local" and model
-        provider = settings.gateway.providers[provider_name]
-        assert provider.kind == "openai"
-        assert provider.base_url == "http://127.0.0.1:11434/v1"
+    routes, providers = settings.gateway.routes, settings.gateway.providers
+    assert routes == {
+        "chat": "embedded:smollm2-135m-instruct",
+        "memory_extract": "offline:patterns",
+        "memory_summarise": "offline:textrank",
+    }
+    assert providers["embedded"].kind == "gguf" and providers["embedded"].model_path is None
+    assert (providers["embedded"].threads, providers["embedded"].max_tokens) == (1, 512)
+    assert providers["local"].kind == "openai"
+    assert providers["local"].base_url == "http://127.0.0.1:11434/v1"
     assert settings.host == "127.0.0.1" and settings.port == 8042
     assert settings.api_token is None
     assert settings.max_request_bytes == 1024 * 1024

@@ -21,6 +21,10 @@ def build_provider(name: str, settings: GatewaySettings) -> Provider:
         from caesar.gateway.openai_provider import OpenAIProvider
 
         return OpenAIProvider(name, spec)
+    if spec.kind == "gguf":
+        from caesar.gateway.gguf_provider import GGUFProvider
+
+        return GGUFProvider(name, spec)
     if spec.kind == "anthropic":
         from caesar.gateway.anthropic_provider import AnthropicProvider
 

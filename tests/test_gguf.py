@@ -1,0 +1,77 @@
+"""The embedded GGUF provider with the real model (SmolLM2-135M through xllamacpp): a chat
+answers with no outside service, streams, stops within max_tokens, and gets the memory block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from caesar.brain import Brain
+from caesar.config import ProviderSettings, Settings
+from caesar.errors import ConfigError
+from caesar.gateway.gguf_provider import GGUFProvider, bundled_model
+
+pytestmark = pytest.mark.xdist_group("gguf")  # one model load per worker, not per test
+
+LIMIT = 24
+
+
+@pytest.fixture(scope="module")
+def provider() -> GGUFProvider:
+    return GGUFProvider("embedded", ProviderSettings(kind="gguf", max_tokens=LIMIT))
+
+
+def test_the_bundled_model_is_found_without_importing_its_package():
+    path = bundled_model()
+    assert path.suffix == ".gguf" and path.stat().st_size > 50_000_000
+
+
+def test_a_reply_stops_within_max_tokens(provider):
+    completion = provider.complete(
+        [{"role": "user", "content": "Write a very long story about a dragon."}],
+        "smollm2",
+        task="chat",
+    )
+    assert completion.text.strip()
+    assert 0 < completion.usage.completion_tokens <= LIMIT
+    assert completion.provider == "embedded"
+
+
+def test_streaming_ends_with_the_usage(provider):
+    chunks = list(
+        provider.stream([{"role": "user", "content": "Count to one hundred."}], "m", task="chat")
+    )
+    assert "".join(c.text for c in chunks).strip()
+    assert chunks[-1].text == "" and 0 < chunks[-1].usage.completion_tokens <= LIMIT
+
+
+def test_the_default_route_chats_with_the_embedded_model():
+    """What `make run` gets: chat on the embedded model, the memory tasks offline."""
+    routes = Settings().gateway.routes
+    assert routes["chat"].startswith("embedded:")
+    assert Settings().gateway.providers["embedded"].kind == "gguf"
+    assert routes["memory_extract"].startswith("offline:")
+    assert routes["memory_summarise"].startswith("offline:")
+
+
+def test_a_turn_sends_the_memory_block_to_the_model(make_services):
+    services = make_services(
+        gateway={
+            "providers": {"embedded": {"kind": "gguf", "max_tokens": LIMIT}},
+            "routes": {"chat": "embedded:smollm2"},
+        }
+    )
+    brain = Brain(services)
+    bare = brain.turn("What's my dog called?")
+    services.facts.set_by_operator("dog_name", "Biscuit")
+    informed = brain.turn("What's my dog called?")
+    # the facts block reached the model: its prompt grew by it
+    assert informed.usage.prompt_tokens > bare.usage.prompt_tokens + 10
+    assert informed.reply.strip() and informed.usage.completion_tokens <= LIMIT
+
+
+def test_a_missing_model_file_is_a_clear_error(tmp_path: Path):
+    spec = ProviderSettings(kind="gguf", model_path=tmp_path / "nope.gguf")
+    with pytest.raises(ConfigError, match="model_path: no file"):
+        GGUFProvider("mine", spec)
