@@ -78,6 +78,20 @@ def test_stream(caesar_url, services, llm):
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6
     [row] = events(services, "chat.completed")
     assert row.payload["reply"] == text
+    # every chunk of one stream shares its id, and the next stream has another (issue #15)
+    assert len({c.id for c in chunks}) == 1
+    llm.replies.append("again")
+    again = list(
+        sdk(caesar_url).chat.completions.create(
+            model="caesar", messages=[{"role": "user", "content": "once more"}], stream=True
+        )
+    )
+    assert again[0].id != chunks[0].id
+
+
+def test_models_lists_caesar(caesar_url):
+    models = sdk(caesar_url).models.list()
+    assert [m.id for m in models.data] == ["caesar"]
 
 
 @pytest.mark.parametrize(

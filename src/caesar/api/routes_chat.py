@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
@@ -124,10 +125,11 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep) -> Any:
     # proper 502/503/504 instead of a broken 200 stream.
     first = next(chunks, None)
     _provider, model = brain.services.gateway.route("chat")
+    stream_id = f"chatcmpl-caesar-{uuid.uuid4().hex}"  # one per stream: clients key on it
 
     def frame(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> str:
         chunk: dict[str, Any] = {
-            "id": "chatcmpl-caesar-stream",
+            "id": stream_id,
             "object": "chat.completion.chunk",
             "created": created,
             "model": model,
@@ -163,6 +165,16 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep) -> Any:
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream")
+
+
+@router.get("/v1/models")
+def list_models() -> dict[str, Any]:
+    """What an OpenAI client can ask for: caesar itself, whatever model its `chat` route uses
+    (the `model` a client sends is not a routing choice; gateway.routes.chat is)."""
+    return {
+        "object": "list",
+        "data": [{"id": "caesar", "object": "model", "created": 0, "owned_by": "caesar"}],
+    }
 
 
 def _error_event(kind: str, message: str, **extra: Any) -> str:
