@@ -99,7 +99,7 @@ FAILURES = [
 @pytest.mark.parametrize("route", ["local:test-model", "claude:claude-test"])
 @pytest.mark.parametrize(("fault", "options", "status", "error_type"), FAILURES)
 def test_provider_failure_is_audited_and_answered(
-    make_services, llm, route, fault, options, status, error_type
+    make_services, llm, route, fault, options, status, error_type, caplog
 ):
     services = make_services(
         gateway={
@@ -119,6 +119,9 @@ def test_provider_failure_is_audited_and_answered(
         [failed] = audit_events(c, event_type="chat.failed")
     payload = failed["payload"]
     assert payload["provider"] == provider
+    # and the server's log says so (issue #15: a 503 or 504 left nothing there)
+    logged = [r.getMessage() for r in caplog.records if r.name == "caesar.brain"]
+    assert any(m.startswith("chat.failed after") and provider in m for m in logged), logged
     assert payload["error_type"] == error_type and payload["status"] == status
     assert payload["messages"] == [{"role": "user", "content": "will this work?"}]
     assert payload["error"]

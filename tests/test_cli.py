@@ -164,6 +164,39 @@ def test_serve_refuses_an_unupgraded_database(home):
     assert "listening" not in result.output
 
 
+def test_serve_on_a_taken_port_says_so_and_exits(upgraded):
+    """Issue #15: a second server printed "listening", then aborted with rc 134."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("serve", "--port", str(port))
+    assert result.exit_code == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.output
+    assert "listening" not in result.output
+
+
+def test_startup_summary_names_database_routes_and_workers(upgraded):
+    from caesar.cli.main import startup_summary
+    from caesar.config import load_settings
+    from caesar.services import Services
+
+    settings = load_settings()
+    built = Services.build(settings)
+    try:
+        lines = startup_summary(settings, built, run_workers=True)
+    finally:
+        built.close()
+    text = "\n".join(lines)
+    assert "database   sqlite:///" in text
+    assert "embedder   minilm all-MiniLM-L6-v2" in text
+    for task, target in settings.gateway.routes.items():
+        assert f"route      {task} → {target}" in text
+    assert "workers    " in text and "retention.sweep" in text
+
+
 def test_serve_refuses_a_public_host_without_token(upgraded):
     result = run("serve", "--host", "0.0.0.0")
     assert result.exit_code == 1

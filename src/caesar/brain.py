@@ -147,6 +147,8 @@ class Brain:
             )
         else:
             assert error is not None
+            # the server's log says it too, not only the audit row (issue #15)
+            log.warning("%s after %.0f ms: %s", kind.failed, latency_ms, error)
             row = audit.AuditEntry(
                 kind.failed,
                 {

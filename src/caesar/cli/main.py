@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 from datetime import datetime
 from typing import Annotated, Any
@@ -19,7 +20,7 @@ from rich.table import Table
 
 from caesar.cli import data, memory
 from caesar.cli.common import app, console, db_app, episodes_app, err, facts_app, friendly, services
-from caesar.config import load_settings
+from caesar.config import Settings, load_settings
 from caesar.errors import CaesarError
 
 
@@ -64,20 +65,68 @@ def serve(
         overrides["port"] = port
     settings = load_settings(**overrides)
     built = services(settings)
+    # Bound here, before anything loads: a taken port is one clear line and exit code 1, not
+    # "listening" followed by a crash.
+    sock = bind(settings.host, settings.port)
+    run_workers = settings.run_workers if workers is None else workers
     app_ = create_app(settings, built, run_workers=workers)
-    if settings.semantic.enabled:
-        # Load the embedder and the episode index in the background: ready to serve at once.
-        threading.Thread(target=_warm, args=(built,), daemon=True, name="warm").start()
+    # Load the embedder, the episode index and the chat model in the background.
+    threading.Thread(target=_warm, args=(built,), daemon=True, name="warm").start()
+    for line in startup_summary(settings, built, run_workers):
+        console.print(line, highlight=False, markup=False)
     console.print(f"caesar listening on http://{settings.host}:{settings.port}")
-    uvicorn.run(app_, host=settings.host, port=settings.port, log_level="warning")
+    config = uvicorn.Config(app_, log_level="warning")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or a CaesarError naming the fix."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CaesarError(
+            f"cannot listen on {host}:{port}: {exc.strerror} (another caesar serve? stop it, or "
+            "set port / CAESAR_PORT / --port)"
+        ) from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def startup_summary(settings: Settings, built: Any, run_workers: bool) -> list[str]:
+    """What this server is made of, in a few lines: database, embedder, routes, workers."""
+    url = built.db.engine.url.render_as_string(hide_password=True)
+    embedder = settings.embedder
+    lines = [
+        f"database   {url}",
+        f"embedder   {embedder.kind} {embedder.model}"
+        if settings.semantic.enabled
+        else "embedder   off (semantic.enabled = false): no recall",
+    ]
+    for task, target in settings.gateway.routes.items():
+        name = target.partition(":")[0]
+        lines.append(f"route      {task} → {target} ({settings.gateway.providers[name].kind})")
+    on = [w.name for w in built.enabled_workers()] if run_workers else []
+    lines.append(f"workers    {', '.join(on) if on else 'none in this process'}")
+    return lines
 
 
 def _warm(built: Any) -> None:
     log = logging.getLogger("caesar.warm")
     try:
-        built.episodes.embed_query("warm up")
-        count = built.episodes.warm()
-        log.info("episode index ready: %d episodes", count)
+        if built.settings.semantic.enabled:
+            built.episodes.embed_query("warm up")
+            count = built.episodes.warm()
+            log.info("episode index ready: %d episodes", count)
+        provider, _model = built.gateway.route("chat")
+        start = getattr(provider, "start", None)  # an in-process model (the gguf kind)
+        if start is not None:
+            start()
+            log.info("chat model ready: %s", provider.name)
     except Exception:
         log.exception("warm-up failed")
 
