@@ -12,6 +12,7 @@ from caesar.gateway import Gateway
 from caesar.memory.episodes.recall import EpisodeMemory
 from caesar.memory.facts.store import FactsStore
 from caesar.memory.search.semantic import SemanticMemory
+from caesar.readiness import Readiness
 from caesar.workers import Worker
 
 
@@ -37,6 +38,7 @@ class Services:
     episodes: EpisodeMemory
     semantic: SemanticMemory
     workers: dict[str, Worker] = field(default_factory=dict)
+    readiness: Readiness = field(default_factory=Readiness)
 
     @classmethod
     def build(cls, settings: Settings, db: Database | None = None) -> Services:

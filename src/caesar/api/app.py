@@ -105,9 +105,14 @@ def create_app(
 
     from caesar.api import dashboard, routes_chat, routes_episodes, routes_memory
 
-    @app.get("/healthz", tags=["health"])
-    def healthz() -> dict[str, str]:
-        """Liveness; the only route that needs no token."""
+    @app.get("/healthz", tags=["health"], response_model=None)
+    def healthz() -> Any:
+        """Ready, or 503 "warming" with what is still loading; the only route that needs no
+        token."""
+        waiting = services.readiness.waiting()
+        if waiting:
+            body = {"status": "warming", "waiting": waiting, "version": __version__}
+            return JSONResponse(body, status_code=503)
         return {"status": "ok", "version": __version__}
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=[Authenticated])

@@ -70,7 +70,11 @@ def serve(
     sock = bind(settings.host, settings.port)
     run_workers = settings.run_workers if workers is None else workers
     app_ = create_app(settings, built, run_workers=workers)
-    # Load the embedder, the episode index and the chat model in the background.
+    # Load the embedder, the episode index and the chat model in the background; /healthz says
+    # "warming" until they are.
+    if settings.semantic.enabled:
+        built.readiness.pending(EMBEDDER, EPISODE_INDEX)
+    built.readiness.pending(CHAT_MODEL)
     threading.Thread(target=_warm, args=(built,), daemon=True, name="warm").start()
     for line in startup_summary(settings, built, run_workers):
         console.print(line, highlight=False, markup=False)
@@ -115,12 +119,18 @@ def startup_summary(settings: Settings, built: Any, run_workers: bool) -> list[s
     return lines
 
 
+EMBEDDER, EPISODE_INDEX, CHAT_MODEL = "embedder", "episode index", "chat model"
+
+
 def _warm(built: Any) -> None:
     log = logging.getLogger("caesar.warm")
+    ready = built.readiness
     try:
         if built.settings.semantic.enabled:
             built.episodes.embed_query("warm up")
+            ready.done(EMBEDDER)
             count = built.episodes.warm()
+            ready.done(EPISODE_INDEX)
             log.info("episode index ready: %d episodes", count)
         provider, _model = built.gateway.route("chat")
         start = getattr(provider, "start", None)  # an in-process model (the gguf kind)
@@ -129,6 +139,9 @@ def _warm(built: Any) -> None:
             log.info("chat model ready: %s", provider.name)
     except Exception:
         log.exception("warm-up failed")
+    finally:
+        for part in ready.waiting():  # a failed part is logged above; nothing waits on it
+            ready.done(part)
 
 
 # -- chat -------------------------------------------------------------------------------------
