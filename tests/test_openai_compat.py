@@ -89,6 +89,16 @@ def test_stream(caesar_url, services, llm):
     assert again[0].id != chunks[0].id
 
 
+def test_a_clients_automatic_retries_are_marked_as_retries(caesar_url, services, llm):
+    """Issue #15: the SDK retries a 503 twice, and each retry wrote another plain chat.failed."""
+    llm.fail_next("status", count=3, status=500)
+    client = openai.OpenAI(base_url=f"{caesar_url}/v1", api_key="unused", max_retries=2)
+    with pytest.raises(openai.APIStatusError):
+        client.chat.completions.create(model="caesar", messages=[{"role": "user", "content": "hi"}])
+    failed = events(services, "chat.failed")
+    assert [f.payload.get("client_retry") for f in failed] == [None, 1, 2]
+
+
 def test_models_lists_caesar(caesar_url):
     models = sdk(caesar_url).models.list()
     assert [m.id for m in models.data] == ["caesar"]

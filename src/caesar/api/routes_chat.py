@@ -9,11 +9,12 @@ import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from caesar.api.deps import Authenticated, BrainDep
+from caesar.brain import CHAT, TurnKind
 from caesar.errors import CaesarError, InputError, ProviderError
 from caesar.gateway.base import Message
 
@@ -98,12 +99,27 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
     }
 
 
+# The official OpenAI SDKs number their automatic retries in this header (0: the first try).
+RETRY_HEADER = "x-stainless-retry-count"
+
+
+def _turn_kind(request: Request) -> TurnKind:
+    """A client's automatic retry of a failed request is still a turn, but its row says so
+    (`client_retry`: the retry's number), so six rows of one 503 read as one failure, retried."""
+    try:
+        retry = int(request.headers.get(RETRY_HEADER, "0"))
+    except ValueError:
+        retry = 0
+    return TurnKind(CHAT.completed, CHAT.failed, {"client_retry": retry}) if retry > 0 else CHAT
+
+
 @router.post("/v1/chat/completions", response_model=None)
-def chat_completions(body: OpenAIChatRequest, brain: BrainDep) -> Any:
+def chat_completions(body: OpenAIChatRequest, brain: BrainDep, request: Request) -> Any:
     message, history = _split(body)
     created = int(time.time())
+    kind = _turn_kind(request)
     if not body.stream:
-        result = brain.turn(message, history)
+        result = brain.turn(message, history, kind)
         return {
             "id": f"chatcmpl-caesar-{result.audit_id}",
             "object": "chat.completion",
@@ -120,7 +136,7 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep) -> Any:
         }
 
     ctx = brain.prepare(message, history)
-    chunks = brain.stream(ctx)
+    chunks = brain.stream(ctx, kind)
     # Pull the first chunk before answering, so a provider that fails outright still gets a
     # proper 502/503/504 instead of a broken 200 stream.
     first = next(chunks, None)
