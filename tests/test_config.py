@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from caesar.config import TASKS, Settings, is_loopback, load_settings, unknown_variables
+from caesar.config import (
+    TASKS,
+    Settings,
+    is_loopback,
+    load_settings,
+    reply_limit,
+    unknown_variables,
+)
 from caesar.errors import ConfigError
 
 TOKEN = "a-long-enough-api-token-0123"
@@ -112,7 +119,9 @@ def test_defaults_chat_on_the_embedded_model_and_remember_offline(monkeypatch, t
         "memory_summarise": "offline:textrank",
     }
     assert providers["embedded"].kind == "gguf" and providers["embedded"].model_path is None
-    assert (providers["embedded"].threads, providers["embedded"].max_tokens) == (1, 512)
+    assert providers["embedded"].threads == 1
+    assert reply_limit(providers["embedded"]) == 512  # the kind's default
+    assert reply_limit(providers["local"]) == 1024
     assert providers["local"].kind == "openai"
     assert providers["local"].base_url == "http://127.0.0.1:11434/v1"
     assert settings.host == "127.0.0.1" and settings.port == 8042

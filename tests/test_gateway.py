@@ -70,6 +70,19 @@ def test_openai_completion(llm):
     assert request["json"]["model"] == "model-x"
     assert request["headers"]["authorization"] == f"Bearer {PROVIDER_KEY}"
     assert "response_format" not in request["json"]
+    # every request carries a reply limit: the kind's default, 1024 (issue #15)
+    assert request["json"]["max_tokens"] == 1024
+
+
+def test_a_callers_max_tokens_never_exceeds_the_providers(llm):
+    gateway = gateway_for(llm, "openai", max_tokens=200)
+    for asked, sent in ((None, 200), (50, 50), (5000, 200)):
+        llm.replies.append("ok")
+        gateway.complete(MESSAGES, task="chat", max_tokens=asked)
+        assert llm.requests[-1]["json"]["max_tokens"] == sent
+    llm.replies.append("ok")
+    gateway_for(llm, "anthropic", max_tokens=300).complete(MESSAGES, task="chat", max_tokens=900)
+    assert llm.requests[-1]["json"]["max_tokens"] == 300
 
 
 def test_anthropic_completion_splits_the_system_prompt(llm):
@@ -278,6 +291,22 @@ def test_connection_refused(protocol, stream):
             MESSAGES, task="chat"
         )
     assert info.value.http_status == 503
+
+
+def test_no_response_is_retried_at_once_but_a_server_keeps_its_backoff():
+    """Issue #15: with nothing listening, a refused connection took ~1.3 s to report (the SDK's
+    0.5 s + 1 s backoff); now ~0.2 s warm (two retries 0.1 s apart)."""
+    import httpx
+    from openai._models import FinalRequestOptions
+
+    from caesar.gateway.openai_provider import NO_RESPONSE_WAIT, _Client
+
+    client = _Client(base_url="http://127.0.0.1:1/v1", api_key="x", max_retries=2)
+    options = FinalRequestOptions(method="post", url="/chat/completions")
+    assert client._calculate_retry_timeout(2, options, None) == NO_RESPONSE_WAIT
+    answered = client._calculate_retry_timeout(1, options, httpx.Headers({}))
+    assert 0.5 <= answered <= 2.0  # the SDK's exponential backoff, jittered
+    assert client._calculate_retry_timeout(2, options, httpx.Headers({"retry-after": "3"})) == 3
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

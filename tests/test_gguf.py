@@ -75,3 +75,36 @@ def test_a_missing_model_file_is_a_clear_error(tmp_path: Path):
     spec = ProviderSettings(kind="gguf", model_path=tmp_path / "nope.gguf")
     with pytest.raises(ConfigError, match="model_path: no file"):
         GGUFProvider("mine", spec)
+
+
+def test_the_openai_endpoint_honours_max_tokens_and_reports_length(make_services):
+    from fastapi.testclient import TestClient
+
+    from caesar.api import create_app
+
+    services = make_services(
+        gateway={
+            "providers": {"embedded": {"kind": "gguf", "max_tokens": LIMIT}},
+            "routes": {"chat": "embedded:smollm2"},
+        }
+    )
+    long = [{"role": "user", "content": "Write a very long story about a dragon."}]
+    with TestClient(create_app(services.settings, services, run_workers=False)) as client:
+        # the client's own limit, under the operator's: honoured, and the cut is reported
+        body = client.post("/v1/chat/completions", json={"messages": long, "max_tokens": 5})
+        assert body.status_code == 200, body.text
+        reply = body.json()
+        assert reply["choices"][0]["finish_reason"] == "length"
+        assert reply["usage"]["completion_tokens"] <= 5
+        # a client asking for more than the operator allows gets the operator's limit
+        body = client.post("/v1/chat/completions", json={"messages": long, "max_tokens": 10_000})
+        assert body.json()["usage"]["completion_tokens"] <= LIMIT
+        with client.stream(
+            "POST", "/v1/chat/completions", json={"messages": long, "max_tokens": 5, "stream": True}
+        ) as events:
+            frames = [line for line in events.iter_lines() if line.startswith("data: {")]
+        assert '"finish_reason": "length"' in frames[-1]
+        # what caesar cannot do is refused, not dropped
+        for extra in ({"n": 2}, {"tools": [{"type": "function", "function": {"name": "f"}}]}):
+            refused = client.post("/v1/chat/completions", json={"messages": long, **extra})
+            assert refused.status_code == 400, refused.text

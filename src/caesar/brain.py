@@ -65,6 +65,7 @@ class TurnResult:
     usage: Usage
     latency_ms: float
     recalled: list[RecalledEpisode]
+    finish_reason: str = "stop"  # "length": cut at max_tokens
 
 
 @dataclass(frozen=True)
@@ -193,12 +194,19 @@ class Brain:
 
     # -- a whole turn -----------------------------------------------------------------------
     def turn(
-        self, message: str, history: list[Message] | None = None, kind: TurnKind = CHAT
+        self,
+        message: str,
+        history: list[Message] | None = None,
+        kind: TurnKind = CHAT,
+        max_tokens: int | None = None,
     ) -> TurnResult:
+        """`max_tokens`: the caller's limit on the reply (never above the provider's own)."""
         ctx = self.prepare(message, history)
         started = time.perf_counter()
         try:
-            completion = self.services.gateway.complete(ctx.messages, task="chat")
+            completion = self.services.gateway.complete(
+                ctx.messages, task="chat", max_tokens=max_tokens
+            )
         except ProviderError as exc:
             self._record(ctx, kind, None, exc, (time.perf_counter() - started) * 1000)
             raise
@@ -212,19 +220,26 @@ class Brain:
             usage=completion.usage,
             latency_ms=latency,
             recalled=ctx.recalled,
+            finish_reason=completion.finish_reason,
         )
 
-    def stream(self, ctx: TurnContext, kind: TurnKind = CHAT) -> Iterator[StreamChunk]:
+    def stream(
+        self, ctx: TurnContext, kind: TurnKind = CHAT, max_tokens: int | None = None
+    ) -> Iterator[StreamChunk]:
         """Stream the reply of a prepared turn; audits once the stream ends (or breaks) and sets
         `ctx.audit_id`. The last chunk is empty and carries the usage."""
         provider, model = self.services.gateway.route("chat")
         started = time.perf_counter()
         parts: list[str] = []
         usage = Usage()
+        finish = "stop"
         try:
-            for chunk in self.services.gateway.stream(ctx.messages, task="chat"):
+            chunks = self.services.gateway.stream(ctx.messages, task="chat", max_tokens=max_tokens)
+            for chunk in chunks:
                 if chunk.usage is not None:
                     usage = chunk.usage
+                if chunk.finish_reason is not None:
+                    finish = chunk.finish_reason
                 if chunk.text:
                     parts.append(chunk.text)
                     yield chunk
@@ -238,6 +253,6 @@ class Brain:
             self._record(ctx, kind, None, gone, (time.perf_counter() - started) * 1000)
             raise
         latency = (time.perf_counter() - started) * 1000
-        completion = Completion("".join(parts), provider.name, model, usage, latency)
+        completion = Completion("".join(parts), provider.name, model, usage, latency, finish)
         ctx.audit_id = self._record(ctx, kind, completion, None, latency)
-        yield StreamChunk("", usage=usage)
+        yield StreamChunk("", usage=usage, finish_reason=finish)

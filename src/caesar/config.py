@@ -60,8 +60,9 @@ class ProviderSettings(Section):
     model_path: Path | None = None  # default: the bundled SmolLM2-135M-Instruct
     threads: int = Field(default=1, ge=1, le=64)  # two collapse under load on 2 cores
     context_size: int = Field(default=4096, ge=256, le=131_072)  # tokens
-    # the longest reply, in tokens: a 135M model without a cap ran one turn for 181 s
-    max_tokens: int = Field(default=512, ge=1, le=32_768)
+    # The longest reply, in tokens, sent with every request (a client's own max_tokens may only
+    # lower it). None: by kind (`reply_limit`). A 135M model without a cap ran 181 s.
+    max_tokens: int | None = Field(default=None, ge=1, le=131_072)
     # Sampling of the gguf kind. llama.cpp's defaults (0.8, no penalty) let the 135M model
     # loop ("lil' lil' lil' …") until max_tokens; with these, 0 of 8 test replies were cut.
     temperature: float = Field(default=0.3, ge=0, le=2)
@@ -86,6 +87,14 @@ def _default_routes() -> dict[str, str]:
         "memory_extract": "offline:patterns",
         "memory_summarise": "offline:textrank",
     }
+
+
+DEFAULT_REPLY_TOKENS = {"gguf": 512, "openai": 1024, "anthropic": 4096, "offline": 0}
+
+
+def reply_limit(provider: ProviderSettings) -> int:
+    """The provider's `max_tokens`, or its kind's default."""
+    return provider.max_tokens or DEFAULT_REPLY_TOKENS[provider.kind]
 
 
 class GatewaySettings(Section):

@@ -76,6 +76,24 @@ class OpenAIChatRequest(BaseModel):
     model: str = "caesar"
     messages: Annotated[list[OpenAIMessage], Field(min_length=1, max_length=500)]
     stream: bool = False
+    # Honoured, within the provider's own max_tokens (the operator's limit).
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    # Refused rather than dropped: caesar answers one choice and runs no tools.
+    n: int = 1
+    tools: list[Any] | None = None
+    functions: list[Any] | None = None
+
+    def refuse_unsupported(self) -> None:
+        """A 400 naming what caesar cannot do, rather than a reply that silently ignores it."""
+        if self.n != 1:
+            raise InputError("n must be 1: caesar answers with one choice")
+        if self.tools or self.functions:
+            raise InputError("caesar runs no tools: send the request without tools/functions")
+
+    def reply_limit(self) -> int | None:
+        limits = [x for x in (self.max_tokens, self.max_completion_tokens) if x]
+        return min(limits) if limits else None
 
 
 def _split(body: OpenAIChatRequest) -> tuple[str, list[Message]]:
@@ -115,11 +133,13 @@ def _turn_kind(request: Request) -> TurnKind:
 
 @router.post("/v1/chat/completions", response_model=None)
 def chat_completions(body: OpenAIChatRequest, brain: BrainDep, request: Request) -> Any:
+    body.refuse_unsupported()
     message, history = _split(body)
     created = int(time.time())
     kind = _turn_kind(request)
+    limit = body.reply_limit()
     if not body.stream:
-        result = brain.turn(message, history, kind)
+        result = brain.turn(message, history, kind, max_tokens=limit)
         return {
             "id": f"chatcmpl-caesar-{result.audit_id}",
             "object": "chat.completion",
@@ -129,14 +149,14 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep, request: Request)
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": result.reply},
-                    "finish_reason": "stop",
+                    "finish_reason": result.finish_reason,
                 }
             ],
             "usage": _usage(result.usage.prompt_tokens, result.usage.completion_tokens),
         }
 
     ctx = brain.prepare(message, history)
-    chunks = brain.stream(ctx, kind)
+    chunks = brain.stream(ctx, kind, max_tokens=limit)
     # Pull the first chunk before answering, so a provider that fails outright still gets a
     # proper 502/503/504 instead of a broken 200 stream.
     first = next(chunks, None)
@@ -166,7 +186,7 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep, request: Request)
                     yield frame({"content": chunk.text})
                 elif chunk.usage is not None:
                     usage = _usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-                    yield frame({}, "stop", usage)
+                    yield frame({}, chunk.finish_reason or "stop", usage)
         except ProviderError as exc:  # already audited as chat.failed by the brain
             log.warning("chat stream failed: %s", exc)
             yield _error_event(

@@ -9,13 +9,11 @@ from typing import Any
 
 import anthropic
 
-from caesar.config import ProviderSettings
+from caesar.config import ProviderSettings, reply_limit
 from caesar.errors import ProviderBadResponse, ProviderError
-from caesar.gateway.base import Completion, Message, StreamChunk, Usage
+from caesar.gateway.base import Completion, Message, StreamChunk, Usage, within
 from caesar.gateway.errors import catchable, translate
 from caesar.gateway.http import sdk_http_client
-
-MAX_TOKENS = 4096
 
 
 def split_system(messages: list[Message]) -> tuple[str, list[dict[str, str]]]:
@@ -42,6 +40,7 @@ class AnthropicProvider:
         self.name = name
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
         self._secrets = [api_key] if api_key else []
+        self._max_tokens = reply_limit(settings)  # the Messages API requires one
         self._catch = catchable(anthropic)
         kwargs: dict[str, Any] = {}
         if settings.base_url:
@@ -59,25 +58,35 @@ class AnthropicProvider:
     def _error(self, exc: BaseException) -> ProviderError:
         return translate(anthropic, self.name, exc, self._secrets)
 
-    def _params(self, messages: list[Message], model: str) -> dict[str, Any]:
+    def _params(
+        self, messages: list[Message], model: str, max_tokens: int | None = None
+    ) -> dict[str, Any]:
         system, turns = split_system(messages)
         if not turns:
             raise ProviderError(self.name, "nothing to send: the messages hold no user turn")
-        params: dict[str, Any] = {"model": model, "max_tokens": MAX_TOKENS, "messages": turns}
+        limit = within(max_tokens, self._max_tokens)
+        params: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": turns}
         if system:
             params["system"] = system
         return params
 
     def complete(
-        self, messages: list[Message], model: str, *, task: str, json_mode: bool = False
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
     ) -> Completion:
         # Anthropic has no JSON mode; the memory prompts ask for JSON and replies are validated.
-        params = self._params(messages, model)
+        params = self._params(messages, model, max_tokens)
         started = time.perf_counter()
         try:
             response = self._client.messages.create(**params)
             text = "".join(block.text for block in response.content if block.type == "text")
             usage = Usage(response.usage.input_tokens, response.usage.output_tokens)
+            finish = _finish(response.stop_reason)
         except self._catch as exc:
             raise self._error(exc) from exc
         return Completion(
@@ -86,13 +95,16 @@ class AnthropicProvider:
             model=response.model or model,
             usage=usage,
             latency_ms=(time.perf_counter() - started) * 1000,
+            finish_reason=finish,
         )
 
-    def stream(self, messages: list[Message], model: str, *, task: str) -> Iterator[StreamChunk]:
+    def stream(
+        self, messages: list[Message], model: str, *, task: str, max_tokens: int | None = None
+    ) -> Iterator[StreamChunk]:
         """Text as it arrives; the last chunk is empty and carries the usage. The stream must
         end with `message_stop`: a body that stops early, even cleanly, is a
         `ProviderBadResponse` (the SDK itself does not complain)."""
-        params = self._params(messages, model)
+        params = self._params(messages, model, max_tokens)
         stopped = False
         try:
             with self._client.messages.stream(**params) as events:
@@ -109,4 +121,11 @@ class AnthropicProvider:
             raise self._error(exc) from exc
         if usage is None:
             raise ProviderBadResponse(self.name, "stream ended before the reply was finished")
-        yield StreamChunk("", usage=usage)
+        yield StreamChunk(
+            "", usage=usage, finish_reason=_finish(final.stop_reason if final else None)
+        )
+
+
+def _finish(stop_reason: str | None) -> str:
+    """Anthropic's stop_reason in OpenAI's words: a reply cut at max_tokens is "length"."""
+    return "length" if stop_reason == "max_tokens" else "stop"

@@ -32,6 +32,7 @@ class Completion:
     model: str
     usage: Usage = field(default_factory=Usage)
     latency_ms: float = 0.0
+    finish_reason: str = "stop"  # "length": cut at max_tokens
 
 
 @dataclass
@@ -40,6 +41,7 @@ class StreamChunk:
 
     text: str
     usage: Usage | None = None
+    finish_reason: str | None = None  # on the last chunk: "stop", or "length" when cut
 
 
 class Provider(Protocol):
@@ -47,9 +49,22 @@ class Provider(Protocol):
     can_chat: bool
 
     def complete(
-        self, messages: list[Message], model: str, *, task: str, json_mode: bool = False
-    ) -> Completion: ...
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """`max_tokens`: a caller's own limit; a provider never goes past its configured one."""
+        ...
 
     def stream(
-        self, messages: list[Message], model: str, *, task: str
+        self, messages: list[Message], model: str, *, task: str, max_tokens: int | None = None
     ) -> Iterator[StreamChunk]: ...
+
+
+def within(requested: int | None, limit: int) -> int:
+    """The reply limit to send: the caller's, if lower than the operator's."""
+    return min(requested, limit) if requested else limit

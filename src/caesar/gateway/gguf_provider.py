@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from caesar.config import ProviderSettings
+from caesar.config import ProviderSettings, reply_limit
 from caesar.errors import ConfigError
 from caesar.gateway.base import Completion, Message, StreamChunk
 from caesar.gateway.openai_provider import OpenAIProvider
@@ -73,7 +73,7 @@ class GGUFProvider:
             params.model.path = str(self.path)
             params.n_ctx = self._settings.context_size
             params.n_parallel = 1
-            params.n_predict = self._settings.max_tokens  # the server's own cap on a reply
+            params.n_predict = reply_limit(self._settings)  # the server's own cap on a reply
             params.cpuparams.n_threads = self._settings.threads
             params.cpuparams_batch.n_threads = self._settings.threads
             params.verbosity = 0
@@ -96,6 +96,7 @@ class GGUFProvider:
                     base_url=f"{address}/v1",
                     timeout_seconds=self._settings.timeout_seconds,
                     max_retries=0,  # in-process: a retry cannot help
+                    max_tokens=reply_limit(self._settings),
                 ),
             )
 
@@ -106,9 +107,19 @@ class GGUFProvider:
         return self._client
 
     def complete(
-        self, messages: list[Message], model: str, *, task: str, json_mode: bool = False
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
     ) -> Completion:
-        return self._ready().complete(messages, model, task=task, json_mode=json_mode)
+        return self._ready().complete(
+            messages, model, task=task, json_mode=json_mode, max_tokens=max_tokens
+        )
 
-    def stream(self, messages: list[Message], model: str, *, task: str) -> Iterator[StreamChunk]:
-        return self._ready().stream(messages, model, task=task)
+    def stream(
+        self, messages: list[Message], model: str, *, task: str, max_tokens: int | None = None
+    ) -> Iterator[StreamChunk]:
+        return self._ready().stream(messages, model, task=task, max_tokens=max_tokens)

@@ -133,7 +133,13 @@ class OfflineProvider:
         self.name = name
 
     def complete(
-        self, messages: list[Message], model: str, *, task: str, json_mode: bool = False
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
     ) -> Completion:
         turns = parse_transcript(messages[-1]["content"] if messages else "")
         if task == "memory_summarise":
@@ -144,5 +150,7 @@ class OfflineProvider:
             raise ProviderError(self.name, f"the offline provider cannot serve task {task!r}")
         return Completion(text=text, provider=self.name, model=model)
 
-    def stream(self, messages: list[Message], model: str, *, task: str) -> Iterator[StreamChunk]:
+    def stream(
+        self, messages: list[Message], model: str, *, task: str, max_tokens: int | None = None
+    ) -> Iterator[StreamChunk]:
         raise ProviderError(self.name, "the offline provider cannot chat")

@@ -14,9 +14,9 @@ import openai
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
 
-from caesar.config import ProviderSettings
+from caesar.config import ProviderSettings, reply_limit
 from caesar.errors import ProviderBadResponse, ProviderError
-from caesar.gateway.base import Completion, Message, StreamChunk, Usage
+from caesar.gateway.base import Completion, Message, StreamChunk, Usage, within
 from caesar.gateway.errors import catchable, translate
 from caesar.gateway.http import sdk_http_client
 
@@ -29,6 +29,25 @@ def _sdk_messages(messages: list[Message]) -> list[ChatCompletionMessageParam]:
     return cast("list[ChatCompletionMessageParam]", list(messages))
 
 
+# The wait before retrying a request that got no response at all (refused, reset, timed out).
+NO_RESPONSE_WAIT = 0.1
+
+
+class _Client(openai.OpenAI):
+    """The SDK's client, but a request that got no response is retried after NO_RESPONSE_WAIT
+    instead of the SDK's 0.5–8 s backoff: with nothing listening (Ollama not started) a refused
+    connection took ~1.3 s to report, and waiting longer cannot make a server appear (issue
+    #15). A server that answered — 429, 5xx, Retry-After — keeps the SDK's own backoff."""
+
+    def _calculate_retry_timeout(
+        self, remaining_retries: int, options: Any, response_headers: Any = None
+    ) -> float:
+        if response_headers is None:
+            return NO_RESPONSE_WAIT
+        wait: float = super()._calculate_retry_timeout(remaining_retries, options, response_headers)
+        return wait
+
+
 class OpenAIProvider:
     can_chat = True
 
@@ -37,7 +56,8 @@ class OpenAIProvider:
         api_key = settings.api_key.get_secret_value() if settings.api_key else NO_KEY
         self._secrets = [api_key]
         self._catch = catchable(openai)
-        self._client = openai.OpenAI(
+        self._max_tokens = reply_limit(settings)
+        self._client = _Client(
             base_url=settings.base_url,
             api_key=api_key,
             timeout=settings.timeout_seconds,
@@ -49,9 +69,15 @@ class OpenAIProvider:
         return translate(openai, self.name, exc, self._secrets)
 
     def complete(
-        self, messages: list[Message], model: str, *, task: str, json_mode: bool = False
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
     ) -> Completion:
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"max_tokens": within(max_tokens, self._max_tokens)}
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         started = time.perf_counter()
@@ -62,6 +88,7 @@ class OpenAIProvider:
                 **kwargs,
             )
             text = response.choices[0].message.content
+            finish = response.choices[0].finish_reason or "stop"
             usage = Usage()
             if response.usage is not None:
                 usage = Usage(response.usage.prompt_tokens, response.usage.completion_tokens)
@@ -75,9 +102,12 @@ class OpenAIProvider:
             model=response.model or model,
             usage=usage,
             latency_ms=(time.perf_counter() - started) * 1000,
+            finish_reason=finish,
         )
 
-    def stream(self, messages: list[Message], model: str, *, task: str) -> Iterator[StreamChunk]:
+    def stream(
+        self, messages: list[Message], model: str, *, task: str, max_tokens: int | None = None
+    ) -> Iterator[StreamChunk]:
         """Text as it arrives; the last chunk is empty and carries the usage. A stream that
         ends before any choice reported a finish_reason is a `ProviderBadResponse`: the SDK
         itself is silent when the `[DONE]` marker never comes."""
@@ -87,9 +117,11 @@ class OpenAIProvider:
                 messages=_sdk_messages(messages),
                 stream=True,
                 stream_options={"include_usage": True},
+                max_tokens=within(max_tokens, self._max_tokens),
             )
             usage = Usage()
             finished = False
+            finish = "stop"
             with events:
                 for event in events:
                     if event.usage is not None:
@@ -97,9 +129,10 @@ class OpenAIProvider:
                     for choice in event.choices:
                         if choice.delta and choice.delta.content:
                             yield StreamChunk(choice.delta.content)
-                        finished = finished or choice.finish_reason is not None
+                        if choice.finish_reason is not None:
+                            finished, finish = True, choice.finish_reason
         except self._catch as exc:
             raise self._error(exc) from exc
         if not finished:
             raise ProviderBadResponse(self.name, "stream ended before the reply was finished")
-        yield StreamChunk("", usage=usage)
+        yield StreamChunk("", usage=usage, finish_reason=finish)

@@ -56,11 +56,20 @@ class Gateway:
         return provider, model
 
     def complete(
-        self, messages: list[Message], *, task: str, json_mode: bool = False
+        self,
+        messages: list[Message],
+        *,
+        task: str,
+        json_mode: bool = False,
+        max_tokens: int | None = None,
     ) -> Completion:
         provider, model = self.route(task)
-        return provider.complete(messages, model, task=task, json_mode=json_mode)
+        return provider.complete(
+            messages, model, task=task, json_mode=json_mode, max_tokens=max_tokens
+        )
 
-    def stream(self, messages: list[Message], *, task: str) -> Iterator[StreamChunk]:
+    def stream(
+        self, messages: list[Message], *, task: str, max_tokens: int | None = None
+    ) -> Iterator[StreamChunk]:
         provider, model = self.route(task)
-        return provider.stream(messages, model, task=task)
+        return provider.stream(messages, model, task=task, max_tokens=max_tokens)
