@@ -170,6 +170,13 @@ class MiniLM:
             if path.exists():  # another process/thread won the race
                 return path
             t0 = time.perf_counter()
+            # one-off, and it takes a while: say so before, not only after (issue #15)
+            logger.info(
+                "exporting %s to ONNX at %s (once: ~87 MB, seconds to a minute; later starts "
+                "reuse it)",
+                MODEL_ID,
+                path,
+            )
             export_onnx(self.model_dir, path)
             logger.info(
                 "exported %s to ONNX at %s in %.1fs", MODEL_ID, path, time.perf_counter() - t0

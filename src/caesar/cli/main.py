@@ -71,7 +71,10 @@ def serve(
     run_workers = settings.run_workers if workers is None else workers
     app_ = create_app(settings, built, run_workers=workers)
     # Load the embedder, the episode index and the chat model in the background; /healthz says
-    # "warming" until they are.
+    # "warming" until they are, and the log says what each step did (the one-off ONNX export
+    # of the embedder included).
+    for name in ("caesar.warm", "caesar.minilm", "caesar.gateway.gguf_provider"):
+        logging.getLogger(name).setLevel(logging.INFO)
     if settings.semantic.enabled:
         built.readiness.pending(EMBEDDER, EPISODE_INDEX)
     built.readiness.pending(CHAT_MODEL)
