@@ -120,3 +120,24 @@ def test_recency_decides_only_between_comparable_matches():
     assert recency_among_comparable(
         np.array([0.5, 0.5]), np.array([1.0, 1.0]), np.array([7, 9]), 0.03
     ) == [1, 0]
+
+
+def test_turns_shared_by_two_conversations_are_shown_once():
+    """A client that resends its history leaves episodes that share turns (issue #13): the
+    block shows each turn once, and a second episode only for what it adds."""
+    first = SLEEP[:3]
+    longer = SLEEP  # the same conversation, resent with two more turns
+    block = _select(
+        [
+            _candidate(first, [0.9], summary="About sleep."),
+            _candidate(longer, [0.9, 0.85, 0.8], summary="About sleep and the dog."),
+        ],
+        "x",
+        2500,
+    )
+    assert block.text.count("I keep waking up at 3am.") == 1
+    assert block.text.count("Will do.") == 1
+    assert "Also my dog Biscuit snores." in block.text
+    # the same summary twice: the second episode is not shown at all
+    twice = _select([_candidate(first, None), _candidate(first, None)], "x", 2500)
+    assert twice.text.count("We talked.") == 1 and len(twice.chosen) == 1

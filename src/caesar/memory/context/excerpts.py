@@ -125,8 +125,13 @@ class _Episode:
         self.spans = window_spans(len(self.turns))
         self.header = header
         self.taken: set[int] = set()
-        self.best: dict[int, float] = {}  # first turn of a taken window → its relevance
+        self.best: dict[int, float] = {}  # taken turn → the best window that brought it in
         self._lines: dict[int, str] = {}
+
+    def key(self, turn: int) -> tuple[str, str]:
+        """What makes two turns the same turn, across conversations."""
+        t = self.turns[turn]
+        return (t["role"], t["content"])
 
     def line(self, turn: int, wanted: set[str], turn_chars: int) -> str:
         if turn not in self._lines:
@@ -171,27 +176,39 @@ def select(
     used = BLOCK_FRAME
     included: list[int] = []
     costs = [0] * len(candidates)
+    # What is already in the block, across episodes: a client that resends its history makes
+    # episodes that share turns and summaries, and nothing is shown twice.
+    shown_turns: set[tuple[str, str]] = set()
+    shown_summaries: set[str] = set()
     for _, ci, wi in items:
         ep = episodes[ci]
+        if ci not in included and candidates[ci].line.summary in shown_summaries:
+            continue  # the same line as an episode already in the block
         if wi < 0:
             if ci not in included and used + len(ep.header) + 1 <= budget:
                 included.append(ci)
+                shown_summaries.add(candidates[ci].line.summary)
                 costs[ci] = len(ep.header) + 1
                 used += costs[ci]
             continue
         start, end = ep.spans[wi]
-        turns = ep.taken | set(range(start, end))
-        if turns == ep.taken:
+        new = {t for t in range(start, end) if t not in ep.taken and ep.key(t) not in shown_turns}
+        if not new:
             continue
+        turns = ep.taken | new
         cost = ep.cost(turns, wanted, turn_chars)
         if used - costs[ci] + cost > budget:
             continue
         if ci not in included:
             included.append(ci)
+            shown_summaries.add(candidates[ci].line.summary)
         used += cost - costs[ci]
         costs[ci] = cost
         ep.taken = turns
-        ep.best[start] = candidates[ci].windows[wi]  # type: ignore[index]
+        shown_turns.update(ep.key(t) for t in new)
+        relevance = candidates[ci].windows[wi]  # type: ignore[index]
+        for t in new:
+            ep.best[t] = max(ep.best.get(t, relevance), relevance)
     lines: list[str] = []
     chosen: list[Chosen] = []
     for ci in sorted(included):
@@ -223,6 +240,6 @@ def _runs(
             (ep.turns[t]["role"], trim_turn(ep.turns[t]["content"], wanted, turn_chars))
             for t in run
         )
-        score = max((s for first, s in ep.best.items() if run[0] <= first <= run[-1]), default=0.0)
+        score = max(ep.best.get(t, 0.0) for t in run)
         out.append((run[0], shown, score))
     return out
