@@ -315,6 +315,14 @@ def test_misspelled_variables_are_refused_with_a_suggestion(monkeypatch):
     }
 
 
+def test_generation_settings_name_a_task(toml_file):
+    toml_file("[gateway.generation.chta]\ntemperature = 0.2\n")
+    with pytest.raises(
+        ConfigError, match="gateway.generation.chta: no such task .did you mean 'chat'"
+    ):
+        load_settings()
+
+
 def test_wrong_type_is_refused(monkeypatch):
     monkeypatch.setenv("CAESAR_MEMORY__EPISODES_RECALL__TOP_K", "three")
     with pytest.raises(ConfigError, match="memory.episodes_recall.top_k"):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from conftest import PROVIDER_KEY
 
-from caesar.config import GatewaySettings
+from caesar.config import GatewaySettings, GenerationSettings
 from caesar.errors import (
     ConfigError,
     ProviderBadResponse,
@@ -75,13 +75,17 @@ def test_openai_completion(llm):
 
 
 def test_a_callers_max_tokens_never_exceeds_the_providers(llm):
+    from caesar.gateway.base import Generation
+
     gateway = gateway_for(llm, "openai", max_tokens=200)
     for asked, sent in ((None, 200), (50, 50), (5000, 200)):
         llm.replies.append("ok")
-        gateway.complete(MESSAGES, task="chat", max_tokens=asked)
+        gateway.complete(MESSAGES, task="chat", generation=Generation(max_tokens=asked))
         assert llm.requests[-1]["json"]["max_tokens"] == sent
     llm.replies.append("ok")
-    gateway_for(llm, "anthropic", max_tokens=300).complete(MESSAGES, task="chat", max_tokens=900)
+    gateway_for(llm, "anthropic", max_tokens=300).complete(
+        MESSAGES, task="chat", generation=Generation(max_tokens=900)
+    )
     assert llm.requests[-1]["json"]["max_tokens"] == 300
 
 
@@ -291,6 +295,28 @@ def test_connection_refused(protocol, stream):
             MESSAGES, task="chat"
         )
     assert info.value.http_status == 503
+
+
+def test_a_routes_generation_settings_and_a_callers_go_over_them(llm):
+    from caesar.gateway.base import Generation
+
+    gateway = gateway_for(llm, "openai", max_tokens=300)
+    gateway._settings.generation["chat"] = GenerationSettings(
+        max_tokens=100, temperature=0.2, stop=["END"]
+    )
+    llm.replies.append("ok")
+    gateway.complete(MESSAGES, task="chat")
+    sent = llm.requests[-1]["json"]
+    assert (sent["max_tokens"], sent["temperature"], sent["stop"]) == (100, 0.2, ["END"])
+    llm.replies.append("ok")
+    gateway.complete(MESSAGES, task="chat", generation=Generation(1000, 0.9, ("STOP",)))
+    sent = llm.requests[-1]["json"]
+    # the caller's temperature wins, its length only under the route's, stops add up
+    assert (sent["max_tokens"], sent["temperature"], sent["stop"]) == (100, 0.9, ["END", "STOP"])
+    llm.replies.append("ok")
+    gateway.complete(MESSAGES, task="memory_summarise")  # another task: the provider's own
+    sent = llm.requests[-1]["json"]
+    assert sent["max_tokens"] == 300 and "temperature" not in sent and "stop" not in sent
 
 
 def test_no_response_is_retried_at_once_but_a_server_keeps_its_backoff():

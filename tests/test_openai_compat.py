@@ -99,6 +99,26 @@ def test_a_clients_automatic_retries_are_marked_as_retries(caesar_url, services,
     assert [f.payload.get("client_retry") for f in failed] == [None, 1, 2]
 
 
+def test_unsupported_parameters_are_refused_not_dropped(caesar_url, llm):
+    with pytest.raises(openai.BadRequestError) as info:
+        sdk(caesar_url).chat.completions.create(
+            model="caesar", messages=[{"role": "user", "content": "hi"}], logprobs=True
+        )
+    assert "unsupported parameter(s): logprobs" in str(info.value)
+    llm.replies.append("fine")
+    # harmless ones pass, honoured ones reach the provider
+    reply = sdk(caesar_url).chat.completions.create(
+        model="caesar",
+        messages=[{"role": "user", "content": "hi"}],
+        user="me",
+        temperature=0.1,
+        stop="END",
+    )
+    assert reply.choices[0].message.content == "fine"
+    sent = llm.requests[-1]["json"]
+    assert (sent["temperature"], sent["stop"]) == (0.1, ["END"])
+
+
 def test_models_lists_caesar(caesar_url):
     models = sdk(caesar_url).models.list()
     assert [m.id for m in models.data] == ["caesar"]

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.errors import ProviderError
-from caesar.gateway.base import Completion, Message, StreamChunk, Usage
+from caesar.gateway.base import Completion, Generation, Message, StreamChunk, Usage
 from caesar.memory.context.build import facts_for_prompt, recall_for_prompt
 from caesar.memory.context.render import system_prompt
 from caesar.memory.episodes.recall import RecalledEpisode
@@ -198,14 +198,14 @@ class Brain:
         message: str,
         history: list[Message] | None = None,
         kind: TurnKind = CHAT,
-        max_tokens: int | None = None,
+        generation: Generation | None = None,
     ) -> TurnResult:
-        """`max_tokens`: the caller's limit on the reply (never above the provider's own)."""
+        """`generation`: the caller's (never past the provider's own max_tokens)."""
         ctx = self.prepare(message, history)
         started = time.perf_counter()
         try:
             completion = self.services.gateway.complete(
-                ctx.messages, task="chat", max_tokens=max_tokens
+                ctx.messages, task="chat", generation=generation
             )
         except ProviderError as exc:
             self._record(ctx, kind, None, exc, (time.perf_counter() - started) * 1000)
@@ -224,7 +224,7 @@ class Brain:
         )
 
     def stream(
-        self, ctx: TurnContext, kind: TurnKind = CHAT, max_tokens: int | None = None
+        self, ctx: TurnContext, kind: TurnKind = CHAT, generation: Generation | None = None
     ) -> Iterator[StreamChunk]:
         """Stream the reply of a prepared turn; audits once the stream ends (or breaks) and sets
         `ctx.audit_id`. The last chunk is empty and carries the usage."""
@@ -234,7 +234,7 @@ class Brain:
         usage = Usage()
         finish = "stop"
         try:
-            chunks = self.services.gateway.stream(ctx.messages, task="chat", max_tokens=max_tokens)
+            chunks = self.services.gateway.stream(ctx.messages, task="chat", generation=generation)
             for chunk in chunks:
                 if chunk.usage is not None:
                     usage = chunk.usage

@@ -97,12 +97,29 @@ def reply_limit(provider: ProviderSettings) -> int:
     return provider.max_tokens or DEFAULT_REPLY_TOKENS[provider.kind]
 
 
+class GenerationSettings(Section):
+    """How one task's replies are generated (`gateway.generation.<task>`); unset: the
+    provider's own. A client's values (the OpenAI endpoint's max_tokens, temperature, stop)
+    go over these, and never past the provider's `max_tokens`."""
+
+    max_tokens: int | None = Field(default=None, ge=1, le=131_072)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    stop: list[str] = Field(default_factory=list, max_length=4)
+
+
 class GatewaySettings(Section):
     providers: dict[str, ProviderSettings] = Field(default_factory=_default_providers)
     routes: dict[str, str] = Field(default_factory=_default_routes)
+    generation: dict[str, GenerationSettings] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_routes(self) -> GatewaySettings:
+        for task in self.generation:
+            if task not in TASKS:
+                raise ValueError(
+                    f"gateway.generation.{task}: no such task{_did_you_mean(task, TASKS)}; "
+                    f"tasks: {', '.join(TASKS)}"
+                )
         defaulted = [task for task in TASKS if task not in self.routes]
         for task in defaulted:
             self.routes[task] = _default_routes()[task]

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 from caesar.api.deps import Authenticated, BrainDep
 from caesar.brain import CHAT, TurnKind
 from caesar.errors import CaesarError, InputError, ProviderError
-from caesar.gateway.base import Message
+from caesar.gateway.base import Generation, Message
 
 log = logging.getLogger(__name__)
 router = APIRouter(dependencies=[Authenticated])
@@ -71,29 +71,40 @@ class OpenAIMessage(BaseModel):
         return self.content or ""
 
 
+# Accepted and without effect on the reply (usage is always in a stream's last chunk).
+HARMLESS = frozenset({"user", "metadata", "store", "stream_options"})
+
+
 class OpenAIChatRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str = "caesar"
     messages: Annotated[list[OpenAIMessage], Field(min_length=1, max_length=500)]
     stream: bool = False
-    # Honoured, within the provider's own max_tokens (the operator's limit).
+    # Honoured, over gateway.generation.chat and within the provider's own max_tokens.
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    # Refused rather than dropped: caesar answers one choice and runs no tools.
-    n: int = 1
-    tools: list[Any] | None = None
-    functions: list[Any] | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    stop: str | list[str] | None = None
+    n: int = 1  # 1 only: caesar answers with one choice
 
     def refuse_unsupported(self) -> None:
-        """A 400 naming what caesar cannot do, rather than a reply that silently ignores it."""
+        """A 400 naming what caesar cannot do, rather than a reply that silently ignores it
+        (tools, n > 1, logprobs, response_format, …)."""
         if self.n != 1:
             raise InputError("n must be 1: caesar answers with one choice")
-        if self.tools or self.functions:
-            raise InputError("caesar runs no tools: send the request without tools/functions")
+        unknown = sorted(set(self.model_extra or {}) - HARMLESS)
+        if unknown:
+            raise InputError(
+                f"unsupported parameter(s): {', '.join(unknown)}; caesar honours model, "
+                "messages, stream, max_tokens, max_completion_tokens, temperature and stop"
+            )
 
-    def reply_limit(self) -> int | None:
+    def generation(self) -> Generation:
         limits = [x for x in (self.max_tokens, self.max_completion_tokens) if x]
-        return min(limits) if limits else None
+        stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        if len(stop) > 4:
+            raise InputError("stop: at most 4 sequences")
+        return Generation(min(limits) if limits else None, self.temperature, tuple(stop))
 
 
 def _split(body: OpenAIChatRequest) -> tuple[str, list[Message]]:
@@ -137,9 +148,9 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep, request: Request)
     message, history = _split(body)
     created = int(time.time())
     kind = _turn_kind(request)
-    limit = body.reply_limit()
+    generation = body.generation()
     if not body.stream:
-        result = brain.turn(message, history, kind, max_tokens=limit)
+        result = brain.turn(message, history, kind, generation=generation)
         return {
             "id": f"chatcmpl-caesar-{result.audit_id}",
             "object": "chat.completion",
@@ -156,7 +167,7 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep, request: Request)
         }
 
     ctx = brain.prepare(message, history)
-    chunks = brain.stream(ctx, kind, max_tokens=limit)
+    chunks = brain.stream(ctx, kind, generation=generation)
     # Pull the first chunk before answering, so a provider that fails outright still gets a
     # proper 502/503/504 instead of a broken 200 stream.
     first = next(chunks, None)

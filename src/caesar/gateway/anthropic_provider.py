@@ -11,7 +11,7 @@ import anthropic
 
 from caesar.config import ProviderSettings, reply_limit
 from caesar.errors import ProviderBadResponse, ProviderError
-from caesar.gateway.base import Completion, Message, StreamChunk, Usage, within
+from caesar.gateway.base import Completion, Generation, Message, StreamChunk, Usage, within
 from caesar.gateway.errors import catchable, translate
 from caesar.gateway.http import sdk_http_client
 
@@ -59,13 +59,17 @@ class AnthropicProvider:
         return translate(anthropic, self.name, exc, self._secrets)
 
     def _params(
-        self, messages: list[Message], model: str, max_tokens: int | None = None
+        self, messages: list[Message], model: str, generation: Generation | None = None
     ) -> dict[str, Any]:
         system, turns = split_system(messages)
         if not turns:
             raise ProviderError(self.name, "nothing to send: the messages hold no user turn")
-        limit = within(max_tokens, self._max_tokens)
+        limit = within(generation, self._max_tokens)
         params: dict[str, Any] = {"model": model, "max_tokens": limit, "messages": turns}
+        if generation is not None and generation.temperature is not None:
+            params["temperature"] = min(generation.temperature, 1.0)  # Anthropic's range: 0–1
+        if generation is not None and generation.stop:
+            params["stop_sequences"] = list(generation.stop)
         if system:
             params["system"] = system
         return params
@@ -77,10 +81,10 @@ class AnthropicProvider:
         *,
         task: str,
         json_mode: bool = False,
-        max_tokens: int | None = None,
+        generation: Generation | None = None,
     ) -> Completion:
         # Anthropic has no JSON mode; the memory prompts ask for JSON and replies are validated.
-        params = self._params(messages, model, max_tokens)
+        params = self._params(messages, model, generation)
         started = time.perf_counter()
         try:
             response = self._client.messages.create(**params)
@@ -99,12 +103,17 @@ class AnthropicProvider:
         )
 
     def stream(
-        self, messages: list[Message], model: str, *, task: str, max_tokens: int | None = None
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        generation: Generation | None = None,
     ) -> Iterator[StreamChunk]:
         """Text as it arrives; the last chunk is empty and carries the usage. The stream must
         end with `message_stop`: a body that stops early, even cleanly, is a
         `ProviderBadResponse` (the SDK itself does not complain)."""
-        params = self._params(messages, model, max_tokens)
+        params = self._params(messages, model, generation)
         stopped = False
         try:
             with self._client.messages.stream(**params) as events:

@@ -55,16 +55,45 @@ class Provider(Protocol):
         *,
         task: str,
         json_mode: bool = False,
-        max_tokens: int | None = None,
+        generation: Generation | None = None,
     ) -> Completion:
-        """`max_tokens`: a caller's own limit; a provider never goes past its configured one."""
+        """`generation`: the route's and the caller's limits; a provider never goes past its
+        own `max_tokens`."""
         ...
 
     def stream(
-        self, messages: list[Message], model: str, *, task: str, max_tokens: int | None = None
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        generation: Generation | None = None,
     ) -> Iterator[StreamChunk]: ...
 
 
-def within(requested: int | None, limit: int) -> int:
+@dataclass(frozen=True)
+class Generation:
+    """How a reply is generated: a limit on its length, the temperature, stop sequences. None
+    (or empty): the provider's own."""
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stop: tuple[str, ...] = ()
+
+    def over(self, base: Generation | None) -> Generation:
+        """These values where set, `base`'s elsewhere; the lower max_tokens of the two; the stop
+        sequences of both (at most 4, as OpenAI allows)."""
+        if base is None:
+            return self
+        limits = [x for x in (self.max_tokens, base.max_tokens) if x]
+        return Generation(
+            max_tokens=min(limits) if limits else None,
+            temperature=self.temperature if self.temperature is not None else base.temperature,
+            stop=tuple(dict.fromkeys((*base.stop, *self.stop)))[:4],
+        )
+
+
+def within(generation: Generation | None, limit: int) -> int:
     """The reply limit to send: the caller's, if lower than the operator's."""
+    requested = generation.max_tokens if generation else None
     return min(requested, limit) if requested else limit

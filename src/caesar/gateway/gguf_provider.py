@@ -24,7 +24,7 @@ from typing import Any
 
 from caesar.config import ProviderSettings, reply_limit
 from caesar.errors import ConfigError
-from caesar.gateway.base import Completion, Message, StreamChunk
+from caesar.gateway.base import Completion, Generation, Message, StreamChunk
 from caesar.gateway.openai_provider import OpenAIProvider
 
 log = logging.getLogger(__name__)
@@ -113,13 +113,18 @@ class GGUFProvider:
         *,
         task: str,
         json_mode: bool = False,
-        max_tokens: int | None = None,
+        generation: Generation | None = None,
     ) -> Completion:
         return self._ready().complete(
-            messages, model, task=task, json_mode=json_mode, max_tokens=max_tokens
+            messages, model, task=task, json_mode=json_mode, generation=generation
         )
 
     def stream(
-        self, messages: list[Message], model: str, *, task: str, max_tokens: int | None = None
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        generation: Generation | None = None,
     ) -> Iterator[StreamChunk]:
-        return self._ready().stream(messages, model, task=task, max_tokens=max_tokens)
+        return self._ready().stream(messages, model, task=task, generation=generation)

@@ -18,7 +18,7 @@ from sumy.summarizers.text_rank import TextRankSummarizer
 from sumy.utils import get_stop_words
 
 from caesar.errors import ProviderError
-from caesar.gateway.base import Completion, Message, StreamChunk
+from caesar.gateway.base import Completion, Generation, Message, StreamChunk
 from caesar.memory.transcript import parse_transcript
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -139,7 +139,7 @@ class OfflineProvider:
         *,
         task: str,
         json_mode: bool = False,
-        max_tokens: int | None = None,
+        generation: Generation | None = None,
     ) -> Completion:
         turns = parse_transcript(messages[-1]["content"] if messages else "")
         if task == "memory_summarise":
@@ -151,6 +151,11 @@ class OfflineProvider:
         return Completion(text=text, provider=self.name, model=model)
 
     def stream(
-        self, messages: list[Message], model: str, *, task: str, max_tokens: int | None = None
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        generation: Generation | None = None,
     ) -> Iterator[StreamChunk]:
         raise ProviderError(self.name, "the offline provider cannot chat")

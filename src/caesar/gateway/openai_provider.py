@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 from caesar.config import ProviderSettings, reply_limit
 from caesar.errors import ProviderBadResponse, ProviderError
-from caesar.gateway.base import Completion, Message, StreamChunk, Usage, within
+from caesar.gateway.base import Completion, Generation, Message, StreamChunk, Usage, within
 from caesar.gateway.errors import catchable, translate
 from caesar.gateway.http import sdk_http_client
 
@@ -65,6 +65,14 @@ class OpenAIProvider:
             http_client=sdk_http_client(openai.DefaultHttpxClient, settings.max_retry_wait_seconds),
         )
 
+    def _generation(self, generation: Generation | None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"max_tokens": within(generation, self._max_tokens)}
+        if generation is not None and generation.temperature is not None:
+            kwargs["temperature"] = generation.temperature
+        if generation is not None and generation.stop:
+            kwargs["stop"] = list(generation.stop)
+        return kwargs
+
     def _error(self, exc: BaseException) -> ProviderError:
         return translate(openai, self.name, exc, self._secrets)
 
@@ -75,9 +83,9 @@ class OpenAIProvider:
         *,
         task: str,
         json_mode: bool = False,
-        max_tokens: int | None = None,
+        generation: Generation | None = None,
     ) -> Completion:
-        kwargs: dict[str, Any] = {"max_tokens": within(max_tokens, self._max_tokens)}
+        kwargs = self._generation(generation)
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
         started = time.perf_counter()
@@ -106,7 +114,12 @@ class OpenAIProvider:
         )
 
     def stream(
-        self, messages: list[Message], model: str, *, task: str, max_tokens: int | None = None
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        generation: Generation | None = None,
     ) -> Iterator[StreamChunk]:
         """Text as it arrives; the last chunk is empty and carries the usage. A stream that
         ends before any choice reported a finish_reason is a `ProviderBadResponse`: the SDK
@@ -117,7 +130,7 @@ class OpenAIProvider:
                 messages=_sdk_messages(messages),
                 stream=True,
                 stream_options={"include_usage": True},
-                max_tokens=within(max_tokens, self._max_tokens),
+                **self._generation(generation),
             )
             usage = Usage()
             finished = False

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from caesar.config import GatewaySettings
 from caesar.errors import ConfigError
-from caesar.gateway.base import Completion, Message, Provider, StreamChunk
+from caesar.gateway.base import Completion, Generation, Message, Provider, StreamChunk
 
 
 def build_provider(name: str, settings: GatewaySettings) -> Provider:
@@ -61,15 +61,21 @@ class Gateway:
         *,
         task: str,
         json_mode: bool = False,
-        max_tokens: int | None = None,
+        generation: Generation | None = None,
     ) -> Completion:
+        """`generation`: the caller's, over the route's (gateway.generation.<task>)."""
         provider, model = self.route(task)
         return provider.complete(
-            messages, model, task=task, json_mode=json_mode, max_tokens=max_tokens
+            messages, model, task=task, json_mode=json_mode, generation=self._for(task, generation)
         )
 
     def stream(
-        self, messages: list[Message], *, task: str, max_tokens: int | None = None
+        self, messages: list[Message], *, task: str, generation: Generation | None = None
     ) -> Iterator[StreamChunk]:
         provider, model = self.route(task)
-        return provider.stream(messages, model, task=task, max_tokens=max_tokens)
+        return provider.stream(messages, model, task=task, generation=self._for(task, generation))
+
+    def _for(self, task: str, caller: Generation | None) -> Generation | None:
+        spec = self._settings.generation.get(task)
+        route = Generation(spec.max_tokens, spec.temperature, tuple(spec.stop)) if spec else None
+        return caller.over(route) if caller is not None else route
