@@ -109,9 +109,13 @@ def stages(
             rows = timed("candidate_rows", hybrid.candidate_rows, session, ids)
             missing = [r[0] for r in rows if r[0] not in cosine]
             cosine.update(timed("vector_cosines", index.cosines, missing, vector))
-            passage = timed("passage_cosines", hybrid.passage_cosines, rows, vector)
-            window = timed("window_keywords", hybrid.window_keyword_stage, session, match, rows)
-            timed(
+            each_cosine = timed("passage_cosines", hybrid.window_cosines, rows, vector)
+            passage = {i: float(v.max()) for i, v in each_cosine.items()}
+            each_keyword = timed(
+                "window_keywords", hybrid.window_keyword_relevance, session, match, rows
+            )
+            window = {i: max(v.values(), default=0.0) for i, v in each_keyword.items()}
+            hits = timed(
                 "rank",
                 hybrid.rank_candidates,
                 [tuple(r[:5]) for r in rows],
@@ -122,9 +126,14 @@ def stages(
                 passage,
                 window,
             )
+            timed("windows", _with_windows, hits, each_cosine, each_keyword, params)
             times.setdefault("candidates", []).append(float(len(ids)))
     # the first len(texts) rounds are warm-up
     return {k: round(statistics.median(v[len(texts) :]), 3) for k, v in times.items()}
+
+
+def _with_windows(hits: list[Any], each_cosine: Any, each_keyword: Any, params: Any) -> list[Any]:
+    return [hybrid.with_windows(h, each_cosine, each_keyword, params) for h in hits]
 
 
 def cycle(

@@ -134,8 +134,9 @@ STAGES = {
     "keyword_stage": "keyword stage: FTS5 term counts (cached), MATCH / bounded common-word pool, every candidate's score",
     "candidate_rows": "candidates' rows (float16 window blob; summary vectors are in the index)",
     "vector_cosines": "summary cosines of keyword-only candidates, from the index",
-    "passage_cosines": "best window per candidate (one matrix product)",
-    "window_keywords": "best window per candidate by keyword (FTS5 bm25 over their windows)",
+    "passage_cosines": "every window's cosine per candidate (one matrix product)",
+    "window_keywords": "every window's keyword relevance per candidate (FTS5 bm25 over their windows)",
+    "windows": "each hit's per-window relevance, for its excerpts",
     "rank": "fusion, freshness × recall_weight, top K",
 }
 
