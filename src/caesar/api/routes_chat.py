@@ -34,6 +34,8 @@ class ChatRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     message: StrictStr = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     history: list[Turn] = Field(default_factory=list, max_length=200)
+    # answered with memory, never learned from: no summary, no facts, no windows
+    temporary: bool = False
 
     @field_validator("message")
     @classmethod
@@ -49,10 +51,14 @@ class ChatResponse(BaseModel):
     recalled: list[int] = Field(description="audit ids of the past conversations recalled")
 
 
+TEMPORARY_HEADER = "x-caesar-temporary"  # the OpenAI endpoint's way to say `temporary`
+
+
 @router.post("/v1/chat", response_model=ChatResponse)
 def chat(body: ChatRequest, brain: BrainDep) -> ChatResponse:
     history: list[Message] = [{"role": t.role, "content": t.content} for t in body.history]
-    result = brain.turn(body.message, history)
+    kind = TurnKind(CHAT.completed, CHAT.failed, {"temporary": True}) if body.temporary else CHAT
+    result = brain.turn(body.message, history, kind)
     return ChatResponse(
         reply=result.reply,
         audit_id=result.audit_id,
@@ -139,7 +145,10 @@ def _turn_kind(request: Request) -> TurnKind:
         retry = int(request.headers.get(RETRY_HEADER, "0"))
     except ValueError:
         retry = 0
-    return TurnKind(CHAT.completed, CHAT.failed, {"client_retry": retry}) if retry > 0 else CHAT
+    extra: dict[str, Any] = {"client_retry": retry} if retry > 0 else {}
+    if request.headers.get(TEMPORARY_HEADER, "").lower() in ("1", "true", "yes"):
+        extra["temporary"] = True
+    return TurnKind(CHAT.completed, CHAT.failed, extra) if extra else CHAT
 
 
 @router.post("/v1/chat/completions", response_model=None)

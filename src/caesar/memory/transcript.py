@@ -21,6 +21,12 @@ _TURN = re.compile(r"<(user|assistant)>\n(.*?)\n</\1>", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation>\n(.*?)\n</conversation>", re.DOTALL)
 
 
+def is_temporary(payload: dict[str, Any]) -> bool:
+    """A chat sent as temporary: answered with memory, never learned from — no summary, no
+    facts, no windows, no semantic chunks (issue #13)."""
+    return payload.get("temporary") is True
+
+
 def conversation_turns(payload: dict[str, Any]) -> list[Message]:
     """The user/assistant turns of a chat.completed payload, reply included."""
     turns: list[Message] = [

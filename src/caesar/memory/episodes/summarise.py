@@ -19,7 +19,7 @@ from caesar.db.models import AuditLog, EpisodeSummary, MemorySummariseCursor
 from caesar.errors import CaesarError
 from caesar.gateway.base import Message
 from caesar.memory.episodes.recall import episode_row
-from caesar.memory.transcript import conversation_turns, render_transcript
+from caesar.memory.transcript import conversation_turns, is_temporary, render_transcript
 from caesar.workers import CursorWorker
 
 MAX_SUMMARY_CHARS = 600
@@ -60,6 +60,7 @@ class Outcome:
     error: str | None = None
     stage: str | None = None
     model: str = ""  # the embedder's model id, read here so nothing slow runs in the write
+    temporary: bool = False  # sent as temporary: an empty row, so it is never summarised
 
 
 class SummariseWorker(CursorWorker[list[Outcome]]):
@@ -81,6 +82,9 @@ class SummariseWorker(CursorWorker[list[Outcome]]):
     def prepare(self, rows: Sequence[AuditLog]) -> list[Outcome]:
         outcomes = []
         for row in rows:
+            if is_temporary(row.payload):
+                outcomes.append(Outcome(row, summary="", temporary=True))
+                continue
             try:
                 completion = self.services.gateway.complete(
                     summarise_messages(row.payload), task="memory_summarise"
@@ -149,7 +153,7 @@ def write_outcomes(worker: SummariseWorker, session: Session, outcomes: list[Out
             worker.audit.append(
                 session,
                 audit.EPISODE_SUMMARISE_SKIPPED,
-                {"audit_log_id": o.row.id, "reason": "trivial"},
+                {"audit_log_id": o.row.id, "reason": "temporary" if o.temporary else "trivial"},
                 subject_id=o.row.id,
             )
     session.flush()

@@ -27,6 +27,7 @@ from caesar.memory.transcript import (
     MEMORY_CLOSE,
     MEMORY_OPEN,
     conversation_turns,
+    is_temporary,
     render_transcript,
 )
 from caesar.workers import CursorWorker
@@ -136,7 +137,10 @@ def latest_exchange(payload: dict[str, Any]) -> list[Message]:
 
 
 def extraction_messages(payload: dict[str, Any]) -> list[Message] | None:
-    """The LLM request for one chat row; None when the operator said nothing to learn from."""
+    """The LLM request for one chat row; None when the operator said nothing to learn from, or
+    sent the chat as temporary."""
+    if is_temporary(payload):
+        return None
     exchange = latest_exchange(payload)
     if not any(t["role"] == "user" and t["content"].strip() for t in exchange):
         return None

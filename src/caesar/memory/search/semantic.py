@@ -25,6 +25,7 @@ from caesar.embeddings import EmbedderHandle, embed_one
 from caesar.errors import CaesarError
 from caesar.memory.search.vector_math import to_f32_bytes
 from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex
+from caesar.memory.transcript import is_temporary
 from caesar.workers import CursorWorker
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
@@ -117,7 +118,13 @@ class SemanticIndexWorker(CursorWorker[_Prepared]):
     def prepare(self, rows: Sequence[AuditLog]) -> _Prepared:
         max_chars = self.services.settings.semantic.chunk_chars
         items = [
-            _Indexed(row, chunk_text(str(row.payload.get("reply") or ""), max_chars))
+            _Indexed(
+                row,
+                # a temporary chat is never indexed (no chunks: the cursor still moves on)
+                []
+                if is_temporary(row.payload)
+                else chunk_text(str(row.payload.get("reply") or ""), max_chars),
+            )
             for row in rows
         ]
         texts = [c for item in items for c in item.chunks]
