@@ -254,3 +254,40 @@ def test_a_chat_without_operator_text_costs_no_llm_call(services, llm):
     assert run_until_caught_up(services.workers["memory.extract"]) == 1
     assert llm.requests == [] and count(services, Fact) == 0
     assert _cursor(services) == empty.id
+
+
+def test_an_extraction_contradicting_the_operator_is_a_conflict_not_an_update(services, llm):
+    """Issue #13: operator edits are the strongest signal; a later chat's extraction that
+    contradicts one is recorded, and the operator's value stays and stays injected."""
+    services.facts.set_by_operator("home_city", "Lisbon")
+    chat = add_chat(services, "Greetings from Porto, where I live now.", "Nice!")
+    llm.replies.append(json.dumps({"facts": [{"key": "home_city", "value": "Porto"}]}))
+    run_until_caught_up(services.workers["memory.extract"])
+    assert _facts(services) == {"home_city": ("Lisbon", 1.0)}
+    [conflict] = events(services, audit.FACT_CONFLICT)
+    assert conflict.subject_id == chat and conflict.subject_key == "home_city"
+    assert (conflict.payload["value"], conflict.payload["proposed"]) == ("Lisbon", "Porto")
+    assert events(services, audit.FACT_UPDATED) == []
+    prompt = Brain(services).prepare("where do I live?").messages[0]["content"]
+    assert "home_city: Lisbon" in prompt and "Porto" not in prompt
+
+
+def test_a_superseded_value_is_kept_in_the_history_and_never_injected(services, llm):
+    add_chat(services, "My dog's name is Biscuit.", "Nice.")
+    llm.replies.append(BISCUIT)
+    run_until_caught_up(services.workers["memory.extract"])
+    services.facts.set_by_operator("dog_name", "Rex")
+    services.facts.delete("dog_name")
+    services.facts.set_by_operator("dog_name", "Max")
+    history = services.facts.history("Dog Name")
+    assert [(c.event, c.by, c.value) for c in history] == [
+        (audit.FACT_EXTRACTED, "extracted", "Biscuit"),
+        (audit.FACT_USER_EDITED, "operator", "Rex"),
+        (audit.FACT_USER_DELETED, "operator", None),
+        (audit.FACT_USER_EDITED, "operator", "Max"),
+    ]
+    assert all(c.until is not None for c in history[:-1]) and history[-1].until is None
+    assert history[1].old_value == "Biscuit"
+    prompt = Brain(services).prepare("what's my dog called?").messages[0]["content"]
+    assert "dog_name: Max" in prompt
+    assert "Biscuit" not in prompt and "Rex" not in prompt

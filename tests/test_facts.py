@@ -216,3 +216,23 @@ def _blocked_on_a_lock(probe) -> bool:
     ).scalar()
     probe.rollback()  # pg_stat_activity is a snapshot per transaction: take a fresh one each time
     return bool(waiting)
+
+
+def test_api_and_cli_show_a_facts_history(client, services, tmp_path, monkeypatch):
+    from memory_helpers import write_config
+    from typer.testing import CliRunner
+
+    from caesar.cli.main import app
+
+    client.put("/v1/facts/home_city", json={"value": "Lisbon"})
+    client.put("/v1/facts/home_city", json={"value": "Porto"})
+    body = client.get("/v1/facts/Home City/history").json()
+    assert body["key"] == "home_city"
+    values = [(h["by"], h["value"], h["old_value"]) for h in body["history"]]
+    assert values == [("operator", "Lisbon", None), ("operator", "Porto", "Lisbon")]
+    assert body["history"][0]["until"] == body["history"][1]["at"]
+    assert client.get("/v1/facts/never_was/history").status_code == 404
+    monkeypatch.setenv("CAESAR_CONFIG", str(write_config(tmp_path / "c.toml", services.settings)))
+    result = CliRunner().invoke(app, ["facts", "history", "home_city"])
+    assert result.exit_code == 0, result.output
+    assert "Lisbon" in result.output and "Porto" in result.output and "user_edited" in result.output

@@ -29,6 +29,8 @@ FACT_EXTRACTED = "memory.fact.extracted"
 FACT_UPDATED = "memory.fact.updated"
 FACT_USER_EDITED = "memory.fact.user_edited"
 FACT_USER_DELETED = "memory.fact.user_deleted"
+# an extraction that contradicts a value the operator set by hand: kept apart, not applied
+FACT_CONFLICT = "memory.fact.conflict"
 EXTRACT_FAILED = "memory.extract_failed"
 EPISODE_SUMMARISED = "memory.episode.summarised"
 EPISODE_SUMMARISE_SKIPPED = "memory.episode.summarise_skipped"

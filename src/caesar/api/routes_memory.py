@@ -63,6 +63,17 @@ def set_fact(
     return {"fact": services.facts.get(fact.key).as_json(), "audit_id": audit_id}
 
 
+@router.get("/v1/facts/{key}/history")
+def fact_history(
+    key: Annotated[str, Path(max_length=200)], services: ServicesDep
+) -> dict[str, Any]:
+    """Every value the key held, oldest first: when, by whom, what replaced it (`until`), and
+    extractions that contradicted an operator's value (`memory.fact.conflict`, not applied).
+    404 if the key never existed."""
+    changes = services.facts.history(key)
+    return {"key": normalise_key(key), "history": [c.as_json() for c in changes]}
+
+
 @router.delete("/v1/facts/{key}")
 def delete_fact(key: Annotated[str, Path(max_length=200)], services: ServicesDep) -> dict[str, Any]:
     """Audited as `memory.fact.user_deleted`; 404 if there is no such fact."""

@@ -262,6 +262,23 @@ def facts_delete(key: str) -> None:
     console.print(f"deleted {key}  (audit #{audit_id})", highlight=False, markup=False)
 
 
+@facts_app.command("history")
+@friendly
+def facts_history(key: str) -> None:
+    """Every value KEY held, when, and what replaced it (conflicts included)."""
+    table = Table("audit", "when (UTC)", "event", "by", "value", "until (UTC)")
+    for c in services().facts.history(key):
+        table.add_row(
+            f"#{c.audit_id}",
+            c.at.strftime("%Y-%m-%d %H:%M"),
+            c.event.removeprefix("memory.fact."),
+            c.by,
+            "(deleted)" if c.value is None else c.value,
+            c.until.strftime("%Y-%m-%d %H:%M") if c.until else "",
+        )
+    console.print(table)
+
+
 # -- recall -----------------------------------------------------------------------------------
 @app.command()
 @friendly

@@ -24,6 +24,7 @@ from caesar.config import FactsImportanceSettings
 from caesar.db.engine import Database
 from caesar.db.models import AuditLog, Fact
 from caesar.errors import InputError, NotFound
+from caesar.memory.facts.history import Change, fact_history
 from caesar.memory.importance import SECONDS_PER_DAY, fact_importance_v
 
 MAX_KEY = 100
@@ -292,6 +293,51 @@ class FactsStore:
             )
             return row.id
 
+    @staticmethod
+    def _set_by_operator(session: Session, fact: Fact) -> bool:
+        """Whether the fact's current value is one the operator set by hand."""
+        if fact.source_audit_id is None:
+            return False
+        source = session.scalar(
+            select(AuditLog.event_type).where(AuditLog.id == fact.source_audit_id)
+        )
+        return source == audit.FACT_USER_EDITED
+
+    def _conflict(
+        self, session: Session, fact: Fact, proposed: str, source_audit_id: int
+    ) -> str | None:
+        seen = session.scalar(
+            select(AuditLog.id).where(
+                AuditLog.event_type == audit.FACT_CONFLICT,
+                AuditLog.subject_key == fact.key,
+                AuditLog.subject_id == source_audit_id,
+            )
+        )
+        if seen is not None:
+            return None
+        self.audit.append(
+            session,
+            audit.FACT_CONFLICT,
+            {
+                "key": fact.key,
+                "value": fact.value,
+                "proposed": proposed,
+                "source_audit_id": source_audit_id,
+            },
+            subject_key=fact.key,
+            subject_id=source_audit_id,
+        )
+        return audit.FACT_CONFLICT
+
+    def history(self, raw_key: str) -> list[Change]:
+        """Every value `raw_key` held, when, and what replaced it (memory/facts/history.py)."""
+        key = normalise_key(raw_key)
+        with self.db.read() as session:
+            changes = fact_history(session, key)
+        if not changes:
+            raise NotFound(f"no fact with key {key!r}, now or before")
+        return changes
+
     def upsert_extracted(
         self,
         session: Session,
@@ -307,7 +353,8 @@ class FactsStore:
         long ago the operator said it. Returns the audit event written, or None.
 
         - new key: `memory.fact.extracted`
-        - changed value: `memory.fact.updated` with old and new
+        - changed value: `memory.fact.updated` with old and new — unless the operator set the
+          current value by hand: then `memory.fact.conflict`, and the value stays
         - same value (case-insensitively): refresh `updated_at` and keep the higher confidence
         - the fact was set, edited or deleted after this chat happened: nothing (stale news;
           this is also what makes re-processing a chat a no-op)
@@ -348,6 +395,10 @@ class FactsStore:
             )
             return audit.FACT_EXTRACTED
         if fact.value.casefold() != value.casefold():
+            if self._set_by_operator(session, fact):
+                # Operator edits are the strongest signal the ADR names: an extraction that
+                # contradicts one is recorded, not applied (once per source chat).
+                return self._conflict(session, fact, value, source_audit_id)
             old = fact.value
             fact.value, fact.confidence = value, confidence
             fact.source_audit_id, fact.updated_at = source_audit_id, said_at
