@@ -56,7 +56,8 @@ def test_best_window_comes_verbatim_with_speakers_and_date():
     assert "  operator: I keep waking up at 3am." in block.text
     assert "  caesar: Try lowering the bedroom thermostat to 65F." in block.text
     [chosen] = block.chosen
-    first, turns, score = chosen.excerpts[0]
+    [part] = chosen.excerpts
+    first, turns, score = part.first_turn, part.turns, part.score
     assert first == 0 and turns[1] == ("assistant", "Try lowering the bedroom thermostat to 65F.")
     assert score == pytest.approx(0.9)
 
@@ -65,7 +66,7 @@ def test_overlapping_windows_are_merged_and_no_turn_is_shown_twice():
     block = _select([_candidate(SLEEP, [0.9, 0.85, 0.8])], "x", 2500)
     assert block.text.count("Will do.") == 1
     [chosen] = block.chosen
-    assert len(chosen.excerpts) == 1 and len(chosen.excerpts[0][1]) == 5
+    assert len(chosen.excerpts) == 1 and len(chosen.excerpts[0].turns) == 5
 
 
 @pytest.mark.parametrize("budget", [200, 260, 330, 400, 800])
@@ -82,7 +83,7 @@ def test_a_gap_between_excerpts_of_one_conversation_is_marked():
     block = _select([_candidate(turns, [0.9, 0.1, 0.1, 0.1, 0.1, 0.1, 0.85])], "x", 290)
     assert "\n  …\n" in block.text
     [chosen] = block.chosen
-    assert [e[0] for e in chosen.excerpts] == [0, 6]
+    assert [e.first_turn for e in chosen.excerpts] == [0, 6]
 
 
 def test_an_episode_without_windows_still_gets_its_line():

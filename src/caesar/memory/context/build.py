@@ -14,7 +14,7 @@ from datetime import datetime
 from caesar.config import EpisodesRecallSettings, FactsInjectSettings
 from caesar.memory.context import excerpts
 from caesar.memory.context.render import EpisodeLine, FactLine, facts_block
-from caesar.memory.episodes.recall import EpisodeMemory, Excerpt, RecalledEpisode, RecallParams
+from caesar.memory.episodes.recall import EpisodeMemory, RecalledEpisode, RecallParams
 from caesar.memory.facts.store import FactsStore
 
 log = logging.getLogger(__name__)
@@ -70,10 +70,7 @@ def with_excerpts(
         turn_chars=settings.excerpt_turn_chars,
         summary_chars=settings.summary_chars,
     )
-    shown = []
-    for chosen in block.chosen:
-        parts = tuple(Excerpt(first, turns_, score) for first, turns_, score in chosen.excerpts)
-        shown.append(replace(ranked[chosen.index], excerpts=parts))
+    shown = [replace(ranked[c.index], excerpts=c.excerpts) for c in block.chosen]
     return block.text, shown
 
 

@@ -39,6 +39,7 @@ from caesar.memory.context.render import (
     excerpt_line,
     past_conversations,
 )
+from caesar.memory.episodes.recall import Excerpt
 from caesar.memory.search.keywords import query_terms
 from caesar.memory.search.passages import window_spans, window_turns
 
@@ -62,11 +63,10 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Chosen:
-    """What of candidate `index` goes into the prompt: its excerpts as (first turn, turns, best
-    window relevance), turns as (role, text), in conversation order."""
+    """What of candidate `index` goes into the prompt: its excerpts, in conversation order."""
 
     index: int
-    excerpts: tuple[tuple[int, tuple[tuple[str, str], ...], float], ...]
+    excerpts: tuple[Excerpt, ...]
 
 
 @dataclass(frozen=True)
@@ -120,35 +120,58 @@ def trim_turn(text: str, wanted: set[str], max_chars: int) -> str:
 class _Episode:
     """One candidate during selection: the turns taken so far and what its lines cost."""
 
-    def __init__(self, candidate: Candidate, header: str) -> None:
+    def __init__(self, candidate: Candidate, header: str, wanted: set[str], turn_chars: int):
         self.turns = window_turns(candidate.turns)
         self.spans = window_spans(len(self.turns))
         self.header = header
         self.taken: set[int] = set()
         self.best: dict[int, float] = {}  # taken turn → the best window that brought it in
-        self._lines: dict[int, str] = {}
+        self._wanted, self._turn_chars = wanted, turn_chars
+        self._shown: dict[int, str] = {}  # each turn cut once, however often it is costed
 
     def key(self, turn: int) -> tuple[str, str]:
         """What makes two turns the same turn, across conversations."""
         t = self.turns[turn]
         return (t["role"], t["content"])
 
-    def line(self, turn: int, wanted: set[str], turn_chars: int) -> str:
-        if turn not in self._lines:
-            t = self.turns[turn]
-            self._lines[turn] = excerpt_line(t["role"], trim_turn(t["content"], wanted, turn_chars))
-        return self._lines[turn]
+    def shown(self, turn: int) -> str:
+        """The turn's text as the prompt shows it (cut if long)."""
+        if turn not in self._shown:
+            content = self.turns[turn]["content"]
+            self._shown[turn] = trim_turn(content, self._wanted, self._turn_chars)
+        return self._shown[turn]
 
-    def cost(self, turns: set[int], wanted: set[str], turn_chars: int) -> int:
+    def line(self, turn: int) -> str:
+        return excerpt_line(self.turns[turn]["role"], self.shown(turn))
+
+    def cost(self, turns: set[int]) -> int:
         """Characters of this episode's lines (header, turns, gaps), newlines included."""
         total = len(self.header) + 1
         previous = None
         for t in sorted(turns):
             if previous is not None and t != previous + 1:
                 total += len(GAP_LINE) + 1
-            total += len(self.line(t, wanted, turn_chars)) + 1
+            total += len(self.line(t)) + 1
             previous = t
         return total
+
+    def excerpts(self) -> tuple[Excerpt, ...]:
+        """The taken turns as runs of consecutive turns, each with the best relevance of the
+        windows that brought it in."""
+        runs: list[list[int]] = []
+        for t in sorted(self.taken):
+            if runs and t == runs[-1][-1] + 1:
+                runs[-1].append(t)
+            else:
+                runs.append([t])
+        return tuple(
+            Excerpt(
+                run[0],
+                tuple((self.turns[t]["role"], self.shown(t)) for t in run),
+                max(self.best.get(t, 0.0) for t in run),
+            )
+            for run in runs
+        )
 
 
 def select(
@@ -163,7 +186,10 @@ def select(
     """The past-conversations block for these recalled episodes (best first), at most `budget`
     characters, fences included (see the module docstring)."""
     wanted = set(_stemmer().stemWords(query_terms(query)))
-    episodes = [_Episode(c, episode_header(c.line, now, summary_chars)) for c in candidates]
+    episodes = [
+        _Episode(c, episode_header(c.line, now, summary_chars), wanted, turn_chars)
+        for c in candidates
+    ]
     items: list[tuple[float, int, int]] = []  # (−priority, candidate, window)
     for ci, c in enumerate(candidates):
         windows = list(c.windows or [])[: len(episodes[ci].spans)]
@@ -196,7 +222,7 @@ def select(
         if not new:
             continue
         turns = ep.taken | new
-        cost = ep.cost(turns, wanted, turn_chars)
+        cost = ep.cost(turns)
         if used - costs[ci] + cost > budget:
             continue
         if ci not in included:
@@ -214,32 +240,10 @@ def select(
     for ci in sorted(included):
         ep = episodes[ci]
         lines.append(ep.header)
-        excerpts = _runs(ep, wanted, turn_chars)
-        for k, (first, _turns, _score) in enumerate(excerpts):
+        parts = ep.excerpts()
+        for k, part in enumerate(parts):
             if k:
                 lines.append(GAP_LINE)
-            lines.extend(ep.line(first + j, wanted, turn_chars) for j in range(len(_turns)))
-        chosen.append(Chosen(ci, tuple(excerpts)))
+            lines.extend(ep.line(part.first_turn + j) for j in range(len(part.turns)))
+        chosen.append(Chosen(ci, parts))
     return Block(past_conversations(lines), tuple(chosen))
-
-
-def _runs(
-    ep: _Episode, wanted: set[str], turn_chars: int
-) -> list[tuple[int, tuple[tuple[str, str], ...], float]]:
-    """The taken turns as runs of consecutive turns: (first turn, (role, text) turns as
-    shown, the best relevance of the windows that brought them in)."""
-    runs: list[list[int]] = []
-    for t in sorted(ep.taken):
-        if runs and t == runs[-1][-1] + 1:
-            runs[-1].append(t)
-        else:
-            runs.append([t])
-    out = []
-    for run in runs:
-        shown = tuple(
-            (ep.turns[t]["role"], trim_turn(ep.turns[t]["content"], wanted, turn_chars))
-            for t in run
-        )
-        score = max(ep.best.get(t, 0.0) for t in run)
-        out.append((run[0], shown, score))
-    return out

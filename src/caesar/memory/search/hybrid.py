@@ -16,7 +16,10 @@ share of the best among the matches, times how much of the query's information t
 episode match holds — so a message that only shares common words with the past stays near its
 dense similarity and under the threshold. A keyword match can only raise an episode towards 1,
 never lower a dense match; with no keyword match and no windows the relevance is the plain
-cosine (the ADR's ranking). Then score = relevance × freshness × recall_weight, as in the ADR.
+cosine. Then the ranking (`ranking`): by default score = relevance × recall_weight with
+comparable matches newest first (importance.recency_among_comparable, decay as a prior);
+`"adr"`: relevance × freshness × recall_weight, as in the ADR. Each hit also carries every
+window's fused relevance (`windows`), which picks its excerpts (memory/context/excerpts.py).
 Windows (their vectors and their words) are read for the candidates only — the dense pool of
 summaries, the keyword pool and the recent episodes — not searched through an index of their
 own. Measured and explained in docs/recall-quality.md.
@@ -153,7 +156,7 @@ class HybridHit:
     age_days: float
     freshness: float
     recall_weight: float
-    score: float  # relevance × freshness × recall_weight
+    score: float  # relevance × recall_weight (prior) or × freshness too (ranking "adr")
     passage: float | None = None  # best window of the conversation; None: no windows stored
     # the best window's keyword relevance ∈ [0, 1]; None: no windows indexed. `keyword` is
     # then the mean of the episode-level one and this (window_keywords.fused_keyword)
@@ -174,8 +177,9 @@ def rank_candidates(
     """Pure: (id, audit_log_id, summary, created_at, recall_count, …) rows with their summary
     cosine, best-window cosine (`passage`, where the episode has windows), normalised
     episode-level keyword score and best-window keyword score (`window`, where its windows are
-    indexed) → the top K by relevance × freshness × recall_weight, keeping only rows whose
-    relevance clears the threshold. The dense side of the fusion is the better of the summary
+    indexed) → the top K by the ranking (`params.ranking`: relevance × recall_weight with
+    comparable matches newest first, or the ADR's relevance × freshness × recall_weight),
+    keeping only rows whose relevance clears the threshold. The dense side of the fusion is the better of the summary
     and the best window; the keyword side the mean of the episode and its best window.
     Ties: newer episode id first."""
     if not rows:
@@ -336,14 +340,13 @@ def window_keyword_relevance(
     if not indexed:
         return {}
     scores = window_keywords.each_window_score(session, match.terms, indexed)
-    # the same shape as the episode level: a share of the best, times the best match's coverage
-    best = max((v for per in scores.values() for v in per.values()), default=0.0)
-    if best <= 0:
-        return {i: {} for i in indexed}
-    return {
-        i: {k: min(v / best, 1.0) * match.strength for k, v in scores.get(i, {}).items()}
-        for i in indexed
-    }
+    # the same shape as the episode level (keyword_relevance): a share of the best window,
+    # times the best episode match's coverage
+    flat = {(i, k): v for i, per in scores.items() for k, v in per.items()}
+    out: dict[int, dict[int, float]] = {i: {} for i in indexed}
+    for (i, k), relevance in keyword_relevance(flat, match.strength).items():
+        out[i][k] = relevance
+    return out
 
 
 def dense_pool_threshold(params: HybridParams) -> float | None:

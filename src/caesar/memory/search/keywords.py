@@ -24,12 +24,14 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.orm import Session
+
+K = TypeVar("K")  # what is scored: an episode id, or (episode id, window number)
 
 # Not SQLAlchemy models (FTS5 cannot be declared; PostgreSQL's twin is trigger-maintained):
 # the schema-vs-models comparison must skip these (FTS5's shadow tables included).
@@ -346,7 +348,7 @@ def coverage(total: int, counts: list[tuple[int, bool]]) -> float:
     return sum(w for w, has in weights if has) / mass if mass > 0 else 0.0
 
 
-def keyword_relevance(scores: dict[int, float], strength: float) -> dict[int, float]:
+def keyword_relevance(scores: Mapping[K, float], strength: float) -> dict[K, float]:
     """Each score as a share of the best one (BM25 and ts_rank scales differ and depend on the
     corpus), times the best match's `coverage`: so an episode that only shares a common word
     with the query stays near 0 however it ranks, and one holding all its rare words nears 1."""
