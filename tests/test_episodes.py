@@ -183,9 +183,9 @@ def test_preview_returns_components_and_does_not_bump(client, services):
         assert key in found
     assert found["passage"] is None  # written without windows: the summary alone counts
     assert found["relevance"] >= found["cosine"]
-    # the default ranking (decay as a prior): relevance × recall_weight, and age orders
-    # comparable matches; freshness is still reported (the ADR's factor)
-    assert found["score"] == pytest.approx(found["relevance"] * found["recall_weight"], abs=1e-5)
+    # the default ranking (decay as a prior): the relevance, and age orders comparable
+    # matches; freshness and recall_weight are still reported (the ADR's factors)
+    assert found["score"] == pytest.approx(found["relevance"], abs=1e-5)
     assert found["freshness"] == pytest.approx(0.5 ** (3 / 30), rel=1e-2)
     # the excerpts that would reach the prompt: none here, the chat has no windows stored
     assert found["excerpts"] == []

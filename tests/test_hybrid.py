@@ -220,6 +220,19 @@ def test_rank_candidates_applies_threshold_to_relevance_then_decay():
     assert [h.episode_id for h in dense] == [2]
 
 
+def test_the_prior_ranking_lets_neither_age_nor_past_recalls_outweigh_relevance():
+    rows = [
+        (1, 11, "a strong match, old, never recalled", NOW - timedelta(days=200), 0),
+        (2, 12, "a weaker one, new, recalled often", NOW, 20),
+    ]
+    cosine = {1: 0.60, 2: 0.55}
+    prior = hybrid.rank_candidates(rows, cosine, {}, NOW, Params(ranking="prior"))
+    assert [h.episode_id for h in prior] == [1, 2]
+    assert prior[0].score == pytest.approx(0.60) and prior[1].recall_weight > 1.7
+    adr = hybrid.rank_candidates(rows, cosine, {}, NOW, Params(ranking="adr"))
+    assert [h.episode_id for h in adr] == [2, 1]
+
+
 # -- end to end: import → summarise → embed → recall ------------------------------------------
 def test_keyword_only_match_is_recalled_that_dense_alone_misses(make_services):
     services = make_services(

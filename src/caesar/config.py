@@ -206,7 +206,7 @@ class EpisodesRecallSettings(Section):
     top_k: int = Field(default=8, ge=1, le=50)
     similarity_threshold: float = Field(default=0.45, ge=-1, le=1)
     max_age_days: int = Field(default=90, ge=1, le=36_500)
-    # "prior": rank by relevance × recall_weight, and among comparable matches (within
+    # "prior": rank by relevance alone, and among comparable matches (within
     # `comparable_within` of each other) the newest first — a strong old match still surfaces,
     # a newer statement beats the one it updates. "adr": ADR-0034's relevance × freshness ×
     # recall_weight, freshness halving every `halflife_days`. Measured in docs/episodes.md.

@@ -2,7 +2,7 @@
 
 A search keeps summaries of the current embedder model whose relevance clears the threshold
 and whose conversation is younger than `max_age_days`, ranks them (`ranking = "prior"`, the
-default: relevance × recall_weight, comparable matches newest first; `"adr"`: relevance ×
+default: relevance alone, comparable matches newest first; `"adr"`: relevance ×
 freshness × recall_weight; the dense path below is always the ADR's), and returns the top K
 with every component,
 so the `memory.episode.recalled` audit row (and the preview API) can explain each one.

@@ -16,8 +16,8 @@ share of the best among the matches, times how much of the query's information t
 episode match holds — so a message that only shares common words with the past stays near its
 dense similarity and under the threshold. A keyword match can only raise an episode towards 1,
 never lower a dense match; with no keyword match and no windows the relevance is the plain
-cosine. Then the ranking (`ranking`): by default score = relevance × recall_weight with
-comparable matches newest first (importance.recency_among_comparable, decay as a prior);
+cosine. Then the ranking (`ranking`): by default score = relevance with comparable matches
+newest first (importance.recency_among_comparable, decay as a prior);
 `"adr"`: relevance × freshness × recall_weight, as in the ADR. Each hit also carries every
 window's fused relevance (`windows`), which picks its excerpts (memory/context/excerpts.py).
 Windows (their vectors and their words) are read for the candidates only — the dense pool of
@@ -156,7 +156,7 @@ class HybridHit:
     age_days: float
     freshness: float
     recall_weight: float
-    score: float  # relevance × recall_weight (prior) or × freshness too (ranking "adr")
+    score: float  # relevance (prior), or relevance × freshness × recall_weight (ranking "adr")
     passage: float | None = None  # best window of the conversation; None: no windows stored
     # the best window's keyword relevance ∈ [0, 1]; None: no windows indexed. `keyword` is
     # then the mean of the episode-level one and this (window_keywords.fused_keyword)
@@ -177,8 +177,8 @@ def rank_candidates(
     """Pure: (id, audit_log_id, summary, created_at, recall_count, …) rows with their summary
     cosine, best-window cosine (`passage`, where the episode has windows), normalised
     episode-level keyword score and best-window keyword score (`window`, where its windows are
-    indexed) → the top K by the ranking (`params.ranking`: relevance × recall_weight with
-    comparable matches newest first, or the ADR's relevance × freshness × recall_weight),
+    indexed) → the top K by the ranking (`params.ranking`: relevance with comparable matches
+    newest first, or the ADR's relevance × freshness × recall_weight),
     keeping only rows whose relevance clears the threshold. The dense side of the fusion is the better of the summary
     and the best window; the keyword side the mean of the episode and its best window.
     Ties: newer episode id first."""
@@ -206,7 +206,11 @@ def rank_candidates(
         score = relevance * fresh * weight
         ranked: Sequence[int] = [int(i) for i in np.lexsort((-ids, -score))]
     else:
-        score = relevance * weight
+        # Neither age nor past recalls weigh the score: measured from outside (questions sent
+        # one after another to POST /v1/chat, each answered turn counting its recalls), the
+        # ADR's recall_weight let often-recalled conversations crowd out the one asked about
+        # (LoCoMo answer in prompt 0.769 → 0.715). recall_weight is still reported.
+        score = relevance
         ranked = recency_among_comparable(score, age, ids, params.comparable_within)
     order = [i for i in ranked if keep[i]][: params.top_k]
     return [
@@ -250,7 +254,7 @@ def hybrid_search(
         limit=pool,
         threshold=dense_pool_threshold(params),
         min_created=None if min_created is None else epoch_seconds(min_created),
-        rank=episode_rank(epoch_seconds(now), pool_halflife(params), params.recall_weight_scale),
+        rank=episode_rank(epoch_seconds(now), *pool_factors(params)),
         # freshness ≤ 1 and recall_weight ≤ its value at the largest count (lets an
         # approximate stage of the index stop early without changing the result)
         factor_range=(0.0, recall_weight(index.max_recall_count, params.recall_weight_scale)),
@@ -314,11 +318,13 @@ def with_windows(
     return replace(hit, windows=tuple(round(float(x), 6) for x in fused))
 
 
-def pool_halflife(params: HybridParams) -> float:
-    """The half-life the dense pool is drawn with: the ranking's own under the ADR's formula;
-    none under the prior, where age only orders comparable matches (an old strong match must
-    be in the pool to surface)."""
-    return params.halflife_days if params.ranking == "adr" else math.inf
+def pool_factors(params: HybridParams) -> tuple[float, float]:
+    """(half-life, recall weight scale) the dense pool is drawn with: the ranking's own under
+    the ADR's formula; neither under the prior, whose score is the relevance alone (an old or
+    never-recalled strong match must be in the pool to surface)."""
+    if params.ranking == "adr":
+        return params.halflife_days, params.recall_weight_scale
+    return math.inf, 0.0
 
 
 def window_keyword_stage(
