@@ -6,17 +6,21 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from conftest import TEST_TOKEN
 from fastapi.testclient import TestClient
 from memory_helpers import add_chat
+from sqlalchemy import update
 
 from caesar import audit
 from caesar.api import create_app
 from caesar.api.dashboard import references
-from caesar.db.models import AuditLog
+from caesar.clock import utcnow
+from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.memory.episodes.recall import episode_row
 from caesar.workers import run_until_caught_up
 
 XSS = "<script>alert(1)</script>"
@@ -236,6 +240,17 @@ def test_facts_table_is_sorted_by_importance_and_links_to_the_source(client, ser
     )
 
 
+def _event_ids(html: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<li class="event" id="event-(\d+)"', html)]
+
+
+def _gist(html: str, audit_id: int) -> str:
+    """The rendered words of one timeline row (its <dl class="gist">), tags stripped."""
+    match = re.search(rf'id="event-{audit_id}".*?<dl class="gist">(.*?)</dl>', html, re.S)
+    assert match, f"no row #{audit_id}"
+    return " ".join(re.sub(r"<[^>]+>", " ", match.group(1)).split())
+
+
 def test_audit_timeline_filter_paging_and_source_links(client, services):
     chat_id = add_chat(services, "My dog's name is Biscuit.", "Nice")
     with services.db.write() as session:
@@ -252,12 +267,13 @@ def test_audit_timeline_filter_paging_and_source_links(client, services):
             )
 
     html = client.get("/dashboard/audit").text
-    ids = [int(i) for i in re.findall(r'<li class="event" id="event-(\d+)"', html)]
+    ids = _event_ids(html)
     assert ids == sorted(ids, reverse=True) and len(ids) == 7  # newest first
     assert (
         '<option value="memory.fact.extracted">' in html
         and '<option value="chat.completed">' in html
     )
+    assert 'class="newer"' not in html and 'class="older"' not in html  # one page holds all
 
     only = client.get("/dashboard/audit", params={"event_type": audit.FACT_EXTRACTED}).text
     assert re.findall(r'data-type="([^"]+)"', only) == [audit.FACT_EXTRACTED]
@@ -267,23 +283,303 @@ def test_audit_timeline_filter_paging_and_source_links(client, services):
     )
 
     page1 = client.get("/dashboard/audit", params={"limit": 3}).text
-    older = re.search(r'before_id=(\d+)&amp;limit=3" class="older"', page1)
-    assert older
-    page2 = client.get("/dashboard/audit", params={"limit": 3, "before_id": older.group(1)}).text
-    ids2 = [int(i) for i in re.findall(r'id="event-(\d+)"', page2)]
-    assert ids2 == [ids[3], ids[4], ids[5]]
+    assert _event_ids(page1) == ids[:3] and 'class="newer"' not in page1
+    older = re.search(r'href="([^"]*before_id=(\d+)&amp;limit=3)" class="older"', page1)
+    assert older and int(older.group(2)) == ids[2]
+    page2 = client.get(older.group(1).replace("&amp;", "&")).text
+    assert _event_ids(page2) == ids[3:6]
+    page3 = client.get(_link(page2, "older")).text
+    assert _event_ids(page3) == ids[6:] and 'class="older"' not in page3
+    # and back up, page by page, to the newest
+    back = client.get(_link(page3, "newer")).text
+    assert _event_ids(back) == ids[3:6]
+    top = client.get(_link(back, "newer")).text
+    assert _event_ids(top) == ids[:3] and 'class="newer"' not in top
+    assert _event_ids(client.get(_link(page3, "newest")).text) == ids[:3]
 
     detail = client.get(f"/dashboard/audit/{chat_id}").text
     assert "My dog&#39;s name is Biscuit." in detail  # the full payload
     assert "memory.fact.extracted" in detail  # what came of this chat
     assert client.get("/dashboard/audit/999999").status_code == 404
     assert client.get("/dashboard/audit", params={"before_id": "x"}).status_code == 422
+    both = client.get("/dashboard/audit", params={"before_id": 5, "after_id": 2})
+    assert both.status_code == 400 and "not both" in both.text
+
+
+def _link(html: str, cls: str) -> str:
+    match = re.search(rf'<a href="([^"]+)" class="{cls}"', html)
+    assert match, f"no {cls} link"
+    return match.group(1).replace("&amp;", "&")
+
+
+def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
+    llm.replies.append("Biscuit is a fine name for a beagle.")
+    turn = client.post("/v1/chat", json={"message": "My dog is called Biscuit."}).json()
+    llm.fail_next("status", status=503)
+    assert client.post("/v1/chat", json={"message": "Are you there?"}).status_code == 503
+    services.facts.set_by_operator("home_city", "Lisbon")
+    services.facts.set_by_operator("home_city", "Porto")
+    services.facts.delete("home_city")
+    with services.db.write() as session:
+        chat = turn["audit_id"]
+        services.audit.append(
+            session,
+            audit.EPISODE_SUMMARISED,
+            {"audit_log_id": chat, "summary": "The operator named the dog Biscuit.", "model": "m"},
+            subject_id=chat,
+        )
+        services.audit.append(
+            session,
+            audit.EPISODE_RECALLED,
+            {
+                "episode_id": 7,
+                "audit_log_id": chat,
+                "score": 0.61234,
+                "relevance": 0.7,
+                "recall_count": 2,
+                "summary": "The operator named the dog Biscuit.",
+                "excerpts": [],
+                "turn_audit_id": chat,
+            },
+            subject_id=chat,
+        )
+        services.audit.append(
+            session,
+            audit.EXTRACT_FAILED,
+            {"audit_log_id": chat, "error": "not JSON: 'Sure!'", "raw": "Sure!"},
+            subject_id=chat,
+        )
+        services.audit.append(session, audit.RETENTION_SWEPT, {"audit_rows": 4, "episodes": 1})
+    html = client.get("/dashboard/audit").text
+    rows = {
+        t: int(i)
+        for i, t in re.findall(r'<li class="event" id="event-(\d+)" data-type="([^"]+)"', html)
+    }
+    assert _gist(html, turn["audit_id"]).startswith(
+        "operator My dog is called Biscuit. caesar Biscuit is a fine name for a beagle. "
+        "memory 0 facts · 0 past conversations model local:test-model"
+    )
+    failed = _gist(html, rows[audit.CHAT_FAILED])
+    assert failed.startswith("operator Are you there? error ProviderUnavailable (503):")
+    edits = [
+        int(i) for i in re.findall(r'id="event-(\d+)" data-type="memory.fact.user_edited"', html)
+    ]
+    assert _gist(html, edits[0]) == "fact home_city = Lisbon → Porto"
+    assert '<del class="old">Lisbon</del> → <span class="value">Porto</span>' in html
+    assert _gist(html, edits[1]) == "fact home_city = Lisbon"
+    assert _gist(html, rows[audit.FACT_USER_DELETED]) == "deleted home_city = Porto"
+    assert _gist(html, rows[audit.EPISODE_SUMMARISED]) == (
+        "summary The operator named the dog Biscuit."
+    )
+    assert _gist(html, rows[audit.EPISODE_RECALLED]) == (
+        f"episode #7, the conversation of chat #{turn['audit_id']} "
+        "score score 0.612 · relevance 0.700 · recalled 2× before "
+        "summary The operator named the dog Biscuit."
+    )
+    assert _gist(html, rows[audit.EXTRACT_FAILED]) == (
+        f"audit log id {turn['audit_id']} error not JSON: &#39;Sure!&#39;"
+    )
+    assert _gist(html, rows[audit.RETENTION_SWEPT]) == "audit rows 4 episodes 1"
+    # the JSON is one click away, not the page
+    assert html.count('<details class="raw">') == len(rows) + 1  # two user_edited rows
+
+
+def test_timeline_search_over_payloads(client, services):
+    first = add_chat(services, "I moved to Lisbon, café on the corner", "Nice")
+    add_chat(services, "What's the weather?", "Sunny")
+    services.facts.set_by_operator("home_city", "Lisbon")
+    services.facts.set_by_operator("note", '100% "quoted"')
+
+    def found(**params: object) -> list[str]:
+        html = client.get("/dashboard/audit", params=params).text
+        return re.findall(r'data-type="([^"]+)"', html)
+
+    assert found(q="lisbon") == [audit.FACT_USER_EDITED, audit.CHAT_COMPLETED]
+    assert found(q="lisbon", event_type=audit.CHAT_COMPLETED) == [audit.CHAT_COMPLETED]
+    assert found(q="café") == [audit.CHAT_COMPLETED]  # non-ASCII, stored \u-escaped
+    assert found(q='"quoted"') == [audit.FACT_USER_EDITED]  # quotes, stored escaped
+    assert found(q="0%") == [audit.FACT_USER_EDITED] and found(q="%%") == []
+    assert found(q="home_city") == [audit.FACT_USER_EDITED]  # the subject key too
+    assert found(q="nowhere") == []
+    page = client.get("/dashboard/audit", params={"q": "lisbon", "limit": 1}).text
+    older = _link(page, "older")
+    assert "q=lisbon" in older and "limit=1" in older
+    assert re.findall(r'id="event-(\d+)"', client.get(older).text) == [str(first)]
+    assert 'value="lisbon"' in page  # the search box keeps what was typed
+    empty = client.get("/dashboard/audit", params={"q": "<b>nowhere</b>"}).text
+    assert "containing “&lt;b&gt;nowhere&lt;/b&gt;”" in empty
+
+
+PAST_CHAT = [
+    {"role": "user", "content": "I keep waking up at 3am."},
+    {"role": "assistant", "content": "How warm is your bedroom at night?"},
+    {"role": "user", "content": "Around 72°F."},
+]
+PAST_REPLY = "Try lowering the thermostat to 65°F and track your sleep for a week."
+PAST_SUMMARY = "The operator sleeps badly; caesar suggested lowering the bedroom thermostat."
+
+
+def add_past_conversation(services: Any, days: float = 3) -> int:
+    """A summarised conversation with its windows indexed, as the workers leave one: the id of
+    its chat row."""
+    when = utcnow() - timedelta(days=days)
+    with services.db.write() as session:
+        chat = services.audit.append(
+            session,
+            audit.CHAT_COMPLETED,
+            {"messages": PAST_CHAT, "reply": PAST_REPLY},
+            created_at=when,
+        )
+        embedder = services.embedder.get()
+        session.add(
+            episode_row(
+                audit_log_id=chat.id,
+                summary=PAST_SUMMARY,
+                vector=embedder.embed_batch([PAST_SUMMARY])[0],
+                model=embedder.model_id,
+                created_at=when,
+            )
+        )
+        chat_id = chat.id
+    run_until_caught_up(services.workers["memory.passages"])
+    return chat_id
+
+
+def test_a_turn_shows_the_facts_and_excerpts_in_its_prompt(client, services, llm):
+    for key, value in [("dog_name", "Biscuit"), ("home_city", "Lisbon"), ("employer", "ACME")]:
+        services.facts.set_by_operator(key, value)
+    past = add_past_conversation(services)
+    llm.replies.append("Did the cooler room help?")
+    turn = client.post("/v1/chat", json={"message": "I tried the thermostat thing you suggested"})
+    assert turn.status_code == 200, turn.text
+    assert turn.json()["recalled"] == [past]
+    turn_id = turn.json()["audit_id"]
+    services.facts.delete("home_city")
+    services.facts.set_by_operator("dog_name", "Biscuit the beagle")
+
+    html = client.get(f"/dashboard/audit/{turn_id}").text
+    facts = re.findall(
+        r'<tr class="prompt-fact" data-key="([^"]+)">.*?<td class="value[^"]*">(.*?)</td>',
+        html,
+        re.S,
+    )
+    shown = {key: " ".join(re.sub(r"<[^>]+>", " ", value).split()) for key, value in facts}
+    assert shown == {
+        "employer": "ACME",
+        "home_city": "(deleted since)",
+        "dog_name": "Biscuit the beagle (updated since)",
+    }
+    # the episode, with the excerpt of it that was in the prompt, as who-said-what lines
+    assert f'<a href="/dashboard/audit/{past}">chat #{past}</a>' in html
+    assert f'<p class="summary">{PAST_SUMMARY}</p>' in html
+    excerpt = re.search(r'<blockquote class="excerpt"[^>]*>(.*?)</blockquote>', html, re.S)
+    assert excerpt and f"<p><b>caesar:</b> {PAST_REPLY}</p>" in excerpt.group(1)
+    # and the turn itself, as a transcript
+    assert '<p class="turn turn-user"><b>operator:</b> I tried the thermostat thing' in html
+    assert '<p class="turn turn-assistant"><b>caesar:</b> Did the cooler room help?</p>' in html
+
+    # the episode's own chat row is the whole conversation it summarises
+    source = client.get(f"/dashboard/audit/{past}").text
+    lines = re.findall(r'<p class="turn turn-\w+"><b>(\w+):</b> (.*?)</p>', source)
+    assert lines == [
+        ("operator", "I keep waking up at 3am."),
+        ("caesar", "How warm is your bedroom at night?"),
+        ("operator", "Around 72°F."),
+        ("caesar", PAST_REPLY),
+    ]
+
+
+def test_an_older_turn_shows_only_how_many_facts_it_had(client, services):
+    with services.db.write() as session:
+        old = services.audit.append(
+            session,
+            audit.CHAT_COMPLETED,
+            {
+                "messages": [{"role": "user", "content": "hi"}],
+                "reply": "hello",
+                "memory": {"facts_injected": 3, "episodes_recalled": []},
+            },
+        )
+    html = client.get(f"/dashboard/audit/{old.id}").text
+    assert "3 facts injected; this turn predates the record of which." in html
+    assert 'class="prompt-fact"' not in html
+
+
+def _episode_rows(html: str) -> list[str]:
+    return [
+        " ".join(re.sub(r"<[^>]+>", " ", cell).split())
+        for cell in re.findall(r'<td class="summary">(.*?)</td>', html, re.S)
+    ]
+
+
+def _add_episode_row(services: Any, summary: str, days: float, recalls: int = 0) -> int:
+    when = utcnow() - timedelta(days=days)
+    chat_id = add_chat(services, f"(chat: {summary})", "ok", created_at=when)
+    with services.db.write() as session:
+        session.add(
+            episode_row(
+                audit_log_id=chat_id,
+                summary=summary,
+                vector=None,
+                model="m",
+                created_at=when,
+                recall_count=recalls,
+            )
+        )
+    return chat_id
+
+
+def test_episodes_page_lists_searches_and_pages_both_ways(client, services):
+    chats = [_add_episode_row(services, f"Talk {i} about Lisbon", days=10 - i) for i in range(5)]
+    _add_episode_row(services, "About Porto, and <b>bold</b>", days=1, recalls=2)
+    _add_episode_row(services, "", days=0)  # trivial: never listed
+    with services.db.write() as session:
+        session.execute(
+            update(EpisodeSummary)
+            .where(EpisodeSummary.audit_log_id == chats[0])
+            .values(recall_count=4, last_recalled_at=utcnow() - timedelta(days=2))
+        )
+    assert '<a href="/dashboard/episodes">Episodes</a>' in client.get("/dashboard/facts").text
+
+    html = client.get("/dashboard/episodes").text
+    assert _episode_rows(html) == [
+        "About Porto, and &lt;b&gt;bold&lt;/b&gt;",
+        *[f"Talk {i} about Lisbon" for i in reversed(range(5))],
+    ]
+    assert "<b>bold</b>" not in html
+    rows = re.findall(r'<tr class="episode".*?</tr>', html, re.S)
+    for row, chat_id in zip(rows[1:], reversed(chats), strict=True):
+        assert f'<a href="/dashboard/audit/{chat_id}" class="conversation">' in row
+    oldest = rows[-1]
+    assert '<td class="recalls">4</td>' in oldest
+    assert re.search(r'<td class="last-recalled"><time [^>]*>2 days ago</time>', oldest)
+    assert '<td class="last-recalled">never</td>' in rows[1]
+    ten_days_ago = utcnow() - timedelta(days=10)
+    assert f'<td class="date">{ten_days_ago:%Y-%m-%d}' in oldest and "last week" in oldest
+
+    found = client.get("/dashboard/episodes", params={"q": "LISBON", "limit": 2}).text
+    assert _episode_rows(found) == ["Talk 4 about Lisbon", "Talk 3 about Lisbon"]
+    assert 'class="newer"' not in found and 'value="LISBON"' in found
+    second = client.get(_link(found, "older")).text
+    assert _episode_rows(second) == ["Talk 2 about Lisbon", "Talk 1 about Lisbon"]
+    third = client.get(_link(second, "older")).text
+    assert _episode_rows(third) == ["Talk 0 about Lisbon"] and 'class="older"' not in third
+    back = client.get(_link(third, "newer")).text
+    assert _episode_rows(back) == _episode_rows(second)
+    assert _episode_rows(client.get(_link(back, "newer")).text) == _episode_rows(found)
+    assert "q=LISBON" in _link(third, "newest")
+
+    none = client.get("/dashboard/episodes", params={"q": "Madrid"}).text
+    assert "No conversation's summary contains “Madrid”." in none
+    bad = client.get("/dashboard/episodes", params={"before": "yesterday"})
+    assert bad.status_code == 400 and "not an episode cursor" in bad.text
 
 
 def test_references_point_at_source_chats():
     row = AuditLog(
         id=10,
         event_type=audit.CHAT_COMPLETED,
+        subject_id=2,  # its conversation's id: no audit row
         payload={"memory": {"episodes_recalled": [3, 4, True, "5"]}},
     )
     assert references(row) == [("recalled", 3), ("recalled", 4)]

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import jinja2
 from fastapi import APIRouter, Form, Query, Request
@@ -28,7 +28,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
-from sqlalchemy import select
+from sqlalchemy import Text, cast, exists, or_, select
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from caesar import audit
 from caesar.api.auth_limit import AuthLocked, client_address, limiter_of
@@ -44,10 +46,12 @@ from caesar.api.dashboard_session import (
 )
 from caesar.api.deps import SESSION_COOKIE, ServicesDep, check_token
 from caesar.clock import utcnow
-from caesar.db.models import AuditLog
+from caesar.db.models import AuditLog, Fact
 from caesar.errors import InputError, NotFound
 from caesar.memory.context.render import SPEAKERS, relative_time
+from caesar.memory.episodes.listing import Cursor, like_pattern, list_episodes
 from caesar.memory.facts.store import normalise_key
+from caesar.memory.transcript import conversation_turns
 from caesar.services import Services
 
 HERE = Path(__file__).resolve().parent
@@ -74,6 +78,8 @@ _REFERENCES = (
     ("subject", "subject_id"),
     ("turn", "turn_audit_id"),
 )
+# Rows whose subject_id is their conversation's id (memory/conversations.py).
+_CHAT_ROWS = (audit.CHAT_COMPLETED, audit.CHAT_FAILED)
 # Rows written *about* a chat (subject_id = the chat's id), listed on its detail page.
 _DERIVED = (
     audit.FACT_EXTRACTED,
@@ -96,7 +102,17 @@ def _env() -> jinja2.Environment:
     )
     env.filters["ago"] = lambda then, now: relative_time(then, now)
     env.filters["iso"] = lambda moment: moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+    env.filters["said"] = operator_said
     return env
+
+
+def operator_said(payload: Any) -> str:
+    """A chat row's message from the operator: the last user turn it sent. Pure."""
+    messages = payload.get("messages") if isinstance(payload, dict) else None
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return str(message.get("content", ""))
+    return ""
 
 
 templates = Jinja2Templates(env=_env())
@@ -333,6 +349,8 @@ def references(row: AuditLog) -> list[tuple[str, int]]:
     payload = row.payload if isinstance(row.payload, dict) else {}
     found: list[tuple[str, int]] = []
     for label, field in _REFERENCES:
+        if field == "subject_id" and row.event_type in _CHAT_ROWS:
+            continue  # a chat row's subject is its conversation, not another row
         value = row.subject_id if field == "subject_id" else payload.get(field)
         if isinstance(value, int) and not isinstance(value, bool):
             found.append((label, value))
@@ -371,38 +389,119 @@ def _resolve(session: Any, rows: list[AuditLog]) -> dict[int, list[dict[str, Any
     }
 
 
+def _timeline(
+    session: Session,
+    *,
+    event_type: str | None,
+    search: str | None,
+    before_id: int | None,
+    after_id: int | None,
+    limit: int,
+) -> tuple[list[AuditLog], bool, bool]:
+    """One page of the timeline, newest first, keyset-paginated by id both ways:
+    (rows, has_newer, has_older). `search` is a LIKE over the payload's JSON text (no index:
+    it scans, newest first, until the page is full)."""
+    matching: list[ColumnElement[bool]] = []
+    if event_type:
+        matching.append(AuditLog.event_type == event_type)
+    if search and search.strip():
+        text = search.strip()
+        # JSON text escapes quotes, and SQLite's non-ASCII too: look for either spelling.
+        spellings = {text, json.dumps(text)[1:-1]}
+        payload = cast(AuditLog.payload, Text)
+        matching.append(
+            or_(
+                AuditLog.subject_key.ilike(like_pattern(text), escape="\\"),
+                *(payload.ilike(like_pattern(s), escape="\\") for s in spellings),
+            )
+        )
+
+    def beyond(condition: ColumnElement[bool]) -> bool:
+        return bool(session.scalar(select(exists().where(*matching, condition))))
+
+    query = select(AuditLog).where(*matching)
+    if after_id is None:
+        if before_id is not None:
+            query = query.where(AuditLog.id < before_id)
+        rows = list(session.scalars(query.order_by(AuditLog.id.desc()).limit(limit + 1)))
+        has_older, rows = len(rows) > limit, rows[:limit]
+        has_newer = before_id is not None and beyond(AuditLog.id >= before_id)
+    else:
+        query = query.where(AuditLog.id > after_id).order_by(AuditLog.id).limit(limit + 1)
+        rows = list(session.scalars(query))
+        has_newer, rows = len(rows) > limit, rows[:limit][::-1]
+        has_older = beyond(AuditLog.id <= after_id)
+    return rows, has_newer, has_older
+
+
+def _url(path: str, **params: object) -> str:
+    """`path?…` with the parameters that are set, in the order given."""
+    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return f"{path}?{query}" if query else path
+
+
 @router.get("/audit")
 def audit_page(
     request: Request,
     viewer: ViewerDep,
     services: ServicesDep,
     event_type: Annotated[str | None, Query(max_length=64)] = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
     before_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    after_id: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = PAGE_SIZE,
 ) -> Response:
-    event_type = event_type or None
+    if before_id is not None and after_id is not None:
+        raise InputError("give before_id or after_id, not both")
+    event_type, q = event_type or None, (q or "").strip() or None
     with services.db.read() as session:
-        rows = list(
-            audit.list_events(
-                session, event_type=event_type, before_id=before_id, limit=limit, newest_first=True
-            )
+        rows, has_newer, has_older = _timeline(
+            session,
+            event_type=event_type,
+            search=q,
+            before_id=before_id,
+            after_id=after_id,
+            limit=limit,
         )
         refs = _resolve(session, rows)
         types = audit.event_types(session)
-    entries = [
-        {"row": r, "payload": pretty(r.payload, TIMELINE_PAYLOAD_CHARS), "refs": refs[r.id]}
-        for r in rows
-    ]
-    older = rows[-1].id if len(rows) == limit else None
+    size = limit if limit != PAGE_SIZE else None
     context = {
-        "entries": entries,
+        "entries": [
+            {"row": r, "payload": pretty(r.payload, TIMELINE_PAYLOAD_CHARS), "refs": refs[r.id]}
+            for r in rows
+        ],
         "types": types,
         "event_type": event_type,
-        "older": older,
-        "paged": before_id is not None,
+        "q": q,
         "limit": limit,
+        "newest": _url("/dashboard/audit", event_type=event_type, q=q, limit=size)
+        if has_newer
+        else None,
+        "newer": _url(
+            "/dashboard/audit", event_type=event_type, q=q, after_id=rows[0].id, limit=size
+        )
+        if has_newer and rows
+        else None,
+        "older": _url(
+            "/dashboard/audit", event_type=event_type, q=q, before_id=rows[-1].id, limit=size
+        )
+        if has_older and rows
+        else None,
     }
     return _page(request, viewer, "audit.html", context)
+
+
+def _facts_in_prompt(session: Session, row: AuditLog) -> list[dict[str, Any]] | None:
+    """The facts a turn's prompt held, by the keys its row recorded, each with the fact as it
+    is now (None: deleted since). None when the row predates the record of keys."""
+    memory = row.payload.get("memory") if isinstance(row.payload, dict) else None
+    keys = memory.get("fact_keys") if isinstance(memory, dict) else None
+    if not isinstance(keys, list):
+        return None
+    keys = [k for k in keys if isinstance(k, str)]
+    now = {f.key: f for f in session.scalars(select(Fact).where(Fact.key.in_(keys)))}
+    return [{"key": k, "fact": now.get(k)} for k in keys]
 
 
 @router.get("/audit/{audit_id}")
@@ -423,15 +522,54 @@ def audit_row(
             .order_by(AuditLog.id)
         ).all()
         recalled = _recalled_in_turn(session, row)
+        facts = _facts_in_prompt(session, row)
+    payload = row.payload if isinstance(row.payload, dict) else {}
     context = {
         "row": row,
         "payload": pretty(row.payload),
         "refs": refs,
         "derived": derived,
         "recalled": recalled,
+        "facts": facts,
+        "memory": payload.get("memory") if isinstance(payload.get("memory"), dict) else None,
+        "turns": conversation_turns(payload) if "messages" in payload else [],
         "speakers": SPEAKERS,
     }
     return _page(request, viewer, "audit_row.html", context)
+
+
+# -- episodes ---------------------------------------------------------------------------------
+@router.get("/episodes")
+def episodes_page(
+    request: Request,
+    viewer: ViewerDep,
+    services: ServicesDep,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    before: Annotated[str | None, Query(max_length=100)] = None,
+    after: Annotated[str | None, Query(max_length=100)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = PAGE_SIZE,
+) -> Response:
+    q = (q or "").strip() or None
+    with services.db.read() as session:
+        page = list_episodes(
+            session,
+            search=q,
+            before=Cursor.decode(before) if before else None,
+            after=Cursor.decode(after) if after else None,
+            limit=limit,
+        )
+    size = limit if limit != PAGE_SIZE else None
+    here = "/dashboard/episodes"
+    context = {
+        "page": page,
+        "q": q,
+        "notice": None,
+        "limit": limit,
+        "newest": _url(here, q=q, limit=size) if page.has_newer else None,
+        "newer": _url(here, q=q, after=page.newer.encode(), limit=size) if page.newer else None,
+        "older": _url(here, q=q, before=page.older.encode(), limit=size) if page.older else None,
+    }
+    return _page(request, viewer, "episodes.html", context)
 
 
 # A turn's memory.episode.recalled rows are written in its transaction, right after it.
