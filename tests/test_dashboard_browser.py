@@ -1,8 +1,10 @@
 """The dashboard in a real headless Chromium (Debian's package, driven by Playwright), against a
-real uvicorn server on a loopback port: log in, see the ranking, edit, watch the fact move up."""
+real uvicorn server on a loopback port: log in, see the ranking, edit, watch the fact move up;
+read the audit timeline and a turn's memory, browse, search and forget episodes."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -11,11 +13,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from conftest import TEST_TOKEN
 
 from caesar.clock import utcnow
 from caesar.db.models import Fact
+from caesar.memory import conversations
+from caesar.memory.episodes.recall import episode_row
+from caesar.workers import run_until_caught_up
 
 pytestmark = pytest.mark.xdist_group("browser")
 
@@ -139,3 +145,217 @@ def test_login_rank_edit_and_escaping(server, page):
     page.goto(f"{base}/dashboard/audit?event_type=memory.fact.user_edited")
     assert page.locator("li.event").count() == 1
     assert page.evaluate("window.__xss") is None and dialogs == []
+
+
+# -- the operator's view of memory (issue #13) ----------------------------------------------------
+# CAESAR_SCREENSHOTS=docs/img pytest tests/test_dashboard_browser.py  → the pictures in
+# docs/dashboard.md, from these tests' pages.
+SCREENSHOTS = os.environ.get("CAESAR_SCREENSHOTS")
+PAST = [
+    (
+        9,
+        "The operator is planning a trip to Lisbon in May and asked about trams; caesar "
+        "suggested the 28 tram early in the morning.",
+        [
+            ("user", "I'm going to Lisbon in May. Are the trams worth it?"),
+            ("assistant", "Yes: take the 28 early in the morning, before the crowds."),
+        ],
+    ),
+    (
+        6,
+        "The operator's beagle Biscuit has been chewing shoes; caesar suggested chew toys "
+        "and more walks.",
+        [
+            ("user", "Biscuit chewed my shoes again."),
+            ("assistant", "Beagles chew when bored: try chew toys and a longer walk."),
+        ],
+    ),
+    (
+        3,
+        "The operator sleeps badly; caesar suggested lowering the bedroom thermostat to "
+        "65°F and tracking sleep for a week.",
+        [
+            ("user", "I keep waking up at 3am."),
+            ("assistant", "How warm is your bedroom at night?"),
+            ("user", "Around 72°F."),
+            ("assistant", "Try lowering the thermostat to 65°F and track your sleep for a week."),
+        ],
+    ),
+]
+
+
+def _login(page: Any, base: str) -> None:
+    page.goto(f"{base}/dashboard/login")
+    page.fill("input[name=token]", TEST_TOKEN)
+    page.click("form.login button")
+    page.wait_for_url(f"{base}/dashboard/facts")
+
+
+def _shoot(page: Any, name: str) -> None:
+    if SCREENSHOTS:
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SCREENSHOTS) / name), full_page=True)
+
+
+def _seed_memory(services: Any) -> list[int]:
+    """Facts set by hand and three summarised past conversations, their windows indexed, as
+    the workers leave them: the chat row ids of the conversations, oldest first."""
+    for key, value in [("home_city", "Porto"), ("dog_name", "Biscuit"), ("employer", "ACME")]:
+        services.facts.set_by_operator(key, value)
+    embedder = services.embedder.get()
+    chats = []
+    for days, summary, turns in PAST:
+        when = utcnow() - timedelta(days=days)
+        payload = {
+            "messages": [{"role": r, "content": t} for r, t in turns[:-1]],
+            "reply": turns[-1][1],
+        }
+        with services.db.write() as session:
+            chat_id = conversations.add_finished(session, services.audit, payload, when)
+            session.add(
+                episode_row(
+                    audit_log_id=chat_id,
+                    summary=summary,
+                    vector=embedder.embed_batch([summary])[0],
+                    model=embedder.model_id,
+                    created_at=when,
+                )
+            )
+        chats.append(chat_id)
+    run_until_caught_up(services.workers["memory.passages"])
+    return chats
+
+
+def _chat(base: str, message: str) -> httpx.Response:
+    return httpx.post(
+        f"{base}/v1/chat",
+        json={"message": message},
+        headers={"Authorization": f"Bearer {TEST_TOKEN}"},
+        timeout=30,
+    )
+
+
+def _event_ids(page: Any) -> list[int]:
+    ids = page.locator("li.event").evaluate_all("rows => rows.map(r => r.id)")
+    return [int(i.removeprefix("event-")) for i in ids]
+
+
+def test_timeline_reads_as_words_and_pages_both_ways(server, page, llm):
+    base, services = server
+    _seed_memory(services)
+    llm.replies.append("Did the cooler room help you sleep?")
+    assert _chat(base, "I tried the thermostat thing you suggested").status_code == 200
+    llm.fail_next("status", status=503)
+    assert _chat(base, "And what about naps?").status_code == 503
+    services.facts.set_by_operator("home_city", "Lisbon")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _login(page, base)
+
+    page.goto(f"{base}/dashboard/audit")
+    everything = _event_ids(page)
+    assert everything == sorted(everything, reverse=True) and len(everything) > 6
+    edit = page.locator("li.event").first
+    assert edit.get_attribute("data-type") == "memory.fact.user_edited"
+    assert edit.locator("dl.gist").inner_text().split() == "fact home_city = Porto → Lisbon".split()
+    assert not edit.locator("pre.payload").is_visible()  # the JSON is folded away
+    edit.locator("details.raw summary").click()
+    assert '"old_value": "Porto"' in edit.locator("pre.payload").inner_text()
+    failed = page.locator('li.event[data-type="chat.failed"] dd.failure')
+    assert "ProviderUnavailable (503)" in failed.inner_text()
+    turn = page.locator('li.event[data-type="chat.completed"]').first
+    assert turn.locator("dd.said").inner_text() == "I tried the thermostat thing you suggested"
+    assert turn.locator("dd.reply").inner_text() == "Did the cooler room help you sleep?"
+    assert turn.locator("dd.memory").inner_text() == "3 facts · 1 past conversation"
+    turns = page.locator('li.event[data-type="chat.completed"] dd.turns').all_inner_texts()
+    assert turns == ["4, the whole conversation on its own page"]  # the thermostat talk
+    recalled = page.locator('li.event[data-type="memory.episode.recalled"] dd.summary')
+    assert recalled.inner_text() == PAST[2][1]
+    _shoot(page, "dashboard-audit.png")
+
+    page.select_option("select[name=event_type]", "memory.fact.user_edited")
+    page.fill("input[name=q]", "home_city")
+    page.click("form.filter button")
+    assert page.locator("li.event").count() == 2  # the first edit and today's
+
+    page.goto(f"{base}/dashboard/audit?limit=3")
+    assert _event_ids(page) == everything[:3]
+    assert page.locator("a.newer").count() == 0
+    page.locator("a.older").first.click()
+    assert _event_ids(page) == everything[3:6]
+    page.locator("a.older").first.click()
+    assert _event_ids(page) == everything[6:9]
+    page.locator("a.newer").first.click()
+    assert _event_ids(page) == everything[3:6]
+    page.locator("a.newer").first.click()
+    assert _event_ids(page) == everything[:3] and page.locator("a.newer").count() == 0
+
+
+def test_a_turn_shows_its_facts_and_excerpts(server, page, llm):
+    base, services = server
+    chats = _seed_memory(services)
+    llm.replies.append("Did the cooler room help you sleep?")
+    response = _chat(base, "I tried the thermostat thing you suggested")
+    assert response.status_code == 200 and response.json()["recalled"] == [chats[2]]
+    services.facts.delete("employer")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _login(page, base)
+
+    page.goto(f"{base}/dashboard/audit/{response.json()['audit_id']}")
+    facts = page.locator("tr.prompt-fact")
+    assert facts.evaluate_all("rows => rows.map(r => r.dataset.key)") == [
+        "employer",
+        "dog_name",
+        "home_city",
+    ]  # most important first, as they were injected
+    values = page.locator("tr.prompt-fact td.value").all_inner_texts()
+    assert values == ["(deleted since)", "Biscuit", "Porto"]
+    episode = page.locator("li.recalled-episode")
+    assert episode.count() == 1
+    assert episode.locator("p.summary").inner_text() == PAST[2][1]
+    excerpt = episode.locator("blockquote.excerpt").first.inner_text()
+    assert "caesar: Try lowering the thermostat to 65°F and track your sleep for a week." in excerpt
+    turns = page.locator("div.transcript p").all_inner_texts()
+    assert turns == [
+        "operator: I tried the thermostat thing you suggested",
+        "caesar: Did the cooler room help you sleep?",
+    ]
+    _shoot(page, "dashboard-turn.png")
+
+    # the episode's link leads to the whole conversation it summarises
+    episode.locator("a").first.click()
+    lines = page.locator("div.transcript p").all_inner_texts()
+    assert lines == [f"{'operator' if r == 'user' else 'caesar'}: {t}" for r, t in PAST[2][2]]
+
+
+def test_episodes_page_searches_and_pages_both_ways(server, page):
+    base, services = server
+    _seed_memory(services)
+    assert _chat(base, "Any tips for the trams in Lisbon?").status_code == 200
+    page.set_viewport_size({"width": 1280, "height": 700})
+    _login(page, base)
+
+    page.click("header nav >> text=Episodes")
+    page.wait_for_url(f"{base}/dashboard/episodes")
+    summaries = page.locator("tr.episode td.summary").all_inner_texts()
+    assert summaries == [p[1] for p in reversed(PAST)]
+    assert page.locator("tr.episode td.recalls").all_inner_texts() == ["0", "0", "1"]
+    last = page.locator("tr.episode td.last-recalled").all_inner_texts()
+    assert last == ["never", "never", "today"]
+    _shoot(page, "dashboard-episodes.png")
+
+    page.fill("input[name=q]", "OPERATOR")
+    page.click("form.filter button")
+    assert page.locator("tr.episode").count() == 3
+    page.fill("input[name=q]", "biscuit")
+    page.click("form.filter button")
+    assert page.locator("tr.episode td.summary").all_inner_texts() == [PAST[1][1]]
+
+    page.goto(f"{base}/dashboard/episodes?limit=2")
+    assert page.locator("tr.episode td.summary").all_inner_texts() == [PAST[2][1], PAST[1][1]]
+    page.locator("a.older").click()
+    assert page.locator("tr.episode td.summary").all_inner_texts() == [PAST[0][1]]
+    assert page.locator("a.older").count() == 0
+    page.locator("a.newer").click()
+    assert page.locator("tr.episode td.summary").all_inner_texts() == [PAST[2][1], PAST[1][1]]
+    page.locator("tr.episode a.conversation").first.click()
+    assert "Try lowering the thermostat" in page.locator("div.transcript").inner_text()

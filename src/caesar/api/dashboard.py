@@ -1,4 +1,4 @@
-"""The operator's dashboard: facts ranked by importance (ADR-0034 §5) and the audit timeline.
+"""The operator's dashboard: facts ranked by importance (ADR-0034 §5), episodes, the audit log.
 
 Server-rendered with Jinja2 (autoescape on, no `|safe` anywhere), no JavaScript; a strict
 Content-Security-Policy backs the escaping up. Auth and CSRF live in `dashboard_session`.
@@ -9,8 +9,11 @@ Content-Security-Policy backs the escaping up. Auth and CSRF live in `dashboard_
     GET  /dashboard/facts              facts, most important first; create / edit / delete
     POST /dashboard/facts              create or edit (form: key, value)
     POST /dashboard/facts/{key}/delete
-    GET  /dashboard/audit              timeline, newest first; ?event_type= &before_id=
-    GET  /dashboard/audit/{id}         one row in full, with what it refers to and what refers to it
+    GET  /dashboard/audit              timeline, newest first, rows in words; ?event_type= &q=
+                                       &before_id= | &after_id= (keyset pages both ways)
+    GET  /dashboard/audit/{id}         one row in full, with what it refers to and what refers to
+                                       it; a turn's facts and past conversations
+    GET  /dashboard/episodes           past conversations, newest first; ?q= &before= | &after=
 """
 
 from __future__ import annotations
