@@ -92,6 +92,8 @@ def make_settings(tmp_path: Path, llm: FakeLLMServer) -> Callable[..., Settings]
                 },
             },
             "embedder": {"cache_dir": MODEL_CACHE},
+            # Tests step the summariser right after a chat; tests of the quiet period set it.
+            "memory": {"episodes_summarise": {"quiet_seconds": 0}},
         }
         return Settings(**_merge(base, overrides))
 

@@ -70,11 +70,12 @@ def chat_payload(n: int) -> dict[str, Any]:
 
 def backfill(services: Any, count: int, start: int = 0) -> list[int]:
     """`count` chat.completed rows in ONE transaction (a backlog, as after an import)."""
-    from caesar import audit
+    from caesar.clock import utcnow
+    from caesar.memory import conversations
 
     with services.db.write() as session:
         return [
-            services.audit.append(session, audit.CHAT_COMPLETED, chat_payload(n)).id
+            conversations.add_finished(session, services.audit, chat_payload(n), utcnow())
             for n in range(start, start + count)
         ]
 
@@ -108,19 +109,29 @@ def _chats(session: Any) -> dict[int, int]:
 
 
 def check_summarise(db: Any) -> tuple[list[str], dict[str, int]]:
-    """Every chat at or below the cursor has exactly one outcome (an episode row — with text and
-    one `summarised` row, or empty and one `summarise_skipped` row — or one `summarise_failed`
-    row and no episode); every chat past the cursor has none. Returns (violations, tallies)."""
+    """Every conversation summarised up to its tip has exactly one episode, written from that
+    tip, and that tip exactly one outcome row (`summarised` with text, or `summarise_skipped`
+    and an empty episode); a conversation whose last attempt failed has one `summarise_failed`
+    row for its tip and no episode; one still waiting has no outcome. Returns (violations,
+    tallies)."""
     from sqlalchemy import select
 
     from caesar import audit
-    from caesar.db.models import EpisodeSummary, MemorySummariseCursor
+    from caesar.db.models import Conversation, EpisodeSummary
 
     problems: list[str] = []
     with db.read() as session:
-        cursor = session.scalar(select(MemorySummariseCursor.last_audit_id)) or 0
         chats = _chats(session)
-        episodes = Counter(session.scalars(select(EpisodeSummary.audit_log_id)))
+        c = Conversation
+        conversations = session.execute(
+            select(c.id, c.tip_audit_id, c.summarised_audit_id, c.failed_audit_id)
+        ).all()
+        episodes = Counter(session.scalars(select(EpisodeSummary.conversation_id)))
+        written_from = dict(
+            session.execute(
+                select(EpisodeSummary.conversation_id, EpisodeSummary.audit_log_id)
+            ).all()
+        )
         texts = dict(
             session.execute(select(EpisodeSummary.audit_log_id, EpisodeSummary.summary)).all()
         )
@@ -128,26 +139,31 @@ def check_summarise(db: Any) -> tuple[list[str], dict[str, int]]:
         skipped = _events(session, audit.EPISODE_SUMMARISE_SKIPPED)
         failed = _events(session, audit.EPISODE_SUMMARISE_FAILED)
     tally = Counter[str](dict.fromkeys(("summarised", "skipped", "failed", "pending"), 0))
-    for chat in sorted(chats):
-        outcomes = (episodes[chat], summarised[chat], skipped[chat], failed[chat])
-        if chat > cursor:
-            if any(outcomes):
-                problems.append(f"chat #{chat} past the cursor {cursor} has outcomes {outcomes}")
+    for conversation, tip, done, failed_at in conversations:
+        outcomes = (episodes[conversation], summarised[tip], skipped[tip], failed[tip])
+        if done == tip:
+            if written_from.get(conversation) != tip:
+                problems.append(f"conversation #{conversation}: episode not from its tip {tip}")
+            elif outcomes == (1, 1, 0, 0) and texts[tip]:
+                tally["summarised"] += 1
+            elif outcomes == (1, 0, 1, 0) and not texts[tip]:
+                tally["skipped"] += 1
             else:
-                tally["pending"] += 1
-            continue
-        if outcomes == (1, 1, 0, 0) and texts[chat]:
-            tally["summarised"] += 1
-        elif outcomes == (1, 0, 1, 0) and not texts[chat]:
-            tally["skipped"] += 1
-        elif outcomes == (0, 0, 0, 1):
-            tally["failed"] += 1
+                problems.append(
+                    f"chat #{tip}: (episodes, summarised, skipped, failed) = {outcomes}"
+                )
+        elif failed_at == tip:
+            if outcomes == (0, 0, 0, 1):
+                tally["failed"] += 1
+            else:
+                problems.append(f"failed chat #{tip}: outcomes {outcomes}")
+        elif any(outcomes):
+            problems.append(f"waiting chat #{tip} has outcomes {outcomes}")
         else:
-            problems.append(f"chat #{chat}: (episodes, summarised, skipped, failed) = {outcomes}")
-    stray = set(episodes) - set(chats)
+            tally["pending"] += 1
+    stray = set(texts) - set(chats)
     if stray:
         problems.append(f"episodes for rows that are not chats: {sorted(stray)[:5]}")
-    tally["cursor"] = cursor
     return problems[:20], dict(tally)
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog
 from caesar.errors import EmbedderError
+from caesar.memory import conversations
 from caesar.memory.episodes.recall import episode_row
 
 
@@ -20,14 +20,14 @@ def days_ago(days: float, now: datetime | None = None) -> datetime:
 
 
 def add_chat(services: Any, user: str, reply: str, created_at: datetime | None = None) -> int:
+    """A one-turn conversation, as `caesar import` writes one: its chat row's id."""
     with services.db.write() as session:
-        row = services.audit.append(
+        return conversations.add_finished(
             session,
-            audit.CHAT_COMPLETED,
+            services.audit,
             {"messages": [{"role": "user", "content": user}], "reply": reply},
-            created_at=created_at,
+            created_at or utcnow(),
         )
-        return row.id
 
 
 def add_episode(

@@ -163,7 +163,7 @@ def test_failing_memory_tasks_never_block_chat(make_services, llm):
             "routes": {"memory_summarise": "dead:m", "memory_extract": "dead:m"},
         },
         memory={
-            "episodes_summarise": {"enabled": True, "interval_seconds": 0.05},
+            "episodes_summarise": {"enabled": True, "interval_seconds": 0.05, "quiet_seconds": 0},
             "facts_extract": {"enabled": True, "interval_seconds": 0.05},
         },
     )

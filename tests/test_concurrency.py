@@ -30,7 +30,12 @@ BACKLOG = 200
 CLIENTS = 6
 CHATS_PER_CLIENT = 10
 MEMORY = {
-    "episodes_summarise": {"enabled": True, "interval_seconds": 0.05, "batch_size": 8},
+    "episodes_summarise": {
+        "enabled": True,
+        "interval_seconds": 0.05,
+        "batch_size": 8,
+        "quiet_seconds": 0,
+    },
     "facts_extract": {"enabled": True, "interval_seconds": 0.05, "batch_size": 8},
 }
 

@@ -104,7 +104,7 @@ def test_summarise_exactly_once_through_kill_9(
     assert result["violations"] == []
     problems, tally = exactly_once.check_summarise(services.db)
     assert problems == []
-    assert tally.get("pending", 0) == 0 and tally["cursor"] == ids[-1]
+    assert tally.get("pending", 0) == 0
     assert tally["summarised"] + tally["skipped"] + tally["failed"] == chats
     # Every kind of outcome happened, and the kills really happened where it hurts.
     assert tally["summarised"] > 0 and tally["skipped"] > 0 and tally["failed"] > 0
@@ -144,7 +144,7 @@ def test_extract_no_half_applied_batch_through_kill_9(
     assert result["violations"] == []
     problems, tally = exactly_once.check_extract(services.db)
     assert problems == []
-    assert tally.get("pending", 0) == 0 and tally["cursor"] == ids[-1]
+    assert tally.get("pending", 0) == 0
     assert tally["learned"] + tally["nothing"] + tally["failed"] == chats
     assert tally["learned"] > 0 and tally["nothing"] > 0 and tally["failed"] > 0
     assert tally["facts"] == 3 * tally["learned"]

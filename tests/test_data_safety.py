@@ -85,7 +85,12 @@ def test_sweep_racing_the_memory_workers_leaves_zero_orphans(make_services, llm,
         PROVIDER_KEY,
         semantic={"index_enabled": True, "interval_seconds": 0.02, "batch_size": 8},
         memory={
-            "episodes_summarise": {"enabled": True, "interval_seconds": 0.02, "batch_size": 8},
+            "episodes_summarise": {
+                "enabled": True,
+                "interval_seconds": 0.02,
+                "batch_size": 8,
+                "quiet_seconds": 0,
+            },
             "facts_extract": {"enabled": True, "interval_seconds": 0.02, "batch_size": 8},
         },
         retention={"ttl_days": 90, "interval_seconds": 0.02},

@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from caesar.db.models import EpisodeSummary
 from caesar.errors import CaesarError
+from caesar.memory import conversations
 from caesar.memory.episodes.recall import RecallParams
 from caesar.memory.search import hybrid, passages
 from caesar.workers import run_until_caught_up
@@ -185,14 +186,14 @@ def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_servi
     ("…knee has been aching… Ice it… skip running…") makes the chat relevant."""
     svc = make_services(database_url=db_url, memory={"episodes_summarise": {"enabled": True}})
     with svc.db.write() as session:
-        chat = svc.audit.append(
+        chat = conversations.add_finished(
             session,
-            "chat.completed",
+            svc.audit,
             {
                 "messages": [{"role": r, "content": c} for r, c in KNEE_CHAT[:-1]],
                 "reply": KNEE_CHAT[-1][1],
             },
-            created_at=NOW - timedelta(days=2),
+            NOW - timedelta(days=2),
         )
     llm.replies.append("The operator asked for weekend plans; caesar suggested a museum visit.")
     _summarise_and_window(svc)
@@ -203,14 +204,14 @@ def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_servi
     windows = embedder.embed_batch(
         passages.windows([{"role": r, "content": c} for r, c in KNEE_CHAT])
     )
-    assert hit.audit_log_id == chat.id
+    assert hit.audit_log_id == chat
     assert hit.keyword == 0.0
     assert hit.cosine < 0.1  # the summary is about the museum
     assert hit.passage == pytest.approx(float((windows @ q).max()), abs=2e-3)
     assert hit.relevance == pytest.approx(hit.passage, abs=1e-6)
     # …and with the threshold at 0.4 auto-recall surfaces it; with the ADR's dense fusion not
     assert [e.audit_log_id for e in svc.episodes.preview(query, NOW, similarity_threshold=0.4)] == [
-        chat.id
+        chat
     ]
     assert svc.episodes.preview(query, NOW, similarity_threshold=0.4, fusion="dense") == []
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from memory_helpers import BrokenEmbedder, add_chat, count, days_ago, events
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from caesar import audit
 from caesar.config import load_settings
-from caesar.db.models import EpisodeSummary, MemorySummariseCursor
+from caesar.db.models import Conversation, EpisodeSummary
 from caesar.errors import ConfigError
 from caesar.memory.episodes.summarise import SummariseWorker, clean_summary, retry_failed
 from caesar.memory.search.vectors import from_row
@@ -35,9 +35,11 @@ def _summaries(services) -> dict[int, EpisodeSummary]:
         return {r.audit_log_id: r for r in session.scalars(select(EpisodeSummary))}
 
 
-def _cursor(services) -> int:
+def _conversation_of(services, chat_id: int) -> Conversation:
     with services.db.read() as session:
-        return int(session.scalar(select(MemorySummariseCursor.last_audit_id)))
+        return session.scalars(
+            select(Conversation).where(Conversation.tip_audit_id == chat_id)
+        ).one()
 
 
 def test_summary_written_embedded_and_audited(svc, llm):
@@ -56,17 +58,21 @@ def test_summary_written_embedded_and_audited(svc, llm):
     expected = svc.embedder.get().embed_batch([THERMOSTAT])[0]
     assert float(vector @ expected) == pytest.approx(1.0, abs=1e-5)
     [event] = events(svc, audit.EPISODE_SUMMARISED)
+    conversation = _conversation_of(svc, chat_id)
     assert event.payload == {
         "audit_log_id": chat_id,
+        "conversation_id": conversation.id,
         "summary": THERMOSTAT,
         "model": "all-MiniLM-L6-v2",
     }
+    assert row.conversation_id == conversation.id
+    assert conversation.summarised_audit_id == chat_id
     sent = llm.requests[-1]["json"]
     assert sent["model"] == "test-model"
     assert "third person" in sent["messages"][0]["content"]
     assert "<user>\nI keep waking up at 3am.\n</user>" in sent["messages"][1]["content"]
     assert "Try lowering the thermostat" in sent["messages"][1]["content"]
-    assert _cursor(svc) == chat_id
+    assert run_until_caught_up(_worker(svc)) == 0  # done: not summarised again
 
 
 def test_empty_answer_is_a_skip_row(svc, llm):
@@ -81,7 +87,7 @@ def test_empty_answer_is_a_skip_row(svc, llm):
     assert svc.episodes.preview("what time is it?", similarity_threshold=None) == []
 
 
-def test_llm_failure_advances_cursor_and_retry_failed_recovers(svc, llm):
+def test_llm_failure_is_not_retried_in_a_loop_and_retry_failed_recovers(svc, llm):
     first = add_chat(svc, "I keep waking up at 3am.", "Try 65°F.")
     second = add_chat(svc, "My dog is called Biscuit.", "Lovely name.")
     llm.fail_next("status", status=500)
@@ -91,8 +97,8 @@ def test_llm_failure_advances_cursor_and_retry_failed_recovers(svc, llm):
     assert failed.payload["audit_log_id"] == first and failed.payload["stage"] == "llm"
     assert "500" in failed.payload["error"] or "server" in failed.payload["error"].lower()
     assert set(_summaries(svc)) == {second}  # the failure is not a row; the batch went on
-    assert _cursor(svc) == second
-    assert run_until_caught_up(_worker(svc)) == 0  # advanced: the worker will not retry it
+    assert _conversation_of(svc, first).failed_audit_id == first
+    assert run_until_caught_up(_worker(svc)) == 0  # the worker will not retry it by itself
 
     llm.replies.append(THERMOSTAT)
     assert retry_failed(_worker(svc)) == (1, 0)
@@ -125,17 +131,22 @@ def test_embedder_failure_is_audited_then_retried(svc, llm, shared_embedder):
     assert rows[chat_id].summary == THERMOSTAT and rows[trivial_id].summary == ""
 
 
-def test_rerun_from_scratch_is_a_no_op(svc, llm):
+def test_a_summarised_conversation_is_not_summarised_again(svc, llm):
     ids = [add_chat(svc, f"question {i} about sleep", f"answer {i}") for i in range(3)]
     llm.reply = lambda body, protocol: "We discussed sleep."
-    run_until_caught_up(_worker(svc))
-    before = count(svc, EpisodeSummary), len(events(svc, audit.EPISODE_SUMMARISED))
-    with svc.db.write() as session:
-        session.execute(update(MemorySummariseCursor).values(last_audit_id=0))
     assert run_until_caught_up(_worker(svc)) == 3
-    assert (
-        (count(svc, EpisodeSummary), len(events(svc, audit.EPISODE_SUMMARISED))) == before == (3, 3)
+    before = (
+        count(svc, EpisodeSummary),
+        len(events(svc, audit.EPISODE_SUMMARISED)),
+        len(llm.requests),
     )
+    assert run_until_caught_up(_worker(svc)) == 0
+    after = (
+        count(svc, EpisodeSummary),
+        len(events(svc, audit.EPISODE_SUMMARISED)),
+        len(llm.requests),
+    )
+    assert after == before and before[:2] == (3, 3)
     assert set(_summaries(svc)) == set(ids)
 
 
@@ -169,6 +180,7 @@ def test_two_workers_interleaving_give_one_outcome_per_chat(make_services, svc, 
         for e in events(svc, kind)
     ]
     assert sorted(outcome_events) == ids  # exactly one outcome each
+    assert count(svc, EpisodeSummary) == 6
 
 
 def test_summarising_without_embedder_is_a_config_error(tmp_path):

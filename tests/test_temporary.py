@@ -64,7 +64,7 @@ def test_a_temporary_chat_is_answered_with_memory_and_never_learned_from(learnin
         facts = {f.key for f in session.scalars(select(Fact))}
         summaries = [e.summary for e in session.scalars(select(EpisodeSummary))]
     assert facts == {"city"}  # nothing extracted from either chat
-    assert summaries == ["", ""]  # marker rows only: never summarised, never recalled
+    assert summaries == []  # never summarised, never recalled: no episode at all
     skipped = events(services, audit.EPISODE_SUMMARISE_SKIPPED)
     assert [s.payload["reason"] for s in skipped] == ["temporary", "temporary"]
     assert _count(services, SemanticChunk) == 0

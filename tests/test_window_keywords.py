@@ -7,12 +7,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import select, text, update
 from test_passages import NOW
 
 from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.memory import conversations
 from caesar.memory.episodes import reembed
 from caesar.memory.episodes.recall import episode_row
 from caesar.memory.search import passages, window_keywords
@@ -35,18 +37,17 @@ TOGETHER = [*FILLER[:4], "We took the kayak out on the lake.", *FILLER[4:], "Sou
 def _chat(svc, turns: list[str], days_ago: float) -> int:
     roles = (["user", "assistant"] * len(turns))[: len(turns) - 1]
     with svc.db.write() as session:
-        row = svc.audit.append(
+        return conversations.add_finished(
             session,
-            "chat.completed",
+            svc.audit,
             {
                 "messages": [
                     {"role": r, "content": c} for r, c in zip(roles, turns[:-1], strict=True)
                 ],
                 "reply": turns[-1],
             },
-            created_at=NOW - timedelta(days=days_ago),
+            NOW - timedelta(days=days_ago),
         )
-    return row.id
 
 
 def _episode_of(svc, chat_id: int) -> int:
@@ -193,7 +194,12 @@ def test_the_migration_indexes_episodes_that_already_have_windows(db_url, shared
                 passages=blob,
             )
             row.id = audit_id
-            session.add(row)
+            # the table as revision 0004 has it: no later column
+            table = EpisodeSummary.__table__
+            old = {
+                c.name: getattr(row, c.key) for c in table.columns if c.name != "conversation_id"
+            }
+            session.execute(sa.insert(table).values(old))
     migrate.upgrade(db)
     assert _window_rows(db, 1) == len(windows)
     assert _window_rows(db, 2) == 0  # no window vectors yet: the passages worker will do both

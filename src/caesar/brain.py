@@ -7,7 +7,7 @@
     3. system prompt = base + facts + episodes + operator prompt
     4. gateway.complete(messages, task="chat")
     5. one write transaction: chat.completed (or chat.failed), memory.episode.recalled rows,
-       recall counters bumped
+       recall counters bumped, the turn joined to its conversation (memory/conversations.py)
 
 Memory never breaks a turn: a recall failure is audited and the turn goes on without it.
 Nothing slow runs inside a database transaction.
@@ -28,6 +28,7 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.errors import ProviderError
 from caesar.gateway.base import Completion, Generation, Message, StreamChunk, Usage
+from caesar.memory import conversations
 from caesar.memory.context.build import facts_for_prompt, recall_for_prompt
 from caesar.memory.context.render import system_prompt
 from caesar.memory.episodes.recall import RecalledEpisode
@@ -49,11 +50,16 @@ class TurnContext:
     history: list[Message]
     messages: list[Message]
     facts_used: int
+    fact_keys: list[str] = field(default_factory=list)  # the facts injected, by key
     recalled: list[RecalledEpisode] = field(default_factory=list)
     recall_error: str | None = None
     memory_ms: float = 0.0
     audit_id: int | None = None  # set once the turn is recorded
     partial_reply: str | None = None  # what was streamed before a turn broke off
+    # the client's own conversation id, if it named one; the conversation's key once recorded
+    conversation: str | None = None
+    # the history as sent, before MAX_HISTORY_TURNS: what recognises the conversation
+    sent_history: list[Message] = field(default_factory=list)
 
 
 @dataclass
@@ -66,6 +72,7 @@ class TurnResult:
     latency_ms: float
     recalled: list[RecalledEpisode]
     finish_reason: str = "stop"  # "length": cut at max_tokens
+    conversation: str | None = None  # the conversation's key (chat turns)
 
 
 @dataclass(frozen=True)
@@ -74,9 +81,10 @@ class TurnKind:
     failed: str
     extra: dict[str, Any] = field(default_factory=dict)
     subject_key: str | None = None  # proactive runs: the run's name, so its last run is indexed
+    conversational: bool = False  # its turns belong to a conversation (memory/conversations.py)
 
 
-CHAT = TurnKind(audit.CHAT_COMPLETED, audit.CHAT_FAILED)
+CHAT = TurnKind(audit.CHAT_COMPLETED, audit.CHAT_FAILED, conversational=True)
 
 
 def proactive_kind(name: str) -> TurnKind:
@@ -92,16 +100,29 @@ class Brain:
 
     # -- step 1-3 ---------------------------------------------------------------------------
     def prepare(
-        self, message: str, history: list[Message] | None = None, now: datetime | None = None
+        self,
+        message: str,
+        history: list[Message] | None = None,
+        now: datetime | None = None,
+        conversation: str | None = None,
     ) -> TurnContext:
+        """`conversation`: the client's id for it; with no `history`, the conversation's turns
+        so far are the history (a client may name the conversation instead of resending it)."""
         started = time.perf_counter()
         now = now or utcnow()
-        history = list(history or [])[-MAX_HISTORY_TURNS:]
+        sent = list(history or [])
+        if conversation is not None and not sent:
+            with self.services.db.read() as session:
+                sent = conversations.transcript_of(session, conversation) or []
+        history = sent[-MAX_HISTORY_TURNS:]
         memory = facts_for_prompt(self.services.facts, self.settings.memory.facts_inject, now)
         recall = self.settings.memory.episodes_recall
         if recall.enabled and self.services.embedder.enabled:
             recall_for_prompt(self.services.episodes, recall, message, now, memory)
-        ctx = TurnContext(now, message, history, [], facts_used=memory.facts_used)
+        ctx = TurnContext(
+            now, message, history, [], facts_used=memory.facts_used, fact_keys=memory.fact_keys
+        )
+        ctx.conversation, ctx.sent_history = conversation, sent
         ctx.recalled, ctx.recall_error = memory.recalled, memory.recall_error
         facts_text, episodes_text = memory.facts_text, memory.episodes_text
         prompt = system_prompt(
@@ -126,16 +147,19 @@ class Brain:
     ) -> int:
         memory = {
             "facts_injected": ctx.facts_used,
+            # keys, not values: a value forgotten later must not live on in every turn's row
+            "fact_keys": ctx.fact_keys,
             "episodes_recalled": [e.audit_log_id for e in ctx.recalled],
             "memory_ms": round(ctx.memory_ms, 2),
         }
-        conversation = [*ctx.history, {"role": "user", "content": ctx.message}]
+        question: Message = {"role": "user", "content": ctx.message}
+        sent = [*ctx.history, question]
         if completion is not None:
             row = audit.AuditEntry(
                 kind.completed,
                 {
                     **kind.extra,
-                    "messages": conversation,
+                    "messages": sent,
                     "reply": completion.text,
                     "provider": completion.provider,
                     "model": completion.model,
@@ -154,7 +178,7 @@ class Brain:
                 kind.failed,
                 {
                     **kind.extra,
-                    "messages": conversation,
+                    "messages": sent,
                     "provider": error.provider,
                     "error": error.detail,
                     "error_type": type(error).__name__,
@@ -169,8 +193,20 @@ class Brain:
 
         # append_many, not append: no ORM flush per row (this runs on every turn). The turn's
         # row goes first, alone: the rows after it carry its id.
-        def write(session: Session) -> int:
-            [turn_id] = self.services.audit.append_many(session, [row])
+        def write(session: Session) -> tuple[int, str | None]:
+            entry, conversation = row, None
+            if kind.conversational:
+                conversation = conversations.resolve(
+                    session, ctx.sent_history, ctx.now, ctx.conversation
+                )
+                key = None
+                if completion is not None:  # what the next turn's history will be
+                    reply: Message = {"role": "assistant", "content": completion.text}
+                    key = conversations.turns_key([*ctx.sent_history, question, reply])
+                entry = row._replace(subject_id=conversation.id, subject_key=key)
+            [turn_id] = self.services.audit.append_many(session, [entry])
+            if conversation is not None and completion is not None:
+                conversations.record_turn(session, conversation, turn_id, ctx.now)
             if ctx.recall_error:
                 self.services.audit.append_many(
                     session,
@@ -188,9 +224,10 @@ class Brain:
                 self.services.episodes.record_recalls(
                     session, ctx.recalled, now=ctx.now, context={"turn_audit_id": turn_id}
                 )
-            return int(turn_id)
+            return int(turn_id), (conversation.key if conversation else None)
 
-        return self.services.db.write_retrying(write)
+        turn_id, ctx.conversation = self.services.db.write_retrying(write)
+        return turn_id
 
     # -- a whole turn -----------------------------------------------------------------------
     def turn(
@@ -199,9 +236,11 @@ class Brain:
         history: list[Message] | None = None,
         kind: TurnKind = CHAT,
         generation: Generation | None = None,
+        conversation: str | None = None,
     ) -> TurnResult:
-        """`generation`: the caller's (never past the provider's own max_tokens)."""
-        ctx = self.prepare(message, history)
+        """`generation`: the caller's (never past the provider's own max_tokens);
+        `conversation`: the client's id for it (see `prepare`)."""
+        ctx = self.prepare(message, history, conversation=conversation)
         started = time.perf_counter()
         try:
             completion = self.services.gateway.complete(
@@ -221,6 +260,7 @@ class Brain:
             latency_ms=latency,
             recalled=ctx.recalled,
             finish_reason=completion.finish_reason,
+            conversation=ctx.conversation,
         )
 
     def stream(

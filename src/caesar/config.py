@@ -192,6 +192,9 @@ class EpisodesSummariseSettings(Section):
     enabled: bool = False
     interval_seconds: float = 60.0
     batch_size: int = Field(default=4, ge=1)  # smaller than fact-extract; each is two calls
+    # A conversation is summarised once it has had no turn for this long (and again if it
+    # resumes): one summary for a conversation, not one per turn (issue #13).
+    quiet_seconds: float = Field(default=300.0, ge=0)
     # Worker `memory.passages`: embed each summarised chat's 3-turn windows for recall
     # (memory/search/passages.py). Runs with the summariser, in its own worker: a long conversation's
     # windows cost far more embedding than its summary (docs/performance.md).

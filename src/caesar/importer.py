@@ -6,7 +6,8 @@ ending with the assistant's message, which becomes the row's `reply`. Each line 
 whole before anything is written (a bad line is reported with its number and skipped, never
 half-imported); valid lines are written in batches, one transaction each. The payload's
 content hash is the row's `subject_key` (indexed), so importing the same file twice, or a
-file that overlaps an earlier one, adds nothing twice.
+file that overlaps an earlier one, adds nothing twice. Each line is a conversation of its own
+(memory/conversations.py), finished: the summariser takes it without waiting.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from caesar import audit
 from caesar.clock import to_naive_utc, utcnow
 from caesar.db.models import AuditLog
 from caesar.errors import InputError
+from caesar.memory import conversations
 
 BATCH_SIZE = 500
 MAX_LINE_CHARS = 2_000_000
@@ -211,16 +213,16 @@ def _write_batch(
                 report.duplicates += 1
                 report.audit_ids.append(existing[digest])
                 continue
-            row = services.audit.append(
+            row_id = conversations.add_finished(
                 session,
-                audit.CHAT_COMPLETED,
+                services.audit,
                 chat_payload(conversation, digest),
+                conversation.created_at,
                 subject_key=digest,
-                created_at=conversation.created_at,
             )
-            existing[digest] = row.id
+            existing[digest] = row_id
             report.imported += 1
-            report.audit_ids.append(row.id)
+            report.audit_ids.append(row_id)
             if ttl_cutoff is not None and conversation.created_at < ttl_cutoff:
                 report.older_than_ttl += 1
 

@@ -3,7 +3,9 @@
 What was derived from a deleted chat goes with it through the foreign keys: its episode
 summary, its windows' words and semantic chunks are deleted (ON DELETE CASCADE; SQLite's
 contentless window index by hand, see memory/search/window_keywords.py), a fact it taught keeps its value
-but loses the link (SET NULL) — the operator's facts outlive the chats they came from.
+but loses the link (SET NULL) — the operator's facts outlive the chats they came from — and a
+conversation none of whose chats is left goes too. (To forget on purpose, whatever the age,
+everything learned included: memory/forget.py.)
 SQLite enforces this only with `PRAGMA foreign_keys=ON`, which db/engine.py sets on every
 connection. Each batch is one write transaction that deletes and appends its own
 `retention.swept` row with the counts, so a sweep is never half-recorded.
@@ -21,7 +23,7 @@ from sqlalchemy import delete, func, select
 
 from caesar import audit
 from caesar.clock import utcnow
-from caesar.db.models import AuditLog, EpisodeSummary, Fact, SemanticChunk
+from caesar.db.models import AuditLog, Conversation, EpisodeSummary, Fact, SemanticChunk
 from caesar.memory.search import window_keywords
 from caesar.workers import Worker
 
@@ -83,8 +85,20 @@ class RetentionWorker(Worker):
             )
             # SQLite's window word index is contentless: its rows are removed by hand, from the
             # chats, before they go (memory/search/window_keywords.py).
+            conversation_ids = list(
+                session.scalars(
+                    select(AuditLog.subject_id)
+                    .where(
+                        AuditLog.id.in_(ids),
+                        AuditLog.event_type.in_((audit.CHAT_COMPLETED, audit.CHAT_FAILED)),
+                        AuditLog.subject_id.is_not(None),
+                    )
+                    .distinct()
+                )
+            )
             window_keywords.forget_windows(session, episode_ids)
             session.execute(delete(AuditLog).where(AuditLog.id.in_(ids)))
+            conversations_swept = _drop_emptied(session, conversation_ids)
             self.audit.append(
                 session,
                 audit.RETENTION_SWEPT,
@@ -93,6 +107,7 @@ class RetentionWorker(Worker):
                     "episodes": len(episode_ids),
                     "chunks": len(chunk_ids),
                     "facts_unlinked": int(facts_unlinked or 0),
+                    "conversations": conversations_swept,
                     "by_event_type": {str(k): int(v) for k, v in sorted(by_type.items())},
                     "cutoff": cutoff.isoformat(),
                     "ttl_days": self.services.settings.retention.ttl_days,
@@ -102,3 +117,18 @@ class RetentionWorker(Worker):
         self.services.episodes.forget(episode_ids)
         self.services.semantic.forget(chunk_ids)
         return len(ids)
+
+
+def _drop_emptied(session: Any, conversation_ids: list[int]) -> int:
+    """Delete the conversations none of whose chats is left (their episode went with the chat
+    it was written from); returns how many."""
+    if not conversation_ids:
+        return 0
+    left = select(AuditLog.id).where(
+        AuditLog.subject_id == Conversation.id,
+        AuditLog.event_type.in_((audit.CHAT_COMPLETED, audit.CHAT_FAILED)),
+    )
+    result = session.execute(
+        delete(Conversation).where(Conversation.id.in_(conversation_ids), ~left.exists())
+    )
+    return int(result.rowcount or 0)

@@ -48,6 +48,11 @@ class Worker(ABC):
     def step(self) -> int:
         """Do one batch; return how many items were handled (0 = caught up)."""
 
+    def catch_up_step(self) -> int:
+        """One batch of `caesar worker --once`, which takes everything now (the summariser
+        does not wait for a conversation to go quiet)."""
+        return self.step()
+
 
 class CursorWorker(Worker, Generic[Prepared]):
     cursor_model: ClassVar[Any]
@@ -138,7 +143,7 @@ def run_until_caught_up(worker: Worker, on_progress: Callable[[int], None] | Non
     """`caesar worker --once`: steps until a step finds nothing; returns the total handled."""
     total = 0
     while True:
-        done = worker.step()
+        done = worker.catch_up_step()
         if done == 0:
             return total
         total += done

@@ -103,7 +103,13 @@ def create_app(
     app.state.auth_limiter = AuthFailureLimiter.for_settings(settings)
     _install_error_handlers(app)
 
-    from caesar.api import dashboard, routes_chat, routes_episodes, routes_memory
+    from caesar.api import (
+        dashboard,
+        routes_chat,
+        routes_conversations,
+        routes_episodes,
+        routes_memory,
+    )
 
     @app.get("/healthz", tags=["health"], response_model=None)
     def healthz() -> Any:
@@ -122,6 +128,7 @@ def create_app(
     app.include_router(routes_chat.router)
     app.include_router(routes_memory.router)
     app.include_router(routes_episodes.router)
+    app.include_router(routes_conversations.router)
     app.include_router(dashboard.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     return app

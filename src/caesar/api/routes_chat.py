@@ -7,9 +7,11 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Request
+import pydantic
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
@@ -22,6 +24,8 @@ log = logging.getLogger(__name__)
 router = APIRouter(dependencies=[Authenticated])
 
 MAX_MESSAGE_CHARS = 100_000
+# The client's own conversation id (memory/conversations.py): printable, no spaces.
+ConversationId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
 
 
 class Turn(BaseModel):
@@ -36,6 +40,9 @@ class ChatRequest(BaseModel):
     history: list[Turn] = Field(default_factory=list, max_length=200)
     # answered with memory, never learned from: no summary, no facts, no windows
     temporary: bool = False
+    # which conversation this turn continues; with no history, its turns so far are sent to
+    # the model. Without it, a resent history finds the conversation (memory/conversations.py).
+    conversation_id: ConversationId | None = None
 
     @field_validator("message")
     @classmethod
@@ -49,20 +56,27 @@ class ChatResponse(BaseModel):
     reply: str
     audit_id: int
     recalled: list[int] = Field(description="audit ids of the past conversations recalled")
+    conversation_id: str | None = Field(
+        description="the conversation this turn belongs to: send it back to continue it"
+    )
 
 
 TEMPORARY_HEADER = "x-caesar-temporary"  # the OpenAI endpoint's way to say `temporary`
+# The OpenAI endpoint's way to name a conversation (or a `conversation_id` body field, which
+# the SDKs send with extra_body); the response carries the conversation's id in it.
+CONVERSATION_HEADER = "x-caesar-conversation"
 
 
 @router.post("/v1/chat", response_model=ChatResponse)
 def chat(body: ChatRequest, brain: BrainDep) -> ChatResponse:
     history: list[Message] = [{"role": t.role, "content": t.content} for t in body.history]
-    kind = TurnKind(CHAT.completed, CHAT.failed, {"temporary": True}) if body.temporary else CHAT
-    result = brain.turn(body.message, history, kind)
+    kind = replace(CHAT, extra={"temporary": True}) if body.temporary else CHAT
+    result = brain.turn(body.message, history, kind, conversation=body.conversation_id)
     return ChatResponse(
         reply=result.reply,
         audit_id=result.audit_id,
         recalled=[e.audit_log_id for e in result.recalled],
+        conversation_id=result.conversation,
     )
 
 
@@ -79,6 +93,7 @@ class OpenAIMessage(BaseModel):
 
 # Accepted and without effect on the reply (usage is always in a stream's last chunk).
 HARMLESS = frozenset({"user", "metadata", "store", "stream_options"})
+_CONVERSATION_ID: Any = pydantic.TypeAdapter(ConversationId)
 
 
 class OpenAIChatRequest(BaseModel):
@@ -148,18 +163,34 @@ def _turn_kind(request: Request) -> TurnKind:
     extra: dict[str, Any] = {"client_retry": retry} if retry > 0 else {}
     if request.headers.get(TEMPORARY_HEADER, "").lower() in ("1", "true", "yes"):
         extra["temporary"] = True
-    return TurnKind(CHAT.completed, CHAT.failed, extra) if extra else CHAT
+    return replace(CHAT, extra=extra) if extra else CHAT
+
+
+def _conversation(body: OpenAIChatRequest, request: Request) -> str | None:
+    named = (body.model_extra or {}).pop("conversation_id", None)
+    named = request.headers.get(CONVERSATION_HEADER) or named
+    if named is None:
+        return None
+    try:
+        return str(_CONVERSATION_ID.validate_python(named))
+    except pydantic.ValidationError:
+        raise InputError("conversation_id: 1-200 printable characters without spaces") from None
 
 
 @router.post("/v1/chat/completions", response_model=None)
-def chat_completions(body: OpenAIChatRequest, brain: BrainDep, request: Request) -> Any:
+def chat_completions(
+    body: OpenAIChatRequest, brain: BrainDep, request: Request, response: Response
+) -> Any:
+    named = _conversation(body, request)
     body.refuse_unsupported()
     message, history = _split(body)
     created = int(time.time())
     kind = _turn_kind(request)
     generation = body.generation()
     if not body.stream:
-        result = brain.turn(message, history, kind, generation=generation)
+        result = brain.turn(message, history, kind, generation=generation, conversation=named)
+        if result.conversation:
+            response.headers[CONVERSATION_HEADER] = result.conversation
         return {
             "id": f"chatcmpl-caesar-{result.audit_id}",
             "object": "chat.completion",
@@ -175,7 +206,7 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep, request: Request)
             "usage": _usage(result.usage.prompt_tokens, result.usage.completion_tokens),
         }
 
-    ctx = brain.prepare(message, history)
+    ctx = brain.prepare(message, history, conversation=named)
     chunks = brain.stream(ctx, kind, generation=generation)
     # Pull the first chunk before answering, so a provider that fails outright still gets a
     # proper 502/503/504 instead of a broken 200 stream.
@@ -220,7 +251,8 @@ def chat_completions(body: OpenAIChatRequest, brain: BrainDep, request: Request)
             yield _error_event("internal_error", "internal error; see the server log")
         yield "data: [DONE]\n\n"
 
-    return StreamingResponse(events(), media_type="text/event-stream")
+    headers = {CONVERSATION_HEADER: named} if named else None
+    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
 @router.get("/v1/models")

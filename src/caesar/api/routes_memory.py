@@ -13,6 +13,7 @@ from caesar.api.deps import Authenticated, ServicesDep
 from caesar.clock import to_naive_utc, utcnow
 from caesar.memory.context.build import preview
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
+from caesar.memory.forget import ForgetRequest, fact_sources, forget
 
 router = APIRouter(dependencies=[Authenticated])
 
@@ -75,10 +76,22 @@ def fact_history(
 
 
 @router.delete("/v1/facts/{key}")
-def delete_fact(key: Annotated[str, Path(max_length=200)], services: ServicesDep) -> dict[str, Any]:
-    """Audited as `memory.fact.user_deleted`; 404 if there is no such fact."""
+def delete_fact(
+    key: Annotated[str, Path(max_length=200)],
+    services: ServicesDep,
+    forget_sources: bool = False,
+) -> dict[str, Any]:
+    """Audited as `memory.fact.user_deleted`; 404 if there is no such fact. The conversations it
+    was learned from still say it: they are listed, and `forget_sources=true` forgets them too
+    (memory/forget.py) — otherwise recall can bring the deleted value back."""
+    key = normalise_key(key)
+    with services.db.read() as session:
+        sources = fact_sources(session, key)
     audit_id = services.facts.delete(key)
-    return {"deleted": normalise_key(key), "audit_id": audit_id}
+    out: dict[str, Any] = {"deleted": key, "audit_id": audit_id, "learned_from": sources}
+    if forget_sources and sources:
+        out["forgotten"] = forget(services, ForgetRequest(conversation_ids=sources)).as_json()
+    return out
 
 
 class RecallRequest(BaseModel):

@@ -18,7 +18,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from caesar.cli import data, memory
+from caesar.cli import conversations, data, memory
 from caesar.cli.common import app, console, db_app, episodes_app, err, facts_app, friendly, services
 from caesar.config import Settings, load_settings
 from caesar.errors import CaesarError
@@ -257,9 +257,23 @@ def facts_set(key: str, value: str) -> None:
 @facts_app.command("delete")
 @friendly
 def facts_delete(key: str) -> None:
-    """Delete a fact."""
-    audit_id = services().facts.delete(key)
+    """Delete a fact. The conversations it was learned from still say it: they are named, to
+    forget with `caesar forget` (else recall can bring the value back)."""
+    from caesar.memory.facts.store import normalise_key
+    from caesar.memory.forget import fact_sources
+
+    built = services()
+    with built.db.read() as session:
+        sources = fact_sources(session, normalise_key(key))
+    audit_id = built.facts.delete(key)
     console.print(f"deleted {key}  (audit #{audit_id})", highlight=False, markup=False)
+    if sources:
+        ids = " ".join(map(str, sources))
+        console.print(
+            f"it was learned from conversation(s) {ids}; `caesar forget {ids}` forgets them too",
+            highlight=False,
+            markup=False,
+        )
 
 
 @facts_app.command("history")
@@ -392,6 +406,7 @@ def episodes_reembed(
 # -- import, semantic-recall, proactive (memory.py); db backup, export (data.py) ---------------
 # Registered after the commands above, so `caesar --help` lists them in this order.
 memory.register(app)
+conversations.register(app)
 data.register(app, db_app)
 
 

@@ -75,6 +75,49 @@ class Fact(Base):
 
 
 _NO_PASSAGES = "passage_vectors IS NULL AND summary != ''"
+_UNSUMMARISED = "tip_audit_id > summarised_audit_id"
+
+
+class Conversation(Base):
+    """The unit of episodic memory (issue #13): the turns of one conversation, however a client
+    sends them. Its chat rows carry its id in `audit_log.subject_id`; a completed turn's
+    `subject_key` is the hash of the conversation up to and including that turn's reply
+    (memory/conversations.py), so a client that resends the history is recognised by it.
+
+    `tip_audit_id` is the latest answered turn, whose row holds the whole conversation;
+    `summarised_audit_id` the tip the episode was last written from (0: never). The summariser
+    takes a conversation once it is behind and has been quiet for a while; `failed_audit_id`
+    is the tip it last failed on, so a failing one is not retried in a loop."""
+
+    __tablename__ = "conversations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # the client's own id (`conversation_id`), or one caesar made up
+    key: Mapped[str] = mapped_column(String(200), nullable=False, unique=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    last_turn_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    # wall-clock time of the last turn written: the quiet period runs from here
+    touched_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    turns: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    tip_audit_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("audit_log.id", ondelete="SET NULL"), nullable=True
+    )
+    summarised_audit_id: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default="0"
+    )
+    failed_audit_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+    __table_args__ = (
+        # The memory.summarise worker's queue: conversations whose episode is behind.
+        Index(
+            "idx_conversations_unsummarised",
+            "touched_at",
+            sqlite_where=text(_UNSUMMARISED),
+            postgresql_where=text(_UNSUMMARISED),
+        ),
+        Index("idx_conversations_tip", "tip_audit_id"),
+        {"sqlite_autoincrement": True},
+    )
 
 
 class EpisodeSummary(Base):
@@ -100,9 +143,14 @@ class EpisodeSummary(Base):
     )
     embedding_f32: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     passage_vectors: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    # One episode per conversation; `audit_log_id` is the conversation's turn it was written
+    # from (its tip then), whose row holds the whole conversation. No foreign key (migration
+    # 0006 says why): whatever deletes a conversation deletes its episode.
+    conversation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     __table_args__ = (
         Index("idx_episode_summaries_audit", "audit_log_id"),
+        Index("uq_episode_summaries_conversation", "conversation_id", unique=True),
         Index("idx_episode_summaries_created", "created_at"),
         Index("idx_episode_summaries_model_id", "model", "id"),
         # The memory.passages worker's queue: summarised episodes still without windows.
@@ -151,10 +199,6 @@ class _CursorMixin:
 
 class MemoryExtractCursor(_CursorMixin, Base):
     __tablename__ = "memory_extract_cursor"
-
-
-class MemorySummariseCursor(_CursorMixin, Base):
-    __tablename__ = "memory_summarise_cursor"
 
 
 class SemanticIndexCursor(_CursorMixin, Base):

@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 class TurnMemory:
     facts_text: str
     facts_used: int
+    # the keys of the facts in the block, most important first
+    fact_keys: list[str] = field(default_factory=list)
     episodes_text: str = ""
     # the episodes in the block, best first, each with its excerpts
     recalled: list[RecalledEpisode] = field(default_factory=list)
@@ -38,7 +40,8 @@ def facts_for_prompt(facts: FactsStore, inject: FactsInjectSettings, now: dateti
         max_chars=inject.max_chars,
     )
     used = sum(1 for line in text.splitlines() if line.startswith("- "))
-    return TurnMemory(text, used)
+    # facts_block keeps a prefix of the ranking: the first `used` are the ones injected
+    return TurnMemory(text, used, [f.key for f in ranked[:used]])
 
 
 def with_excerpts(

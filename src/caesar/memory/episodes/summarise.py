@@ -1,26 +1,42 @@
-"""Worker `memory.summarise` (ADR-0034 §2): each finished chat → one episode summary row.
+"""Worker `memory.summarise` (ADR-0034 §2): each conversation → one episode (issue #13).
 
-Outcomes, exactly one per chat: a summary row + `memory.episode.summarised`; an empty-summary
-row + `memory.episode.summarise_skipped` (trivial chat); or `memory.episode.summarise_failed`
-with no row, so `caesar episodes retry-failed` can try again later.
+Its queue is the conversations whose episode is behind their latest turn (memory/
+conversations.py) and that have been quiet for `quiet_seconds`: a conversation of 20 turns
+sent a minute apart is summarised once, when it ends, and again if it resumes. `caesar worker
+--once` takes them all, quiet or not. The latest turn's row holds the whole conversation.
+
+Outcomes, one per conversation and tip: a new episode row + `memory.episode.summarised`,
+replacing the conversation's earlier episode (its recall counter carried over); an empty-summary
+row + `memory.episode.summarise_skipped` (trivial); the same skip with no row for a temporary
+chat; or `memory.episode.summarise_failed` with nothing written, so `caesar episodes
+retry-failed` (or the conversation's next turn) tries again. An episode is replaced, not
+updated, because the in-process vector index only loads rows past the largest id it has seen.
+
+Every write is conditional on the conversation still being at the tip that was read and
+summarised to where it was: a turn arriving meanwhile, or a second worker process, makes it
+write nothing (one wasted LLM call, never a duplicate).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
 import numpy as np
-from sqlalchemy import exists, select
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from caesar import audit
-from caesar.db.models import AuditLog, EpisodeSummary, MemorySummariseCursor
+from caesar.clock import utcnow
+from caesar.db.models import AuditLog, Conversation, EpisodeSummary
 from caesar.errors import CaesarError
 from caesar.gateway.base import Message
 from caesar.memory.episodes.recall import episode_row
+from caesar.memory.search import window_keywords
 from caesar.memory.transcript import conversation_turns, is_temporary, render_transcript
-from caesar.workers import CursorWorker
+from caesar.workers import Worker, rows_still_there
 
 MAX_SUMMARY_CHARS = 600
 TRIVIAL_MARKERS = {"", "trivial", "(trivial)", "none", "n/a", '""', "''"}
@@ -52,6 +68,15 @@ def clean_summary(text: str) -> str:
     return summary
 
 
+@dataclass(frozen=True)
+class Job:
+    """A conversation to summarise, as read: its tip, and how far its episode had got."""
+
+    conversation_id: int
+    tip: int
+    summarised: int
+
+
 @dataclass
 class Outcome:
     row: AuditLog
@@ -60,24 +85,85 @@ class Outcome:
     error: str | None = None
     stage: str | None = None
     model: str = ""  # the embedder's model id, read here so nothing slow runs in the write
-    temporary: bool = False  # sent as temporary: an empty row, so it is never summarised
+    temporary: bool = False  # sent as temporary: never summarised
 
 
-class SummariseWorker(CursorWorker[list[Outcome]]):
+def _queue(quiet_before: Any = None) -> Any:
+    c = Conversation
+    query = select(c.id, c.tip_audit_id, c.summarised_audit_id).where(
+        c.tip_audit_id > c.summarised_audit_id,
+        or_(c.failed_audit_id.is_(None), c.failed_audit_id < c.tip_audit_id),
+    )
+    return query if quiet_before is None else query.where(c.touched_at <= quiet_before)
+
+
+class SummariseWorker(Worker):
     name = "memory.summarise"
-    cursor_model = MemorySummariseCursor
+
+    def __init__(self, services: Any) -> None:
+        self.services = services
+        self.db = services.db
+        self.audit: audit.Audit = services.audit
+
+    @property
+    def settings(self) -> Any:
+        return self.services.settings.memory.episodes_summarise
 
     @property
     def enabled(self) -> bool:
-        return bool(self.services.settings.memory.episodes_summarise.enabled)
+        return bool(self.settings.enabled)
 
     @property
     def interval_seconds(self) -> float:
-        return float(self.services.settings.memory.episodes_summarise.interval_seconds)
+        return float(self.settings.interval_seconds)
 
     @property
     def batch_size(self) -> int:
-        return int(self.services.settings.memory.episodes_summarise.batch_size)
+        return int(self.settings.batch_size)
+
+    def backlog(self) -> int:
+        """Conversations whose episode is behind, quiet or not."""
+        with self.db.read() as session:
+            return int(session.scalar(select(func.count()).select_from(_queue().subquery())) or 0)
+
+    def step(self) -> int:
+        quiet_before = utcnow() - timedelta(seconds=float(self.settings.quiet_seconds))
+        return self.run(self.pending(quiet_before))
+
+    def catch_up_step(self) -> int:
+        return self.run(self.pending(None))
+
+    def pending(self, quiet_before: Any, limit: int | None = None) -> list[Job]:
+        with self.db.read() as session:
+            rows = session.execute(
+                _queue(quiet_before)
+                .order_by(Conversation.touched_at, Conversation.id)
+                .limit(limit or self.batch_size)
+            ).all()
+        return [Job(int(i), int(tip), int(done)) for i, tip, done in rows]
+
+    def run(self, jobs: Sequence[Job]) -> int:
+        """Summarise `jobs`; returns how many were handled (written or found taken)."""
+        handled = len(jobs)
+        if not jobs:
+            return 0
+        with self.db.read() as session:
+            rows = {
+                r.id: r
+                for r in session.scalars(
+                    select(AuditLog).where(AuditLog.id.in_([j.tip for j in jobs]))
+                )
+            }
+            session.expunge_all()
+        jobs = [j for j in jobs if j.tip in rows]  # swept by retention since: nothing to do
+        outcomes = self.prepare([rows[j.tip] for j in jobs])
+        with self.db.write() as session:
+            if not rows_still_there(session, [rows[j.tip] for j in jobs]):
+                return handled  # swept while the LLM ran: the next step reads them again
+            replaced = write_outcomes(self, session, jobs, outcomes)
+        # This process's index drops the replaced rows now; other processes on search.
+        self.services.episodes.forget(replaced)
+        return handled
 
     def prepare(self, rows: Sequence[AuditLog]) -> list[Outcome]:
         outcomes = []
@@ -92,12 +178,12 @@ class SummariseWorker(CursorWorker[list[Outcome]]):
                 outcomes.append(Outcome(row, summary=clean_summary(completion.text)))
             except CaesarError as exc:
                 outcomes.append(Outcome(row, error=str(exc)[:1000], stage="llm"))
-        answered = [o for o in outcomes if o.error is None]
+        answered = [o for o in outcomes if o.error is None and not o.temporary]
         if not answered:
             return outcomes
         to_embed = [o for o in answered if o.summary]
         try:
-            # Loading the embedder can be slow the first time: here, not inside apply().
+            # Loading the embedder can be slow the first time: here, not inside the write.
             embedder = self.services.embedder.get()
             model_id = embedder.model_id
             if to_embed:
@@ -113,85 +199,113 @@ class SummariseWorker(CursorWorker[list[Outcome]]):
             outcome.model = model_id
         return outcomes
 
-    def apply(self, session: Session, rows: Sequence[AuditLog], prepared: list[Outcome]) -> None:
-        write_outcomes(self, session, prepared)
+
+def _claim(session: Session, job: Job, **values: Any) -> bool:
+    """Move the conversation on, if it is still where `job` read it."""
+    c = Conversation
+    moved = session.execute(
+        update(c)
+        .where(
+            c.id == job.conversation_id,
+            c.tip_audit_id == job.tip,
+            c.summarised_audit_id == job.summarised,
+        )
+        .values(**values)
+    ).rowcount  # type: ignore[attr-defined]
+    return bool(moved)
 
 
-def write_outcomes(worker: SummariseWorker, session: Session, outcomes: list[Outcome]) -> int:
-    """Write each outcome unless the chat already has a summary (idempotence); returns rows written."""
-    written = 0
-    for o in outcomes:
-        already = session.scalar(select(exists().where(EpisodeSummary.audit_log_id == o.row.id)))
-        if already:
-            continue
+def write_outcomes(
+    worker: SummariseWorker, session: Session, jobs: Sequence[Job], outcomes: Sequence[Outcome]
+) -> list[int]:
+    """Write each outcome whose conversation is still as read; returns the episode ids replaced
+    (deleted), for the caller to drop from the in-process index."""
+    replaced: list[int] = []
+    for job, o in zip(jobs, outcomes, strict=True):
+        subject = {"audit_log_id": o.row.id, "conversation_id": job.conversation_id}
         if o.error is not None:
+            if _claim(session, job, failed_audit_id=job.tip):
+                worker.audit.append(
+                    session,
+                    audit.EPISODE_SUMMARISE_FAILED,
+                    {**subject, "stage": o.stage, "error": o.error},
+                    subject_id=o.row.id,
+                )
+            continue
+        if not _claim(session, job, summarised_audit_id=job.tip, failed_audit_id=None):
+            continue
+        if o.temporary:
             worker.audit.append(
                 session,
-                audit.EPISODE_SUMMARISE_FAILED,
-                {"audit_log_id": o.row.id, "stage": o.stage, "error": o.error},
+                audit.EPISODE_SUMMARISE_SKIPPED,
+                {**subject, "reason": "temporary"},
                 subject_id=o.row.id,
             )
             continue
-        session.add(
-            episode_row(
-                audit_log_id=o.row.id,
-                summary=o.summary,
-                vector=o.vector,
-                model=o.model,
-                created_at=o.row.created_at,
-            )
+        old = session.execute(
+            select(
+                EpisodeSummary.id, EpisodeSummary.recall_count, EpisodeSummary.last_recalled_at
+            ).where(EpisodeSummary.conversation_id == job.conversation_id)
+        ).first()
+        if old is not None:
+            # SQLite's window index is contentless: its words go by hand, before the row.
+            window_keywords.forget_windows(session, [old.id])
+            session.execute(delete(EpisodeSummary).where(EpisodeSummary.id == old.id))
+            replaced.append(int(old.id))
+        row = episode_row(
+            audit_log_id=o.row.id,
+            summary=o.summary,
+            vector=o.vector,
+            model=o.model,
+            created_at=o.row.created_at,
+            recall_count=old.recall_count if old else 0,
         )
-        written += 1
+        row.conversation_id = job.conversation_id
+        row.last_recalled_at = old.last_recalled_at if old else None
+        session.add(row)
+        session.flush()
+        replaces = {"replaces_episode_id": int(old.id)} if old is not None else {}
         if o.summary:
             worker.audit.append(
                 session,
                 audit.EPISODE_SUMMARISED,
-                {"audit_log_id": o.row.id, "summary": o.summary, "model": o.model},
+                {**subject, **replaces, "summary": o.summary, "model": o.model},
                 subject_id=o.row.id,
             )
         else:
             worker.audit.append(
                 session,
                 audit.EPISODE_SUMMARISE_SKIPPED,
-                {"audit_log_id": o.row.id, "reason": "temporary" if o.temporary else "trivial"},
+                {**subject, **replaces, "reason": "trivial"},
                 subject_id=o.row.id,
             )
     session.flush()
-    return written
-
-
-def failed_without_summary(session: Session) -> list[int]:
-    """Chats whose last summarise attempt failed and that still have no summary row."""
-    failed = (
-        select(AuditLog.subject_id)
-        .where(AuditLog.event_type == audit.EPISODE_SUMMARISE_FAILED)
-        .distinct()
-        .subquery()
-    )
-    query = (
-        select(AuditLog.id)
-        .where(AuditLog.id.in_(select(failed.c.subject_id)))
-        .where(~exists().where(EpisodeSummary.audit_log_id == AuditLog.id))
-        .order_by(AuditLog.id)
-    )
-    return list(session.scalars(query))
+    return replaced
 
 
 def retry_failed(worker: SummariseWorker, batch_size: int | None = None) -> tuple[int, int]:
-    """Re-run the summariser on failed chats; returns (retried, still_failed)."""
+    """Summarise again the conversations whose last attempt failed; (retried, still_failed)."""
+    c = Conversation
     with worker.db.read() as session:
-        ids = failed_without_summary(session)
-    retried = still_failed = 0
+        failed = session.execute(
+            select(c.id, c.tip_audit_id, c.summarised_audit_id)
+            .where(c.failed_audit_id == c.tip_audit_id)
+            .order_by(c.id)
+        ).all()
+    jobs = [Job(int(i), int(tip), int(done)) for i, tip, done in failed]
     size = batch_size or worker.batch_size
-    for start in range(0, len(ids), size):
-        with worker.db.read() as session:
-            rows = list(
-                session.scalars(select(AuditLog).where(AuditLog.id.in_(ids[start : start + size])))
-            )
-            session.expunge_all()
-        outcomes = worker.prepare(rows)
-        with worker.db.write() as session:
-            write_outcomes(worker, session, outcomes)
-        retried += len(outcomes)
-        still_failed += sum(1 for o in outcomes if o.error is not None)
-    return retried, still_failed
+    with worker.db.write() as session:  # back in the queue; a failure puts them back out
+        session.execute(
+            update(c)
+            .where(c.id.in_([j.conversation_id for j in jobs]))
+            .values(failed_audit_id=None)
+        )
+    for start in range(0, len(jobs), size):
+        worker.run(jobs[start : start + size])
+    with worker.db.read() as session:
+        still = session.scalar(
+            select(func.count())
+            .select_from(c)
+            .where(c.id.in_([j.conversation_id for j in jobs]), c.failed_audit_id == c.tip_audit_id)
+        )
+    return len(jobs), int(still or 0)

@@ -1,0 +1,194 @@
+"""Which conversation a chat turn belongs to (issue #13): one conversation, one episode.
+
+A client either names its conversation (`conversation_id` on `/v1/chat`, the
+`X-Caesar-Conversation` header or a `conversation_id` body field on the OpenAI endpoint), or
+resends the history with every turn, as the OpenAI protocol, `llm -c` and `caesar chat` do.
+Then the history it sends is the conversation so far, which a completed turn's row recorded:
+its `subject_key` is `turns_key(history + message + reply)`. A turn whose history hashes to
+a conversation's latest turn continues it.
+
+A history matching an older turn (an edited or regenerated message) forks: a new
+conversation, with the shared beginning in its own transcript, so no branch is lost from
+memory. Two conversations that opened identically each continue one of them: their
+transcripts are the same up to there, so either does.
+
+The hash is of user/assistant turns only, whitespace folded: caesar's system prompt and a
+client's own system messages are not the conversation, and clients differ in how they trim a
+reply they resend. Changing `turns_key` strands live conversations (they fork once); rows
+already written keep their keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from caesar import audit
+from caesar.clock import utcnow
+from caesar.db.models import AuditLog, Conversation, EpisodeSummary
+from caesar.gateway.base import Message
+from caesar.memory.transcript import conversation_turns
+
+KEY_PREFIX = "t:"
+MAX_KEY_CHARS = 200  # conversations.key
+
+
+def turns_key(turns: Sequence[Message]) -> str:
+    """The hash a completed turn's row is found by: of its conversation up to its reply."""
+    spoken = [
+        [t["role"], " ".join(str(t.get("content", "")).split())]
+        for t in turns
+        if t.get("role") in ("user", "assistant")
+    ]
+    digest = hashlib.sha256(json.dumps(spoken, ensure_ascii=False).encode()).hexdigest()
+    return KEY_PREFIX + digest[:32]
+
+
+def _new(session: Session, key: str, now: datetime) -> Conversation:
+    row = Conversation(key=key, started_at=now, last_turn_at=now, touched_at=utcnow())
+    session.add(row)
+    session.flush()
+    return row
+
+
+def _continued(session: Session, history: Sequence[Message]) -> Conversation | None:
+    """The conversation whose latest answered turn `history` is, if any."""
+    if not any(t.get("role") in ("user", "assistant") for t in history):
+        return None
+    return session.scalars(
+        select(Conversation)
+        .join(AuditLog, AuditLog.id == Conversation.tip_audit_id)
+        .where(
+            AuditLog.event_type == audit.CHAT_COMPLETED,
+            AuditLog.subject_key == turns_key(history),
+        )
+        .order_by(Conversation.id.desc())
+        .limit(1)
+    ).first()
+
+
+def resolve(
+    session: Session, history: Sequence[Message], now: datetime, named: str | None = None
+) -> Conversation:
+    """The conversation a turn belongs to, created if new, in the caller's write transaction.
+    `named`: the client's own conversation id, which wins over the history."""
+    if named is not None:
+        found = session.scalars(select(Conversation).where(Conversation.key == named)).first()
+        return found or _new(session, named, now)
+    return _continued(session, history) or _new(session, uuid.uuid4().hex, now)
+
+
+def record_turn(
+    session: Session,
+    conversation: Conversation,
+    turn_id: int,
+    now: datetime,
+    touched_at: datetime | None = None,
+) -> None:
+    """An answered turn is the conversation's new tip (a failed one changes nothing)."""
+    session.execute(
+        update(Conversation)
+        .where(Conversation.id == conversation.id)
+        .values(
+            tip_audit_id=turn_id,
+            last_turn_at=now,
+            touched_at=touched_at or utcnow(),
+            turns=Conversation.turns + 1,
+        )
+    )
+
+
+def add_finished(
+    session: Session,
+    audit_log: audit.Audit,
+    payload: dict[str, Any],
+    created_at: datetime,
+    *,
+    key: str | None = None,
+    subject_key: str | None = None,
+) -> int:
+    """A whole past conversation in one `chat.completed` row (`caesar import`): a conversation
+    of its own, over already, so the summariser need not wait for it to go quiet. Returns the
+    row's id. `subject_key`: the row's (the importer's content hash), else its `turns_key`."""
+    conversation = _new(session, key or uuid.uuid4().hex, created_at)
+    row = audit_log.append(
+        session,
+        audit.CHAT_COMPLETED,
+        payload,
+        subject_id=conversation.id,
+        subject_key=subject_key or turns_key(conversation_turns(payload)),
+        created_at=created_at,
+    )
+    record_turn(session, conversation, row.id, created_at, touched_at=created_at)
+    return int(row.id)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A conversation as listed: its episode's summary (None before the summariser got to
+    it) and how it opened, so one not yet summarised can be told apart too."""
+
+    id: int
+    key: str
+    started_at: datetime
+    last_turn_at: datetime
+    turns: int
+    summary: str | None
+    opening: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "started_at": self.started_at.isoformat(),
+            "last_turn_at": self.last_turn_at.isoformat(),
+        }
+
+
+OPENING_CHARS = 120
+
+
+def recent(session: Session, ids: Sequence[int] | None = None, limit: int = 50) -> list[Listed]:
+    """Conversations newest first (only `ids`, if given)."""
+    query = (
+        select(Conversation, EpisodeSummary.summary, AuditLog.payload)
+        .outerjoin(EpisodeSummary, EpisodeSummary.conversation_id == Conversation.id)
+        .outerjoin(AuditLog, AuditLog.id == Conversation.tip_audit_id)
+    )
+    if ids is not None:
+        query = query.where(Conversation.id.in_(list(ids)))
+    rows = session.execute(
+        query.order_by(Conversation.last_turn_at.desc(), Conversation.id.desc()).limit(limit)
+    ).all()
+    out = []
+    for c, summary, payload in rows:
+        said = [t["content"] for t in conversation_turns(payload or {}) if t["role"] == "user"]
+        opening = " ".join(said[0].split())[:OPENING_CHARS] if said else ""
+        out.append(Listed(c.id, c.key, c.started_at, c.last_turn_at, c.turns, summary, opening))
+    return out
+
+
+def transcript_of(session: Session, named: str) -> list[Message] | None:
+    """A named conversation's turns so far (its tip's row), for a client that sends the id
+    and not the history; None for a conversation caesar has not seen."""
+    return _transcript(session, Conversation.key == named)
+
+
+def transcript_by_id(session: Session, conversation_id: int) -> list[Message]:
+    return _transcript(session, Conversation.id == conversation_id) or []
+
+
+def _transcript(session: Session, which: Any) -> list[Message] | None:
+    payload = session.scalar(
+        select(AuditLog.payload)
+        .join(Conversation, Conversation.tip_audit_id == AuditLog.id)
+        .where(which)
+    )
+    return None if payload is None else conversation_turns(payload)

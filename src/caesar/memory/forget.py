@@ -1,0 +1,255 @@
+"""Forget (issue #13): a conversation the operator forgets is gone, as if it never happened.
+
+One call, `forget(services, ForgetRequest(...))`, for every front end (the API, the CLI, the
+dashboard, MCP). It takes conversations by id, or by a filter: last turn before a date, and/or
+any turn containing a text. In one write transaction it deletes
+
+- the conversations' chat rows (`chat.completed`, `chat.failed`);
+- everything derived from them: the episode (and, on SQLite, its window words by hand — that
+  index is contentless), semantic chunks, the facts they taught (a fact the operator set or
+  edited by hand since is the operator's and stays), and every audit row about them
+  (summarised / skipped / failed, recalled — which quote excerpts —, extracted / updated /
+  conflict, indexed, extract failed);
+- the conversation rows;
+
+and appends one `memory.forgotten` row with ids and counts, never content (a search text is
+recorded as "a search", not as what was searched). Then this process's vector indexes drop the
+rows; other processes find them missing on their next search.
+
+On SQLite the freed pages are zeroed (`PRAGMA secure_delete`, set on every connection), the
+full-text indexes are merged (`optimize`) so no segment keeps a deleted word, and the WAL is
+checkpointed into the file and truncated, so no copy of an old page is left behind. On
+PostgreSQL the rows are gone from every table at commit; their dead tuples stay on disk until
+VACUUM reuses the space (`VACUUM FULL` rewrites the tables, and locks them meanwhile).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, or_, select, text
+from sqlalchemy.orm import Session
+
+from caesar import audit
+from caesar.db.models import AuditLog, Conversation, EpisodeSummary, Fact, SemanticChunk
+from caesar.errors import InputError, NotFound
+from caesar.memory.search import window_keywords
+from caesar.memory.transcript import conversation_turns
+
+log = logging.getLogger(__name__)
+
+CHAT_EVENTS = (audit.CHAT_COMPLETED, audit.CHAT_FAILED)
+# Rows about a chat whose `subject_id` is the chat's audit id: derived, so forgotten with it.
+DERIVED_EVENTS = (
+    audit.EPISODE_SUMMARISED,
+    audit.EPISODE_SUMMARISE_SKIPPED,
+    audit.EPISODE_SUMMARISE_FAILED,
+    audit.EPISODE_RECALLED,
+    audit.FACT_EXTRACTED,
+    audit.FACT_UPDATED,
+    audit.FACT_CONFLICT,
+    audit.EXTRACT_FAILED,
+    audit.SEMANTIC_INDEXED,
+    audit.SEMANTIC_INDEX_FAILED,
+)
+_SCAN_BATCH = 500
+MAX_MATCHING_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class ForgetRequest:
+    """Which conversations: `conversation_ids`, and/or all whose last turn is before `before`,
+    and/or all with a turn containing `matching` (case-insensitive). Filters combine with AND;
+    ids are added to what they select. At least one must be given."""
+
+    conversation_ids: Sequence[int] = ()
+    before: datetime | None = None
+    matching: str | None = None
+
+    def check(self) -> None:
+        if not self.conversation_ids and self.before is None and not self.matching:
+            raise InputError("say what to forget: conversation ids, before a date, or matching")
+        if self.matching is not None and not self.matching.strip():
+            raise InputError("matching: give some text to search for")
+        if self.matching is not None and len(self.matching) > MAX_MATCHING_CHARS:
+            raise InputError(f"matching: at most {MAX_MATCHING_CHARS} characters")
+
+    def as_audit(self) -> dict[str, Any]:
+        """The request as the audit row records it: no content."""
+        return {
+            "by_id": len(self.conversation_ids),
+            "before": self.before.isoformat() if self.before else None,
+            "matching": "a search" if self.matching else None,
+        }
+
+
+@dataclass
+class ForgetResult:
+    conversation_ids: list[int] = field(default_factory=list)
+    chat_rows: int = 0
+    episodes: int = 0
+    chunks: int = 0
+    facts: int = 0
+    derived_audit_rows: int = 0
+    audit_id: int | None = None  # the memory.forgotten row; None for a dry run or nothing
+    dry_run: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {"conversations": len(self.conversation_ids), **asdict(self)}
+
+
+def _matches(payload: dict[str, Any], needle: str) -> bool:
+    return any(needle in t["content"].casefold() for t in conversation_turns(payload)) or (
+        needle in str(payload.get("partial_reply", "")).casefold()
+    )
+
+
+def select_conversations(session: Session, request: ForgetRequest) -> list[int]:
+    """The ids of the conversations `request` names, ascending."""
+    request.check()
+    chosen: set[int] = set()
+    if request.conversation_ids:
+        wanted = sorted({int(i) for i in request.conversation_ids})
+        found = set(session.scalars(select(Conversation.id).where(Conversation.id.in_(wanted))))
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            raise NotFound(f"no conversation with id {', '.join(map(str, missing))}")
+        chosen |= found
+    if request.before is None and not request.matching:
+        return sorted(chosen)
+    query = select(Conversation.id)
+    if request.before is not None:
+        query = query.where(Conversation.last_turn_at < request.before)
+    candidates = set(session.scalars(query))
+    if request.matching:
+        needle = request.matching.casefold()
+        hits: set[int] = set()
+        # A scan, in batches: a search for what to forget is rare, and the JSON text of a
+        # payload escapes non-ASCII, so SQL LIKE would miss "café".
+        after = 0
+        while True:
+            rows = session.execute(
+                select(AuditLog.id, AuditLog.subject_id, AuditLog.payload)
+                .where(AuditLog.event_type.in_(CHAT_EVENTS), AuditLog.id > after)
+                .order_by(AuditLog.id)
+                .limit(_SCAN_BATCH)
+            ).all()
+            hits |= {int(c) for _, c, p in rows if c is not None and _matches(p, needle)}
+            if len(rows) < _SCAN_BATCH:
+                break
+            after = int(rows[-1].id)
+        candidates &= hits
+    return sorted(chosen | candidates)
+
+
+def _ids(session: Session, query: Any) -> list[int]:
+    return [int(i) for i in session.scalars(query)]
+
+
+def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> ForgetResult:
+    """Forget the conversations `request` names (see the module docstring). `dry_run`: count
+    what would go, change nothing."""
+    removed_episodes: list[int] = []
+    removed_chunks: list[int] = []
+    with services.db.write() as session:
+        result = ForgetResult(select_conversations(session, request), dry_run=dry_run)
+        conversations = result.conversation_ids
+        chats = _ids(
+            session,
+            select(AuditLog.id).where(
+                AuditLog.event_type.in_(CHAT_EVENTS), AuditLog.subject_id.in_(conversations)
+            ),
+        )
+        episodes = _ids(
+            session,
+            select(EpisodeSummary.id).where(
+                or_(
+                    EpisodeSummary.conversation_id.in_(conversations),
+                    EpisodeSummary.audit_log_id.in_(chats),
+                )
+            ),
+        )
+        chunks = _ids(
+            session, select(SemanticChunk.id).where(SemanticChunk.audit_log_id.in_(chats))
+        )
+        facts = _ids(session, select(Fact.id).where(Fact.source_audit_id.in_(chats)))
+        derived = _ids(
+            session,
+            select(AuditLog.id).where(
+                AuditLog.event_type.in_(DERIVED_EVENTS), AuditLog.subject_id.in_(chats)
+            ),
+        )
+        result.chat_rows, result.episodes, result.chunks = len(chats), len(episodes), len(chunks)
+        result.facts, result.derived_audit_rows = len(facts), len(derived)
+        if dry_run or not conversations:
+            return result
+        # The window words first: on SQLite they are found again from the chats' text.
+        window_keywords.forget_windows(session, episodes)
+        session.execute(delete(EpisodeSummary).where(EpisodeSummary.id.in_(episodes)))
+        session.execute(delete(SemanticChunk).where(SemanticChunk.id.in_(chunks)))
+        session.execute(delete(Fact).where(Fact.id.in_(facts)))
+        for start in range(0, len(derived), 1000):
+            session.execute(delete(AuditLog).where(AuditLog.id.in_(derived[start : start + 1000])))
+        session.execute(delete(Conversation).where(Conversation.id.in_(conversations)))
+        for start in range(0, len(chats), 1000):
+            session.execute(delete(AuditLog).where(AuditLog.id.in_(chats[start : start + 1000])))
+        row = services.audit.append(
+            session,
+            audit.MEMORY_FORGOTTEN,
+            {**result.as_json(), "request": request.as_audit()},
+        )
+        result.audit_id = row.id
+        removed_episodes, removed_chunks = episodes, chunks
+        if services.db.is_sqlite:
+            _merge_keyword_indexes(session)
+    services.episodes.forget(removed_episodes)
+    services.semantic.forget(removed_chunks)
+    if services.db.is_sqlite:
+        _checkpoint(services)
+    log.info(
+        "forgot %d conversation(s): %d chat rows, %d episodes, %d facts",
+        len(result.conversation_ids),
+        result.chat_rows,
+        result.episodes,
+        result.facts,
+    )
+    return result
+
+
+def _merge_keyword_indexes(session: Session) -> None:
+    """FTS5 deletes are markers over older segments until a merge: merge it all now, so no
+    segment keeps a forgotten word."""
+    for table in ("episode_fts", "episode_window_fts"):
+        session.execute(text(f"INSERT INTO {table} ({table}) VALUES ('optimize')"))
+
+
+def _checkpoint(services: Any) -> None:
+    """Copy the WAL into the database file and truncate it: the WAL holds the old pages."""
+    with services.db.engine.connect() as connection:
+        busy, _log, _done = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
+        if busy:
+            log.warning("forget: the WAL checkpoint was blocked by a reader; it completes later")
+
+
+def fact_sources(session: Session, key: str) -> list[int]:
+    """The conversations a fact was learned from (its extracted / updated rows' chats)."""
+    chats = select(AuditLog.subject_id).where(
+        AuditLog.event_type.in_((audit.FACT_EXTRACTED, audit.FACT_UPDATED)),
+        AuditLog.subject_key == key,
+        AuditLog.subject_id.is_not(None),
+    )
+    return _ids(
+        session,
+        select(AuditLog.subject_id)
+        .where(
+            AuditLog.event_type.in_(CHAT_EVENTS),
+            AuditLog.id.in_(chats),
+            AuditLog.subject_id.is_not(None),
+        )
+        .distinct()
+        .order_by(AuditLog.subject_id),
+    )
