@@ -274,3 +274,23 @@ def test_the_migration_groups_existing_turns_into_conversations(db_url, shared_e
         assert not migrate.unmanaged_tables() & {"conversations"}
     finally:
         db.dispose()
+
+
+def test_episodes_over_the_api_page_both_ways_and_search(learning, llm):
+    llm.reply = Replies()
+    with TestClient(create_app(learning.settings, learning, run_workers=False)) as client:
+        for topic in ("kayak", "violin", "origami"):
+            client.post("/v1/chat", json={"message": f"About my {topic}."})
+        _summarise(learning)
+        first = client.get("/v1/episodes", params={"limit": 2}).json()
+        second = client.get("/v1/episodes", params={"limit": 2, "before": first["older"]}).json()
+        back = client.get("/v1/episodes", params={"limit": 2, "after": second["newer"]}).json()
+        found = client.get("/v1/episodes", params={"search": "VIOLIN"}).json()
+        bad = client.get("/v1/episodes", params={"before": "yesterday"})
+    assert [e["summary"].split()[-1] for e in first["episodes"]] == ["origami.", "violin."]
+    assert first["newer"] is None and second["older"] is None
+    assert [e["summary"].split()[-1] for e in second["episodes"]] == ["kayak."]
+    assert back["episodes"] == first["episodes"]
+    assert [e["summary"] for e in found["episodes"]] == ["The operator talked about violin."]
+    assert found["episodes"][0]["conversation_id"] is not None
+    assert bad.status_code == 400

@@ -1,13 +1,16 @@
-"""Explicit memory over JSON: `memory.semantic_recall` as POST /v1/memory/semantic_recall."""
+"""Episodes over JSON: GET /v1/episodes (a page at a time), and `memory.semantic_recall` as
+POST /v1/memory/semantic_recall."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from caesar.api.deps import Authenticated, ServicesDep
+from caesar.memory.episodes.listing import MAX_LIMIT, Cursor, list_episodes
 
 router = APIRouter(dependencies=[Authenticated])
 
@@ -31,3 +34,36 @@ def semantic_recall(body: SemanticRecallRequest, services: ServicesDep) -> dict[
     with the chat it came from. Needs the `semantic.index` worker to have run."""
     hits = services.semantic.recall(body.query, body.top_k)
     return {"chunks": [h.as_json() for h in hits]}
+
+
+@router.get("/v1/episodes")
+def episodes_page(
+    services: ServicesDep,
+    search: Annotated[str | None, Query(max_length=1000)] = None,
+    before: Annotated[str | None, Query(max_length=100, description="`older` of a page")] = None,
+    after: Annotated[str | None, Query(max_length=100, description="`newer` of a page")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+) -> dict[str, Any]:
+    """Episodes newest first, with recall counts; `search` matches summaries. `older` /
+    `newer` are the cursors of the next pages (null at either end). Forget one with DELETE
+    /v1/conversations/{conversation_id}."""
+    with services.db.read() as session:
+        page = list_episodes(
+            session,
+            search=search,
+            before=Cursor.decode(before) if before else None,
+            after=Cursor.decode(after) if after else None,
+            limit=limit,
+        )
+    return {
+        "episodes": [
+            {
+                **asdict(e),
+                "created_at": e.created_at.isoformat(),
+                "last_recalled_at": e.last_recalled_at.isoformat() if e.last_recalled_at else None,
+            }
+            for e in page.items
+        ],
+        "older": page.older.encode() if page.older else None,
+        "newer": page.newer.encode() if page.newer else None,
+    }
