@@ -225,6 +225,32 @@ def passages(results: dict[str, Any]) -> list[str]:
     return ["## Background work: the passages worker", "", *textwrap.wrap(text, 95), ""]
 
 
+def conversation(results: dict[str, Any]) -> list[str]:
+    """What a live 20-turn conversation costs the workers (bench/bench_conversation.py)."""
+    runs = get(results, "perf_conversation", "runs") or []
+    if len(runs) != 2:
+        return []
+    base, shipped = runs
+    ratios = get(results, "perf_conversation", "ratios") or {}
+    text = (
+        f"A client that resends the history held a {base['turns']}-turn conversation (real "
+        "LongMemEval turns, an instant in-process provider that counts what each task is sent). "
+        f"Summarised per turn, as caesar did before a conversation was the unit, it cost "
+        f"**{base['summarise_calls']} summaries** ({base['summarise_chars_sent']:,} characters "
+        f"sent to the summariser) and {base['worker_s']:.1f} s of summarise + window work. "
+        f"Shipped (`quiet_seconds = 300`: summarised once the conversation has gone quiet, "
+        f"again if it resumes) it cost **{shipped['summarise_calls']}** "
+        f"({shipped['summarise_chars_sent']:,} characters, "
+        f"×{ratios.get('summarise_chars_sent', float('nan')):.2f}) and {shipped['worker_s']:.1f} s "
+        f"(×{ratios.get('worker_s', float('nan')):.2f}); the running summariser took it "
+        f"{shipped['summarised_while_live']} times while it was live, and one episode with "
+        f"{shipped['windows_kept']} windows is left. Fact extraction still reads every turn's "
+        f"row: {shipped['extract_calls']} calls ({shipped['extract_chars_sent']:,} characters), "
+        "the same in both."
+    )
+    return ["## A live conversation: what the workers pay", "", *textwrap.wrap(text, 95), ""]
+
+
 def startup(results: dict[str, Any]) -> list[str]:
     """Index load and IVF build per size: what a start (or a model change) costs."""
     sizes = get(results, "perf_recall", "sizes") or []

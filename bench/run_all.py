@@ -45,6 +45,7 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
         ("memory work per turn", ["bench_turn.py", "--turns", "60" if quick else "200"]),
         ("serve ready", ["bench_serve.py", "--starts", "1" if quick else "3"]),
         ("summarise overhead", ["bench_summarise.py", "--chats", "60" if quick else "200"]),
+        ("a live conversation", ["bench_conversation.py", "--turns", "20"]),
         ("LongMemEval history", ["bench_realistic.py"]),
     ]
 
