@@ -6,13 +6,13 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from conftest import TEST_TOKEN
 from fastapi.testclient import TestClient
-from memory_helpers import add_chat
+from memory_helpers import add_chat, days_ago
 from sqlalchemy import update
 
 from caesar import audit
@@ -20,6 +20,7 @@ from caesar.api import create_app
 from caesar.api.dashboard import references
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.memory import conversations
 from caesar.memory.episodes.recall import episode_row
 from caesar.workers import run_until_caught_up
 
@@ -419,28 +420,41 @@ PAST_REPLY = "Try lowering the thermostat to 65°F and track your sleep for a we
 PAST_SUMMARY = "The operator sleeps badly; caesar suggested lowering the bedroom thermostat."
 
 
+def _add_episode_row(
+    services: Any,
+    summary: str,
+    when: datetime,
+    payload: dict[str, Any] | None = None,
+    vector: Any = None,
+    model: str = "m",
+    recalls: int = 0,
+) -> int:
+    """A finished conversation and its episode, linked as the summariser links them: the id of
+    its chat row."""
+    payload = payload or {"messages": [{"role": "user", "content": f"(chat: {summary})"}]}
+    with services.db.write() as session:
+        chat_id = conversations.add_finished(session, services.audit, payload, when)
+        row = episode_row(
+            audit_log_id=chat_id,
+            summary=summary,
+            vector=vector,
+            model=model,
+            created_at=when,
+            recall_count=recalls,
+        )
+        row.conversation_id = session.get(AuditLog, chat_id).subject_id
+        session.add(row)
+    return chat_id
+
+
 def add_past_conversation(services: Any, days: float = 3) -> int:
     """A summarised conversation with its windows indexed, as the workers leave one: the id of
     its chat row."""
     when = utcnow() - timedelta(days=days)
-    with services.db.write() as session:
-        chat = services.audit.append(
-            session,
-            audit.CHAT_COMPLETED,
-            {"messages": PAST_CHAT, "reply": PAST_REPLY},
-            created_at=when,
-        )
-        embedder = services.embedder.get()
-        session.add(
-            episode_row(
-                audit_log_id=chat.id,
-                summary=PAST_SUMMARY,
-                vector=embedder.embed_batch([PAST_SUMMARY])[0],
-                model=embedder.model_id,
-                created_at=when,
-            )
-        )
-        chat_id = chat.id
+    payload = {"messages": PAST_CHAT, "reply": PAST_REPLY}
+    embedder = services.embedder.get()
+    vector = embedder.embed_batch([PAST_SUMMARY])[0]
+    chat_id = _add_episode_row(services, PAST_SUMMARY, when, payload, vector, embedder.model_id)
     run_until_caught_up(services.workers["memory.passages"])
     return chat_id
 
@@ -512,27 +526,12 @@ def _episode_rows(html: str) -> list[str]:
     ]
 
 
-def _add_episode_row(services: Any, summary: str, days: float, recalls: int = 0) -> int:
-    when = utcnow() - timedelta(days=days)
-    chat_id = add_chat(services, f"(chat: {summary})", "ok", created_at=when)
-    with services.db.write() as session:
-        session.add(
-            episode_row(
-                audit_log_id=chat_id,
-                summary=summary,
-                vector=None,
-                model="m",
-                created_at=when,
-                recall_count=recalls,
-            )
-        )
-    return chat_id
-
-
 def test_episodes_page_lists_searches_and_pages_both_ways(client, services):
-    chats = [_add_episode_row(services, f"Talk {i} about Lisbon", days=10 - i) for i in range(5)]
-    _add_episode_row(services, "About Porto, and <b>bold</b>", days=1, recalls=2)
-    _add_episode_row(services, "", days=0)  # trivial: never listed
+    chats = [
+        _add_episode_row(services, f"Talk {i} about Lisbon", days_ago(10 - i)) for i in range(5)
+    ]
+    _add_episode_row(services, "About Porto, and <b>bold</b>", days_ago(1), recalls=2)
+    _add_episode_row(services, "", days_ago(0))  # trivial: never listed
     with services.db.write() as session:
         session.execute(
             update(EpisodeSummary)
@@ -573,6 +572,58 @@ def test_episodes_page_lists_searches_and_pages_both_ways(client, services):
     assert "No conversation's summary contains “Madrid”." in none
     bad = client.get("/dashboard/episodes", params={"before": "yesterday"})
     assert bad.status_code == 400 and "not an episode cursor" in bad.text
+
+
+def test_forget_on_the_episodes_page_needs_csrf_and_removes_the_conversation(secured):
+    services, c = secured
+    _login(c)
+    kept = _add_episode_row(services, "Talked about Porto", days_ago(2))
+    gone = _add_episode_row(services, "Talked about Lisbon", days_ago(1))
+    with services.db.read() as session:
+        conversation = session.get(AuditLog, gone).subject_id
+    page = c.get("/dashboard/episodes", params={"q": "talked"}).text
+    assert _episode_rows(page) == ["Talked about Lisbon", "Talked about Porto"]
+    form = re.search(
+        r'<form method="post" action="/dashboard/episodes/forget">(.*?)</form>', page, re.S
+    )
+    assert form and f'name="conversation_id" value="{conversation}"' in form.group(1)
+    assert 'name="q" value="talked"' in form.group(1)
+
+    # what a page on another site could send: no token, or a wrong one
+    for csrf in (None, "0" * 64):
+        data = {"conversation_id": str(conversation), **({"csrf": csrf} if csrf else {})}
+        assert c.post("/dashboard/episodes/forget", data=data).status_code == 403
+    assert len(_episode_rows(c.get("/dashboard/episodes").text)) == 2
+
+    data = {"conversation_id": str(conversation), "q": "talked", "csrf": _csrf(page)}
+    done = c.post("/dashboard/episodes/forget", data=data, follow_redirects=False)
+    assert done.status_code == 303
+    location = done.headers["location"]
+    assert location.startswith("/dashboard/episodes?q=talked&forgot=")
+    after = c.get(location).text
+    assert _episode_rows(after) == ["Talked about Porto"]
+    notice = re.search(r'<p class="notice forgotten" role="status">(.*?)</p>', after, re.S)
+    assert notice
+    said = " ".join(re.sub(r"<[^>]+>", " ", notice.group(1)).split())
+    forgotten_id = int(location.rsplit("=", 1)[1])
+    assert said == (
+        "Forgot 1 conversation: 1 chat row, 1 episode, 0 facts learned from it and 0 audit "
+        f"rows about it ( #{forgotten_id} memory.forgotten )."
+    )
+    assert c.get(f"/dashboard/audit/{gone}").status_code == 404
+    assert c.get(f"/dashboard/audit/{kept}").status_code == 200
+    timeline = c.get("/dashboard/audit", params={"event_type": audit.MEMORY_FORGOTTEN}).text
+    assert _gist(timeline, forgotten_id).startswith(
+        f"forgot 1 conversation(s) (#{conversation}): 1 chat rows, 1 episodes, 0 chunks, "
+        "0 facts, 0 rows about them asked 1 by id"
+    )
+    assert "Talked about Lisbon" not in timeline
+
+    # a conversation that is not there (forgotten twice, say) is a 404 page, not a 500
+    again = c.post("/dashboard/episodes/forget", data=data)
+    assert again.status_code == 404 and f"no conversation with id {conversation}" in again.text
+    # another row's id in ?forgot= says nothing
+    assert 'class="notice' not in c.get(f"/dashboard/episodes?forgot={kept}").text
 
 
 def test_references_point_at_source_chats():

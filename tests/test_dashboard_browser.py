@@ -18,7 +18,7 @@ import pytest
 from conftest import TEST_TOKEN
 
 from caesar.clock import utcnow
-from caesar.db.models import Fact
+from caesar.db.models import AuditLog, Fact
 from caesar.memory import conversations
 from caesar.memory.episodes.recall import episode_row
 from caesar.workers import run_until_caught_up
@@ -212,15 +212,15 @@ def _seed_memory(services: Any) -> list[int]:
         }
         with services.db.write() as session:
             chat_id = conversations.add_finished(session, services.audit, payload, when)
-            session.add(
-                episode_row(
-                    audit_log_id=chat_id,
-                    summary=summary,
-                    vector=embedder.embed_batch([summary])[0],
-                    model=embedder.model_id,
-                    created_at=when,
-                )
+            episode = episode_row(
+                audit_log_id=chat_id,
+                summary=summary,
+                vector=embedder.embed_batch([summary])[0],
+                model=embedder.model_id,
+                created_at=when,
             )
+            episode.conversation_id = session.get(AuditLog, chat_id).subject_id
+            session.add(episode)
         chats.append(chat_id)
     run_until_caught_up(services.workers["memory.passages"])
     return chats
@@ -359,3 +359,32 @@ def test_episodes_page_searches_and_pages_both_ways(server, page):
     assert page.locator("tr.episode td.summary").all_inner_texts() == [PAST[2][1], PAST[1][1]]
     page.locator("tr.episode a.conversation").first.click()
     assert "Try lowering the thermostat" in page.locator("div.transcript").inner_text()
+
+
+def test_forget_removes_an_episode_for_good(server, page):
+    base, services = server
+    chats = _seed_memory(services)
+    page.set_viewport_size({"width": 1280, "height": 700})
+    _login(page, base)
+
+    page.goto(f"{base}/dashboard/episodes")
+    row = page.locator("tr.episode").filter(has_text="Biscuit")
+    button = row.locator("details.forget button")
+    assert not button.is_visible()  # two steps: open "Forget", then confirm
+    row.locator("details.forget summary").click()
+    button.click()
+    page.wait_for_url(f"{base}/dashboard/episodes?forgot=*")
+    assert (
+        page.locator("p.notice")
+        .inner_text()
+        .startswith("Forgot 1 conversation: 1 chat row, 1 episode,")
+    )
+    assert page.locator("tr.episode td.summary").all_inner_texts() == [PAST[2][1], PAST[0][1]]
+    page.fill("input[name=q]", "biscuit")
+    page.click("form.filter button")
+    assert page.locator("tr.episode").count() == 0
+    page.goto(f"{base}/dashboard/audit/{chats[1]}")
+    assert page.locator("h1").inner_text() == "404"
+    # and no later turn can recall it
+    response = _chat(base, "Biscuit chewed my shoes again, what should I do?")
+    assert response.status_code == 200 and chats[1] not in response.json()["recalled"]

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 from memory_helpers import add_chat
 
-from caesar.db.models import EpisodeSummary
+from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.errors import InputError
 from caesar.memory.episodes.listing import Cursor, EpisodePage, list_episodes
 from caesar.memory.episodes.recall import episode_row
@@ -32,6 +32,7 @@ def _add(services, summary: str, created_at: datetime, recall_count: int = 0) ->
             created_at=created_at,
             recall_count=recall_count,
         )
+        row.conversation_id = session.get(AuditLog, chat_id).subject_id
         session.add(row)
         session.flush()
         return row.id
@@ -140,6 +141,9 @@ def test_items_carry_what_the_page_shows(services):
         None,
     )
     assert item.created_at == T0 and item.audit_log_id > 0
+    with services.db.read() as session:  # the conversation to forget it by
+        assert item.conversation_id == session.get(AuditLog, item.audit_log_id).subject_id
+    assert item.conversation_id is not None
 
 
 def test_bad_arguments_are_input_errors(services):

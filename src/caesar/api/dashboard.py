@@ -14,6 +14,7 @@ Content-Security-Policy backs the escaping up. Auth and CSRF live in `dashboard_
     GET  /dashboard/audit/{id}         one row in full, with what it refers to and what refers to
                                        it; a turn's facts and past conversations
     GET  /dashboard/episodes           past conversations, newest first; ?q= &before= | &after=
+    POST /dashboard/episodes/forget    forget one (form: conversation_id)
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from caesar.errors import InputError, NotFound
 from caesar.memory.context.render import SPEAKERS, relative_time
 from caesar.memory.episodes.listing import Cursor, like_pattern, list_episodes
 from caesar.memory.facts.store import normalise_key
+from caesar.memory.forget import ForgetRequest, forget
 from caesar.memory.transcript import conversation_turns
 from caesar.services import Services
 
@@ -551,6 +553,7 @@ def episodes_page(
     before: Annotated[str | None, Query(max_length=100)] = None,
     after: Annotated[str | None, Query(max_length=100)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = PAGE_SIZE,
+    forgot: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> Response:
     q = (q or "").strip() or None
     with services.db.read() as session:
@@ -561,18 +564,34 @@ def episodes_page(
             after=Cursor.decode(after) if after else None,
             limit=limit,
         )
+        forgotten = session.get(AuditLog, forgot) if forgot else None
     size = limit if limit != PAGE_SIZE else None
     here = "/dashboard/episodes"
     context = {
         "page": page,
         "q": q,
-        "notice": None,
+        "forgotten": forgotten
+        if forgotten and forgotten.event_type == audit.MEMORY_FORGOTTEN
+        else None,
         "limit": limit,
         "newest": _url(here, q=q, limit=size) if page.has_newer else None,
         "newer": _url(here, q=q, after=page.newer.encode(), limit=size) if page.newer else None,
         "older": _url(here, q=q, before=page.older.encode(), limit=size) if page.older else None,
     }
     return _page(request, viewer, "episodes.html", context)
+
+
+@router.post("/episodes/forget")
+def forget_form(
+    viewer: FormViewerDep,
+    services: ServicesDep,
+    conversation_id: Annotated[int, Form(ge=1, le=MAX_ID)],
+    q: Annotated[str, Form(max_length=200)] = "",
+) -> Response:
+    """Forget one conversation for good (memory/forget.py), then back to the list, which says
+    what went."""
+    result = forget(services, ForgetRequest(conversation_ids=[conversation_id]))
+    return _redirect(_url("/dashboard/episodes", q=q.strip(), forgot=result.audit_id))
 
 
 # A turn's memory.episode.recalled rows are written in its transaction, right after it.

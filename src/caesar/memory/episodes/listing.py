@@ -56,6 +56,8 @@ class EpisodeItem:
     created_at: datetime  # when the conversation happened
     recall_count: int
     last_recalled_at: datetime | None
+    # what `caesar.memory.forget` takes; None for an episode not linked to one
+    conversation_id: int | None
 
     @property
     def cursor(self) -> Cursor:
@@ -86,6 +88,7 @@ _COLUMNS = (
     EpisodeSummary.created_at,
     EpisodeSummary.recall_count,
     EpisodeSummary.last_recalled_at,
+    EpisodeSummary.conversation_id,
 )
 
 
