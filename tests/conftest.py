@@ -93,7 +93,12 @@ def make_settings(tmp_path: Path, llm: FakeLLMServer) -> Callable[..., Settings]
             },
             "embedder": {"cache_dir": MODEL_CACHE},
             # Tests step the summariser right after a chat; tests of the quiet period set it.
-            "memory": {"episodes_summarise": {"quiet_seconds": 0}},
+            # The memory workers are on by default, but the tasks here go to the fake LLM,
+            # whose queued replies a running worker must not take: tests turn them on.
+            "memory": {
+                "episodes_summarise": {"quiet_seconds": 0, "enabled": False},
+                "facts_extract": {"enabled": False},
+            },
         }
         return Settings(**_merge(base, overrides))
 

@@ -57,6 +57,11 @@ def settings_dict(
             },
         },
         "embedder": {"cache_dir": str(MODEL_CACHE)},
+        # on by default; a test that wants them says so (`memory=`)
+        "memory": {
+            "episodes_summarise": {"enabled": False, "quiet_seconds": 0},
+            "facts_extract": {"enabled": False},
+        },
     }
     for key, value in extra.items():
         settings[key] = value

@@ -35,6 +35,13 @@ memory_summarise = "local:test-model"
 
 [embedder]
 cache_dir = "{MODEL_CACHE}"
+
+# on by default; off here, so the tests below show a named worker runs anyway
+[memory.episodes_summarise]
+enabled = false
+
+[memory.facts_extract]
+enabled = false
 """
 
 
@@ -137,7 +144,7 @@ def test_error_messages_keep_their_brackets(home, monkeypatch):
 
 
 def test_worker_once_runs_a_disabled_worker(upgraded, llm, shared_embedder):
-    # memory.episodes_summarise.enabled is False by default; naming the worker runs it anyway.
+    # memory.episodes_summarise.enabled is off in this config; naming the worker runs it anyway.
     llm.replies.append("The operator talked about their dog Biscuit.")
     assert run("chat", "-m", "my dog is called Biscuit and he loves the beach").exit_code == 0
     llm.replies.append("We discussed the operator's dog Biscuit and beach walks.")

@@ -138,7 +138,8 @@ def test_default_home_is_dot_caesar(monkeypatch, tmp_path):
 def test_adr_setting_names_and_defaults():
     memory = Settings().memory
     summarise = memory.episodes_summarise
-    assert (summarise.enabled, summarise.interval_seconds, summarise.batch_size) == (False, 60.0, 4)
+    # on (issue #13): one summary per conversation, on the offline route
+    assert (summarise.enabled, summarise.interval_seconds, summarise.batch_size) == (True, 60.0, 4)
     recall = memory.episodes_recall
     assert recall.enabled is True
     # issue #12 departs here: up to 8 candidates, how many fit decided by prompt_chars
@@ -149,7 +150,7 @@ def test_adr_setting_names_and_defaults():
     assert recall.recall_weight_scale == 0.25
     importance = memory.facts_importance
     assert (importance.halflife_days, importance.edit_weight_scale) == (60.0, 0.5)
-    assert memory.facts_extract.enabled is False  # per-chat LLM calls cost money: opt in
+    assert memory.facts_extract.enabled is True  # the default route is offline:patterns (no LLM)
     assert Settings().semantic.enabled is True
 
 

@@ -192,8 +192,13 @@ def test_summarising_without_embedder_is_a_config_error(tmp_path):
         )
 
 
-def test_disabled_by_default(make_services):
-    assert not make_services().workers["memory.summarise"].enabled
+def test_on_by_default_and_off_without_the_embedder(tmp_path):
+    shipped = load_settings(home=tmp_path)
+    assert shipped.memory.episodes_summarise.enabled and shipped.memory.facts_extract.enabled
+    assert shipped.gateway.routes["memory_summarise"] == "offline:textrank"  # no LLM cost
+    assert shipped.gateway.routes["memory_extract"] == "offline:patterns"
+    no_embedder = load_settings(home=tmp_path, semantic={"enabled": False})
+    assert not no_embedder.memory.episodes_summarise.enabled
 
 
 @pytest.mark.parametrize(

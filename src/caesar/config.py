@@ -173,7 +173,9 @@ class SemanticSettings(Section):
 
 
 class FactsExtractSettings(Section):
-    enabled: bool = False  # per-chat LLM calls cost money: operators opt in
+    # On by default: the default route is offline:patterns (no LLM). With a paid route each
+    # answered turn costs one call.
+    enabled: bool = True
     interval_seconds: float = 60.0
     batch_size: int = Field(default=8, ge=1)
 
@@ -189,7 +191,10 @@ class FactsInjectSettings(Section):
 
 
 class EpisodesSummariseSettings(Section):
-    enabled: bool = False
+    # On by default since a conversation costs one summary, not one per turn (issue #13), and
+    # the default route is offline:textrank (no LLM). The ADR made it opt-in for LLM cost:
+    # with a paid route, a conversation costs one call. Off without the embedder.
+    enabled: bool = True
     interval_seconds: float = 60.0
     batch_size: int = Field(default=4, ge=1)  # smaller than fact-extract; each is two calls
     # A conversation is summarised once it has had no turn for this long (and again if it
@@ -329,11 +334,18 @@ class Settings(BaseSettings):
                 f"host {self.host!r} is not loopback and no api_token is set: refusing to expose "
                 "caesar unauthenticated. Set CAESAR_API_TOKEN (16+ characters) or bind 127.0.0.1."
             )
-        if self.memory.episodes_summarise.enabled and not self.semantic.enabled:
+        summarise = self.memory.episodes_summarise
+        if summarise.enabled and not self.semantic.enabled:
+            if "enabled" not in summarise.model_fields_set:
+                summarise.enabled = False  # on by default, but summaries need the embedder
+                return self._check_proactive()
             raise ValueError(
                 "memory.episodes_summarise.enabled needs the embedder, but semantic.enabled is "
                 "false; enable semantic (CAESAR_SEMANTIC__ENABLED=true) or turn summarising off"
             )
+        return self._check_proactive()
+
+    def _check_proactive(self) -> Settings:
         names = [p.name for p in self.proactive]
         if len(names) != len(set(names)):
             raise ValueError("proactive run names must be unique")
