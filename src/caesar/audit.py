@@ -40,6 +40,7 @@ RECALL_FAILED = "memory.recall_failed"
 SEMANTIC_INDEXED = "semantic.indexed"
 SEMANTIC_INDEX_FAILED = "semantic.index_failed"
 RETENTION_SWEPT = "retention.swept"
+MCP_TOOL_CALLED = "mcp.tool_called"  # an MCP client called a tool: which, and what it touched
 MEMORY_FORGOTTEN = "memory.forgotten"  # conversations the operator forgot: ids and counts
 WORKER_CRASHED = "worker.crashed"
 AUTH_LIMITED = "auth.limited"  # an address locked out after too many wrong API tokens

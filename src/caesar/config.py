@@ -281,6 +281,12 @@ class ProactiveSettings(Section):
         return self
 
 
+class McpSettings(Section):
+    # The MCP server's streamable-HTTP transport at /mcp on `caesar serve` (behind the API
+    # token); `caesar mcp` (stdio) runs whatever this says.
+    enabled: bool = True
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="CAESAR_",
@@ -303,6 +309,7 @@ class Settings(BaseSettings):
     semantic: SemanticSettings = Field(default_factory=SemanticSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     proactive: list[ProactiveSettings] = Field(default_factory=list)
 
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -75,6 +75,12 @@ def create_app(
     brain = Brain(services)
     start_workers = settings.run_workers if run_workers is None else run_workers
 
+    mcp = None
+    if settings.mcp.enabled:
+        from caesar.mcp_server import build
+
+        mcp = build(services, transport="http")
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runner = WorkerRunner(services.enabled_workers()) if start_workers else None
@@ -82,7 +88,10 @@ def create_app(
             runner.start()
         app.state.runner = runner
         try:
-            yield
+            async with AsyncExitStack() as stack:
+                if mcp is not None:  # the streamable-HTTP sessions live as long as the app
+                    await stack.enter_async_context(mcp.session_manager.run())
+                yield
         finally:
             if runner:
                 runner.stop()
@@ -130,5 +139,9 @@ def create_app(
     app.include_router(routes_episodes.router)
     app.include_router(routes_conversations.router)
     app.include_router(dashboard.router)
+    if mcp is not None:
+        from caesar.api import mcp_http
+
+        app.router.routes.append(mcp_http.route(mcp, settings))
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     return app

@@ -18,7 +18,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from caesar.cli import conversations, data, memory
+from caesar.cli import conversations, data, mcp_command, memory
 from caesar.cli.common import app, console, db_app, episodes_app, err, facts_app, friendly, services
 from caesar.config import Settings, load_settings
 from caesar.errors import CaesarError
@@ -407,6 +407,7 @@ def episodes_reembed(
 # Registered after the commands above, so `caesar --help` lists them in this order.
 memory.register(app)
 conversations.register(app)
+mcp_command.register(app)
 data.register(app, db_app)
 
 
