@@ -63,7 +63,7 @@ def test_issue_example_toml_loads(toml_file):
     assert settings.api_token is not None and settings.api_token.get_secret_value() == TOKEN
     assert (settings.host, settings.port) == ("127.0.0.1", 8042)
     providers = settings.gateway.providers
-    assert set(providers) == {"local", "claude"}
+    assert set(providers) == {"local", "claude", "offline"}  # offline: built in
     assert providers["local"].kind == "openai"
     assert providers["local"].base_url == "http://127.0.0.1:11434/v1"
     assert providers["claude"].kind == "anthropic"
@@ -91,7 +91,7 @@ def test_env_overrides_toml_with_nested_delimiter(toml_file, monkeypatch):
     # The env var changed one route; the TOML's providers and other routes are still there.
     assert settings.gateway.routes["chat"] == "claude:claude-haiku"
     assert settings.gateway.routes["memory_extract"] == "local:llama3.2"
-    assert set(settings.gateway.providers) == {"local", "claude"}
+    assert set(settings.gateway.providers) == {"local", "claude", "offline"}
 
 
 def test_env_alone_without_a_file(monkeypatch, tmp_path):
@@ -201,16 +201,25 @@ def test_unknown_provider_in_route_names_the_fix():
 
 def test_default_route_to_a_provider_that_was_replaced():
     # Only claude configured and only chat routed: the memory tasks keep their default
-    # route to "local", which no longer exists; the message says it was the default.
+    # routes to the built-in offline provider, which is always there.
+    settings = load_settings(
+        gateway={
+            "providers": {"claude": {"kind": "anthropic", "api_key": CLAUDE_KEY}},
+            "routes": {"chat": "claude:claude-haiku"},
+        }
+    )
+    assert settings.gateway.routes["memory_extract"] == "offline:patterns"
+    assert settings.gateway.providers["offline"].kind == "offline"
+    # chat's default route names the embedded model, which was replaced: the message says so
     with pytest.raises(ConfigError) as info:
         load_settings(
             gateway={
                 "providers": {"claude": {"kind": "anthropic", "api_key": CLAUDE_KEY}},
-                "routes": {"chat": "claude:claude-haiku"},
+                "routes": {"memory_extract": "claude:claude-haiku"},
             }
         )
     message = str(info.value)
-    assert "gateway.routes.memory_extract" in message and "default route" in message
+    assert "gateway.routes.chat" in message and "default route" in message
     assert CLAUDE_KEY not in message
 
 

@@ -120,6 +120,9 @@ class GatewaySettings(Section):
                     f"gateway.generation.{task}: no such task{_did_you_mean(task, TASKS)}; "
                     f"tasks: {', '.join(TASKS)}"
                 )
+        # Built in: the memory tasks' default routes name it, so it is there whatever
+        # providers the operator configures (it has no settings worth a table).
+        self.providers.setdefault("offline", ProviderSettings(kind="offline"))
         defaulted = [task for task in TASKS if task not in self.routes]
         for task in defaulted:
             self.routes[task] = _default_routes()[task]
