@@ -13,13 +13,15 @@ import pytest
 from conftest import TEST_TOKEN
 from fastapi.testclient import TestClient
 from memory_helpers import add_chat, days_ago
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from caesar import audit
 from caesar.api import create_app
-from caesar.api.dashboard import references
+from caesar.api.dashboard_audit import references
+from caesar.api.dashboard_facts import parse_ids
 from caesar.clock import utcnow
-from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.db.models import AuditLog, Conversation, EpisodeSummary
+from caesar.errors import InputError
 from caesar.memory import conversations
 from caesar.memory.episodes.recall import episode_row
 from caesar.workers import run_until_caught_up
@@ -152,9 +154,10 @@ def test_post_forms_need_the_sessions_csrf_token(secured, make_services):
     assert c.post("/dashboard/facts", data={**form, "csrf": "0" * 64}).status_code == 403
     assert c.post("/dashboard/facts", data={**form, "csrf": "é"}).status_code == 403
     # a token from another session of the same operator does not fit this one
-    with TestClient(c.app) as other:
-        _login(other)
-        theirs = _csrf(other.get("/dashboard/facts").text)
+    # another browser on the same app (no second lifespan: the app's runs once)
+    other = TestClient(c.app)
+    _login(other)
+    theirs = _csrf(other.get("/dashboard/facts").text)
     assert theirs != token
     assert c.post("/dashboard/facts", data={**form, "csrf": theirs}).status_code == 403
     assert services.facts.list_all() == []
@@ -624,6 +627,213 @@ def test_forget_on_the_episodes_page_needs_csrf_and_removes_the_conversation(sec
     assert again.status_code == 404 and f"no conversation with id {conversation}" in again.text
     # another row's id in ?forgot= says nothing
     assert 'class="notice' not in c.get(f"/dashboard/episodes?forgot={kept}").text
+
+
+# -- a deleted fact's conversations ----------------------------------------------------------------
+@pytest.fixture
+def learning(make_services) -> Iterator[tuple[Any, TestClient]]:
+    """Logged in, with the memory workers on their offline routes (no LLM)."""
+    services = make_services(
+        api_token=TEST_TOKEN,
+        gateway={
+            "routes": {"memory_extract": "offline:patterns", "memory_summarise": "offline:textrank"}
+        },
+        memory={"episodes_summarise": {"enabled": True}, "facts_extract": {"enabled": True}},
+    )
+    with TestClient(create_app(services.settings, services, run_workers=False)) as c:
+        _login(c)
+        yield services, c
+
+
+def _tell(c: TestClient, message: str) -> tuple[int, int]:
+    """One new conversation saying `message`: (its chat row's id, its conversation's id)."""
+    response = c.post(
+        "/v1/chat", json={"message": message}, headers={"Authorization": f"Bearer {TEST_TOKEN}"}
+    )
+    assert response.status_code == 200, response.text
+    chat_id = response.json()["audit_id"]
+    with c.app.state.services.db.read() as session:
+        return chat_id, session.get(AuditLog, chat_id).subject_id
+
+
+def _notices(html: str) -> list[str]:
+    return [
+        " ".join(re.sub(r"<[^>]+>", " ", p).split())
+        for p in re.findall(r'<p class="notice[^"]*" role="status">(.*?)</p>', html, re.S)
+    ]
+
+
+def _offer(html: str) -> str | None:
+    """The conversation ids the page offers to forget, as the form would post them."""
+    form = re.search(
+        r'<form method="post" action="/dashboard/facts/forget-sources".*?</form>', html, re.S
+    )
+    if form is None:
+        return None
+    match = re.search(r'name="conversation_ids" value="([^"]*)"', form.group(0))
+    assert match and 'name="csrf"' in form.group(0)
+    return match.group(1)
+
+
+def _delete(c: TestClient, key: str) -> str:
+    page = c.get("/dashboard/facts").text
+    done = c.post(
+        f"/dashboard/facts/{key}/delete", data={"csrf": _csrf(page)}, follow_redirects=False
+    )
+    assert done.status_code == 303
+    return done.headers["location"]
+
+
+def test_deleting_a_fact_offers_to_forget_its_conversations(learning, llm):
+    services, c = learning
+    llm.reply = lambda body, protocol: "Noted."
+    first, told = _tell(c, "My dog's name is Biscuit and I work at ACME.")
+    _second, renamed = _tell(c, "My dog's name is Rex.")
+    _third, other = _tell(c, "I live in Porto.")
+    assert run_until_caught_up(services.workers["memory.extract"]) == 3
+    assert run_until_caught_up(services.workers["memory.summarise"]) == 3
+    assert services.facts.get("dog_name").value == "Rex"
+
+    location = _delete(c, "dog_name")
+    assert location == f"/dashboard/facts?deleted=dog_name&learned_from={told}%2C{renamed}"
+    page = c.get(location).text
+    assert _notices(page) == [
+        "Deleted dog_name. It was learned from 2 conversations, which still say it: recall "
+        "can bring it back."
+    ]
+    assert _offer(page) == f"{told},{renamed}"
+    assert ">Forget those conversations too</button>" in page
+    assert "dog_name" not in _row_keys(page)
+
+    # like every form here, it needs the session's CSRF token
+    ids = {"conversation_ids": f"{told},{renamed}"}
+    assert c.post("/dashboard/facts/forget-sources", data=ids).status_code == 403
+    with services.db.read() as session:
+        assert session.get(Conversation, told) is not None
+
+    done = c.post(
+        "/dashboard/facts/forget-sources",
+        data={**ids, "csrf": _csrf(page)},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303
+    location = done.headers["location"]
+    assert re.fullmatch(r"/dashboard/facts\?forgot=\d+", location), location
+    forgotten_id = int(location.rsplit("=", 1)[1])
+    after = c.get(location).text
+    (said,) = _notices(after)
+    assert said.startswith(
+        "Forgot 2 conversations: 2 chat rows, 2 episodes, 1 fact learned from them and "
+    )
+    assert said.endswith(f"audit rows about them ( #{forgotten_id} memory.forgotten ).")
+    assert f'<a href="/dashboard/audit/{forgotten_id}">' in after
+    assert _offer(after) is None
+    # employer was learned in the first conversation too, and went with it
+    assert _row_keys(after) == ["home_location"]
+
+    with services.db.read() as session:
+        row = session.get(AuditLog, forgotten_id)
+        assert row.event_type == audit.MEMORY_FORGOTTEN
+        assert row.payload["conversation_ids"] == [told, renamed]
+        assert session.get(Conversation, told) is None
+        assert session.get(Conversation, renamed) is None
+        assert session.get(Conversation, other) is not None
+        chats = session.scalars(
+            select(AuditLog.subject_id).where(AuditLog.event_type == audit.CHAT_COMPLETED)
+        ).all()
+        assert chats == [other]
+        summaries = session.scalars(select(EpisodeSummary.conversation_id)).all()
+        assert summaries == [other]
+    assert c.get(f"/dashboard/audit/{first}").status_code == 404
+
+    # the same form again (another tab, the back button): a clear page, nothing forgotten
+    again = c.post("/dashboard/facts/forget-sources", data={**ids, "csrf": _csrf(page)})
+    assert again.status_code == 404
+    assert (
+        f"Nothing was forgotten: conversations #{told}, #{renamed} are gone already "
+        "(forgotten before, or swept by retention)."
+    ) in again.text
+    assert _row_keys(again.text) == ["home_location"]  # the facts page, with the error on it
+    # and the offer's page, reloaded, offers nothing: they are gone
+    reloaded = c.get(f"/dashboard/facts?deleted=dog_name&learned_from={told},{renamed}").text
+    assert _notices(reloaded) == ["Deleted dog_name."] and _offer(reloaded) is None
+
+
+def test_a_fact_with_no_source_conversation_offers_nothing(learning):
+    services, c = learning
+    services.facts.set_by_operator("dog_name", "Biscuit")
+    location = _delete(c, "Dog Name")
+    assert location == "/dashboard/facts?deleted=dog_name"
+    page = c.get(location).text
+    assert _notices(page) == ["Deleted dog_name."]
+    assert _offer(page) is None and "forget-sources" not in page
+
+
+def test_forgetting_a_facts_conversations_with_bad_or_stale_ids(learning, llm):
+    services, c = learning
+    llm.reply = lambda body, protocol: "Noted."
+    _chat, told = _tell(c, "My dog's name is Biscuit.")
+    _chat, kept = _tell(c, "I live in Porto.")
+    token = _csrf(c.get("/dashboard/facts").text)
+    missing = kept + 1000
+
+    for ids, message in [
+        ("", "conversation_ids: say which conversations to forget"),
+        ("3,x", "conversation_ids: &#39;x&#39; is not a conversation id"),
+        ("0", "conversation_ids: &#39;0&#39; is not a conversation id"),
+        ("²", "conversation_ids: &#39;²&#39; is not a conversation id"),
+        (str(2**63), f"conversation_ids: &#39;{2**63}&#39; is not a conversation id"),
+        (",".join(map(str, range(1, 102))), "conversation_ids: at most 100 conversation ids"),
+    ]:
+        bad = c.post(
+            "/dashboard/facts/forget-sources", data={"conversation_ids": ids, "csrf": token}
+        )
+        assert bad.status_code == 400 and message in bad.text, ids
+    gone = c.post(
+        "/dashboard/facts/forget-sources", data={"conversation_ids": str(missing), "csrf": token}
+    )
+    assert gone.status_code == 404
+    assert f"Nothing was forgotten: conversation #{missing} is gone already" in gone.text
+    with services.db.read() as session:
+        assert session.get(Conversation, told) is not None  # nothing went
+
+    # some gone, some there: those there go, and the page says the rest were gone already
+    done = c.post(
+        "/dashboard/facts/forget-sources",
+        data={"conversation_ids": f"{told}, {missing},{told}", "csrf": token},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303 and done.headers["location"].endswith("&gone=1")
+    notices = _notices(c.get(done.headers["location"]).text)
+    assert notices[0].startswith("Forgot 1 conversation: 1 chat row, 0 episodes, 0 facts")
+    assert notices[1:] == ["1 of them was gone already."]
+    with services.db.read() as session:
+        assert session.get(Conversation, told) is None
+        assert session.get(Conversation, kept) is not None
+
+    # the offer's own query string, tampered with
+    bad = c.get("/dashboard/facts", params={"deleted": "dog_name", "learned_from": "1;2"})
+    assert (
+        bad.status_code == 400
+        and "learned_from: &#39;1;2&#39; is not a conversation id" in bad.text
+    )
+    # more than the page carries: it says how many, and what its button forgets
+    many = c.get(
+        "/dashboard/facts", params={"deleted": "home", "learned_from": str(kept), "more": 120}
+    ).text
+    assert _notices(many)[0].startswith("Deleted home. It was learned from 121 conversations,")
+    assert _offer(many) == str(kept) and "This forgets the latest 1;" in many
+
+
+def test_conversation_ids_are_parsed_strictly():
+    assert parse_ids("", "f") == [] and parse_ids(" , ", "f") == []
+    assert parse_ids("7, 3,7,0003", "f") == [3, 7]
+    assert parse_ids(str(2**63 - 1), "f") == [2**63 - 1]
+    for bad in ("-1", "0", "1.5", "١", "1e3", str(2**63)):
+        with pytest.raises(InputError, match="is not a conversation id"):
+            parse_ids(bad, "f")
+    with pytest.raises(InputError, match="at most 100"):
+        parse_ids(",".join(["1"] * 101), "f")
 
 
 def test_references_point_at_source_chats():

@@ -1,6 +1,7 @@
 """The dashboard in a real headless Chromium (Debian's package, driven by Playwright), against a
 real uvicorn server on a loopback port: log in, see the ranking, edit, watch the fact move up;
-read the audit timeline and a turn's memory, browse, search and forget episodes."""
+read the audit timeline and a turn's memory, browse, search and forget episodes, and forget
+the conversations a deleted fact was learned from."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -36,13 +38,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def server(make_services) -> Iterator[tuple[str, Any]]:
+@contextmanager
+def _serving(services: Any) -> Iterator[str]:
+    """`services`' app on a real uvicorn server on a free loopback port: its base URL."""
     import uvicorn
 
     from caesar.api import create_app
 
-    services = make_services(api_token=TEST_TOKEN)
     app = create_app(services.settings, services, run_workers=False)
     config = uvicorn.Config(
         app, host="127.0.0.1", port=_free_port(), log_level="warning", lifespan="on"
@@ -56,10 +58,31 @@ def server(make_services) -> Iterator[tuple[str, Any]]:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{config.port}", services
+        yield f"http://127.0.0.1:{config.port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def server(make_services) -> Iterator[tuple[str, Any]]:
+    services = make_services(api_token=TEST_TOKEN)
+    with _serving(services) as base:
+        yield base, services
+
+
+@pytest.fixture
+def learning_server(make_services) -> Iterator[tuple[str, Any]]:
+    """As `server`, with the memory workers on their offline routes (no LLM)."""
+    services = make_services(
+        api_token=TEST_TOKEN,
+        gateway={
+            "routes": {"memory_extract": "offline:patterns", "memory_summarise": "offline:textrank"}
+        },
+        memory={"episodes_summarise": {"enabled": True}, "facts_extract": {"enabled": True}},
+    )
+    with _serving(services) as base:
+        yield base, services
 
 
 @pytest.fixture
@@ -388,3 +411,54 @@ def test_forget_removes_an_episode_for_good(server, page):
     # and no later turn can recall it
     response = _chat(base, "Biscuit chewed my shoes again, what should I do?")
     assert response.status_code == 200 and chats[1] not in response.json()["recalled"]
+
+
+def test_deleting_a_fact_offers_to_forget_its_conversations(learning_server, page, llm):
+    base, services = learning_server
+    llm.reply = lambda body, protocol: "Noted."
+    services.facts.set_by_operator("home_city", "Porto")
+    services.facts.set_by_operator("employer", "ACME")
+    chats = [
+        _chat(base, message).json()["audit_id"]
+        for message in (
+            "My dog's name is Rex. He is a young beagle who loves long walks on the beach.",
+            "My dog's name is Biscuit, not Rex: he chewed my shoes again and needs chew toys.",
+            "I'm allergic to peanuts, so keep that in mind when you suggest recipes for dinner.",
+        )
+    ]
+    assert run_until_caught_up(services.workers["memory.extract"]) == 3
+    assert run_until_caught_up(services.workers["memory.summarise"]) == 3
+    page.set_viewport_size({"width": 1280, "height": 700})
+    _login(page, base)
+
+    assert sorted(_keys(page)) == ["allergy", "dog_name", "employer", "home_city"]
+    page.locator('tr.fact[data-key="dog_name"] form.delete button').click()
+    page.wait_for_url(f"{base}/dashboard/facts?deleted=dog_name&learned_from=*")
+    assert page.locator("p.notice").inner_text() == (
+        "Deleted dog_name. It was learned from 2 conversations, which still say it: recall "
+        "can bring it back."
+    )
+    assert "dog_name" not in _keys(page)
+    _shoot(page, "dashboard-fact-forget.png")
+
+    page.click("form.forget-sources button")
+    page.wait_for_url(f"{base}/dashboard/facts?forgot=*")
+    notice = page.locator("p.notice.forgotten")
+    assert notice.inner_text().startswith(
+        "Forgot 2 conversations: 2 chat rows, 2 episodes, 0 facts learned from them"
+    )
+    assert page.locator("form.forget-sources").count() == 0
+    assert sorted(_keys(page)) == ["allergy", "employer", "home_city"]
+
+    page.click("header nav >> text=Episodes")
+    page.wait_for_url(f"{base}/dashboard/episodes")
+    summaries = page.locator("tr.episode td.summary").all_inner_texts()
+    assert len(summaries) == 1 and "peanuts" in summaries[0]
+    page.go_back()
+    notice.locator("a").click()
+    assert "memory.forgotten" in page.locator("h1").inner_text()
+    # and no later turn is told the deleted name
+    response = _chat(base, "What is my dog called? Rex or Biscuit?")
+    assert response.status_code == 200 and set(response.json()["recalled"]) <= {chats[2]}
+    system = llm.requests[-1]["json"]["messages"][0]["content"]
+    assert "Biscuit" not in system and "Rex" not in system

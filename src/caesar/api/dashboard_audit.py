@@ -1,0 +1,265 @@
+"""The dashboard's audit pages: the timeline, rows in words, and one row in full with what went
+into a turn's prompt.
+
+    GET /dashboard/audit        newest first; ?event_type= &q= &before_id= | &after_id=
+                                (keyset pages both ways)
+    GET /dashboard/audit/{id}   one row, with what it refers to and what refers to it; a turn's
+                                facts and past conversations
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi import Path as FastAPIPath
+from fastapi.responses import Response
+from sqlalchemy import Text, cast, exists, or_, select
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
+
+from caesar import audit
+from caesar.api.dashboard_render import MAX_ID, PAGE_SIZE, HtmlErrors, page, url
+from caesar.api.dashboard_session import ViewerDep
+from caesar.api.deps import ServicesDep
+from caesar.db.models import AuditLog, Fact
+from caesar.errors import InputError, NotFound
+from caesar.memory.context.render import SPEAKERS
+from caesar.memory.episodes.listing import like_pattern
+from caesar.memory.transcript import conversation_turns
+
+TIMELINE_PAYLOAD_CHARS = 1500
+
+# Rows that point at the chat they came from, and where: (label, payload key or "subject_id").
+_REFERENCES = (
+    ("source chat", "audit_log_id"),
+    ("source", "source_audit_id"),
+    ("subject", "subject_id"),
+    ("turn", "turn_audit_id"),
+)
+# Rows whose subject_id is their conversation's id (memory/conversations.py).
+_CHAT_ROWS = (audit.CHAT_COMPLETED, audit.CHAT_FAILED)
+# Rows written *about* a chat (subject_id = the chat's id), listed on its detail page.
+_DERIVED = (
+    audit.FACT_EXTRACTED,
+    audit.FACT_UPDATED,
+    audit.EXTRACT_FAILED,
+    audit.EPISODE_SUMMARISED,
+    audit.EPISODE_SUMMARISE_SKIPPED,
+    audit.EPISODE_SUMMARISE_FAILED,
+    audit.EPISODE_RECALLED,
+)
+# A turn's memory.episode.recalled rows are written in its transaction, right after it.
+_RECALLED_SPAN = 200
+
+router = APIRouter(route_class=HtmlErrors)
+
+
+def pretty(payload: Any, limit: int | None = None) -> str:
+    text = json.dumps(payload, indent=2, ensure_ascii=False, default=str)
+    if limit is not None and len(text) > limit:
+        return text[:limit] + "\n…"
+    return text
+
+
+def references(row: AuditLog) -> list[tuple[str, int]]:
+    """(label, audit id) of the rows this one points at: the chat a fact was extracted from, the
+    chat a recalled episode summarises, the episodes a chat turn recalled. Pure."""
+    payload = row.payload if isinstance(row.payload, dict) else {}
+    found: list[tuple[str, int]] = []
+    for label, field in _REFERENCES:
+        if field == "subject_id" and row.event_type in _CHAT_ROWS:
+            continue  # a chat row's subject is its conversation, not another row
+        value = row.subject_id if field == "subject_id" else payload.get(field)
+        if isinstance(value, int) and not isinstance(value, bool):
+            found.append((label, value))
+    memory = payload.get("memory")
+    if isinstance(memory, dict) and isinstance(memory.get("episodes_recalled"), list):
+        found += [
+            ("recalled", v)
+            for v in memory["episodes_recalled"]
+            if isinstance(v, int) and not isinstance(v, bool)
+        ]
+    seen: set[int] = {row.id}
+    unique = []
+    for label, target in found:
+        if target not in seen:
+            seen.add(target)
+            unique.append((label, target))
+    return unique
+
+
+def _resolve(session: Any, rows: list[AuditLog]) -> dict[int, list[dict[str, Any]]]:
+    """Each row's references with the event type they point at (None: swept by retention)."""
+    refs = {row.id: references(row) for row in rows}
+    wanted = {target for pairs in refs.values() for _label, target in pairs}
+    types: dict[int, str] = {}
+    if wanted:
+        found = session.execute(
+            select(AuditLog.id, AuditLog.event_type).where(AuditLog.id.in_(wanted))
+        )
+        types = {i: t for i, t in found}
+    return {
+        row_id: [
+            {"label": label, "id": target, "event_type": types.get(target)}
+            for label, target in pairs
+        ]
+        for row_id, pairs in refs.items()
+    }
+
+
+def _timeline(
+    session: Session,
+    *,
+    event_type: str | None,
+    search: str | None,
+    before_id: int | None,
+    after_id: int | None,
+    limit: int,
+) -> tuple[list[AuditLog], bool, bool]:
+    """One page of the timeline, newest first, keyset-paginated by id both ways:
+    (rows, has_newer, has_older). `search` is a LIKE over the payload's JSON text (no index:
+    it scans, newest first, until the page is full)."""
+    matching: list[ColumnElement[bool]] = []
+    if event_type:
+        matching.append(AuditLog.event_type == event_type)
+    if search and search.strip():
+        text = search.strip()
+        # JSON text escapes quotes, and SQLite's non-ASCII too: look for either spelling.
+        spellings = {text, json.dumps(text)[1:-1]}
+        payload = cast(AuditLog.payload, Text)
+        matching.append(
+            or_(
+                AuditLog.subject_key.ilike(like_pattern(text), escape="\\"),
+                *(payload.ilike(like_pattern(s), escape="\\") for s in spellings),
+            )
+        )
+
+    def beyond(condition: ColumnElement[bool]) -> bool:
+        return bool(session.scalar(select(exists().where(*matching, condition))))
+
+    query = select(AuditLog).where(*matching)
+    if after_id is None:
+        if before_id is not None:
+            query = query.where(AuditLog.id < before_id)
+        rows = list(session.scalars(query.order_by(AuditLog.id.desc()).limit(limit + 1)))
+        has_older, rows = len(rows) > limit, rows[:limit]
+        has_newer = before_id is not None and beyond(AuditLog.id >= before_id)
+    else:
+        query = query.where(AuditLog.id > after_id).order_by(AuditLog.id).limit(limit + 1)
+        rows = list(session.scalars(query))
+        has_newer, rows = len(rows) > limit, rows[:limit][::-1]
+        has_older = beyond(AuditLog.id <= after_id)
+    return rows, has_newer, has_older
+
+
+@router.get("/audit")
+def audit_page(
+    request: Request,
+    viewer: ViewerDep,
+    services: ServicesDep,
+    event_type: Annotated[str | None, Query(max_length=64)] = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    before_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    after_id: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = PAGE_SIZE,
+) -> Response:
+    if before_id is not None and after_id is not None:
+        raise InputError("give before_id or after_id, not both")
+    event_type, q = event_type or None, (q or "").strip() or None
+    with services.db.read() as session:
+        rows, has_newer, has_older = _timeline(
+            session,
+            event_type=event_type,
+            search=q,
+            before_id=before_id,
+            after_id=after_id,
+            limit=limit,
+        )
+        refs = _resolve(session, rows)
+        types = audit.event_types(session)
+    size = limit if limit != PAGE_SIZE else None
+    here = "/dashboard/audit"
+    context = {
+        "entries": [
+            {"row": r, "payload": pretty(r.payload, TIMELINE_PAYLOAD_CHARS), "refs": refs[r.id]}
+            for r in rows
+        ],
+        "types": types,
+        "event_type": event_type,
+        "q": q,
+        "limit": limit,
+        "newest": url(here, event_type=event_type, q=q, limit=size) if has_newer else None,
+        "newer": url(here, event_type=event_type, q=q, after_id=rows[0].id, limit=size)
+        if has_newer and rows
+        else None,
+        "older": url(here, event_type=event_type, q=q, before_id=rows[-1].id, limit=size)
+        if has_older and rows
+        else None,
+    }
+    return page(request, viewer, "audit.html", context)
+
+
+def _facts_in_prompt(session: Session, row: AuditLog) -> list[dict[str, Any]] | None:
+    """The facts a turn's prompt held, by the keys its row recorded, each with the fact as it
+    is now (None: deleted since). None when the row predates the record of keys."""
+    memory = row.payload.get("memory") if isinstance(row.payload, dict) else None
+    keys = memory.get("fact_keys") if isinstance(memory, dict) else None
+    if not isinstance(keys, list):
+        return None
+    keys = [k for k in keys if isinstance(k, str)]
+    now = {f.key: f for f in session.scalars(select(Fact).where(Fact.key.in_(keys)))}
+    return [{"key": k, "fact": now.get(k)} for k in keys]
+
+
+def _recalled_in_turn(session: Any, row: AuditLog) -> list[dict[str, Any]]:
+    """The episodes (with their excerpts) that went into this turn's prompt: the
+    memory.episode.recalled rows that name it, read from just after it."""
+    memory = row.payload.get("memory") if isinstance(row.payload, dict) else None
+    if not isinstance(memory, dict) or not memory.get("episodes_recalled"):
+        return []
+    found = session.execute(
+        select(AuditLog.payload)
+        .where(
+            AuditLog.event_type == audit.EPISODE_RECALLED,
+            AuditLog.id > row.id,
+            AuditLog.id <= row.id + _RECALLED_SPAN,
+        )
+        .order_by(AuditLog.id)
+    ).scalars()
+    return [p for p in found if isinstance(p, dict) and p.get("turn_audit_id") == row.id]
+
+
+@router.get("/audit/{audit_id}")
+def audit_row(
+    request: Request,
+    viewer: ViewerDep,
+    services: ServicesDep,
+    audit_id: Annotated[int, FastAPIPath(ge=1, le=MAX_ID)],
+) -> Response:
+    with services.db.read() as session:
+        row = session.get(AuditLog, audit_id)
+        if row is None:
+            raise NotFound(f"no audit row #{audit_id} (it may have been swept by retention)")
+        refs = _resolve(session, [row])[row.id]
+        derived = session.execute(
+            select(AuditLog.id, AuditLog.event_type, AuditLog.created_at, AuditLog.subject_key)
+            .where(AuditLog.event_type.in_(_DERIVED), AuditLog.subject_id == audit_id)
+            .order_by(AuditLog.id)
+        ).all()
+        recalled = _recalled_in_turn(session, row)
+        facts = _facts_in_prompt(session, row)
+    payload = row.payload if isinstance(row.payload, dict) else {}
+    context = {
+        "row": row,
+        "payload": pretty(row.payload),
+        "refs": refs,
+        "derived": derived,
+        "recalled": recalled,
+        "facts": facts,
+        "memory": payload.get("memory") if isinstance(payload.get("memory"), dict) else None,
+        "turns": conversation_turns(payload) if "messages" in payload else [],
+        "speakers": SPEAKERS,
+    }
+    return page(request, viewer, "audit_row.html", context)

@@ -1,0 +1,195 @@
+"""The dashboard's facts page: facts ranked by importance (ADR-0034 §5), created, edited and
+deleted by the operator; and, after a delete, the offer to forget where the fact came from.
+
+    GET  /dashboard/facts                  ?saved= | ?deleted= [&learned_from=3,7 &more=]
+                                           | ?forgot= [&gone=]
+    POST /dashboard/facts                  create or edit (form: key, value)
+    POST /dashboard/facts/{key}/delete
+    POST /dashboard/facts/forget-sources   forget conversations (form: conversation_ids=3,7)
+
+A deleted fact is still said in the conversations it was learned from, and recall can bring it
+back from them. So the delete reads them first (`caesar.memory.forget.fact_sources`) and carries
+their ids (at most `MAX_OFFERED`, the latest) to the page it redirects to, which offers to
+forget those still there through `caesar.memory.forget.forget`, the call the episodes page, the
+API and the CLI use too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from caesar.api.dashboard_episodes import forgotten_row
+from caesar.api.dashboard_render import MAX_ID, HtmlErrors, page, redirect, url
+from caesar.api.dashboard_session import FormViewerDep, Viewer, ViewerDep
+from caesar.api.deps import ServicesDep
+from caesar.db.models import AuditLog, Conversation
+from caesar.errors import InputError, NotFound
+from caesar.memory.facts.store import normalise_key
+from caesar.memory.forget import ForgetRequest, fact_sources, forget
+from caesar.services import Services
+
+MAX_OFFERED = 100
+_IDS_CHARS = MAX_OFFERED * 21  # 19 digits and a comma each, and some room for spaces
+
+router = APIRouter(route_class=HtmlErrors)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """Forget the conversations a deleted fact was learned from: `ids`, those still there, of
+    `total` (more when there were over MAX_OFFERED)."""
+
+    key: str
+    ids: list[int]
+    total: int
+
+
+def parse_ids(text: str, field: str) -> list[int]:
+    """Conversation ids written `3,7`: ascending, without repeats, at most MAX_OFFERED. Anything
+    else is an InputError naming `field`. Pure."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if len(parts) > MAX_OFFERED:
+        raise InputError(f"{field}: at most {MAX_OFFERED} conversation ids at once")
+    ids = set()
+    for part in parts:
+        # isascii: str.isdigit() also takes "²" and other digits int() refuses or reads oddly
+        if not (part.isascii() and part.isdigit() and 1 <= int(part) <= MAX_ID):
+            raise InputError(f"{field}: {part[:30]!r} is not a conversation id")
+        ids.add(int(part))
+    return sorted(ids)
+
+
+def _still_there(session: Session, ids: list[int]) -> list[int]:
+    """Those of `ids` not yet forgotten (or swept by retention)."""
+    if not ids:
+        return []
+    found = session.scalars(select(Conversation.id).where(Conversation.id.in_(ids)))
+    return sorted(int(i) for i in found)
+
+
+def _gone(ids: list[int]) -> str:
+    which = ", ".join(f"#{i}" for i in ids)
+    noun = "conversation" if len(ids) == 1 else "conversations"
+    return f"{noun} {which} {'is' if len(ids) == 1 else 'are'} gone already"
+
+
+@router.get("/facts")
+def facts_page(
+    request: Request,
+    viewer: ViewerDep,
+    services: ServicesDep,
+    saved: Annotated[str | None, Query(max_length=200)] = None,
+    deleted: Annotated[str | None, Query(max_length=200)] = None,
+    learned_from: Annotated[str | None, Query(max_length=_IDS_CHARS)] = None,
+    more: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    forgot: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    gone: Annotated[int | None, Query(ge=1, le=MAX_OFFERED)] = None,
+) -> Response:
+    ids = parse_ids(learned_from, "learned_from") if deleted and learned_from else []
+    with services.db.read() as session:
+        there = _still_there(session, ids)  # a reload after forgetting them offers nothing
+        forgotten = forgotten_row(session, forgot)
+    offer = Offer(deleted, there, len(there) + (more or 0)) if deleted and there else None
+    notice = f"Saved {saved}." if saved else f"Deleted {deleted}." if deleted else None
+    return _facts(
+        request,
+        viewer,
+        services,
+        notice=notice,
+        offer=offer,
+        forgotten=forgotten,
+        gone=gone if forgotten else None,
+    )
+
+
+def _facts(
+    request: Request,
+    viewer: Viewer,
+    services: Services,
+    *,
+    notice: str | None = None,
+    offer: Offer | None = None,
+    forgotten: AuditLog | None = None,
+    gone: int | None = None,
+    error: str | None = None,
+    draft: dict[str, str] | None = None,
+    status: int = 200,
+) -> Response:
+    settings = services.settings.memory
+    context = {
+        "facts": services.facts.list_all(),
+        "notice": notice,
+        "offer": offer,
+        "forgotten": forgotten,
+        "gone": gone,
+        "error": error,
+        "draft": draft or {"key": "", "value": ""},
+        "importance": settings.facts_importance,
+        "inject": settings.facts_inject,
+    }
+    return page(request, viewer, "facts.html", context, status)
+
+
+@router.post("/facts")
+def save_fact(
+    request: Request,
+    viewer: FormViewerDep,
+    services: ServicesDep,
+    key: Annotated[str, Form(max_length=10_000)] = "",
+    value: Annotated[str, Form(max_length=10_000)] = "",
+) -> Response:
+    try:
+        fact, _audit_id = services.facts.set_by_operator(key, value)
+    except InputError as exc:  # show the form again, with what was typed
+        draft = {"key": key, "value": value}
+        return _facts(request, viewer, services, error=str(exc), draft=draft, status=400)
+    return redirect(url("/dashboard/facts", saved=fact.key))
+
+
+@router.post("/facts/{key}/delete")
+def delete_fact_form(key: str, viewer: FormViewerDep, services: ServicesDep) -> Response:
+    key = normalise_key(key)
+    with services.db.read() as session:
+        sources = fact_sources(session, key)
+    services.facts.delete(key)
+    offered = sources[-MAX_OFFERED:]
+    return redirect(
+        url(
+            "/dashboard/facts",
+            deleted=key,
+            learned_from=",".join(map(str, offered)),
+            more=len(sources) - len(offered) or None,
+        )
+    )
+
+
+@router.post("/facts/forget-sources")
+def forget_sources_form(
+    request: Request,
+    viewer: FormViewerDep,
+    services: ServicesDep,
+    conversation_ids: Annotated[str, Form(max_length=_IDS_CHARS)] = "",
+) -> Response:
+    """Forget the conversations a deleted fact came from, those still there, then back to the
+    facts page, which says what went. None left there: the facts page says so (404)."""
+    ids = parse_ids(conversation_ids, "conversation_ids")
+    if not ids:
+        raise InputError("conversation_ids: say which conversations to forget")
+    with services.db.read() as session:
+        there = _still_there(session, ids)
+    try:
+        if not there:
+            raise NotFound(_gone(ids))
+        # another tab or client may forget one of them meanwhile: forget() then refuses all
+        result = forget(services, ForgetRequest(conversation_ids=there))
+    except NotFound as exc:
+        error = f"Nothing was forgotten: {exc} (forgotten before, or swept by retention)."
+        return _facts(request, viewer, services, error=error, status=404)
+    gone = len(ids) - len(there)
+    return redirect(url("/dashboard/facts", forgot=result.audit_id, gone=gone or None))
