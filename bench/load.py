@@ -108,10 +108,12 @@ def _env(home: Path, provider_url: str, database_url: str | None) -> dict[str, s
     return env
 
 
-def _start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+def _start_server(
+    env: dict[str, str], port: int, log: Path, extra: list[str] | None = None
+) -> subprocess.Popen[bytes]:
     subprocess.run([CAESAR, "db", "upgrade"], env=env, check=True, capture_output=True)
     proc = subprocess.Popen(
-        [CAESAR, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [CAESAR, "serve", "--host", "127.0.0.1", "--port", str(port), *(extra or [])],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=log.open("wb"),

@@ -306,7 +306,11 @@ class Settings(BaseSettings):
     auth_failures: AuthFailureSettings = Field(default_factory=AuthFailureSettings)
     system_prompt: str = "You are caesar, the operator's personal assistant. Be direct and helpful."
     operator_prompt: str = ""
-    run_workers: bool = True  # `caesar serve` runs the enabled workers in-process
+    run_workers: bool = True  # `caesar serve` runs the enabled workers
+    # ... in a child process at this nice value (0 = as the server), so they yield the cores
+    # to chat turns (issue #16); false: as threads of the server process
+    workers_process: bool = True
+    workers_nice: int = Field(default=10, ge=0, le=19)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     embedder: EmbedderSettings = Field(default_factory=EmbedderSettings)
     semantic: SemanticSettings = Field(default_factory=SemanticSettings)

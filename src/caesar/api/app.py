@@ -77,9 +77,10 @@ def create_app(
 
     mcp = None
     if settings.mcp.enabled:
+        from caesar.api.mcp_http import Mount
         from caesar.mcp_server import build
 
-        mcp = build(services, transport="http")
+        mcp = Mount(build(services, transport="http"), settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -90,7 +91,7 @@ def create_app(
         try:
             async with AsyncExitStack() as stack:
                 if mcp is not None:  # the streamable-HTTP sessions live as long as the app
-                    await stack.enter_async_context(mcp.session_manager.run())
+                    await stack.enter_async_context(mcp.running())
                 yield
         finally:
             if runner:
@@ -140,8 +141,6 @@ def create_app(
     app.include_router(routes_conversations.router)
     app.include_router(dashboard.router)
     if mcp is not None:
-        from caesar.api import mcp_http
-
-        app.router.routes.append(mcp_http.route(mcp, settings))
+        app.router.routes.append(mcp.route)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     return app

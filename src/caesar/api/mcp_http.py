@@ -9,6 +9,8 @@ the protection.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -25,13 +27,33 @@ from caesar.api.deps import bearer, check_token
 PATH = "/mcp"
 
 
-class _Guarded:
-    """ASGI: the API's token check, then the SDK's app."""
+class Mount:
+    """The `/mcp` route (`route`) and what serves it: the SDK's streamable-HTTP app, made
+    afresh each time the app starts (`running`), since a session manager runs only once and
+    an app may be started more than once (tests do)."""
 
-    def __init__(self, inner: ASGIApp) -> None:
-        self.inner = inner
+    def __init__(self, server: MCPServer, settings: Any) -> None:
+        self.server = server
+        self.security = None
+        if settings.api_token is not None:
+            self.security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        self.host = settings.host
+        self.inner: ASGIApp | None = None
+        self.route = Route(PATH, endpoint=self)
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        self.inner = self.server.streamable_http_app(
+            streamable_http_path=PATH, transport_security=self.security, host=self.host
+        )
+        try:
+            async with self.server.session_manager.run():
+                yield
+        finally:
+            self.inner = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The API's token check, then the SDK's app."""
         request = Request(scope)
         try:
             # A wrong token may lock the address out and audit it: a database write, so off
@@ -59,16 +81,9 @@ class _Guarded:
             )
             await refusal(scope, receive, send)
             return
+        if self.inner is None:
+            await JSONResponse({"error": {"type": "unavailable"}}, status_code=503)(
+                scope, receive, send
+            )
+            return
         await self.inner(scope, receive, send)
-
-
-def route(server: MCPServer, settings: Any) -> Route:
-    """The `/mcp` route for the FastAPI app; the caller runs `server.session_manager.run()`
-    in the app's lifespan."""
-    security = None
-    if settings.api_token is not None:
-        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    inner = server.streamable_http_app(
-        streamable_http_path=PATH, transport_security=security, host=settings.host
-    )
-    return Route(PATH, endpoint=_Guarded(inner))

@@ -48,7 +48,7 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default: settings.port).")] = None,
     workers: Annotated[
         bool | None,
-        typer.Option(help="Run the enabled workers in-process (default: settings.run_workers)."),
+        typer.Option(help="Run the enabled workers (default: settings.run_workers)."),
     ] = None,
 ) -> None:
     """Run the HTTP server (and the enabled background workers)."""
@@ -57,6 +57,7 @@ def serve(
     import uvicorn
 
     from caesar.api import create_app
+    from caesar.worker_process import WorkerProcess
 
     overrides: dict[str, Any] = {}
     if host:
@@ -69,7 +70,9 @@ def serve(
     # "listening" followed by a crash.
     sock = bind(settings.host, settings.port)
     run_workers = settings.run_workers if workers is None else workers
-    app_ = create_app(settings, built, run_workers=workers)
+    # In a niced child process by default (worker_process.py), so a backlog does not slow chat.
+    child = run_workers and settings.workers_process and bool(built.enabled_workers())
+    app_ = create_app(settings, built, run_workers=run_workers and not settings.workers_process)
     # Load the embedder, the episode index and the chat model in the background; /healthz says
     # "warming" until they are, and the log says what each step did (the one-off ONNX export
     # of the embedder included).
@@ -83,7 +86,12 @@ def serve(
         console.print(line, highlight=False, markup=False)
     console.print(f"caesar listening on http://{settings.host}:{settings.port}")
     config = uvicorn.Config(app_, log_level="warning")
-    uvicorn.Server(config).run(sockets=[sock])
+    process = WorkerProcess(settings.workers_nice).start() if child else None
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        if process:
+            process.stop()
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -118,7 +126,12 @@ def startup_summary(settings: Settings, built: Any, run_workers: bool) -> list[s
         name = target.partition(":")[0]
         lines.append(f"route      {task} → {target} ({settings.gateway.providers[name].kind})")
     on = [w.name for w in built.enabled_workers()] if run_workers else []
-    lines.append(f"workers    {', '.join(on) if on else 'none in this process'}")
+    where = (
+        f" (in their own process, nice {settings.workers_nice})"
+        if on and settings.workers_process
+        else ""
+    )
+    lines.append(f"workers    {', '.join(on) + where if on else 'none in this process'}")
     return lines
 
 

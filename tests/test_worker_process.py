@@ -1,0 +1,73 @@
+"""`caesar serve`'s memory workers in a niced child process (issue #16): the real `caesar
+worker` command, supervised — it learns, runs at the asked priority, comes back if it dies and
+goes when stopped."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import crashkit
+from conftest import PROVIDER_KEY
+from memory_helpers import add_chat
+from sqlalchemy import select
+
+from caesar.config import Settings
+from caesar.db.models import Conversation
+from caesar.worker_process import WorkerProcess
+
+
+def _wait(check: Any, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_the_worker_process_learns_at_low_priority_and_is_restarted(make_services, tmp_path: Path):
+    settings = crashkit.settings_dict(
+        tmp_path / "home",
+        f"sqlite:///{tmp_path / 'caesar.db'}",
+        "http://127.0.0.1:9/v1",
+        PROVIDER_KEY,
+        memory={
+            "episodes_summarise": {"enabled": True, "interval_seconds": 0.1, "quiet_seconds": 0},
+            "facts_extract": {"enabled": False},
+        },
+    )
+    settings["gateway"]["routes"]["memory_summarise"] = "offline:textrank"
+    services = make_services(settings=Settings(**settings))
+    process = WorkerProcess(15, env=crashkit.settings_env(settings)).start()
+    try:
+        first = process.pid
+        assert first is not None
+        _wait(lambda: os.getpriority(os.PRIO_PROCESS, first) == 15)
+
+        def summarised() -> bool:
+            with services.db.read() as session:
+                found = session.scalars(select(Conversation)).all()
+            return bool(found) and all(c.summarised_audit_id == c.tip_audit_id for c in found)
+
+        add_chat(services, "I keep waking up at 3am, is the room too warm?", "Try 65°F.")
+        _wait(summarised)
+
+        os.kill(first, 9)  # it dies: another takes its place
+        _wait(lambda: process.restarts == 1 and process.pid != first)
+        second = process.pid
+        add_chat(services, "My kayak is red and I paddle at dawn.", "Wear a bright vest.")
+        with services.db.read() as session:
+            assert len(session.scalars(select(Conversation)).all()) == 2
+        _wait(summarised)  # the new process learns too
+    finally:
+        process.stop()
+    assert second is not None
+    _wait(lambda: not Path(f"/proc/{second}").exists() or _zombie(second), timeout=15)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
