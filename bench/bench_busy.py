@@ -40,6 +40,14 @@ QUESTIONS = (
     "Do you remember my question on {}?",
 )
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+MODES: dict[str, dict[str, str]] = {
+    # the baseline, same run: the workers as threads of the server (before issue #16)
+    "threads": {"CAESAR_WORKERS_PROCESS": "false"},
+    # shipped: their own process, niced (workers_nice, default 10)
+    "process": {},
+    "process-nice19": {"CAESAR_WORKERS_NICE": "19"},
+    "process-nice0": {"CAESAR_WORKERS_NICE": "0"},
+}
 TOPICS = ("sleep", "recipes", "travel", "running", "budget", "garden", "music", "work")
 
 
@@ -232,13 +240,9 @@ def main() -> None:
     ap.add_argument("--chats", type=int, default=300)
     ap.add_argument("--idle-turns", type=int, default=100)
     ap.add_argument("--max-seconds", type=float, default=900.0)
+    ap.add_argument("--modes", nargs="+", default=["threads", "process"], choices=list(MODES))
     args = ap.parse_args()
-    modes = {
-        # the baseline, same run: the workers as threads of the server (before issue #16)
-        "threads": {"CAESAR_WORKERS_PROCESS": "false"},
-        # shipped: their own process, niced
-        "process": {},
-    }
+    modes = {m: MODES[m] for m in args.modes}
     runs: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="caesar-busy-") as tmp:
         root = Path(tmp)

@@ -229,6 +229,7 @@ def _loads(results: dict[str, Any]) -> str:
         "perf_serve",
         "perf_summarise",
         "perf_conversation",
+        "perf_busy",
         "perf_realistic",
     ):
         data = results.get(name) or {}
@@ -313,6 +314,7 @@ def write(results: dict[str, Any], timings: dict[str, float] | None = None) -> P
     lines += sections.hybrid_stages(results)
     lines += sections.passages(results)
     lines += sections.conversation(results)
+    lines += sections.busy(results)
     lines += sections.startup(results)
     method = METHOD.replace("{BUILD_1M}", sections.history_build(1_000_000))
     lines += method.splitlines()

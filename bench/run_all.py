@@ -46,6 +46,8 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
         ("serve ready", ["bench_serve.py", "--starts", "1" if quick else "3"]),
         ("summarise overhead", ["bench_summarise.py", "--chats", "60" if quick else "200"]),
         ("a live conversation", ["bench_conversation.py", "--turns", "20"]),
+        ("chat while learning", ["bench_busy.py", "--chats", "60" if quick else "300"]),
+        ("a second worker process", ["bench_scale_out.py", "--chats", "60"]),
         ("LongMemEval history", ["bench_realistic.py"]),
     ]
 

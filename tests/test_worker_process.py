@@ -10,13 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import crashkit
+import numpy as np
 from conftest import PROVIDER_KEY
-from memory_helpers import add_chat
-from sqlalchemy import select
+from memory_helpers import add_chat, add_episode, days_ago
+from sqlalchemy import select, update
 
 from caesar.config import Settings
-from caesar.db.models import Conversation
+from caesar.db.models import Conversation, EpisodeSummary
+from caesar.memory.search.vectors import from_row
 from caesar.worker_process import WorkerProcess
+from caesar.workers import run_until_caught_up
 
 
 def _wait(check: Any, timeout: float = 90.0) -> None:
@@ -71,3 +74,27 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_old_episodes_get_their_float32_copy_once_in_the_background(make_services):
+    """Rows of the ADR's schema (the JSON embedding only) are upgraded by `memory.upgrade`:
+    the copy is the JSON's vector, written once; recall finds them before and after."""
+    services = make_services()
+    ids = [
+        add_episode(services, f"We discussed the operator's {topic}.", time_ago)[0]
+        for topic, time_ago in (("kayak", days_ago(2)), ("violin", days_ago(3)))
+    ]
+    with services.db.write() as session:
+        session.execute(update(EpisodeSummary).values(embedding_f32=None))
+    worker = services.workers["memory.upgrade"]
+    assert worker.enabled and worker.backlog() == 2
+    assert run_until_caught_up(worker) == 2
+    assert worker.backlog() == 0 and run_until_caught_up(worker) == 0
+    with services.db.read() as session:
+        rows = session.scalars(select(EpisodeSummary).where(EpisodeSummary.id.in_(ids))).all()
+    for row in rows:
+        assert row.embedding_f32 is not None
+        copy = from_row(row.embedding_f32, None)
+        assert np.array_equal(copy, np.asarray(row.embedding, np.float32))
+    [hit, *_] = services.episodes.preview("my kayak", similarity_threshold=None)
+    assert "kayak" in hit.summary

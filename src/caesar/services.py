@@ -70,6 +70,7 @@ def _all_workers(services: Services) -> list[Worker]:
     from caesar.memory.episodes.summarise import SummariseWorker
     from caesar.memory.facts.extract import ExtractWorker
     from caesar.memory.search.semantic import SemanticIndexWorker
+    from caesar.memory.upgrade import UpgradeWorker
     from caesar.proactive import ProactiveScheduler
     from caesar.retention import RetentionWorker
 
@@ -78,6 +79,7 @@ def _all_workers(services: Services) -> list[Worker]:
         SummariseWorker(services),
         PassagesWorker(services),
         SemanticIndexWorker(services),
+        UpgradeWorker(services),
         RetentionWorker(services),
         ProactiveScheduler(services),
     ]

@@ -11,6 +11,7 @@ outcome — the price is, rarely, one wasted LLM call.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 import traceback
@@ -29,6 +30,7 @@ from caesar.errors import CaesarError
 log = logging.getLogger(__name__)
 
 Prepared = TypeVar("Prepared")
+T = TypeVar("T")
 
 
 class Worker(ABC):
@@ -128,6 +130,20 @@ class CursorWorker(Worker, Generic[Prepared]):
                 return len(rows)
             self.apply(session, rows, prepared)
         return len(rows)
+
+
+# A queue worker draws its batch from this many batches' worth of the queue's head.
+SPREAD = 8
+
+
+def spread(items: Sequence[T], size: int) -> list[T]:
+    """`size` of `items` (the head of a queue, oldest first), chosen at random and kept in
+    order. Two worker processes on one queue then mostly take different work, instead of
+    racing for the same batch, where the loser's LLM and embedding calls are wasted (measured
+    by bench/bench_scale_out.py). One worker still takes everything, roughly oldest first."""
+    if len(items) <= size:
+        return list(items)
+    return [items[i] for i in sorted(random.sample(range(len(items)), size))]
 
 
 def rows_still_there(session: Session, rows: Sequence[AuditLog]) -> bool:

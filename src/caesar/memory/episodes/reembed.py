@@ -31,7 +31,7 @@ from caesar.embeddings import Embedder
 from caesar.memory.episodes.recall import embedding_values
 from caesar.memory.search import passages, window_keywords
 from caesar.memory.transcript import conversation_turns
-from caesar.workers import Worker
+from caesar.workers import SPREAD, Worker, spread
 
 
 @dataclass(frozen=True)
@@ -112,12 +112,20 @@ class PassagesWorker(Worker):
     @staticmethod
     def _pending(session: Session, model_id: str, limit: int) -> list[Any]:
         e = EpisodeSummary
+        head = session.scalars(
+            select(e.id)
+            .where(e.passage_vectors.is_(None), e.summary != "", e.model == model_id)
+            .order_by(e.id)
+            .limit(limit * SPREAD)
+        ).all()
+        chosen = spread(head, limit)
+        if not chosen:
+            return []
         query = (
             select(e.id, AuditLog.payload)
             .join(AuditLog, AuditLog.id == e.audit_log_id)
-            .where(e.passage_vectors.is_(None), e.summary != "", e.model == model_id)
+            .where(e.id.in_(chosen))
             .order_by(e.id)
-            .limit(limit)
         )
         return list(session.execute(query).all())
 

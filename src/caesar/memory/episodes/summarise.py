@@ -36,7 +36,7 @@ from caesar.gateway.base import Message
 from caesar.memory.episodes.recall import episode_row
 from caesar.memory.search import window_keywords
 from caesar.memory.transcript import conversation_turns, is_temporary, render_transcript
-from caesar.workers import Worker, rows_still_there
+from caesar.workers import SPREAD, Worker, rows_still_there, spread
 
 MAX_SUMMARY_CHARS = 600
 TRIVIAL_MARKERS = {"", "trivial", "(trivial)", "none", "n/a", '""', "''"}
@@ -134,13 +134,14 @@ class SummariseWorker(Worker):
         return self.run(self.pending(None))
 
     def pending(self, quiet_before: Any, limit: int | None = None) -> list[Job]:
+        size = limit or self.batch_size
         with self.db.read() as session:
             rows = session.execute(
                 _queue(quiet_before)
                 .order_by(Conversation.touched_at, Conversation.id)
-                .limit(limit or self.batch_size)
+                .limit(size * SPREAD)
             ).all()
-        return [Job(int(i), int(tip), int(done)) for i, tip, done in rows]
+        return [Job(int(i), int(tip), int(done)) for i, tip, done in spread(rows, size)]
 
     def run(self, jobs: Sequence[Job]) -> int:
         """Summarise `jobs`; returns how many were handled (written or found taken)."""
