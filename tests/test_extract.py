@@ -291,3 +291,17 @@ def test_a_superseded_value_is_kept_in_the_history_and_never_injected(services, 
     prompt = Brain(services).prepare("what's my dog called?").messages[0]["content"]
     assert "dog_name: Max" in prompt
     assert "Biscuit" not in prompt and "Rex" not in prompt
+
+
+def test_offline_patterns_know_a_pet_by_what_it_is_called():
+    from caesar.gateway.offline import extract_facts
+
+    said = [
+        {"role": "user", "content": "My dog is called Biscuit and I keep waking up at 3am."},
+        {"role": "assistant", "content": "My cat is named Tom."},  # caesar's words: not facts
+        {"role": "user", "content": "my cat is named Miso."},
+    ]
+    assert {f["key"]: f["value"] for f in extract_facts(said)} == {
+        "dog_name": "Biscuit",
+        "cat_name": "Miso",
+    }

@@ -97,6 +97,11 @@ _PATTERNS: list[tuple[re.Pattern[str], str | None]] = [
         re.compile(r"\bmy ([a-z]+(?: [a-z]+)?)'s name is " + _VALUE + _END, re.IGNORECASE),
         "{0}_name",
     ),
+    # "my dog is called Biscuit", "my cat is named Miso"
+    (
+        re.compile(r"\bmy ([a-z]+) is (?:called|named) " + _VALUE + _END, re.IGNORECASE),
+        "{0}_name",
+    ),
     # "my favourite colour is green"
     (re.compile(r"\bmy favou?rite ([a-z]+) is " + _VALUE + _END, re.IGNORECASE), "favourite_{0}"),
 ]
