@@ -87,6 +87,7 @@ _EPISODE_COLUMNS = (
     EpisodeSummary.created_at,
     EpisodeSummary.last_recalled_at,
     EpisodeSummary.recall_count,
+    EpisodeSummary.conversation_id,
 )
 
 
@@ -100,6 +101,8 @@ def episode_record(row: Any, embedding: list[float] | None = None) -> dict[str, 
         "created_at": _iso(row.created_at),
         "last_recalled_at": _iso(row.last_recalled_at),
         "recall_count": row.recall_count,
+        # the conversation it summarises (its chats' audit rows carry it as subject_id)
+        "conversation_id": row.conversation_id,
     }
     if embedding is not None:
         record["embedding"] = embedding
