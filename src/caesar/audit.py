@@ -152,6 +152,13 @@ class Audit:
 _APPEND_LOCK_KEY = 0x0CAE5A4
 
 
+def serialise_appends(session: Session) -> None:
+    """Take the append lock now (PostgreSQL), before any row lock: a writer that locks rows
+    and only then appends can deadlock with a chat turn, which appends first and then locks
+    the episodes it recalled."""
+    _serialise_appends(session)
+
+
 def _serialise_appends(session: Session) -> None:
     """Workers follow the log with a cursor (`id > last`), which is only safe if ids become
     visible in order. SQLite has one writer, so they do. On PostgreSQL two transactions can

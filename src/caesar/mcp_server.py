@@ -42,7 +42,7 @@ from caesar.importer import import_conversations
 from caesar.memory import conversations
 from caesar.memory.context.build import facts_for_prompt, preview
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
-from caesar.memory.forget import ForgetRequest, fact_sources, forget
+from caesar.memory.forget import ForgetRequest, existing_conversations, fact_sources, forget
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,8 @@ def build(services: Any, *, transport: str) -> MCPServer:
         with calls("remember", {"text": text, "key": key}) as touched:
             name = key if key is not None else _note_key(text)
             fact, audit_id = services.facts.set_by_operator(name, text)
-            touched.update(key=fact.key, audit_id=audit_id)
+            # a note's key holds its first words: the audit id says which, not the words
+            touched.update(audit_id=audit_id, note=key is None)
             return {"key": fact.key, "value": fact.value, "audit_id": audit_id}
 
     @server.tool(annotations=READ_ONLY)
@@ -200,7 +201,8 @@ def build(services: Any, *, transport: str) -> MCPServer:
         short). The old value is kept in the fact's history, never injected again."""
         with calls("set_fact", {"key": key, "value": value}) as touched:
             fact, audit_id = services.facts.set_by_operator(key, value)
-            touched.update(key=fact.key, audit_id=audit_id)
+            # a note's key holds its first words: the audit id says which, not the words
+            touched.update(audit_id=audit_id, note=key is None)
             return {"key": fact.key, "value": fact.value, "audit_id": audit_id}
 
     @server.tool(annotations=CHANGES)
@@ -214,9 +216,12 @@ def build(services: Any, *, transport: str) -> MCPServer:
             audit_id = services.facts.delete(name)
             out: dict[str, Any] = {"deleted": name, "audit_id": audit_id, "learned_from": sources}
             if forget_sources and sources:
-                out["forgotten"] = forget(
-                    services, ForgetRequest(conversation_ids=sources)
-                ).as_json()
+                # a source forgotten meanwhile is simply not there to forget again
+                with services.db.read() as session:
+                    sources = existing_conversations(session, sources)
+                if sources:
+                    request = ForgetRequest(conversation_ids=sources)
+                    out["forgotten"] = forget(services, request).as_json()
             touched.update(key=name, audit_id=audit_id, learned_from=sources)
             return out
 

@@ -13,7 +13,7 @@ from caesar.api.deps import Authenticated, ServicesDep
 from caesar.clock import to_naive_utc, utcnow
 from caesar.memory.context.build import preview
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
-from caesar.memory.forget import ForgetRequest, fact_sources, forget
+from caesar.memory.forget import ForgetRequest, existing_conversations, fact_sources, forget
 
 router = APIRouter(dependencies=[Authenticated])
 
@@ -90,7 +90,10 @@ def delete_fact(
     audit_id = services.facts.delete(key)
     out: dict[str, Any] = {"deleted": key, "audit_id": audit_id, "learned_from": sources}
     if forget_sources and sources:
-        out["forgotten"] = forget(services, ForgetRequest(conversation_ids=sources)).as_json()
+        with services.db.read() as session:  # one forgotten meanwhile is not there to forget
+            sources = existing_conversations(session, sources)
+        if sources:
+            out["forgotten"] = forget(services, ForgetRequest(conversation_ids=sources)).as_json()
     return out
 
 

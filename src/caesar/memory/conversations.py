@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from caesar import audit
@@ -81,8 +82,17 @@ def resolve(
     """The conversation a turn belongs to, created if new, in the caller's write transaction.
     `named`: the client's own conversation id, which wins over the history."""
     if named is not None:
-        found = session.scalars(select(Conversation).where(Conversation.key == named)).first()
-        return found or _new(session, named, now)
+        by_key = select(Conversation).where(Conversation.key == named)
+        found = session.scalars(by_key).first()
+        if found is not None:
+            return found
+        try:
+            # Two first turns of one named conversation at once (PostgreSQL: nothing orders
+            # them): the second insert fails on the unique key, and finds the first's row.
+            with session.begin_nested():
+                return _new(session, named, now)
+        except IntegrityError:
+            return session.scalars(by_key).one()
     return _continued(session, history) or _new(session, uuid.uuid4().hex, now)
 
 

@@ -12,7 +12,9 @@ any turn containing a text. In one write transaction it deletes
   conflict, indexed, extract failed);
 - the conversation rows;
 
-and appends one `memory.forgotten` row with ids and counts, never content (a search text is
+cuts the values they taught out of the rows about those facts that are not about them (the
+operator's later delete or edit of a fact, another chat's update of it: "[forgotten]"), and
+appends one `memory.forgotten` row with ids and counts, never content (a search text is
 recorded as "a search", not as what was searched). Then this process's vector indexes drop the
 rows; other processes find them missing on their next search.
 
@@ -31,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, or_, select, text
+from sqlalchemy import delete, select, text, update
 from sqlalchemy.orm import Session
 
 from caesar import audit
@@ -57,6 +59,7 @@ DERIVED_EVENTS = (
     audit.SEMANTIC_INDEX_FAILED,
 )
 _SCAN_BATCH = 500
+FORGOTTEN = "[forgotten]"  # what a value learned from a forgotten conversation becomes
 MAX_MATCHING_CHARS = 1000
 
 
@@ -95,6 +98,9 @@ class ForgetResult:
     chunks: int = 0
     facts: int = 0
     derived_audit_rows: int = 0
+    # rows about a fact it taught that are not about the chats (the operator's delete of the
+    # fact, another chat's update): the value cut out, the row kept
+    scrubbed_audit_rows: int = 0
     audit_id: int | None = None  # the memory.forgotten row; None for a dry run or nothing
     dry_run: bool = False
 
@@ -114,7 +120,11 @@ def select_conversations(session: Session, request: ForgetRequest) -> list[int]:
     chosen: set[int] = set()
     if request.conversation_ids:
         wanted = sorted({int(i) for i in request.conversation_ids})
-        found = set(session.scalars(select(Conversation.id).where(Conversation.id.in_(wanted))))
+        found = set(
+            _ids_in(
+                session, lambda b: select(Conversation.id).where(Conversation.id.in_(b)), wanted
+            )
+        )
         missing = [i for i in wanted if i not in found]
         if missing:
             raise NotFound(f"no conversation with id {', '.join(map(str, missing))}")
@@ -150,6 +160,59 @@ def _ids(session: Session, query: Any) -> list[int]:
     return [int(i) for i in session.scalars(query)]
 
 
+_IN_BATCH = 1000  # PostgreSQL binds at most 65,535 parameters per statement
+
+
+def _batches(ids: Sequence[int]) -> list[list[int]]:
+    return [list(ids[i : i + _IN_BATCH]) for i in range(0, len(ids), _IN_BATCH)]
+
+
+def _ids_in(session: Session, make: Any, ids: Sequence[int]) -> list[int]:
+    """`make(batch)` is a select of ids over one batch of `ids`; all of them, in batches."""
+    return [i for batch in _batches(ids) for i in _ids(session, make(batch))]
+
+
+def _delete_in(session: Session, model: Any, ids: Sequence[int]) -> None:
+    for batch in _batches(ids):
+        session.execute(delete(model).where(model.id.in_(batch)))
+
+
+def _scrub_values(session: Session, chats: Sequence[int]) -> int:
+    """Values the forgotten chats taught also sit in rows about their fact that are not about
+    the chats: the operator's later delete or edit of it (`value`, `old_value`), another
+    chat's update of it (`old_value`). Those values are cut out of the rows; returns how many
+    rows were changed."""
+    taught: dict[str, set[str]] = {}
+    for batch in _batches(chats):
+        for key, payload in session.execute(
+            select(AuditLog.subject_key, AuditLog.payload).where(
+                AuditLog.event_type.in_((audit.FACT_EXTRACTED, audit.FACT_UPDATED)),
+                AuditLog.subject_id.in_(batch),
+            )
+        ):
+            if key and isinstance(payload.get("value"), str):
+                taught.setdefault(key, set()).add(payload["value"].casefold())
+    changed = 0
+    for key, values in taught.items():
+        rows = session.execute(
+            select(AuditLog.id, AuditLog.payload).where(
+                AuditLog.subject_key == key,
+                AuditLog.event_type.in_(
+                    (audit.FACT_USER_DELETED, audit.FACT_USER_EDITED, audit.FACT_UPDATED)
+                ),
+            )
+        ).all()
+        for row_id, payload in rows:
+            clean = {
+                k: (FORGOTTEN if k in ("value", "old_value") and str(v).casefold() in values else v)
+                for k, v in payload.items()
+            }
+            if clean != payload:
+                session.execute(update(AuditLog).where(AuditLog.id == row_id).values(payload=clean))
+                changed += 1
+    return changed
+
+
 def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> ForgetResult:
     """Forget the conversations `request` names (see the module docstring). `dry_run`: count
     what would go, change nothing."""
@@ -158,45 +221,58 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
     with services.db.write() as session:
         result = ForgetResult(select_conversations(session, request), dry_run=dry_run)
         conversations = result.conversation_ids
-        chats = _ids(
+        chats = _ids_in(
             session,
-            select(AuditLog.id).where(
-                AuditLog.event_type.in_(CHAT_EVENTS), AuditLog.subject_id.in_(conversations)
+            lambda b: select(AuditLog.id).where(
+                AuditLog.event_type.in_(CHAT_EVENTS), AuditLog.subject_id.in_(b)
             ),
+            conversations,
         )
-        episodes = _ids(
-            session,
-            select(EpisodeSummary.id).where(
-                or_(
-                    EpisodeSummary.conversation_id.in_(conversations),
-                    EpisodeSummary.audit_log_id.in_(chats),
+        episodes = sorted(
+            set(
+                _ids_in(
+                    session,
+                    lambda b: select(EpisodeSummary.id).where(
+                        EpisodeSummary.conversation_id.in_(b)
+                    ),
+                    conversations,
                 )
-            ),
+                + _ids_in(
+                    session,
+                    lambda b: select(EpisodeSummary.id).where(EpisodeSummary.audit_log_id.in_(b)),
+                    chats,
+                )
+            )
         )
-        chunks = _ids(
-            session, select(SemanticChunk.id).where(SemanticChunk.audit_log_id.in_(chats))
-        )
-        facts = _ids(session, select(Fact.id).where(Fact.source_audit_id.in_(chats)))
-        derived = _ids(
+        chunks = _ids_in(
             session,
-            select(AuditLog.id).where(
-                AuditLog.event_type.in_(DERIVED_EVENTS), AuditLog.subject_id.in_(chats)
+            lambda b: select(SemanticChunk.id).where(SemanticChunk.audit_log_id.in_(b)),
+            chats,
+        )
+        facts = _ids_in(
+            session, lambda b: select(Fact.id).where(Fact.source_audit_id.in_(b)), chats
+        )
+        derived = _ids_in(
+            session,
+            lambda b: select(AuditLog.id).where(
+                AuditLog.event_type.in_(DERIVED_EVENTS), AuditLog.subject_id.in_(b)
             ),
+            chats,
         )
         result.chat_rows, result.episodes, result.chunks = len(chats), len(episodes), len(chunks)
         result.facts, result.derived_audit_rows = len(facts), len(derived)
         if dry_run or not conversations:
             return result
         # The window words first: on SQLite they are found again from the chats' text.
-        window_keywords.forget_windows(session, episodes)
-        session.execute(delete(EpisodeSummary).where(EpisodeSummary.id.in_(episodes)))
-        session.execute(delete(SemanticChunk).where(SemanticChunk.id.in_(chunks)))
-        session.execute(delete(Fact).where(Fact.id.in_(facts)))
-        for start in range(0, len(derived), 1000):
-            session.execute(delete(AuditLog).where(AuditLog.id.in_(derived[start : start + 1000])))
-        session.execute(delete(Conversation).where(Conversation.id.in_(conversations)))
-        for start in range(0, len(chats), 1000):
-            session.execute(delete(AuditLog).where(AuditLog.id.in_(chats[start : start + 1000])))
+        for batch in _batches(episodes):
+            window_keywords.forget_windows(session, batch)
+        result.scrubbed_audit_rows = _scrub_values(session, chats)
+        _delete_in(session, EpisodeSummary, episodes)
+        _delete_in(session, SemanticChunk, chunks)
+        _delete_in(session, Fact, facts)
+        _delete_in(session, AuditLog, derived)
+        _delete_in(session, Conversation, conversations)
+        _delete_in(session, AuditLog, chats)
         row = services.audit.append(
             session,
             audit.MEMORY_FORGOTTEN,
@@ -233,6 +309,13 @@ def _checkpoint(services: Any) -> None:
         busy, _log, _done = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
         if busy:
             log.warning("forget: the WAL checkpoint was blocked by a reader; it completes later")
+
+
+def existing_conversations(session: Session, ids: Sequence[int]) -> list[int]:
+    """Those of `ids` that are still there (not forgotten or swept since)."""
+    return sorted(
+        _ids_in(session, lambda b: select(Conversation.id).where(Conversation.id.in_(b)), ids)
+    )
 
 
 def fact_sources(session: Session, key: str) -> list[int]:

@@ -158,10 +158,17 @@ class SummariseWorker(Worker):
             session.expunge_all()
         jobs = [j for j in jobs if j.tip in rows]  # swept by retention since: nothing to do
         outcomes = self.prepare([rows[j.tip] for j in jobs])
-        with self.db.write() as session:
+
+        def write(session: Session) -> list[int] | None:
             if not rows_still_there(session, [rows[j.tip] for j in jobs]):
-                return handled  # swept while the LLM ran: the next step reads them again
-            replaced = write_outcomes(self, session, jobs, outcomes)
+                return None  # swept while the LLM ran: the next step reads them again
+            # The append lock before the episode rows, in a chat turn's order (audit.py).
+            audit.serialise_appends(session)
+            return write_outcomes(self, session, jobs, outcomes)
+
+        replaced = self.db.write_retrying(write)
+        if replaced is None:
+            return handled
         # This process's index drops the replaced rows now; other processes on search.
         self.services.episodes.forget(replaced)
         return handled
