@@ -32,6 +32,7 @@ import benchlib
 import httpx
 from bench_summarise import conversations
 from load import CAESAR, TOKEN, _free_port, _start_provider, _start_server
+from load import _env as load_env
 
 QUESTIONS = (
     "What did we talk about when I asked about {}?",
@@ -52,36 +53,22 @@ TOPICS = ("sleep", "recipes", "travel", "running", "budget", "garden", "music", 
 
 
 def _env(home: Path, provider_url: str) -> dict[str, str]:
-    import os
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAESAR_")}
-    settings: dict[str, Any] = {
-        "CAESAR_HOME": str(home),
-        "CAESAR_HOST": "127.0.0.1",
-        "CAESAR_API_TOKEN": TOKEN,
-        "CAESAR_GATEWAY": {
-            "providers": {
-                "local": {
-                    "kind": "openai",
-                    "base_url": provider_url,
-                    "api_key": "bench-key-0123456789",
-                    "max_retries": 0,
-                    "timeout_seconds": 30,
-                },
-            },
-            # the shipped memory routes: offline (TextRank summaries, pattern facts)
-            "routes": {"chat": "local:instant"},
-        },
-        "CAESAR_EMBEDDER": {"cache_dir": str(benchlib.MODEL_CACHE)},
-        "CAESAR_MEMORY": {
-            "episodes_summarise": {"interval_seconds": 0.5},
-            "facts_extract": {"interval_seconds": 0.5},
-        },
-        "CAESAR_RETENTION": {"enabled": False},  # the imported history spans months
-    }
-    for key, value in settings.items():
-        env[key] = value if isinstance(value, str) else json.dumps(value)
-    env["HF_HUB_OFFLINE"] = "1"
+    """load.py's environment, with the shipped memory routes (offline: TextRank summaries,
+    pattern facts), no semantic index and no retention (the imported history spans months)."""
+    env = load_env(home, provider_url, None)
+    gateway = json.loads(env["CAESAR_GATEWAY"])
+    gateway["routes"] = {"chat": "local:instant"}
+    env.update(
+        CAESAR_GATEWAY=json.dumps(gateway),
+        CAESAR_SEMANTIC=json.dumps({"interval_seconds": 0.5}),
+        CAESAR_MEMORY=json.dumps(
+            {
+                "episodes_summarise": {"interval_seconds": 0.5},
+                "facts_extract": {"interval_seconds": 0.5},
+            }
+        ),
+        CAESAR_RETENTION=json.dumps({"enabled": False}),
+    )
     return env
 
 

@@ -40,9 +40,10 @@ from caesar.db.models import AuditLog
 from caesar.errors import CaesarError
 from caesar.importer import import_conversations
 from caesar.memory import conversations
+from caesar.memory import forget as forgetting
 from caesar.memory.context.build import facts_for_prompt, preview
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
-from caesar.memory.forget import ForgetRequest, existing_conversations, fact_sources, forget
+from caesar.memory.forget import ForgetRequest, forget
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +143,10 @@ def build(services: Any, *, transport: str) -> MCPServer:
             overrides = {"top_k": top_k} if top_k else {}
             found = preview(services.episodes, recall_settings, text, now, **overrides)
             inject = services.settings.memory.facts_inject
-            keys = facts_for_prompt(services.facts, inject, now).fact_keys
-            facts = {f.key: f.value for f in services.facts.list_all(now, limit=len(keys))}
-            touched.update(episodes=[e.episode_id for e in found], facts=len(keys))
+            facts = facts_for_prompt(services.facts, inject, now).facts
+            touched.update(episodes=[e.episode_id for e in found], facts=len(facts))
             return {
-                "facts": [{"key": k, "value": facts[k]} for k in keys if k in facts],
+                "facts": [{"key": f.key, "value": f.value} for f in facts],
                 "episodes": _episodes_json(services, found),
             }
 
@@ -210,19 +210,10 @@ def build(services: Any, *, transport: str) -> MCPServer:
         """Delete a fact. The conversations it was learned from still say it, so recall can
         bring it back: they are listed, and `forget_sources=true` forgets them too."""
         with calls("delete_fact", {"key": key, "forget_sources": forget_sources}) as touched:
-            name = normalise_key(key)
-            with services.db.read() as session:
-                sources = fact_sources(session, name)
-            audit_id = services.facts.delete(name)
-            out: dict[str, Any] = {"deleted": name, "audit_id": audit_id, "learned_from": sources}
-            if forget_sources and sources:
-                # a source forgotten meanwhile is simply not there to forget again
-                with services.db.read() as session:
-                    sources = existing_conversations(session, sources)
-                if sources:
-                    request = ForgetRequest(conversation_ids=sources)
-                    out["forgotten"] = forget(services, request).as_json()
-            touched.update(key=name, audit_id=audit_id, learned_from=sources)
+            out = forgetting.delete_fact(services, key, forget_sources=forget_sources)
+            touched.update(
+                key=out["deleted"], audit_id=out["audit_id"], learned_from=out["learned_from"]
+            )
             return out
 
     @server.tool(annotations=READ_ONLY)
@@ -236,12 +227,7 @@ def build(services: Any, *, transport: str) -> MCPServer:
         turns, summary and how it opened. Read-only."""
         with calls("list_conversations", {"matching": matching, "limit": limit}) as touched:
             with services.db.read() as session:
-                ids = None
-                if matching:
-                    from caesar.memory.forget import select_conversations
-
-                    ids = select_conversations(session, ForgetRequest(matching=matching))
-                listed = conversations.recent(session, ids, limit)
+                listed = forgetting.listed(session, matching=matching, limit=limit)
             touched["conversations"] = len(listed)
             return {"conversations": [c.as_json() for c in listed]}
 

@@ -30,8 +30,7 @@ from caesar.api.dashboard_session import FormViewerDep, Viewer, ViewerDep
 from caesar.api.deps import ServicesDep
 from caesar.db.models import AuditLog, Conversation
 from caesar.errors import InputError, NotFound
-from caesar.memory.facts.store import normalise_key
-from caesar.memory.forget import ForgetRequest, fact_sources, forget
+from caesar.memory.forget import ForgetRequest, delete_fact, forget
 from caesar.services import Services
 
 MAX_OFFERED = 100
@@ -154,10 +153,8 @@ def save_fact(
 
 @router.post("/facts/{key}/delete")
 def delete_fact_form(key: str, viewer: FormViewerDep, services: ServicesDep) -> Response:
-    key = normalise_key(key)
-    with services.db.read() as session:
-        sources = fact_sources(session, key)
-    services.facts.delete(key)
+    out = delete_fact(services, key)
+    key, sources = out["deleted"], out["learned_from"]
     offered = sources[-MAX_OFFERED:]
     return redirect(
         url(

@@ -16,7 +16,8 @@ from caesar.api.deps import Authenticated, ServicesDep
 from caesar.clock import to_naive_utc
 from caesar.errors import NotFound
 from caesar.memory import conversations
-from caesar.memory.forget import MAX_MATCHING_CHARS, ForgetRequest, forget, select_conversations
+from caesar.memory import forget as forgetting
+from caesar.memory.forget import MAX_MATCHING_CHARS, ForgetRequest, forget
 
 router = APIRouter(dependencies=[Authenticated])
 
@@ -33,11 +34,7 @@ def list_conversations(
     """Newest first; `before` / `matching` select as a forget would (so a client can show what
     a forget by filter takes before it sends it)."""
     with services.db.read() as session:
-        ids = None
-        if before is not None or matching:
-            request = ForgetRequest(before=_naive(before), matching=matching)
-            ids = select_conversations(session, request)
-        listed = conversations.recent(session, ids, limit)
+        listed = forgetting.listed(session, before=_naive(before), matching=matching, limit=limit)
     return {"conversations": [c.as_json() for c in listed]}
 
 

@@ -13,7 +13,7 @@ from caesar.api.deps import Authenticated, ServicesDep
 from caesar.clock import to_naive_utc, utcnow
 from caesar.memory.context.build import preview
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
-from caesar.memory.forget import ForgetRequest, existing_conversations, fact_sources, forget
+from caesar.memory.forget import delete_fact as delete_fact_and_say
 
 router = APIRouter(dependencies=[Authenticated])
 
@@ -84,17 +84,7 @@ def delete_fact(
     """Audited as `memory.fact.user_deleted`; 404 if there is no such fact. The conversations it
     was learned from still say it: they are listed, and `forget_sources=true` forgets them too
     (memory/forget.py) — otherwise recall can bring the deleted value back."""
-    key = normalise_key(key)
-    with services.db.read() as session:
-        sources = fact_sources(session, key)
-    audit_id = services.facts.delete(key)
-    out: dict[str, Any] = {"deleted": key, "audit_id": audit_id, "learned_from": sources}
-    if forget_sources and sources:
-        with services.db.read() as session:  # one forgotten meanwhile is not there to forget
-            sources = existing_conversations(session, sources)
-        if sources:
-            out["forgotten"] = forget(services, ForgetRequest(conversation_ids=sources)).as_json()
-    return out
+    return delete_fact_and_say(services, key, forget_sources=forget_sources)
 
 
 class RecallRequest(BaseModel):

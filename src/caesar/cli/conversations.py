@@ -33,15 +33,11 @@ def list_command(
     limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
 ) -> None:
     """Newest first, with each one's episode summary (or, before it has one, how it opened)."""
-    from caesar.memory import conversations
-    from caesar.memory.forget import ForgetRequest, select_conversations
+    from caesar.memory.forget import listed as listed_
 
     built = services()
     with built.db.read() as session:
-        ids = None
-        if matching or before:
-            ids = select_conversations(session, ForgetRequest(before=before, matching=matching))
-        listed = conversations.recent(session, ids, limit)
+        listed = listed_(session, before=before, matching=matching, limit=limit)
     table = Table("id", "last turn (UTC)", "turns", "summary, or how it opened")
     for c in listed:
         table.add_row(

@@ -272,14 +272,13 @@ def facts_set(key: str, value: str) -> None:
 def facts_delete(key: str) -> None:
     """Delete a fact. The conversations it was learned from still say it: they are named, to
     forget with `caesar forget` (else recall can bring the value back)."""
-    from caesar.memory.facts.store import normalise_key
-    from caesar.memory.forget import fact_sources
+    from caesar.memory.forget import delete_fact
 
-    built = services()
-    with built.db.read() as session:
-        sources = fact_sources(session, normalise_key(key))
-    audit_id = built.facts.delete(key)
-    console.print(f"deleted {key}  (audit #{audit_id})", highlight=False, markup=False)
+    out = delete_fact(services(), key)
+    sources = out["learned_from"]
+    console.print(
+        f"deleted {out['deleted']}  (audit #{out['audit_id']})", highlight=False, markup=False
+    )
     if sources:
         ids = " ".join(map(str, sources))
         console.print(

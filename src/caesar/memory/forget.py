@@ -39,6 +39,8 @@ from sqlalchemy.orm import Session
 from caesar import audit
 from caesar.db.models import AuditLog, Conversation, EpisodeSummary, Fact, SemanticChunk
 from caesar.errors import InputError, NotFound
+from caesar.memory import conversations
+from caesar.memory.facts.store import normalise_key
 from caesar.memory.search import window_keywords
 from caesar.memory.transcript import conversation_turns
 
@@ -336,3 +338,35 @@ def fact_sources(session: Session, key: str) -> list[int]:
         .distinct()
         .order_by(AuditLog.subject_id),
     )
+
+
+def delete_fact(services: Any, raw_key: str, *, forget_sources: bool = False) -> dict[str, Any]:
+    """Delete a fact, naming the conversations it was learned from (`learned_from`): they
+    still say it, and recall can bring it back. `forget_sources`: forget those still there
+    too. The one way every front end deletes a fact (API, CLI, dashboard, MCP)."""
+    key = normalise_key(raw_key)
+    with services.db.read() as session:
+        sources = fact_sources(session, key)
+    audit_id = services.facts.delete(key)
+    out: dict[str, Any] = {"deleted": key, "audit_id": audit_id, "learned_from": sources}
+    if forget_sources and sources:
+        with services.db.read() as session:  # one forgotten meanwhile is not there to forget
+            still = existing_conversations(session, sources)
+        if still:
+            out["forgotten"] = forget(services, ForgetRequest(conversation_ids=still)).as_json()
+    return out
+
+
+def listed(
+    session: Session,
+    *,
+    before: datetime | None = None,
+    matching: str | None = None,
+    limit: int = 50,
+) -> list[conversations.Listed]:
+    """Conversations newest first; with `before` / `matching`, those a forget by that filter
+    would take (so a front end can show them first)."""
+    ids = None
+    if before is not None or matching:
+        ids = select_conversations(session, ForgetRequest(before=before, matching=matching))
+    return conversations.recent(session, ids, limit)

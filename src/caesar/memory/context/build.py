@@ -24,24 +24,29 @@ log = logging.getLogger(__name__)
 class TurnMemory:
     facts_text: str
     facts_used: int
-    # the keys of the facts in the block, most important first
-    fact_keys: list[str] = field(default_factory=list)
+    # the facts in the block, most important first
+    facts: list[FactLine] = field(default_factory=list)
     episodes_text: str = ""
     # the episodes in the block, best first, each with its excerpts
     recalled: list[RecalledEpisode] = field(default_factory=list)
     recall_error: str | None = None
 
+    @property
+    def fact_keys(self) -> list[str]:
+        return [f.key for f in self.facts]
+
 
 def facts_for_prompt(facts: FactsStore, inject: FactsInjectSettings, now: datetime) -> TurnMemory:
     ranked = facts.list_all(now, limit=inject.max_facts) if inject.max_facts else []
+    lines = [FactLine(f.key, f.value) for f in ranked]
     text = facts_block(
-        [FactLine(f.key, f.value) for f in ranked],
+        lines,
         max_facts=inject.max_facts,
         max_chars=inject.max_chars,
     )
     used = sum(1 for line in text.splitlines() if line.startswith("- "))
     # facts_block keeps a prefix of the ranking: the first `used` are the ones injected
-    return TurnMemory(text, used, [f.key for f in ranked[:used]])
+    return TurnMemory(text, used, lines[:used])
 
 
 def with_excerpts(
