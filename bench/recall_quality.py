@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -435,7 +435,9 @@ def run(
     notes["prompt"] = prompt_tallies
     named = systems()
     started = time.monotonic()
-    previous: Question | None = None  # the last LongMemEval question: off-topic for the next
+    # Off-topic probes: the questions of the dataset's previous history, asked of this one
+    # (LongMemEval: the last file's question; LoCoMo: every question about the last pair)
+    previous: dict[str, list[Question]] = {}
     for number, haystack in enumerate(haystacks, start=1):
         with tempfile.TemporaryDirectory(prefix="caesar-recall-") as home:
             built = build(haystack, embedder, Path(home))
@@ -467,18 +469,20 @@ def run(
                         )
                     else:
                         notes[f"{haystack.dataset}:unanswerable"] += 1
-                if haystack.dataset == "longmemeval" and previous is not None:
+                asked = haystack.questions[
+                    0
+                ].now  # an off-topic message arrives at this history's time
+                for probe in (replace(p, now=asked) for p in previous.get(haystack.dataset, [])):
                     for name, (_, auto) in named.items():
                         if auto:
                             tally = tallies[(haystack.dataset, name, "all")]
                             tally.offtopic_n += 1
-                            tally.offtopic += bool(auto(built, previous))
+                            tally.offtopic += bool(auto(built, probe))
                     # the real turn: does an off-topic message inject anything?
-                    ctx = Brain(built.services).prepare(previous.text, now=previous.now)
-                    notes["longmemeval:offtopic_turns"] += 1
-                    notes["longmemeval:offtopic_injected"] += bool(ctx.recalled)
-                if haystack.dataset == "longmemeval":
-                    previous = haystack.questions[0]
+                    ctx = Brain(built.services).prepare(probe.text, now=probe.now)
+                    notes[f"{haystack.dataset}:offtopic_turns"] += 1
+                    notes[f"{haystack.dataset}:offtopic_injected"] += bool(ctx.recalled)
+                previous[haystack.dataset] = haystack.questions
             finally:
                 built.services.close()
         print(
@@ -534,12 +538,12 @@ def report(
             + "\n\nR@5 / MRR by category:\n\n"
             + by_category(tallies, ds)
         )
-        if ds == "longmemeval" and notes["longmemeval:offtopic_turns"]:
-            injected = notes["longmemeval:offtopic_injected"] / notes["longmemeval:offtopic_turns"]
+        if notes[f"{ds}:offtopic_turns"]:
+            injected = notes[f"{ds}:offtopic_injected"] / notes[f"{ds}:offtopic_turns"]
             parts[-1] += (
                 f"\n\nOff-topic turns that injected a past conversation (the real "
                 f"`Brain.prepare`, shipped defaults): {injected:.3f} of "
-                f"{notes['longmemeval:offtopic_turns']}."
+                f"{notes[f'{ds}:offtopic_turns']}."
             )
     return "\n\n".join(parts) + f"\n\nRun time: {notes['seconds']} s."
 

@@ -3,7 +3,7 @@ end-to-end recall of a conversation that only its words (not its summary's meani
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -182,10 +182,57 @@ def test_coverage_weighs_rare_words_more():
     rare = keywords.coverage(100, [(90, False), (2, True)])
     common = keywords.coverage(100, [(90, True), (2, False)])
     assert rare > 0.8 and common < 0.2 and rare + common == pytest.approx(1.0)
-    assert keywords.coverage(100, [(0, False), (5, True)]) == 1.0  # unknown words don't count
+    # a word in no episode is the same for every candidate: it ranks none above another
+    assert keywords.coverage(100, [(0, False), (5, True)]) == 1.0
     assert keywords.coverage(0, []) == 0.0
     assert keywords.keyword_relevance({1: 8.0, 2: 2.0}, 0.5) == {1: 0.5, 2: 0.125}
     assert keywords.keyword_relevance({}, 1.0) == {}
+
+
+def test_known_share_weighs_the_words_the_history_never_mentions():
+    # "How many vintage coins do I have?" asked of a history that talks of vintage cars but
+    # never of coins: it knows the common word, not what the message is about.
+    assert keywords.known_share(100, ["vintage", "coins"], [5, 0]) < 0.5
+    assert keywords.known_share(100, ["vintage", "cars"], [5, 9]) == 1.0
+    # a date is not in a conversation's words: "march" and "2023" found nowhere don't count
+    assert keywords.known_share(100, ["bought", "bike", "march", "2023"], [8, 3, 0, 0]) == 1.0
+    assert keywords.known_share(100, [], []) == 1.0
+
+
+def test_known_share_ignores_postgresqls_stop_words_found_nowhere():
+    # PostgreSQL's parser drops its english stop words, so there they are found in no episode:
+    # they must not count as words new to the history, or the two engines would disagree.
+    pg_english = set(
+        """i me my myself we our ours ourselves you your yours yourself yourselves he him his
+        himself she her hers herself it its itself they them their theirs themselves what which
+        who whom this that these those am is are was were be been being have has had having do
+        does did doing a an the and but if or because as until while of at by for with about
+        against between into through during before after above below to from up down in out on
+        off over under again further then once here there when where why how all any both each
+        few more most other some such no nor not only own same so than too very s t can will
+        just don should now""".split()
+    )
+    assert pg_english <= keywords.STOP_WORDS | keywords.PG_ONLY_STOP_WORDS
+    assert keywords.known_share(100, ["bike", "other"], [3, 0]) == 1.0
+
+
+def test_the_threshold_scales_the_keyword_side_by_what_the_history_knows():
+    rows = [(1, 11, "keyword match", NOW, 0), (2, 12, "dense match", NOW, 0)]
+    cosine, keyword = {1: 0.1, 2: 0.5}, {1: 1.0}
+    everything_known = hybrid.rank_candidates(rows, cosine, keyword, NOW, Params())
+    assert [h.episode_id for h in everything_known] == [1, 2]
+    assert everything_known[0].gated == everything_known[0].relevance
+    # a third of the message is in the history: the keyword match no longer clears 0.45 (it
+    # would need 0.1 + 0.7 × 1/3 × 0.9 = 0.31), the dense match is untouched, and the ranking
+    # relevance is the same
+    partly = hybrid.rank_candidates(rows, cosine, keyword, NOW, Params(), known=1 / 3)
+    assert [h.episode_id for h in partly] == [2]
+    assert partly[0].gated == partly[0].relevance == pytest.approx(0.5)
+    unthresholded = replace(Params(), similarity_threshold=None)
+    ranked = hybrid.rank_candidates(rows, cosine, keyword, NOW, unthresholded, known=1 / 3)
+    assert [h.episode_id for h in ranked] == [1, 2]
+    assert ranked[0].relevance == pytest.approx(0.1 + 0.7 * 0.9)
+    assert ranked[0].gated == pytest.approx(0.1 + 0.7 / 3 * 0.9) and ranked[0].known == 1 / 3
 
 
 def test_match_terms_leave_out_words_common_in_a_large_history():
@@ -269,7 +316,9 @@ def test_keyword_only_match_is_recalled_that_dense_alone_misses(make_services):
     assert report.imported == 2
     run_until_caught_up(services.workers["memory.summarise"])
     garden = report.audit_ids[0]
-    query = "What did Ottoline lend me?"
+    # "lent", as the chat says: Porter does not stem "lend" to it, and a message word found in
+    # no past conversation counts against every match (keywords.coverage)
+    query = "What was it Ottoline lent me?"
     memory = services.episodes
     vector = memory.embed_query(query)
 

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from caesar import audit
 from caesar.api import create_app
+from caesar.brain import Brain
 from caesar.cli.main import app as cli_app
 from caesar.clock import utcnow
 
@@ -193,3 +194,28 @@ def test_recall_disabled_setting(make_services, llm):
         )
     assert response.json()["recalled"] == []
     assert "Possibly relevant" not in _system_prompt(llm)
+
+
+def test_a_message_about_what_the_history_never_mentions_recalls_nothing(services):
+    # The history talks of a vintage car, bread and a trip. "vintage coins" shares one word
+    # with it, and the rest of what the message is about ("coins", "collection") is in no
+    # past conversation: nothing reaches the prompt. Before, words found nowhere were left out
+    # of the keyword coverage, so the one shared word counted as the whole message.
+    when = utcnow() - timedelta(days=2)
+    car, _ = add_episode(
+        services,
+        "We talked about restoring the operator's vintage Mustang and where to find parts.",
+        when,
+    )
+    add_episode(services, "The operator asked for a banana bread recipe.", when)
+    add_episode(services, "We planned the operator's trip to Lisbon in May.", when)
+
+    off_topic = Brain(services).prepare("How many vintage coins do I have in my collection?")
+    assert off_topic.recalled == []
+    assert "Possibly relevant past conversations" not in off_topic.messages[0]["content"]
+    # ...while a message about the car brings it back
+    on_topic = Brain(services).prepare("Where did you say to find parts for my Mustang?")
+    assert [e.episode_id for e in on_topic.recalled] == [car]
+    # a date the conversations' words don't hold costs the match nothing
+    dated = Brain(services).prepare("What did we say in March about my vintage Mustang?")
+    assert [e.episode_id for e in dated.recalled] == [car]

@@ -115,6 +115,10 @@ class RecalledEpisode:
     window_keyword: float | None = None
     # each window's relevance (hybrid fusion): what picks the excerpts; not in the JSON
     windows: tuple[float, ...] | None = None
+    # hybrid: the share of the message's information the history holds anywhere, and the
+    # relevance with the keyword side scaled by it — what the threshold applies to
+    known: float = 1.0
+    gated: float = 0.0
     # the verbatim parts of the conversation shown with the summary (memory/context/excerpts.py)
     excerpts: tuple[Excerpt, ...] = ()
 
@@ -129,6 +133,8 @@ class RecalledEpisode:
             "keyword",
             "window_keyword",
             "relevance",
+            "known",
+            "gated",
             "age_days",
             "freshness",
             "recall_weight",
@@ -165,6 +171,7 @@ def rank_episodes(
                 recall_weight=weight,
                 score=cosine * fresh * weight,
                 relevance=cosine,
+                gated=cosine,
             )
         )
     out.sort(key=lambda e: (-e.score, -e.episode_id))

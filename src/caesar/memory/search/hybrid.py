@@ -18,7 +18,10 @@ dense similarity and under the threshold. A keyword match can only raise an epis
 never lower a dense match; with no keyword match and no windows the relevance is the plain
 cosine. Then the ranking (`ranking`): by default score = relevance with comparable matches
 newest first (importance.recency_among_comparable, decay as a prior);
-`"adr"`: relevance × freshness × recall_weight, as in the ADR. Each hit also carries every
+`"adr"`: relevance × freshness × recall_weight, as in the ADR. The threshold applies to the
+`gated` relevance: the keyword side scaled by the share of the message the history holds
+anywhere (keywords.known_share), so a message about what the past never mentions is not
+recalled on the common words it shares with it. Each hit also carries every
 window's fused relevance (`windows`), which picks its excerpts (memory/context/excerpts.py).
 Windows (their vectors and their words) are read for the candidates only — the dense pool of
 summaries, the keyword pool and the recent episodes — not searched through an index of their
@@ -54,6 +57,7 @@ from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migr
     driver_rows,
     keyword_relevance,
     keyword_scores,
+    known_share,
     marks,
     match_terms,
     probe_contains,
@@ -152,7 +156,7 @@ class HybridHit:
     recall_count: int
     cosine: float  # the message against the summary
     keyword: float  # keyword relevance ∈ [0, 1] (episode and best window); 0 = no match
-    relevance: float  # fuse(max(cosine, passage), keyword): what the threshold applies to
+    relevance: float  # fuse(max(cosine, passage), keyword): what ranks it
     age_days: float
     freshness: float
     recall_weight: float
@@ -163,6 +167,11 @@ class HybridHit:
     window_keyword: float | None = None
     # each window's relevance, in window order (excerpt selection); None: no windows stored
     windows: tuple[float, ...] | None = None
+    # the share of the message's information the history holds anywhere (keywords.known_share)
+    known: float = 1.0
+    # fuse(max(cosine, passage), keyword × known): what the threshold applies to (= relevance
+    # when every word of the message is somewhere in the history)
+    gated: float = 0.0
 
 
 def rank_candidates(
@@ -173,15 +182,19 @@ def rank_candidates(
     params: HybridParams,
     passage: dict[int, float] | None = None,
     window: dict[int, float] | None = None,
+    known: float = 1.0,
 ) -> list[HybridHit]:
     """Pure: (id, audit_log_id, summary, created_at, recall_count, …) rows with their summary
     cosine, best-window cosine (`passage`, where the episode has windows), normalised
     episode-level keyword score and best-window keyword score (`window`, where its windows are
     indexed) → the top K by the ranking (`params.ranking`: relevance with comparable matches
     newest first, or the ADR's relevance × freshness × recall_weight),
-    keeping only rows whose relevance clears the threshold. The dense side of the fusion is the better of the summary
-    and the best window; the keyword side the mean of the episode and its best window.
-    Ties: newer episode id first."""
+    keeping only rows whose `gated` relevance clears the threshold: the same fusion with the
+    keyword side scaled by `known`, the share of the message the history holds anywhere — so
+    a message about what the past never mentions is not recalled on the common words it shares
+    with it, while the ranking among the matches stays the relevance's. The dense side of the
+    fusion is the better of the summary and the best window; the keyword side the mean of the
+    episode and its best window. Ties: newer episode id first."""
     if not rows:
         return []
     passage = {} if params.fusion == "dense" else (passage or {})
@@ -194,6 +207,11 @@ def rank_candidates(
         [fused_keyword(keyword.get(i, 0.0), window.get(i)) for i in id_list], dtype=np.float64
     )
     relevance = fuse(dense, kw, method=params.fusion, keyword_weight=params.keyword_weight)
+    gated = (
+        relevance
+        if known >= 1.0
+        else fuse(dense, kw * known, method=params.fusion, keyword_weight=params.keyword_weight)
+    )
     age = np.array([(now - r[3]).total_seconds() / SECONDS_PER_DAY for r in rows])
     fresh = freshness_v(age, params.halflife_days)
     weight = recall_weight_v(
@@ -201,7 +219,7 @@ def rank_candidates(
     )
     keep = np.ones(len(rows), dtype=bool)
     if params.similarity_threshold is not None:
-        keep &= relevance >= params.similarity_threshold
+        keep &= gated >= params.similarity_threshold
     if params.ranking == "adr":
         score = relevance * fresh * weight
         ranked: Sequence[int] = [int(i) for i in np.lexsort((-ids, -score))]
@@ -229,6 +247,8 @@ def rank_candidates(
             score=float(score[i]),
             passage=passage.get(int(ids[i])),
             window_keyword=window.get(int(ids[i])),
+            known=known,
+            gated=float(gated[i]),
         )
         for i in order
     ]
@@ -296,7 +316,7 @@ def hybrid_search(
     passage = {i: float(v.max()) for i, v in each_cosine.items()}
     each_keyword = window_keyword_relevance(session, match, rows)
     window = {i: max(v.values(), default=0.0) for i, v in each_keyword.items()}
-    hits = rank_candidates(rows, cosine, keyword, now, params, passage, window)
+    hits = rank_candidates(rows, cosine, keyword, now, params, passage, window, match.known)
     return [with_windows(h, each_cosine, each_keyword, params) for h in hits]
 
 
@@ -377,6 +397,8 @@ class KeywordMatch:
     relevance: dict[int, float]
     terms: list[str]
     strength: float
+    # how much of the message's information the history holds anywhere (keywords.known_share)
+    known: float = 1.0
 
     @staticmethod
     def empty() -> KeywordMatch:
@@ -439,7 +461,9 @@ def keyword_stage(
     best_id = max(scores, key=lambda i: (scores[i], i))
     has = probe_contains(session, terms, best_id)
     strength = coverage(total, list(zip(counts, has, strict=True)))
-    return KeywordMatch(keyword_relevance(scores, strength), matched, strength)
+    return KeywordMatch(
+        keyword_relevance(scores, strength), matched, strength, known_share(total, terms, counts)
+    )
 
 
 # What ranking reads of an episode (rank_candidates' rows; episodes/recall.py's dense path too).

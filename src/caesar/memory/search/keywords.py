@@ -81,6 +81,12 @@ STOP_WORDS = frozenset(
     these they this those through to too under until up very was we were what when where which
     while who whom why will with would you your yours yourself ive im don didn doesn""".split()  # noqa: SIM905
 )
+# PostgreSQL's english stop words that STOP_WORDS keeps as terms: its parser drops them, so
+# there they are found nowhere, and `coverage` must not count them as words new to the history.
+PG_ONLY_STOP_WORDS = frozenset(
+    """above against because below between both down few further herself himself more most now
+    other ourselves same themselves yourselves""".split()  # noqa: SIM905
+)
 
 
 def query_terms(query: str) -> list[str]:
@@ -341,11 +347,45 @@ def _idf(total: int, n: int) -> float:
 def coverage(total: int, counts: list[tuple[int, bool]]) -> float:
     """Share of the query's information an episode holds: Σ idf of the query terms it contains
     over Σ idf of all query terms found anywhere (idf = ln(1 + (N − n + ½) / (n + ½)), BM25's,
-    kept positive). Terms in no episode are left out: PostgreSQL drops its stop words that way
-    and SQLite simply finds them nowhere. Pure; ∈ [0, 1]."""
+    kept positive). Terms in no episode are left out here — the same for every candidate, they
+    cannot rank one above another; how much of the message the history knows at all is
+    `known_share`. Pure; ∈ [0, 1]."""
     weights = [(_idf(total, n), has) for n, has in counts if n > 0]
     mass = sum(w for w, _ in weights)
     return sum(w for w, has in weights if has) / mass if mass > 0 else 0.0
+
+
+def known_share(total: int, terms: Sequence[str], counts: Sequence[int]) -> float:
+    """How much of a message's information the history holds anywhere: Σ idf of its terms
+    found in some episode over Σ idf of all of them, a term found nowhere weighing the most
+    (idf at n = 0). A message whose distinctive words the past never mentions — an off-topic
+    one — gets a low share from the common words it shares with it; the recall threshold is
+    applied to the relevance with the keyword side scaled by it (hybrid.rank_candidates).
+    Left out: a word naming a time (a month or day name, a number) found nowhere, since a
+    conversation's date is not in its words ("what did I buy in March?"), and a PostgreSQL
+    stop word found nowhere (that engine's parser drops it), so both engines agree. Measured
+    in docs/recall-quality.md ("Off-topic"). `counts[i]`: episodes holding `terms[i]`. Pure;
+    ∈ [0, 1], 1 with nothing to weigh."""
+    mass = found = 0.0
+    for term, n in zip(terms, counts, strict=True):
+        if n == 0 and (is_time_word(term) or term in PG_ONLY_STOP_WORDS):
+            continue
+        weight = _idf(total, n)
+        mass += weight
+        found += weight if n > 0 else 0.0
+    return found / mass if mass > 0 else 1.0
+
+
+TIME_WORDS = frozenset(
+    """january february march april may june july august september october november december
+    jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday
+    saturday sunday""".split()  # noqa: SIM905
+)
+
+
+def is_time_word(term: str) -> bool:
+    """A month or day name, or a number: words that name a time. Pure."""
+    return term in TIME_WORDS or term.isdigit()
 
 
 def keyword_relevance(scores: Mapping[K, float], strength: float) -> dict[K, float]:
