@@ -200,3 +200,47 @@ def test_the_cli_forgets_by_id_and_asks_first(learning, llm, monkeypatch):
     assert "forgot 1 conversation" in forgot.stdout
     missing = runner.invoke(app, ["forget", "424242", "--yes"])
     assert missing.exit_code != 0 and "no conversation with id 424242" in missing.output
+
+
+def test_a_forget_waits_for_what_a_worker_is_writing_from_the_chat(learning):
+    # A worker (here its write, by hand) has learned a fact from the chat and not committed it
+    # yet when the operator forgets the conversation. The forget must wait and take the fact
+    # with it: before, on PostgreSQL, it read the facts first, the worker then committed, and
+    # the fact outlived its chat (its source set to NULL).
+    import threading
+
+    from memory_helpers import add_chat
+
+    from caesar.clock import utcnow
+    from caesar.memory.forget import ForgetRequest, forget
+
+    services = learning
+    chat = add_chat(services, f"My dog is called {SECRET.title()}.", "Noted.")
+    with services.db.read() as session:
+        conversation = session.get(AuditLog, chat).subject_id
+    results: list[Any] = []
+    with services.db.write() as session:
+        audit.serialise_appends(session)  # as the extract worker's write does first
+        services.facts.upsert_extracted(
+            session,
+            key="dog_name",
+            value=SECRET,
+            confidence=0.9,
+            source_audit_id=chat,
+            said_at=utcnow(),
+        )
+        waiting = threading.Thread(
+            target=lambda: results.append(
+                forget(services, ForgetRequest(conversation_ids=[conversation]))
+            )
+        )
+        waiting.start()
+        waiting.join(0.5)
+        assert waiting.is_alive()  # the forget waits for the worker's transaction
+    waiting.join(30)
+    assert not waiting.is_alive()
+    [result] = results
+    assert result.chat_rows == 1 and result.facts == 1
+    with services.db.read() as session:
+        assert session.scalars(select(Fact).where(Fact.key == "dog_name")).all() == []
+    assert traces(services, SECRET) == []

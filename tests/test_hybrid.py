@@ -199,6 +199,32 @@ def test_known_share_weighs_the_words_the_history_never_mentions():
     assert keywords.known_share(100, [], []) == 1.0
 
 
+def test_a_name_the_history_never_mentions_means_it_knows_nothing_of_the_message():
+    # "What are Caroline's plans for the summer?" asked of a history with plans and summers
+    # but no Caroline
+    names = keywords.named_words("What are Caroline's plans for the summer?")
+    assert names == {"caroline"}
+    terms, counts = ["caroline", "plans", "summer"], [0, 9, 4]
+    assert keywords.known_share(100, terms, counts) > 0.3
+    assert keywords.known_share(100, terms, counts, names) == 0.0
+    # a name the history holds is a word like any other
+    assert keywords.known_share(100, terms, [2, 9, 4], names) == 1.0
+
+
+def test_named_words_are_the_capitalised_words_inside_a_sentence():
+    assert keywords.named_words("Caroline went to Lisbon. Then she left.") == {"lisbon"}
+    assert keywords.named_words("Where did you say to find parts for my Mustang?") == {"mustang"}
+    assert keywords.named_words('Would she like "The Four Seasons" by Vivaldi?') == {
+        "four",
+        "seasons",
+        "vivaldi",
+    }
+    # a title, or shouting: capitals say nothing
+    assert keywords.named_words("How Do I Fix My Car") == frozenset()
+    assert keywords.named_words("WHERE IS MY CAR") == frozenset()
+    assert keywords.named_words("i tried the thermostat thing you suggested") == frozenset()
+
+
 def test_known_share_ignores_postgresqls_stop_words_found_nowhere():
     # PostgreSQL's parser drops its english stop words, so there they are found in no episode:
     # they must not count as words new to the history, or the two engines would disagree.

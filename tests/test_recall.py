@@ -216,6 +216,9 @@ def test_a_message_about_what_the_history_never_mentions_recalls_nothing(service
     # ...while a message about the car brings it back
     on_topic = Brain(services).prepare("Where did you say to find parts for my Mustang?")
     assert [e.episode_id for e in on_topic.recalled] == [car]
+    # a person the history has never heard of: the shared words say nothing either
+    stranger = Brain(services).prepare("Where did Ottoline say to find parts?")
+    assert stranger.recalled == []
     # a date the conversations' words don't hold costs the match nothing
     dated = Brain(services).prepare("What did we say in March about my vintage Mustang?")
     assert [e.episode_id for e in dated.recalled] == [car]

@@ -194,6 +194,9 @@ class Brain:
         # append_many, not append: no ORM flush per row (this runs on every turn). The turn's
         # row goes first, alone: the rows after it carry its id.
         def write(session: Session) -> tuple[int, str | None]:
+            # The append lock before the conversation is looked up (PostgreSQL): a forget
+            # holding it may be deleting that conversation (memory/forget.py).
+            audit.serialise_appends(session)
             entry, conversation = row, None
             if kind.conversational:
                 conversation = conversations.resolve(

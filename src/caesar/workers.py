@@ -114,8 +114,11 @@ class CursorWorker(Worker, Generic[Prepared]):
             return 0
         prepared = self.prepare(rows)
         with self.db.write() as session:
+            # The append lock before the chat rows, in a forget's order (memory/forget.py): a
+            # forget under way has then committed, and its chats are gone, when they are read.
+            audit.serialise_appends(session)
             if not rows_still_there(session, rows):
-                # Retention swept some of these chats while the slow part ran: writing their
+                # Retention swept (or forget removed) some of these chats while the slow part ran: writing their
                 # outcomes would break a foreign key. Nothing is written; the next step reads
                 # the batch again without them.
                 log.info("%s: chats after %d swept meanwhile; batch redone", self.name, start)

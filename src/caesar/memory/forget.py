@@ -221,6 +221,11 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
     removed_episodes: list[int] = []
     removed_chunks: list[int] = []
     with services.db.write() as session:
+        # PostgreSQL: the append lock first, as every writer of memory takes it first (a turn
+        # before it finds its conversation, the workers before they check their chats are
+        # there): what they committed is read below, and nothing they learn from these chats
+        # can commit between the reads and the deletes. SQLite's write lock already does.
+        audit.serialise_appends(session)
         result = ForgetResult(select_conversations(session, request), dry_run=dry_run)
         conversations = result.conversation_ids
         chats = _ids_in(

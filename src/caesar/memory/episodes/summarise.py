@@ -160,10 +160,11 @@ class SummariseWorker(Worker):
         outcomes = self.prepare([rows[j.tip] for j in jobs])
 
         def write(session: Session) -> list[int] | None:
-            if not rows_still_there(session, [rows[j.tip] for j in jobs]):
-                return None  # swept while the LLM ran: the next step reads them again
-            # The append lock before the episode rows, in a chat turn's order (audit.py).
+            # The append lock first, in a chat turn's and a forget's order (audit.py,
+            # memory/forget.py), then the chat rows and the episode rows.
             audit.serialise_appends(session)
+            if not rows_still_there(session, [rows[j.tip] for j in jobs]):
+                return None  # swept or forgotten while the LLM ran: the next step reads again
             return write_outcomes(self, session, jobs, outcomes)
 
         replaced = self.db.write_retrying(write)

@@ -60,6 +60,7 @@ from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migr
     known_share,
     marks,
     match_terms,
+    named_words,
     probe_contains,
     query_terms,
     term_counts,
@@ -462,7 +463,10 @@ def keyword_stage(
     has = probe_contains(session, terms, best_id)
     strength = coverage(total, list(zip(counts, has, strict=True)))
     return KeywordMatch(
-        keyword_relevance(scores, strength), matched, strength, known_share(total, terms, counts)
+        keyword_relevance(scores, strength),
+        matched,
+        strength,
+        known_share(total, terms, counts, named_words(query)),
     )
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -355,25 +355,55 @@ def coverage(total: int, counts: list[tuple[int, bool]]) -> float:
     return sum(w for w, has in weights if has) / mass if mass > 0 else 0.0
 
 
-def known_share(total: int, terms: Sequence[str], counts: Sequence[int]) -> float:
+def known_share(
+    total: int,
+    terms: Sequence[str],
+    counts: Sequence[int],
+    names: Collection[str] = frozenset(),
+) -> float:
     """How much of a message's information the history holds anywhere: Σ idf of its terms
     found in some episode over Σ idf of all of them, a term found nowhere weighing the most
     (idf at n = 0). A message whose distinctive words the past never mentions — an off-topic
     one — gets a low share from the common words it shares with it; the recall threshold is
     applied to the relevance with the keyword side scaled by it (hybrid.rank_candidates).
-    Left out: a word naming a time (a month or day name, a number) found nowhere, since a
-    conversation's date is not in its words ("what did I buy in March?"), and a PostgreSQL
-    stop word found nowhere (that engine's parser drops it), so both engines agree. Measured
-    in docs/recall-quality.md ("Off-topic"). `counts[i]`: episodes holding `terms[i]`. Pure;
-    ∈ [0, 1], 1 with nothing to weigh."""
+    A name the message uses (`names`, see `named_words`) that no episode holds makes it 0: the
+    history has never heard of whom or what the message is about, so shared common words
+    say nothing ("What are Caroline's plans for the summer?" asked of a history without a
+    Caroline). Left out: a word naming a time (a month or day name, a number) found nowhere,
+    since a conversation's date is not in its words ("what did I buy in March?"), and a
+    PostgreSQL stop word found nowhere (that engine's parser drops it), so both engines agree.
+    Measured in docs/recall-quality.md ("Off-topic"). `counts[i]`: episodes holding
+    `terms[i]`. Pure; ∈ [0, 1], 1 with nothing to weigh."""
     mass = found = 0.0
     for term, n in zip(terms, counts, strict=True):
         if n == 0 and (is_time_word(term) or term in PG_ONLY_STOP_WORDS):
             continue
+        if n == 0 and term in names:
+            return 0.0
         weight = _idf(total, n)
         mass += weight
         found += weight if n > 0 else 0.0
     return found / mass if mass > 0 else 1.0
+
+
+# What may open a sentence (or a quotation) before a capitalised word that is then no name.
+_OPENERS = frozenset(".!?:;\"'“‘(«")
+
+
+def named_words(text: str) -> frozenset[str]:
+    """The lower-cased words a message capitalises inside a sentence — names ("Ottoline",
+    "Lisbon", "Mustang"). None when over three quarters of its words are capitalised (a
+    title, or all caps), where capitals say nothing. Pure."""
+    words = list(_TERM.finditer(text))
+    capitalised = [m for m in words if m.group()[:1].isupper()]
+    if not words or 4 * len(capitalised) > 3 * len(words):
+        return frozenset()
+    names = set()
+    for m in capitalised:
+        before = text[: m.start()].rstrip()
+        if before and before[-1] not in _OPENERS:
+            names.add(m.group().lower())
+    return frozenset(names)
 
 
 TIME_WORDS = frozenset(
