@@ -244,3 +244,40 @@ def test_a_forget_waits_for_what_a_worker_is_writing_from_the_chat(learning):
     with services.db.read() as session:
         assert session.scalars(select(Fact).where(Fact.key == "dog_name")).all() == []
     assert traces(services, SECRET) == []
+
+
+def test_a_turn_arriving_while_its_conversation_is_forgotten_starts_a_new_one(learning, llm):
+    # The forget (its deletes, by hand) holds the append lock when a turn in the conversation
+    # comes to be written: the turn must wait and then find the conversation gone, not join
+    # the deleted row (before, it looked the conversation up first and then waited).
+    import threading
+
+    from sqlalchemy import delete
+
+    from caesar.brain import Brain
+
+    services = learning
+    llm.reply = lambda body, protocol: "Sure."
+    Brain(services).turn("Plan a trip to Lisbon with me.", conversation="trip")
+    with services.db.read() as session:
+        [old] = session.scalars(select(Conversation).where(Conversation.key == "trip"))
+    turns: list[int] = []
+    with services.db.write() as session:
+        audit.serialise_appends(session)  # what a forget takes first
+        session.execute(delete(AuditLog).where(AuditLog.subject_id == old.id))
+        session.execute(delete(Conversation).where(Conversation.id == old.id))
+        arriving = threading.Thread(
+            target=lambda: turns.append(
+                Brain(services).turn("And a day in Sintra?", conversation="trip").audit_id
+            )
+        )
+        arriving.start()
+        arriving.join(1.0)
+        assert arriving.is_alive()  # the turn waits for the forget
+    arriving.join(60)
+    assert not arriving.is_alive()
+    with services.db.read() as session:
+        row = session.get(AuditLog, turns[0])
+        [new] = session.scalars(select(Conversation).where(Conversation.key == "trip"))
+    assert row is not None and row.subject_id == new.id != old.id
+    assert new.tip_audit_id == row.id
