@@ -41,7 +41,13 @@ class SummaryProvider(InstantProvider):
     """Answers a summarise request with a summary built from the chat's first words."""
 
     def complete(
-        self, messages: list[Message], model: str, *, task: str, json_mode: bool = False
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        json_mode: bool = False,
+        generation: Any = None,
     ) -> Completion:
         started = time.perf_counter()
         words = " ".join(messages[-1]["content"].split()[:20])

@@ -54,14 +54,22 @@ class InstantProvider:
         self.seconds = 0.0
 
     def complete(
-        self, messages: list[Message], model: str, *, task: str, json_mode: bool = False
+        self,
+        messages: list[Message],
+        model: str,
+        *,
+        task: str,
+        json_mode: bool = False,
+        generation: Any = None,
     ) -> Completion:
         started = time.perf_counter()
         reply = Completion("Noted.", self.name, model, Usage(len(messages), 2), 0.0)
         self.seconds += time.perf_counter() - started
         return reply
 
-    def stream(self, messages: list[Message], model: str, *, task: str) -> Iterator[StreamChunk]:
+    def stream(
+        self, messages: list[Message], model: str, *, task: str, generation: Any = None
+    ) -> Iterator[StreamChunk]:
         yield StreamChunk("Noted.")
 
 
