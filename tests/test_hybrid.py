@@ -223,6 +223,8 @@ def test_named_words_are_the_capitalised_words_inside_a_sentence():
     assert keywords.named_words("How Do I Fix My Car") == frozenset()
     assert keywords.named_words("WHERE IS MY CAR") == frozenset()
     assert keywords.named_words("i tried the thermostat thing you suggested") == frozenset()
+    # addressing the assistant names no subject
+    assert keywords.named_words("Thanks, Caesar, what did Ottoline say?") == {"ottoline"}
 
 
 def test_known_share_ignores_postgresqls_stop_words_found_nowhere():

@@ -388,6 +388,9 @@ def known_share(
 
 # What may open a sentence (or a quotation) before a capitalised word that is then no name.
 _OPENERS = frozenset(".!?:;\"'“‘(«")
+# The assistant's own name: "Thanks, Caesar, what did I say about…" addresses it; it is not
+# what the message is about, and past chats rarely spell it.
+ASSISTANT_NAMES = frozenset({"caesar"})
 
 
 def named_words(text: str) -> frozenset[str]:
@@ -403,7 +406,7 @@ def named_words(text: str) -> frozenset[str]:
         before = text[: m.start()].rstrip()
         if before and before[-1] not in _OPENERS:
             names.add(m.group().lower())
-    return frozenset(names)
+    return frozenset(names - ASSISTANT_NAMES)
 
 
 TIME_WORDS = frozenset(
