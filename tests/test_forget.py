@@ -202,48 +202,55 @@ def test_the_cli_forgets_by_id_and_asks_first(learning, llm, monkeypatch):
     assert missing.exit_code != 0 and "no conversation with id 424242" in missing.output
 
 
-def test_a_forget_waits_for_what_a_worker_is_writing_from_the_chat(learning):
-    # A worker (here its write, by hand) has learned a fact from the chat and not committed it
-    # yet when the operator forgets the conversation. The forget must wait and take the fact
-    # with it: before, on PostgreSQL, it read the facts first, the worker then committed, and
-    # the fact outlived its chat (its source set to NULL).
+def test_a_forget_waits_for_what_a_worker_is_writing_from_the_chat(learning, monkeypatch):
+    # The extract worker has learned a fact from the chat and is in its write transaction
+    # (held just after it checked its chats are there) when the operator forgets the
+    # conversation. The forget must wait and take the fact with it. Before, on PostgreSQL, the
+    # forget read the facts first and the worker then committed, so the fact outlived its chat
+    # (its source set to NULL), or the two deadlocked.
     import threading
 
     from memory_helpers import add_chat
 
-    from caesar.clock import utcnow
+    from caesar import workers
     from caesar.memory.forget import ForgetRequest, forget
 
     services = learning
     chat = add_chat(services, f"My dog is called {SECRET.title()}.", "Noted.")
     with services.db.read() as session:
         conversation = session.get(AuditLog, chat).subject_id
+    checked, release = threading.Event(), threading.Event()
+    real_check = workers.rows_still_there
+
+    def check_then_hold(session, rows):
+        there = real_check(session, rows)
+        checked.set()
+        assert release.wait(30)
+        return there
+
+    monkeypatch.setattr(workers, "rows_still_there", check_then_hold)
+    learned = threading.Thread(target=services.workers["memory.extract"].step)
+    learned.start()
+    assert checked.wait(30)
     results: list[Any] = []
-    with services.db.write() as session:
-        audit.serialise_appends(session)  # as the extract worker's write does first
-        services.facts.upsert_extracted(
-            session,
-            key="dog_name",
-            value=SECRET,
-            confidence=0.9,
-            source_audit_id=chat,
-            said_at=utcnow(),
+    forgetting = threading.Thread(
+        target=lambda: results.append(
+            forget(services, ForgetRequest(conversation_ids=[conversation]))
         )
-        waiting = threading.Thread(
-            target=lambda: results.append(
-                forget(services, ForgetRequest(conversation_ids=[conversation]))
-            )
-        )
-        waiting.start()
-        waiting.join(0.5)
-        assert waiting.is_alive()  # the forget waits for the worker's transaction
-    waiting.join(30)
-    assert not waiting.is_alive()
+    )
+    forgetting.start()
+    forgetting.join(0.5)
+    assert forgetting.is_alive()  # the forget waits for the worker's transaction
+    release.set()
+    learned.join(30)
+    forgetting.join(30)
+    assert not learned.is_alive() and not forgetting.is_alive()
     [result] = results
-    assert result.chat_rows == 1 and result.facts == 1
+    assert result.chat_rows == 1 and result.facts == 1  # the worker's fact, taken with it
     with services.db.read() as session:
         assert session.scalars(select(Fact).where(Fact.key == "dog_name")).all() == []
     assert traces(services, SECRET) == []
+    assert events(services, "worker.crashed") == []
 
 
 def test_a_turn_arriving_while_its_conversation_is_forgotten_starts_a_new_one(learning, llm):

@@ -223,6 +223,10 @@ def test_named_words_are_the_capitalised_words_inside_a_sentence():
     assert keywords.named_words("How Do I Fix My Car") == frozenset()
     assert keywords.named_words("WHERE IS MY CAR") == frozenset()
     assert keywords.named_words("i tried the thermostat thing you suggested") == frozenset()
+    # a new line or a dash opens a sentence too; an apostrophe inside a name does not
+    assert keywords.named_words("ok thanks\nRemind me what we said about Lisbon") == {"lisbon"}
+    assert keywords.named_words("Sure — Tell me about the Ottoline thing") == {"ottoline"}
+    assert keywords.named_words("Did you meet O'Brien?") == {"o", "brien"}
     # addressing the assistant names no subject
     assert keywords.named_words("Thanks, Caesar, what did Ottoline say?") == {"ottoline"}
 
@@ -242,6 +246,10 @@ def test_known_share_ignores_postgresqls_stop_words_found_nowhere():
     )
     assert pg_english <= keywords.STOP_WORDS | keywords.PG_ONLY_STOP_WORDS
     assert keywords.known_share(100, ["bike", "other"], [3, 0]) == 1.0
+    # ...and count on neither engine when some episode holds them (SQLite keeps them)
+    assert keywords.known_share(100, ["bike", "other", "unheard"], [3, 40, 0]) == (
+        keywords.known_share(100, ["bike", "unheard"], [3, 0])
+    )
 
 
 def test_the_threshold_scales_the_keyword_side_by_what_the_history_knows():

@@ -55,6 +55,10 @@ class RetentionWorker(Worker):
         The `retention.swept` row it writes is fresh, so a sweep never sweeps its own record."""
         cutoff = self.cutoff()
         with self.db.write() as session:
+            # The append lock before any row lock (PostgreSQL), in the order of a forget, a
+            # turn and the memory workers (memory/forget.py): deleting chats first and
+            # appending `retention.swept` after could deadlock with them.
+            audit.serialise_appends(session)
             # Ids are never reused (AUTOINCREMENT on SQLite, sequences on PostgreSQL), so
             # deleting the newest rows cannot hide new ones from cursors or the vector index.
             query = select(AuditLog.id).where(AuditLog.created_at < cutoff)

@@ -1,7 +1,7 @@
 """Episode recall (ADR-0034 §3–4): which past conversations a message brings back, and why.
 
 A search keeps summaries of the current embedder model whose relevance clears the threshold
-and whose conversation is younger than `max_age_days`, ranks them (`ranking = "prior"`, the
+(hybrid: the `gated` relevance, see memory/search/hybrid.py) and whose conversation is younger than `max_age_days`, ranks them (`ranking = "prior"`, the
 default: relevance alone, comparable matches newest first; `"adr"`: relevance ×
 freshness × recall_weight; the dense path below is always the ADR's), and returns the top K
 with every component,
@@ -108,7 +108,7 @@ class RecalledEpisode:
     recall_weight: float
     score: float
     keyword: float = 0.0  # normalised keyword relevance ∈ [0, 1] (hybrid fusion only)
-    relevance: float = 0.0  # what the threshold applies to: cosine, or fused with keyword
+    relevance: float = 0.0  # what ranks it: cosine, or fused with keyword (threshold: `gated`)
     # best cosine of the conversation's windows (hybrid fusion; None: not used or none stored)
     passage: float | None = None
     # best window's keyword relevance (hybrid fusion; None: not used or no windows indexed)

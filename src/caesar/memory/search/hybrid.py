@@ -424,9 +424,10 @@ def keyword_stage(
     if not terms:
         return KeywordMatch.empty()
     total, counts = term_counts(session, terms)
+    known = known_share(total, terms, counts, named_words(query))
     matched = match_terms(terms, total, counts)
     if not matched:
-        return KeywordMatch.empty()
+        return KeywordMatch({}, [], 0.0, known)
     by_term = dict(zip(terms, counts, strict=True))
     share = recent_share([by_term[t] for t in matched], budget)
     if share is None:
@@ -458,16 +459,11 @@ def keyword_stage(
             )
         )
     if not scores:
-        return KeywordMatch.empty()
+        return KeywordMatch({}, [], 0.0, known)
     best_id = max(scores, key=lambda i: (scores[i], i))
     has = probe_contains(session, terms, best_id)
     strength = coverage(total, list(zip(counts, has, strict=True)))
-    return KeywordMatch(
-        keyword_relevance(scores, strength),
-        matched,
-        strength,
-        known_share(total, terms, counts, named_words(query)),
-    )
+    return KeywordMatch(keyword_relevance(scores, strength), matched, strength, known)
 
 
 # What ranking reads of an episode (rank_candidates' rows; episodes/recall.py's dense path too).

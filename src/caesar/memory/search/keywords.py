@@ -370,13 +370,14 @@ def known_share(
     history has never heard of whom or what the message is about, so shared common words
     say nothing ("What are Caroline's plans for the summer?" asked of a history without a
     Caroline). Left out: a word naming a time (a month or day name, a number) found nowhere,
-    since a conversation's date is not in its words ("what did I buy in March?"), and a
-    PostgreSQL stop word found nowhere (that engine's parser drops it), so both engines agree.
+    since a conversation's date is not in its words ("what did I buy in March?") — a name that
+    is also a month ("June") is taken for the month — and PostgreSQL's stop words, found or not
+    (that engine's parser drops them, SQLite's keeps them), so both engines weigh the same.
     Measured in docs/recall-quality.md ("Off-topic"). `counts[i]`: episodes holding
     `terms[i]`. Pure; ∈ [0, 1], 1 with nothing to weigh."""
     mass = found = 0.0
     for term, n in zip(terms, counts, strict=True):
-        if n == 0 and (is_time_word(term) or term in PG_ONLY_STOP_WORDS):
+        if term in PG_ONLY_STOP_WORDS or (n == 0 and is_time_word(term)):
             continue
         if n == 0 and term in names:
             return 0.0
@@ -386,8 +387,9 @@ def known_share(
     return found / mass if mass > 0 else 1.0
 
 
-# What may open a sentence (or a quotation) before a capitalised word that is then no name.
-_OPENERS = frozenset(".!?:;\"'“‘(«")
+# What may open a sentence, a quotation or a list item before a capitalised word that is then
+# no name; a line break does too.
+_OPENERS = frozenset('.!?:;"“‘(«—–-•*#…')
 # The assistant's own name: "Thanks, Caesar, what did I say about…" addresses it; it is not
 # what the message is about, and past chats rarely spell it.
 ASSISTANT_NAMES = frozenset({"caesar"})
@@ -404,7 +406,8 @@ def named_words(text: str) -> frozenset[str]:
     names = set()
     for m in capitalised:
         before = text[: m.start()].rstrip()
-        if before and before[-1] not in _OPENERS:
+        gap = text[len(before) : m.start()]
+        if before and before[-1] not in _OPENERS and "\n" not in gap:
             names.add(m.group().lower())
     return frozenset(names - ASSISTANT_NAMES)
 
