@@ -187,6 +187,28 @@ def test_the_openai_endpoint_takes_the_conversation_from_a_header_or_the_body(se
     assert desk.turns == 2
 
 
+def test_a_streamed_reply_names_its_conversation_too(services, llm):
+    # The headers go before the turn is written; a client streaming without naming the
+    # conversation is still told which one it is — and the next, resent turn is in it.
+    llm.reply = Replies()
+    first = [{"role": "user", "content": "About my violin."}]
+    with TestClient(create_app(services.settings, services, run_workers=False)) as client:
+        opened = client.post(
+            "/v1/chat/completions", json={"model": "caesar", "messages": first, "stream": True}
+        )
+        assert opened.status_code == 200 and "[DONE]" in opened.text
+        key = opened.headers["x-caesar-conversation"]
+        assert re.fullmatch(r"[0-9a-f]{32}", key)
+        resent = [*first, {"role": "assistant", "content": "noted violin"}]
+        resent.append({"role": "user", "content": "And its bow?"})
+        again = client.post(
+            "/v1/chat/completions", json={"model": "caesar", "messages": resent, "stream": True}
+        )
+        assert again.headers["x-caesar-conversation"] == key
+    [conversation] = _conversations(services)
+    assert conversation.key == key and conversation.turns == 2
+
+
 def test_a_regenerated_turn_forks_and_a_failed_turn_is_no_tip(services, llm):
     llm.reply = Replies()
     opening = [

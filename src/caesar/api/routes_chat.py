@@ -19,6 +19,7 @@ from caesar.api.deps import Authenticated, BrainDep
 from caesar.brain import CHAT, TurnKind
 from caesar.errors import CaesarError, InputError, ProviderError
 from caesar.gateway.base import Generation, Message
+from caesar.memory import conversations
 
 log = logging.getLogger(__name__)
 router = APIRouter(dependencies=[Authenticated])
@@ -206,6 +207,11 @@ def chat_completions(
             "usage": _usage(result.usage.prompt_tokens, result.usage.completion_tokens),
         }
 
+    if named is None:
+        # The headers go before the turn is written: name its conversation now, so a client
+        # streaming without one is still told which it is.
+        with brain.services.db.read() as session:
+            named = conversations.key_for(session, history)
     ctx = brain.prepare(message, history, conversation=named)
     chunks = brain.stream(ctx, kind, generation=generation)
     # Pull the first chunk before answering, so a provider that fails outright still gets a

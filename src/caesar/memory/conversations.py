@@ -91,6 +91,15 @@ def _new(session: Session, key: str, now: datetime) -> Ref:
     return Ref(int(new_id), key)
 
 
+def key_for(session: Session, history: Sequence[Message]) -> str:
+    """The key a turn sending `history` (and no name) will be recorded under, decided before
+    it runs: the conversation `history` continues, or a new key. A streamed reply sends its
+    headers before the turn is written, so it names the conversation this way (and the turn is
+    then named by it, which resolves to the same conversation)."""
+    found = _continued(session, history)
+    return found.key if found else uuid.uuid4().hex
+
+
 def _continued(session: Session, history: Sequence[Message]) -> Ref | None:
     """The conversation whose latest answered turn `history` is, if any."""
     if not any(t.get("role") in ("user", "assistant") for t in history):
