@@ -6,6 +6,9 @@ question's time) is computed for the same questions, in the same run, for compar
 
 Usage: .venv/bin/python bench/prompt_over_http.py [--conversations 1]
 
+With two conversations or more it also sends the off-topic probe (the previous conversation's
+questions, about other people) and counts the prompts that carry a past-conversations block.
+
 The questions are asked now, not at their dates: LoCoMo runs with max_age_days off, so only the
 relative time phrases differ (the ranking orders comparable matches by relative age).
 """
@@ -32,6 +35,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import recall_quality as rq  # noqa: E402
 from answer_match import present, toks  # noqa: E402  (put on the path by prompt_quality)
 from prompt_quality import memory_chars  # noqa: E402
+
+from caesar.memory.context.render import EPISODES_HEADER  # noqa: E402
 
 CAESAR = ROOT / ".venv" / "bin" / "caesar"
 
@@ -85,6 +90,10 @@ def main() -> None:
     recorder = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=recorder.serve_forever, daemon=True).start()
     outside = inside = n = chars_out = 0
+    # the off-topic probe of recall_quality.py, from outside: the previous conversation's
+    # questions (about another pair of people) asked of this one
+    previous: list[rq.Question] = []
+    offtopic = offtopic_n = 0
     for haystack in haystacks:
         with tempfile.TemporaryDirectory(prefix="caesar-http-") as tmp:
             home = Path(tmp)
@@ -151,6 +160,11 @@ max_age_days = 36500
                         outside += bool(present(q.answer, set(toks(prompt))))
                         inside += bool(present(q.answer, set(toks(own.messages[0]["content"]))))
                         chars_out += memory_chars(prompt)
+                    for probe in previous:
+                        post(f"{base}/v1/chat", {"message": probe.text})
+                        offtopic_n += 1
+                        offtopic += EPISODES_HEADER in Recorder.prompts[-1]
+                    previous = haystack.questions
                 finally:
                     built.services.close()
             finally:
@@ -161,6 +175,11 @@ max_age_days = 36500
         f"answer in prompt over HTTP: {outside / n:.3f} ({chars_out / n:,.0f} memory chars/turn); "
         f"in-process Brain.prepare at the questions' dates: {inside / n:.3f}; n = {n}"
     )
+    if offtopic_n:
+        print(
+            f"off-topic turns over HTTP that injected a past conversation: "
+            f"{offtopic / offtopic_n:.3f} of {offtopic_n}"
+        )
 
 
 def free_port() -> int:

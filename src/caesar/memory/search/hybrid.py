@@ -424,7 +424,7 @@ def keyword_stage(
     if not terms:
         return KeywordMatch.empty()
     total, counts = term_counts(session, terms)
-    known = known_share(total, terms, counts, named_words(query))
+    known = known_share(total, terms, counts, named_words(query, terms))
     matched = match_terms(terms, total, counts)
     if not matched:
         return KeywordMatch({}, [], 0.0, known)

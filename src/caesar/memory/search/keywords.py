@@ -92,10 +92,15 @@ PG_ONLY_STOP_WORDS = frozenset(
 def query_terms(query: str) -> list[str]:
     """Distinct lower-case content words of a query, in order (at most MAX_QUERY_TERMS)."""
     seen: dict[str, None] = {}
-    for word in _TERM.findall(query.lower()):
+    for match in _TERM.finditer(
+        query
+    ):  # stops at the last term kept: a pasted page is not read to its end
+        word = match.group().lower()
         if word not in STOP_WORDS and (len(word) > 1 or word.isdigit()):
             seen.setdefault(word, None)
-    return list(seen)[:MAX_QUERY_TERMS]
+            if len(seen) == MAX_QUERY_TERMS:
+                break
+    return list(seen)
 
 
 def fts5_match(terms: Iterable[str], *, every: bool = False) -> str:
@@ -395,20 +400,30 @@ _OPENERS = frozenset('.!?:;"“‘(«—–-•*#…')
 ASSISTANT_NAMES = frozenset({"caesar"})
 
 
-def named_words(text: str) -> frozenset[str]:
+def named_words(text: str, among: Collection[str] | None = None) -> frozenset[str]:
     """The lower-cased words a message capitalises inside a sentence — names ("Ottoline",
     "Lisbon", "Mustang"). None when over three quarters of its words are capitalised (a
-    title, or all caps), where capitals say nothing. Pure."""
-    words = list(_TERM.finditer(text))
-    capitalised = [m for m in words if m.group()[:1].isupper()]
-    if not words or 4 * len(capitalised) > 3 * len(words):
+    title, or all caps), where capitals say nothing. `among`: the query's terms — the scan
+    stops once it has passed them all (a pasted page is not read to its end). Pure; linear."""
+    wanted = set(among) if among is not None else None
+    total = capitalised = 0
+    names: set[str] = set()
+    for m in _TERM.finditer(text):
+        word = m.group()
+        total += 1
+        if word[:1].isupper():
+            capitalised += 1
+            at = m.start() - 1  # back over the spaces before the word; a line break opens
+            while at >= 0 and text[at] in " \t":
+                at -= 1
+            if at >= 0 and text[at] not in _OPENERS and not text[at].isspace():
+                names.add(word.lower())
+        if wanted is not None:
+            wanted.discard(word.lower())
+            if not wanted:
+                break
+    if 4 * capitalised > 3 * total:
         return frozenset()
-    names = set()
-    for m in capitalised:
-        before = text[: m.start()].rstrip()
-        gap = text[len(before) : m.start()]
-        if before and before[-1] not in _OPENERS and "\n" not in gap:
-            names.add(m.group().lower())
     return frozenset(names - ASSISTANT_NAMES)
 
 
