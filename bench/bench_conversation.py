@@ -25,17 +25,16 @@ import argparse
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import benchlib
-from bench_turn import install
+from bench_turn import InstantProvider, install
 from sqlalchemy import func, select
 
 from caesar.brain import Brain
 from caesar.db import migrate
 from caesar.db.models import EpisodeSummary
-from caesar.gateway.base import Completion, Message, StreamChunk, Usage
+from caesar.gateway.base import Message
 from caesar.memory.search import passages
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
@@ -44,46 +43,26 @@ DATA = benchlib.ROOT.parent / "shared" / "data" / "longmemeval_s"
 WORK = benchlib.OUT / "conversation"
 
 
-class ReplayProvider:
+class ReplayProvider(InstantProvider):
     """Chat: the session's next assistant reply. Summarise: a sentence from the transcript's
     first words. Extract: no facts. Counts calls and characters sent per task."""
 
-    can_chat = True
-
     def __init__(self, replies: list[str]) -> None:
-        self.name = "local"
+        super().__init__("local")
         self.replies = replies
         self.turn = 0
         self.calls: Counter[str] = Counter()
         self.chars: Counter[str] = Counter()
-        self.seconds = 0.0
 
-    def complete(
-        self,
-        messages: list[Message],
-        model: str,
-        *,
-        task: str,
-        json_mode: bool = False,
-        generation: Any = None,
-    ) -> Completion:
-        started = time.perf_counter()
+    def text(self, messages: list[Message], task: str) -> str:
         self.calls[task] += 1
         self.chars[task] += sum(len(m["content"]) for m in messages)
         if task == "chat":
-            text = self.replies[self.turn % len(self.replies)]
             self.turn += 1
-        elif task == "memory_summarise":
-            text = "We discussed " + " ".join(messages[-1]["content"].split()[1:25]) + "."
-        else:
-            text = json.dumps({"facts": []})
-        self.seconds += time.perf_counter() - started
-        return Completion(text, self.name, model, Usage(1, 1), 0.0)
-
-    def stream(
-        self, messages: list[Message], model: str, *, task: str, generation: Any = None
-    ) -> Iterator[StreamChunk]:
-        yield StreamChunk(self.complete(messages, model, task=task).text)
+            return self.replies[(self.turn - 1) % len(self.replies)]
+        if task == "memory_summarise":
+            return "We discussed " + " ".join(messages[-1]["content"].split()[1:25]) + "."
+        return json.dumps({"facts": []})
 
 
 def session(turns: int) -> tuple[list[str], list[str]]:

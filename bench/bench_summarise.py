@@ -27,7 +27,7 @@ from sqlalchemy import select
 from caesar.clock import utcnow
 from caesar.db import migrate
 from caesar.db.models import EpisodeSummary
-from caesar.gateway.base import Completion, Message, Usage
+from caesar.gateway.base import Message
 from caesar.importer import import_conversations
 from caesar.memory.search import passages
 from caesar.services import Services
@@ -40,21 +40,9 @@ WORK = benchlib.OUT / "summarise"
 class SummaryProvider(InstantProvider):
     """Answers a summarise request with a summary built from the chat's first words."""
 
-    def complete(
-        self,
-        messages: list[Message],
-        model: str,
-        *,
-        task: str,
-        json_mode: bool = False,
-        generation: Any = None,
-    ) -> Completion:
-        started = time.perf_counter()
+    def text(self, messages: list[Message], task: str) -> str:
         words = " ".join(messages[-1]["content"].split()[:20])
-        text = f"We discussed the operator's question: {words}. caesar gave concrete advice."
-        reply = Completion(text, self.name, model, Usage(1, 1), 0.0)
-        self.seconds += time.perf_counter() - started
-        return reply
+        return f"We discussed the operator's question: {words}. caesar gave concrete advice."
 
 
 def conversations(count: int) -> list[dict[str, Any]]:

@@ -45,13 +45,17 @@ WORK = benchlib.OUT / "turn"
 
 
 class InstantProvider:
-    """A caesar.gateway.base.Provider that answers at once and keeps its own time."""
+    """A caesar.gateway.base.Provider that answers at once and keeps its own time. The benches'
+    other providers change only what it says (`text`)."""
 
     can_chat = True
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.seconds = 0.0
+
+    def text(self, messages: list[Message], task: str) -> str:
+        return "Noted."
 
     def complete(
         self,
@@ -63,14 +67,14 @@ class InstantProvider:
         generation: Any = None,
     ) -> Completion:
         started = time.perf_counter()
-        reply = Completion("Noted.", self.name, model, Usage(len(messages), 2), 0.0)
+        reply = Completion(self.text(messages, task), self.name, model, Usage(1, 1), 0.0)
         self.seconds += time.perf_counter() - started
         return reply
 
     def stream(
         self, messages: list[Message], model: str, *, task: str, generation: Any = None
     ) -> Iterator[StreamChunk]:
-        yield StreamChunk("Noted.")
+        yield StreamChunk(self.complete(messages, model, task=task).text)
 
 
 def install(services: Services, provider: InstantProvider) -> None:
