@@ -153,9 +153,13 @@ _APPEND_LOCK_KEY = 0x0CAE5A4
 
 
 def serialise_appends(session: Session) -> None:
-    """Take the append lock now (PostgreSQL), before any row lock: a writer that locks rows
-    and only then appends can deadlock with a chat turn, which appends first and then locks
-    the episodes it recalled."""
+    """Take the append lock now (PostgreSQL), before any row lock. The one lock order of
+    caesar's writers: a transaction that will lock or delete chat, conversation, episode or
+    fact rows and also append takes this first — a chat turn (before it finds its
+    conversation), a forget, retention's sweep, the summariser and every CursorWorker (before
+    they check their chats are still there). A writer that locks rows and only then appends can
+    deadlock with any of them; a forget relies on it to see everything they commit (memory/
+    forget.py). No-op on SQLite, whose write transactions are one at a time already."""
     _serialise_appends(session)
 
 

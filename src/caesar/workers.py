@@ -118,9 +118,9 @@ class CursorWorker(Worker, Generic[Prepared]):
             # forget under way has then committed, and its chats are gone, when they are read.
             audit.serialise_appends(session)
             if not rows_still_there(session, rows):
-                # Retention swept (or forget removed) some of these chats while the slow part ran: writing their
-                # outcomes would break a foreign key. Nothing is written; the next step reads
-                # the batch again without them.
+                # Retention swept (or a forget removed) some of these chats while the slow part
+                # ran: writing their outcomes would break a foreign key. Nothing is written; the
+                # next step reads the batch again without them.
                 log.info("%s: chats after %d swept meanwhile; batch redone", self.name, start)
                 return len(rows)
             moved = session.execute(

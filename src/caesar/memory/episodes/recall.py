@@ -1,11 +1,11 @@
 """Episode recall (ADR-0034 §3–4): which past conversations a message brings back, and why.
 
 A search keeps summaries of the current embedder model whose relevance clears the threshold
-(hybrid: the `gated` relevance, see memory/search/hybrid.py) and whose conversation is younger than `max_age_days`, ranks them (`ranking = "prior"`, the
-default: relevance alone, comparable matches newest first; `"adr"`: relevance ×
-freshness × recall_weight; the dense path below is always the ADR's), and returns the top K
-with every component,
-so the `memory.episode.recalled` audit row (and the preview API) can explain each one.
+(hybrid: the `gated` relevance, see memory/search/hybrid.py) and whose conversation is younger
+than `max_age_days`, ranks them (`ranking = "prior"`, the default: relevance alone, comparable
+matches newest first; `"adr"`: relevance × freshness × recall_weight; the dense path below is
+always the ADR's), and returns the top K with every component, so the
+`memory.episode.recalled` audit row (and the preview API) can explain each one.
 
 Relevance is the ADR's raw cosine when `fusion = "dense"`; with the default `"hybrid"` it
 fuses that cosine with keyword relevance over the summary and the conversation
