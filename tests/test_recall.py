@@ -222,3 +222,5 @@ def test_a_message_about_what_the_history_never_mentions_recalls_nothing(service
     # a date the conversations' words don't hold costs the match nothing
     dated = Brain(services).prepare("What did we say in March about my vintage Mustang?")
     assert [e.episode_id for e in dated.recalled] == [car]
+    undated = Brain(services).prepare("What did we say about my vintage Mustang?")
+    assert dated.recalled[0].known == undated.recalled[0].known
