@@ -15,8 +15,9 @@ relevance is exactly the cosine.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from sqlalchemy import bindparam, select, update
@@ -123,8 +124,9 @@ class RecalledEpisode:
     excerpts: tuple[Excerpt, ...] = ()
 
     def as_json(self) -> dict[str, object]:
-        data = asdict(self)
-        data.pop("windows")
+        # Field by field, not asdict: that deep-copies `windows` (one float per window of the
+        # conversation) only to drop it, and this runs for every recalled episode of a turn.
+        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in _JSON_FIELDS}
         data["excerpts"] = [e.as_json() for e in self.excerpts]
         data["created_at"] = self.created_at.isoformat()
         for key in (
@@ -143,6 +145,9 @@ class RecalledEpisode:
             if data[key] is not None:
                 data[key] = round(float(data[key]), 6)
         return data
+
+
+_JSON_FIELDS = tuple(f for f in fields(RecalledEpisode) if f.name != "windows")
 
 
 def rank_episodes(
