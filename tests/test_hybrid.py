@@ -227,6 +227,10 @@ def test_named_words_are_the_capitalised_words_inside_a_sentence():
     assert keywords.named_words("ok thanks\nRemind me what we said about Lisbon") == {"lisbon"}
     assert keywords.named_words("Sure — Tell me about the Ottoline thing") == {"ottoline"}
     assert keywords.named_words("Did you meet O'Brien?") == {"o", "brien"}
+    # a title is no name, and its period ends no sentence: the name is the word after it
+    assert keywords.named_words("Would she like books by Dr. Seuss?") == {"seuss"}
+    assert keywords.named_words("The mass at St. Mary's church") == {"mary"}
+    assert keywords.named_words("He left. Mr Jones stayed.") == {"jones"}
     # addressing the assistant names no subject
     assert keywords.named_words("Thanks, Caesar, what did Ottoline say?") == {"ottoline"}
 

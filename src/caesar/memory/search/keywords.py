@@ -398,12 +398,16 @@ _OPENERS = frozenset('.!?:;"“‘(«—–-•*#…')
 # The assistant's own name: "Thanks, Caesar, what did I say about…" addresses it; it is not
 # what the message is about, and past chats rarely spell it.
 ASSISTANT_NAMES = frozenset({"caesar"})
+# Titles before a name: no name themselves, and their period opens no sentence — in "Dr. Seuss"
+# or "St. Mary's" the name is the word after it.
+HONORIFICS = frozenset("dr mr mrs ms mx prof st sr jr rev fr capt lt gen sgt col hon".split())
 
 
 def named_words(text: str, among: Collection[str] | None = None) -> frozenset[str]:
     """The lower-cased words a message capitalises inside a sentence — names ("Ottoline",
-    "Lisbon", "Mustang"). None when over three quarters of its words are capitalised (a
-    title, or all caps), where capitals say nothing. `among`: the query's terms — the scan
+    "Lisbon", "Mustang"; after a title such as "Dr." the word that follows, not the title).
+    None when over three quarters of its words are capitalised (a title, or all caps), where
+    capitals say nothing. `among`: the query's terms — the scan
     stops once it has passed them all (a pasted page is not read to its end). Pure; linear."""
     wanted = set(among) if among is not None else None
     total = capitalised = 0
@@ -416,7 +420,7 @@ def named_words(text: str, among: Collection[str] | None = None) -> frozenset[st
             at = m.start() - 1  # back over the spaces before the word; a line break opens
             while at >= 0 and text[at] in " \t":
                 at -= 1
-            if at >= 0 and text[at] not in _OPENERS and not text[at].isspace():
+            if at >= 0 and word.lower() not in HONORIFICS and not _opens(text, at):
                 names.add(word.lower())
         if wanted is not None:
             wanted.discard(word.lower())
@@ -425,6 +429,16 @@ def named_words(text: str, among: Collection[str] | None = None) -> frozenset[st
     if 4 * capitalised > 3 * total:
         return frozenset()
     return frozenset(names - ASSISTANT_NAMES)
+
+
+def _opens(text: str, at: int) -> bool:
+    """Whether `text[at]`, the character before a word (spaces skipped), opens a sentence."""
+    if text[at] == ".":
+        start = at
+        while start > 0 and text[start - 1].isalpha():
+            start -= 1
+        return text[start:at].lower() not in HONORIFICS
+    return text[at] in _OPENERS or text[at].isspace()
 
 
 TIME_WORDS = frozenset(
