@@ -142,3 +142,27 @@ def test_turns_shared_by_two_conversations_are_shown_once():
     # the same summary twice: the second episode is not shown at all
     twice = _select([_candidate(first, None), _candidate(first, None)], "x", 2500)
     assert twice.text.count("We talked.") == 1 and len(twice.chosen) == 1
+
+
+def _followers(count: str, *more: str) -> list[dict[str, str]]:
+    """A chat that starts with the operator's count of followers, then advice."""
+    advice = f"With {count} followers, post at the same hours and answer every comment. " * 4
+    return _turns(f"I've got {count} followers on Instagram now.", advice, *more)
+
+
+def test_two_comparable_conversations_are_both_shown_before_more_of_the_first():
+    # Every window of the first chat outranks the second chat's best (the newer count), and
+    # the budget holds the first chat whole but nothing more. The second scores within 85 % of
+    # the first, so its best window comes before the first's second: both counts are shown.
+    question = "How many followers do I have on Instagram now?"
+    more = ("Any tips for captions?", "Keep them short. " * 15, "And for Live?", "Plan it. " * 30)
+    first = _candidate(_followers("1250", *more), [0.84, 0.83, 0.82, 0.81], score=0.88, days=30)
+    budget = len(_select([first], question, 10_000).text) + 40
+    second = _candidate(_followers("1300"), [0.74], score=0.77, days=3, summary="Later talk.")
+    block = _select([first, second], question, budget)
+    assert "1250 followers" in block.text and "1300 followers" in block.text
+    assert [c.index for c in block.chosen] == [0, 1]
+    # not comparable (under 85 % of the best score): the first conversation's windows first
+    weaker = _candidate(_followers("1300"), [0.74], score=0.70, days=3, summary="Later talk.")
+    block = _select([first, weaker], question, budget)
+    assert "1250 followers" in block.text and "1300 followers" not in block.text

@@ -11,6 +11,9 @@ The selection (`select`):
 - every window of every recalled episode is a candidate, its priority the mean of its
   episode's score and its own relevance — so the best windows of the best episode come first,
   but a strongly matching window of the second episode beats a weak third one of the first;
+- comparable episodes (scoring at least 85 % of the best one's) are shown together: the best
+  window of each of the two whose best windows rank highest comes first, so an old statement
+  and the one updating it both reach the prompt rather than every window of the first;
 - candidates are taken best first while they fit the budget; an episode's line (time anchor
   and summary) is paid for when its first window is taken;
 - windows of one conversation that overlap are merged: no turn is shown twice;
@@ -45,6 +48,12 @@ from caesar.memory.search.passages import window_spans, window_turns
 
 # The share of a window's priority that is its episode's score (the rest is its own relevance).
 EPISODE_SHARE = 0.5
+# Comparable conversations are both shown: among the episodes scoring at least
+# COMPARABLE_SHARE of the best one's, the SHOWN_TOGETHER whose best windows rank highest each
+# get that window before any episode gets a second — an old statement and the one updating it,
+# rather than every window of the first (docs/recall-quality.md, "Excerpts").
+COMPARABLE_SHARE = 0.85
+SHOWN_TOGETHER = 2
 ELLIPSIS = "…"
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -174,6 +183,26 @@ class _Episode:
         )
 
 
+def _comparable_first(
+    items: list[tuple[float, int, int]], candidates: Sequence[Candidate]
+) -> list[tuple[float, int, int]]:
+    """`items` (best first) with the best window of each of the SHOWN_TOGETHER comparable
+    episodes moved to the front, the better episode first."""
+    top = max((c.score for c in candidates), default=0.0)
+    if top <= 0:
+        return items
+    lead: dict[int, tuple[float, int, int]] = {}
+    for item in items:
+        ci = item[1]
+        if len(lead) == SHOWN_TOGETHER:
+            break
+        if ci not in lead and candidates[ci].score >= COMPARABLE_SHARE * top:
+            lead[ci] = item
+    front = sorted(lead.values(), key=lambda item: (-candidates[item[1]].score, item[1]))
+    taken = set(front)
+    return front + [item for item in items if item not in taken]
+
+
 def select(
     candidates: Sequence[Candidate],
     query: str,
@@ -198,7 +227,7 @@ def select(
         for wi, relevance in enumerate(windows):
             priority = EPISODE_SHARE * c.score + (1 - EPISODE_SHARE) * relevance
             items.append((-priority, ci, wi))
-    items.sort()
+    items = _comparable_first(sorted(items), candidates)
     used = BLOCK_FRAME
     included: list[int] = []
     costs = [0] * len(candidates)
