@@ -325,6 +325,7 @@ class _HybridParams:
     keyword_weight: float
     ranking: str
     comparable_within: float
+    date_weight: float
 
 
 def hybrid_ranker(**overrides: Any) -> Ranker:

@@ -224,3 +224,31 @@ def test_a_message_about_what_the_history_never_mentions_recalls_nothing(service
     assert [e.episode_id for e in dated.recalled] == [car]
     undated = Brain(services).prepare("What did we say about my vintage Mustang?")
     assert dated.recalled[0].known == undated.recalled[0].known
+
+
+@pytest.mark.parametrize("date_weight", [0.5, 0.0])
+def test_a_message_naming_a_day_recalls_that_days_conversation(make_services, date_weight):
+    # Two conversations alike in meaning and words; the message names the older one's day.
+    # With the date signal (the default) that one comes first and is marked `dated`; without
+    # it the newer one does (comparable matches go newest first).
+    services = make_services(memory={"episodes_recall": {"date_weight": date_weight}})
+    now = utcnow()
+    older_at, newer_at = now - timedelta(days=40), now - timedelta(days=10)
+    older, _ = add_episode(
+        services,
+        "The operator cooked a mushroom risotto and asked how to keep it creamy.",
+        older_at,
+    )
+    newer, _ = add_episode(
+        services, "The operator cooked a mushroom soup and asked how to keep it creamy.", newer_at
+    )
+    day = f"{older_at.day} {older_at:%B} {older_at.year}"
+    recalled = Brain(services).prepare(f"What did I cook on {day}?").recalled
+    if date_weight:
+        assert [e.episode_id for e in recalled][:1] == [older]
+        assert recalled[0].dated and recalled[0].relevance > recalled[0].cosine
+        assert not any(e.dated for e in recalled if e.episode_id == newer)
+    else:
+        assert recalled and recalled[0].episode_id == newer and not recalled[0].dated
+    # a person the history has never heard of is not recalled by the date alone
+    assert Brain(services).prepare(f"What did Ottoline cook on {day}?").recalled == []

@@ -233,6 +233,11 @@ class EpisodesRecallSettings(Section):
     # Chosen on the dev data: docs/recall-quality.md.
     fusion: Literal["hybrid", "dense"] = "hybrid"
     keyword_weight: float = Field(default=0.7, ge=0, le=1)
+    # A conversation held on a day the message names by date ("on 1 February 2023", "in March
+    # 2023": memory/search/dates.py) is a candidate, and its relevance is lifted by
+    # date_weight × (1 − relevance); 0 turns it off. Chosen on the dev data:
+    # docs/recall-quality.md ("Dates").
+    date_weight: float = Field(default=0.5, ge=0, le=1)
     # The past-conversations block, fences included, is at most this many characters: each
     # recalled episode's date and summary, and the verbatim excerpts of it that best match the
     # message (memory/context/excerpts.py). Chosen by measurement: docs/recall-quality.md.

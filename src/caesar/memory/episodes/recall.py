@@ -59,6 +59,7 @@ class RecallParams:
     keyword_weight: float = 0.0
     ranking: Ranking = "adr"
     comparable_within: float = 0.0
+    date_weight: float = 0.0
 
     @classmethod
     def from_settings(cls, s: EpisodesRecallSettings, **overrides: object) -> RecallParams:
@@ -72,6 +73,7 @@ class RecallParams:
             "keyword_weight": s.keyword_weight,
             "ranking": s.ranking,
             "comparable_within": s.comparable_within,
+            "date_weight": s.date_weight,
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
@@ -120,6 +122,8 @@ class RecalledEpisode:
     # relevance with the keyword side scaled by it — what the threshold applies to
     known: float = 1.0
     gated: float = 0.0
+    # hybrid: held within a span of time the message names by date (memory/search/dates.py)
+    dated: bool = False
     # the verbatim parts of the conversation shown with the summary (memory/context/excerpts.py)
     excerpts: tuple[Excerpt, ...] = ()
 

@@ -37,7 +37,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from caesar.db.models import EpisodeSummary
@@ -51,6 +51,7 @@ from caesar.memory.importance import (
 )
 from caesar.memory.search import passages, window_keywords
 from caesar.memory.search.common_words import SCORE_BUDGET, common_words_pool, recent_share
+from caesar.memory.search.dates import Span, named_spans
 from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
     KEYWORD_TABLES,
     coverage,
@@ -144,6 +145,8 @@ class HybridParams(Protocol):
     def ranking(self) -> Ranking: ...
     @property
     def comparable_within(self) -> float: ...
+    @property
+    def date_weight(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,9 @@ class HybridHit:
     # fuse(max(cosine, passage), keyword × known): what the threshold applies to (= relevance
     # when every word of the message is somewhere in the history)
     gated: float = 0.0
+    # held within a span of time the message names by date (memory/search/dates.py): the
+    # relevance is lifted by date_weight × (1 − relevance), `gated` by that times `known`
+    dated: bool = False
 
 
 def rank_candidates(
@@ -184,6 +190,7 @@ def rank_candidates(
     passage: dict[int, float] | None = None,
     window: dict[int, float] | None = None,
     known: float = 1.0,
+    dated: Collection[int] = frozenset(),
 ) -> list[HybridHit]:
     """Pure: (id, audit_log_id, summary, created_at, recall_count, …) rows with their summary
     cosine, best-window cosine (`passage`, where the episode has windows), normalised
@@ -213,6 +220,13 @@ def rank_candidates(
         if known >= 1.0
         else fuse(dense, kw * known, method=params.fusion, keyword_weight=params.keyword_weight)
     )
+    on_day = np.array([i in dated for i in id_list], dtype=bool)
+    if params.fusion == "hybrid" and params.date_weight > 0 and on_day.any():
+        # the same shape as the keyword side: towards 1, never lowering; a message about
+        # someone the history never heard of (known = 0) is not recalled by its date alone
+        lift = params.date_weight * on_day
+        relevance = relevance + lift * (1.0 - relevance)
+        gated = gated + lift * known * (1.0 - gated)
     age = np.array([(now - r[3]).total_seconds() / SECONDS_PER_DAY for r in rows])
     fresh = freshness_v(age, params.halflife_days)
     weight = recall_weight_v(
@@ -250,6 +264,7 @@ def rank_candidates(
             window_keyword=window.get(int(ids[i])),
             known=known,
             gated=float(gated[i]),
+            dated=bool(on_day[i]),
         )
         for i in order
     ]
@@ -282,6 +297,7 @@ def hybrid_search(
     )
     cosine = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
     match = KeywordMatch.empty()
+    dated: set[int] = set()
     if params.fusion != "dense":
         recent = index.newest(
             query_vector,
@@ -290,6 +306,9 @@ def hybrid_search(
         )
         for i, c in zip(recent.ids, recent.cosine, strict=True):
             cosine.setdefault(int(i), float(c))
+        dated = dated_episodes(session, named_spans(query_text, now), min_created, params)
+        fresh_ids = [i for i in dated if i not in cosine]
+        cosine.update(index.cosines(fresh_ids, query_vector))
         # Every candidate gets its episode-level keyword score, the recent ones included: one
         # left unscored would have only its best window's half of the keyword mean.
         match = keyword_stage(
@@ -317,8 +336,28 @@ def hybrid_search(
     passage = {i: float(v.max()) for i, v in each_cosine.items()}
     each_keyword = window_keyword_relevance(session, match, rows)
     window = {i: max(v.values(), default=0.0) for i, v in each_keyword.items()}
-    hits = rank_candidates(rows, cosine, keyword, now, params, passage, window, match.known)
+    hits = rank_candidates(rows, cosine, keyword, now, params, passage, window, match.known, dated)
     return [with_windows(h, each_cosine, each_keyword, params) for h in hits]
+
+
+# The conversations held within the spans a message names (newest first) that are candidates.
+DATE_POOL = 50
+
+
+def dated_episodes(
+    session: Session, spans: Sequence[Span], min_created: datetime | None, params: HybridParams
+) -> set[int]:
+    """Ids of up to DATE_POOL non-trivial episodes created within `spans` (and after
+    `min_created`), newest first: candidates whatever their cosine or words."""
+    if not spans or params.fusion != "hybrid" or params.date_weight <= 0:
+        return set()
+    table = EpisodeSummary.__table__.c
+    within = or_(*(and_(table.created_at >= a, table.created_at < b) for a, b in spans))
+    query = select(table.id).where(within, table.summary != "")
+    if min_created is not None:
+        query = query.where(table.created_at >= min_created)
+    rows = session.execute(query.order_by(table.created_at.desc()).limit(DATE_POOL))
+    return {int(i) for (i,) in rows}
 
 
 def with_windows(
