@@ -340,6 +340,7 @@ def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
                 "audit_log_id": chat,
                 "score": 0.61234,
                 "relevance": 0.7,
+                "dated": True,
                 "recall_count": 2,
                 "summary": "The operator named the dog Biscuit.",
                 "excerpts": [],
@@ -377,7 +378,8 @@ def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
     )
     assert _gist(html, rows[audit.EPISODE_RECALLED]) == (
         f"episode #7, the conversation of chat #{turn['audit_id']} "
-        "score score 0.612 · relevance 0.700 · recalled 2× before "
+        "score score 0.612 · relevance 0.700 · held on a day the message names · recalled 2× "
+        "before "
         "summary The operator named the dog Biscuit."
     )
     assert _gist(html, rows[audit.EXTRACT_FAILED]) == (
