@@ -227,11 +227,13 @@ def test_a_message_about_what_the_history_never_mentions_recalls_nothing(service
 
 
 @pytest.mark.parametrize("date_weight", [0.5, 0.0])
-def test_a_message_naming_a_day_recalls_that_days_conversation(make_services, date_weight):
+def test_a_message_naming_a_day_recalls_that_days_conversation(make_services, db_url, date_weight):
     # Two conversations alike in meaning and words; the message names the older one's day.
     # With the date signal (the default) that one comes first and is marked `dated`; without
-    # it the newer one does (comparable matches go newest first).
-    services = make_services(memory={"episodes_recall": {"date_weight": date_weight}})
+    # it the newer one does (comparable matches go newest first). On both engines.
+    services = make_services(
+        database_url=db_url, memory={"episodes_recall": {"date_weight": date_weight}}
+    )
     now = utcnow()
     older_at, newer_at = now - timedelta(days=40), now - timedelta(days=10)
     older, _ = add_episode(
