@@ -306,7 +306,9 @@ def hybrid_search(
         )
         for i, c in zip(recent.ids, recent.cosine, strict=True):
             cosine.setdefault(int(i), float(c))
-        dated = dated_episodes(session, named_spans(query_text, now), min_created, params)
+        dated = dated_episodes(
+            session, named_spans(query_text, now), index.model_id, min_created, params
+        )
         fresh_ids = [i for i in dated if i not in cosine]
         cosine.update(index.cosines(fresh_ids, query_vector))
         # Every candidate gets its episode-level keyword score, the recent ones included: one
@@ -345,15 +347,24 @@ DATE_POOL = 50
 
 
 def dated_episodes(
-    session: Session, spans: Sequence[Span], min_created: datetime | None, params: HybridParams
+    session: Session,
+    spans: Sequence[Span],
+    model_id: str | None,
+    min_created: datetime | None,
+    params: HybridParams,
 ) -> set[int]:
-    """Ids of up to DATE_POOL non-trivial episodes created within `spans` (and after
-    `min_created`), newest first: candidates whatever their cosine or words."""
+    """Ids of up to DATE_POOL non-trivial episodes of `model_id` (as the keyword pool's)
+    created within `spans` (and after `min_created`), newest first: candidates whatever their
+    cosine or words. With the shipped weight (0.5) such an episode clears the threshold by its
+    date alone unless the history knows under 90 % of the message (`known`): a message naming
+    a day brings that day's conversations."""
     if not spans or params.fusion != "hybrid" or params.date_weight <= 0:
         return set()
     table = EpisodeSummary.__table__.c
     within = or_(*(and_(table.created_at >= a, table.created_at < b) for a, b in spans))
     query = select(table.id).where(within, table.summary != "")
+    if model_id is not None:
+        query = query.where(table.model == model_id)
     if min_created is not None:
         query = query.where(table.created_at >= min_created)
     rows = session.execute(query.order_by(table.created_at.desc()).limit(DATE_POOL))
