@@ -254,3 +254,19 @@ def test_a_message_naming_a_day_recalls_that_days_conversation(make_services, db
         assert recalled and recalled[0].episode_id == newer and not recalled[0].dated
     # a person the history has never heard of is not recalled by the date alone
     assert Brain(services).prepare(f"What did Ottoline cook on {day}?").recalled == []
+
+
+def test_a_named_day_brings_a_conversation_no_other_pool_holds(make_services, db_url):
+    # Sixty newer conversations fill the recent pool, and the old one shares neither meaning
+    # nor words with the message: only the day it was held on brings it in.
+    services = make_services(database_url=db_url)
+    now = utcnow()
+    old_at = now - timedelta(days=80)
+    old, _ = add_episode(services, "We compared two savings accounts and their fees.", old_at)
+    for i in range(60):  # no digits: a day's number would match their words
+        tag = chr(97 + i % 26) + chr(97 + i // 26)
+        add_episode(services, f"The operator shared a holiday photo tagged {tag}.", days_ago(i / 4))
+    day = f"{old_at:%B} {old_at.day}, {old_at.year}"
+    recalled = Brain(services).prepare(f"What did we talk about on {day}?").recalled
+    assert [e.episode_id for e in recalled][:1] == [old] and recalled[0].dated
+    assert recalled[0].cosine < services.settings.memory.episodes_recall.similarity_threshold

@@ -62,6 +62,7 @@ from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migr
     marks,
     match_terms,
     named_words,
+    names_unknown,
     probe_contains,
     query_terms,
     term_counts,
@@ -177,7 +178,8 @@ class HybridHit:
     # when every word of the message is somewhere in the history)
     gated: float = 0.0
     # held within a span of time the message names by date (memory/search/dates.py): the
-    # relevance is lifted by date_weight × (1 − relevance), `gated` by that times `known`
+    # relevance and `gated` are lifted by date_weight × (1 − ·), `gated` not when the message
+    # names someone the history never heard of
     dated: bool = False
 
 
@@ -191,6 +193,7 @@ def rank_candidates(
     window: dict[int, float] | None = None,
     known: float = 1.0,
     dated: Collection[int] = frozenset(),
+    stranger: bool = False,
 ) -> list[HybridHit]:
     """Pure: (id, audit_log_id, summary, created_at, recall_count, …) rows with their summary
     cosine, best-window cosine (`passage`, where the episode has windows), normalised
@@ -222,11 +225,12 @@ def rank_candidates(
     )
     on_day = np.array([i in dated for i in id_list], dtype=bool)
     if params.fusion == "hybrid" and params.date_weight > 0 and on_day.any():
-        # the same shape as the keyword side: towards 1, never lowering; a message about
-        # someone the history never heard of (known = 0) is not recalled by its date alone
+        # the same shape as the keyword side: towards 1, never lowering. A message about
+        # someone the history never heard of is not recalled by its date alone; otherwise the
+        # day is what it asks about, whatever its other words ("what did we talk about on…")
         lift = params.date_weight * on_day
         relevance = relevance + lift * (1.0 - relevance)
-        gated = gated + lift * known * (1.0 - gated)
+        gated = gated + (0.0 if stranger else 1.0) * lift * (1.0 - gated)
     age = np.array([(now - r[3]).total_seconds() / SECONDS_PER_DAY for r in rows])
     fresh = freshness_v(age, params.halflife_days)
     weight = recall_weight_v(
@@ -338,7 +342,9 @@ def hybrid_search(
     passage = {i: float(v.max()) for i, v in each_cosine.items()}
     each_keyword = window_keyword_relevance(session, match, rows)
     window = {i: max(v.values(), default=0.0) for i, v in each_keyword.items()}
-    hits = rank_candidates(rows, cosine, keyword, now, params, passage, window, match.known, dated)
+    hits = rank_candidates(
+        rows, cosine, keyword, now, params, passage, window, match.known, dated, match.stranger
+    )
     return [with_windows(h, each_cosine, each_keyword, params) for h in hits]
 
 
@@ -356,8 +362,8 @@ def dated_episodes(
     """Ids of up to DATE_POOL non-trivial episodes of `model_id` (as the keyword pool's)
     created within `spans` (and after `min_created`), newest first: candidates whatever their
     cosine or words. With the shipped weight (0.5) such an episode clears the threshold by its
-    date alone unless the history knows under 90 % of the message (`known`): a message naming
-    a day brings that day's conversations."""
+    date alone unless the message names someone the history never heard of: a message naming a
+    day brings that day's conversations."""
     if not spans or params.fusion != "hybrid" or params.date_weight <= 0:
         return set()
     table = EpisodeSummary.__table__.c
@@ -450,6 +456,8 @@ class KeywordMatch:
     strength: float
     # how much of the message's information the history holds anywhere (keywords.known_share)
     known: float = 1.0
+    # the message names someone or something no episode holds (keywords.names_unknown)
+    stranger: bool = False
 
     @staticmethod
     def empty() -> KeywordMatch:
@@ -474,10 +482,12 @@ def keyword_stage(
     if not terms:
         return KeywordMatch.empty()
     total, counts = term_counts(session, terms)
-    known = known_share(total, terms, counts, named_words(query, terms))
+    names = named_words(query, terms)
+    known = known_share(total, terms, counts, names)
+    stranger = names_unknown(terms, counts, names)
     matched = match_terms(terms, total, counts)
     if not matched:
-        return KeywordMatch({}, [], 0.0, known)
+        return KeywordMatch({}, [], 0.0, known, stranger)
     by_term = dict(zip(terms, counts, strict=True))
     share = recent_share([by_term[t] for t in matched], budget)
     if share is None:
@@ -509,11 +519,11 @@ def keyword_stage(
             )
         )
     if not scores:
-        return KeywordMatch({}, [], 0.0, known)
+        return KeywordMatch({}, [], 0.0, known, stranger)
     best_id = max(scores, key=lambda i: (scores[i], i))
     has = probe_contains(session, terms, best_id)
     strength = coverage(total, list(zip(counts, has, strict=True)))
-    return KeywordMatch(keyword_relevance(scores, strength), matched, strength, known)
+    return KeywordMatch(keyword_relevance(scores, strength), matched, strength, known, stranger)
 
 
 # What ranking reads of an episode (rank_candidates' rows; episodes/recall.py's dense path too).

@@ -380,16 +380,26 @@ def known_share(
     (that engine's parser drops them, SQLite's keeps them), so both engines weigh the same.
     Measured in docs/recall-quality.md ("Off-topic"). `counts[i]`: episodes holding
     `terms[i]`. Pure; ∈ [0, 1], 1 with nothing to weigh."""
+    if names_unknown(terms, counts, names):
+        return 0.0
     mass = found = 0.0
     for term, n in zip(terms, counts, strict=True):
         if term in PG_ONLY_STOP_WORDS or (n == 0 and is_time_word(term)):
             continue
-        if n == 0 and term in names:
-            return 0.0
         weight = _idf(total, n)
         mass += weight
         found += weight if n > 0 else 0.0
     return found / mass if mass > 0 else 1.0
+
+
+def names_unknown(terms: Sequence[str], counts: Sequence[int], names: Collection[str]) -> bool:
+    """Whether the message names someone or something (`names`, see `named_words`) that no
+    episode holds — a month name and PostgreSQL's stop words aside, as in `known_share`: the
+    history has never heard of whom it is about. Pure."""
+    return any(
+        n == 0 and term in names and not is_time_word(term) and term not in PG_ONLY_STOP_WORDS
+        for term, n in zip(terms, counts, strict=True)
+    )
 
 
 # What may open a sentence, a quotation or a list item before a capitalised word that is then
