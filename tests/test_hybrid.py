@@ -212,6 +212,16 @@ def test_a_name_the_history_never_mentions_means_it_knows_nothing_of_the_message
     assert keywords.known_share(100, terms, [2, 9, 4], names) == 1.0
 
 
+def test_a_name_is_unknown_when_no_episode_holds_it_a_month_aside():
+    names = keywords.named_words("What did Ottoline say in June?")
+    assert names == {"ottoline", "june"}
+    terms = ["ottoline", "say", "june"]
+    assert keywords.names_unknown(terms, [0, 5, 0], names)
+    assert not keywords.names_unknown(terms, [2, 5, 0], names)  # June is a month, not a stranger
+    # PostgreSQL's parser drops its stop words, so neither engine calls them strangers
+    assert not keywords.names_unknown(["same", "say"], [0, 5], {"same"})
+
+
 def test_named_words_are_the_capitalised_words_inside_a_sentence():
     assert keywords.named_words("Caroline went to Lisbon. Then she left.") == {"lisbon"}
     assert keywords.named_words("Where did you say to find parts for my Mustang?") == {"mustang"}
