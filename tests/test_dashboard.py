@@ -493,6 +493,18 @@ def test_a_turn_shows_the_facts_and_excerpts_in_its_prompt(client, services, llm
     assert f'<p class="summary">{PAST_SUMMARY}</p>' in html
     excerpt = re.search(r'<blockquote class="excerpt"[^>]*>(.*?)</blockquote>', html, re.S)
     assert excerpt and f"<p><b>caesar:</b> {PAST_REPLY}</p>" in excerpt.group(1)
+    assert "held on a day the message names" not in html
+    # a message naming the day that conversation was held: the turn view says why it came
+    with services.db.read() as session:
+        held = session.scalar(
+            select(EpisodeSummary.created_at).where(EpisodeSummary.audit_log_id == past)
+        )
+    llm.replies.append("That was about your sleep.")
+    day = f"{held:%B} {held.day}, {held.year}"
+    dated = client.post("/v1/chat", json={"message": f"What did we say about sleep on {day}?"})
+    assert dated.json()["recalled"] == [past]
+    dated_html = client.get(f"/dashboard/audit/{dated.json()['audit_id']}").text
+    assert "held on a day the message names" in dated_html
     # and the turn itself, as a transcript
     assert '<p class="turn turn-user"><b>operator:</b> I tried the thermostat thing' in html
     assert '<p class="turn turn-assistant"><b>caesar:</b> Did the cooler room help?</p>' in html
