@@ -31,6 +31,8 @@ from typing import Any, TypeVar
 from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.orm import Session
 
+from caesar.memory.search.dates import MONTHS
+
 K = TypeVar("K")  # what is scored: an episode id, or (episode id, window number)
 
 # Not SQLAlchemy models (FTS5 cannot be declared; PostgreSQL's twin is trigger-maintained):
@@ -451,9 +453,8 @@ def _opens(text: str, at: int) -> bool:
     return text[at] in _OPENERS or text[at].isspace()
 
 
-TIME_WORDS = frozenset(
-    """january february march april may june july august september october november december
-    jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday
+TIME_WORDS = frozenset(MONTHS) | frozenset(
+    """jan feb mar apr jun jul aug sep sept oct nov dec monday tuesday wednesday thursday friday
     saturday sunday""".split()  # noqa: SIM905
 )
 
