@@ -184,6 +184,8 @@ def run_case(label: str, url: str, turns: int, fusion: str = "dense") -> dict[st
     params = RecallParams.from_settings(services.settings.memory.episodes_recall)
     vectors = [services.episodes.embed_query(m) for m in messages]
     it = iter(range(10**9))
+    then = now - timedelta(days=20)
+    day = f"{then:%B} {then.day}, {then.year}"
 
     def recall(i: int) -> object:
         return services.episodes.search(vectors[i], now, params, query_text=messages[i])
@@ -198,6 +200,11 @@ def run_case(label: str, url: str, turns: int, fusion: str = "dense") -> dict[st
         "query_embedding": lambda: services.episodes.embed_query(messages[nxt()]),
         "recall_search": lambda: recall(nxt()),
         "prepare": lambda: brain.prepare(messages[nxt()]),
+        # the messages naming a day 20 days back, whose conversations join the candidates
+        # (memory/search/dates.py), and the same words without the day: their difference is
+        # what a named day costs
+        "prepare_dated": lambda: brain.prepare(f"{messages[nxt()]} What did we say on {day}?"),
+        "prepare_undated": lambda: brain.prepare(f"{messages[nxt()]} What did we say then?"),
     }
     parts, parts_cpu = {}, {}
     for name, fn in timed.items():

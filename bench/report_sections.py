@@ -37,6 +37,9 @@ TURN_PARTS = {
     "query_embedding": "query embedding (MiniLM, ONNX)",
     "recall_search": "recall search (the case's fusion; index + rows + ranking)",
     "prepare": "`Brain.prepare` whole (the three above + prompt)",
+    "prepare_dated": '`Brain.prepare`, the message + "What did we say on <a day>?"',
+    "prepare_undated": '`Brain.prepare`, the message + "What did we say then?" (the same '
+    "words without the day)",
 }
 
 
