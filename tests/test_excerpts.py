@@ -52,7 +52,7 @@ def test_best_window_comes_verbatim_with_speakers_and_date():
     block = _select([_candidate(SLEEP, [0.9, 0.3, 0.2])], "thermostat", 2500)
     assert block.text.startswith(EPISODES_HEADER + "\n" + MEMORY_OPEN)
     assert block.text.endswith(MEMORY_CLOSE)
-    assert "- 18 May 2026, 3 days ago: We talked." in block.text
+    assert "- Mon 18 May 2026, 3 days ago: We talked." in block.text
     assert "  operator: I keep waking up at 3am." in block.text
     assert "  caesar: Try lowering the bedroom thermostat to 65F." in block.text
     [chosen] = block.chosen

@@ -66,13 +66,26 @@ def test_episodes_block_renders_anchor_at_retrieval_time():
     block = episodes_block([line], NOW)
     assert block.splitlines()[0] == EPISODES_HEADER == "Possibly relevant past conversations:"
     assert (
-        "- 18 May 2026, 3 days ago: We discussed the operator's trouble sleeping; caesar suggested 65°F."
-        in block
+        "- Mon 18 May 2026, 3 days ago: We discussed the operator's trouble sleeping; caesar "
+        "suggested 65°F." in block
     )
     # the same stored row reads differently a week later: nothing stale is stored
-    assert "- 18 May 2026, last week: We discussed" in episodes_block(
+    assert "- Mon 18 May 2026, 10 days ago: We discussed" in episodes_block(
         [line], NOW + timedelta(days=7)
     )
+
+
+def test_time_anchor_is_on_the_operators_clock_with_weekday_and_days():
+    from zoneinfo import ZoneInfo
+
+    from caesar.memory.context.render import time_anchor
+
+    then = datetime(2026, 11, 24, 23, 30)  # UTC: already Wednesday in Berlin
+    now = datetime(2026, 12, 1, 12, 0)
+    assert time_anchor(then, now) == "Tue 24 Nov 2026, 7 days ago"
+    assert time_anchor(then, now, ZoneInfo("Europe/Berlin")) == "Wed 25 Nov 2026, 6 days ago"
+    assert time_anchor(now, now) == "Tue 1 Dec 2026, today"
+    assert time_anchor(datetime(2024, 11, 30), now) == "Sat 30 Nov 2024, 731 days (about 2 years) ago"
     assert episodes_block([], NOW) == ""
 
 

@@ -52,7 +52,9 @@ class Services:
             gateway=Gateway(settings.gateway),
             embedder=embedder,
             facts=FactsStore(db, settings.memory.facts_importance, audit_log),
-            episodes=EpisodeMemory(db, embedder, settings.memory.episodes_recall, audit_log),
+            episodes=EpisodeMemory(
+                db, embedder, settings.memory.episodes_recall, audit_log, settings.zone
+            ),
             semantic=SemanticMemory(db, embedder),
         )
         services.workers = {w.name: w for w in _all_workers(services)}

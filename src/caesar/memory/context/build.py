@@ -16,6 +16,7 @@ from caesar.memory.context import excerpts
 from caesar.memory.context.render import EpisodeLine, FactLine, facts_block
 from caesar.memory.episodes.recall import EpisodeMemory, RecalledEpisode, RecallParams
 from caesar.memory.facts.store import FactsStore
+from caesar.memory.search.question import NOTHING, Asked
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ class TurnMemory:
     # the episodes in the block, best first, each with its excerpts
     recalled: list[RecalledEpisode] = field(default_factory=list)
     recall_error: str | None = None
+    # what the message says of time and gathering (the spans it named …), for the audit row
+    asked: Asked = NOTHING
 
     @property
     def fact_keys(self) -> list[str]:
@@ -55,9 +58,11 @@ def with_excerpts(
     ranked: list[RecalledEpisode],
     query: str,
     now: datetime,
+    asked: Asked = NOTHING,
 ) -> tuple[str, list[RecalledEpisode]]:
     """The past-conversations block for `ranked` (best first) under `settings.prompt_chars`,
-    and the episodes in it, each with its excerpts (`settings.excerpts` off: the lines alone)."""
+    and the episodes in it, each with its excerpts (`settings.excerpts` off: the lines alone).
+    A message about a span of time or gathering across conversations is shown in breadth."""
     if not ranked:
         return "", []
     turns = episodes.conversations([e.audit_log_id for e in ranked]) if settings.excerpts else {}
@@ -77,6 +82,8 @@ def with_excerpts(
         budget=settings.prompt_chars,
         turn_chars=settings.excerpt_turn_chars,
         summary_chars=settings.summary_chars,
+        zone=episodes.zone,
+        breadth=asked.breadth,
     )
     shown = [replace(ranked[c.index], excerpts=c.excerpts) for c in block.chosen]
     return block.text, shown
@@ -92,10 +99,11 @@ def recall_for_prompt(
     """`memory` with the past conversations `message` recalls, or with the recall error."""
     try:
         params = RecallParams.from_settings(settings)
+        memory.asked = episodes.read(message, now)
         vector = episodes.embed_query(message)
-        ranked = episodes.search(vector, now, params, query_text=message)
+        ranked = episodes.search(vector, now, params, query_text=message, asked=memory.asked)
         memory.episodes_text, memory.recalled = with_excerpts(
-            episodes, settings, ranked, message, now
+            episodes, settings, ranked, message, now, memory.asked
         )
     except Exception as exc:  # noqa: BLE001 - memory never breaks chat; the brain audits it
         log.warning("auto-recall failed: %s", exc)
@@ -113,6 +121,6 @@ def preview(
     """What auto-recall would surface for `query`, read-only: the ranking, and for the episodes
     that would reach the prompt, their excerpts (the others have none)."""
     ranked = episodes.preview(query, now, **overrides)
-    _text, shown = with_excerpts(episodes, settings, ranked, query, now)
+    _text, shown = with_excerpts(episodes, settings, ranked, query, now, episodes.read(query, now))
     by_id = {e.episode_id: e for e in shown}
     return [by_id.get(e.episode_id, e) for e in ranked]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 
 import Stemmer
@@ -54,6 +54,14 @@ EPISODE_SHARE = 0.5
 # rather than every window of the first (docs/recall-quality.md, "Excerpts").
 COMPARABLE_SHARE = 0.85
 SHOWN_TOGETHER = 2
+# Breadth (a message about a span of time, or one that gathers across conversations): every
+# conversation's line first, its summary cut to BREADTH_SUMMARY, then each one's most telling
+# turn cut to BREADTH_TURN, then the rest of the budget as in depth.
+BREADTH_SUMMARY = 140
+BREADTH_TURN = 220
+# Among comparable conversations shown (see COMPARABLE_SHARE), the newest is marked: when they
+# state different values for one thing, the later statement is the one that holds.
+LATEST_NOTE = "the latest of these"
 ELLIPSIS = "…"
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -164,6 +172,13 @@ class _Episode:
             previous = t
         return total
 
+    def telling(self, wanted: set[str]) -> int | None:
+        """The turn sharing most of `wanted` (the first such; None: no turns)."""
+        if not self.turns:
+            return None
+        shared = [len(stems(t["content"]) & wanted) for t in self.turns]
+        return max(range(len(shared)), key=lambda k: (shared[k], -k))
+
     def excerpts(self) -> tuple[Excerpt, ...]:
         """The taken turns as runs of consecutive turns, each with the best relevance of the
         windows that brought it in."""
@@ -211,14 +226,35 @@ def select(
     budget: int,
     turn_chars: int,
     summary_chars: int,
+    zone: tzinfo = UTC,
+    breadth: bool = False,
 ) -> Block:
     """The past-conversations block for these recalled episodes (best first), at most `budget`
-    characters, fences included (see the module docstring)."""
+    characters, fences included (see the module docstring). `breadth`: as many conversations
+    as fit, each its line and then its most telling turn, newest first in the block."""
     wanted = set(_stemmer().stemWords(query_terms(query)))
+    if breadth:
+        summary_chars = min(summary_chars, BREADTH_SUMMARY)
+        turn_chars = min(turn_chars, BREADTH_TURN)
+    notes = [""] * len(candidates) if breadth else _latest_notes(candidates)
     episodes = [
-        _Episode(c, episode_header(c.line, now, summary_chars), wanted, turn_chars)
-        for c in candidates
+        _Episode(
+            c,
+            episode_header(c.line, now, summary_chars, zone=zone, note=notes[ci]),
+            wanted,
+            turn_chars,
+        )
+        for ci, c in enumerate(candidates)
     ]
+    state = _Selection(candidates, episodes, budget)
+    if breadth:
+        for ci in range(len(candidates)):
+            state.take_line(ci)
+        for ci in list(state.included):
+            ep = episodes[ci]
+            turn = ep.telling(wanted or stems(candidates[ci].line.summary))
+            if turn is not None:
+                state.take(ci, {turn}, candidates[ci].score)
     items: list[tuple[float, int, int]] = []  # (−priority, candidate, window)
     for ci, c in enumerate(candidates):
         windows = list(c.windows or [])[: len(episodes[ci].spans)]
@@ -228,45 +264,20 @@ def select(
             priority = EPISODE_SHARE * c.score + (1 - EPISODE_SHARE) * relevance
             items.append((-priority, ci, wi))
     items = _comparable_first(sorted(items), candidates)
-    used = BLOCK_FRAME
-    included: list[int] = []
-    costs = [0] * len(candidates)
-    # What is already in the block, across episodes: a client that resends its history makes
-    # episodes that share turns and summaries, and nothing is shown twice.
-    shown_turns: set[tuple[str, str]] = set()
-    shown_summaries: set[str] = set()
     for _, ci, wi in items:
-        ep = episodes[ci]
-        if ci not in included and candidates[ci].line.summary in shown_summaries:
-            continue  # the same line as an episode already in the block
         if wi < 0:
-            if ci not in included and used + len(ep.header) + 1 <= budget:
-                included.append(ci)
-                shown_summaries.add(candidates[ci].line.summary)
-                costs[ci] = len(ep.header) + 1
-                used += costs[ci]
+            state.take_line(ci)
             continue
-        start, end = ep.spans[wi]
-        new = {t for t in range(start, end) if t not in ep.taken and ep.key(t) not in shown_turns}
-        if not new:
-            continue
-        turns = ep.taken | new
-        cost = ep.cost(turns)
-        if used - costs[ci] + cost > budget:
-            continue
-        if ci not in included:
-            included.append(ci)
-            shown_summaries.add(candidates[ci].line.summary)
-        used += cost - costs[ci]
-        costs[ci] = cost
-        ep.taken = turns
-        shown_turns.update(ep.key(t) for t in new)
-        relevance = candidates[ci].windows[wi]  # type: ignore[index]
-        for t in new:
-            ep.best[t] = max(ep.best.get(t, relevance), relevance)
+        if breadth and ci not in state.included:
+            continue  # its line did not fit: no excerpt without it
+        start, end = episodes[ci].spans[wi]
+        state.take(ci, set(range(start, end)), candidates[ci].windows[wi])  # type: ignore[index]
     lines: list[str] = []
     chosen: list[Chosen] = []
-    for ci in sorted(included):
+    order = sorted(state.included)
+    if breadth:  # a timeline: newest first
+        order.sort(key=lambda ci: (candidates[ci].line.created_at, -ci), reverse=True)
+    for ci in order:
         ep = episodes[ci]
         lines.append(ep.header)
         parts = ep.excerpts()
@@ -276,3 +287,70 @@ def select(
             lines.extend(ep.line(part.first_turn + j) for j in range(len(part.turns)))
         chosen.append(Chosen(ci, parts))
     return Block(past_conversations(lines), tuple(chosen))
+
+
+class _Selection:
+    """The block being filled: what is in it and what it costs."""
+
+    def __init__(self, candidates: Sequence[Candidate], episodes: list[_Episode], budget: int):
+        self.candidates, self.episodes, self.budget = candidates, episodes, budget
+        self.used = BLOCK_FRAME
+        self.included: list[int] = []
+        self.costs = [0] * len(candidates)
+        # What is already in the block, across episodes: a client that resends its history
+        # makes episodes that share turns and summaries, and nothing is shown twice.
+        self.shown_turns: set[tuple[str, str]] = set()
+        self.shown_summaries: set[str] = set()
+
+    def _duplicate(self, ci: int) -> bool:
+        summary = self.candidates[ci].line.summary
+        return ci not in self.included and summary in self.shown_summaries
+
+    def _include(self, ci: int) -> None:
+        if ci not in self.included:
+            self.included.append(ci)
+            self.shown_summaries.add(self.candidates[ci].line.summary)
+
+    def take_line(self, ci: int) -> None:
+        """The episode's line alone, if it fits and is not in yet."""
+        ep = self.episodes[ci]
+        if ci in self.included or self._duplicate(ci):
+            return
+        if self.used + len(ep.header) + 1 <= self.budget:
+            self._include(ci)
+            self.costs[ci] = len(ep.header) + 1
+            self.used += self.costs[ci]
+
+    def take(self, ci: int, turns: set[int], relevance: float) -> None:
+        """These turns of the episode (with its line), those not shown yet, if they fit."""
+        ep = self.episodes[ci]
+        if self._duplicate(ci):
+            return
+        new = {t for t in turns if t not in ep.taken and ep.key(t) not in self.shown_turns}
+        if not new:
+            return
+        cost = ep.cost(ep.taken | new)
+        if self.used - self.costs[ci] + cost > self.budget:
+            return
+        self._include(ci)
+        self.used += cost - self.costs[ci]
+        self.costs[ci] = cost
+        ep.taken |= new
+        self.shown_turns.update(ep.key(t) for t in new)
+        for t in new:
+            ep.best[t] = max(ep.best.get(t, relevance), relevance)
+
+
+def _latest_notes(candidates: Sequence[Candidate]) -> list[str]:
+    """LATEST_NOTE on the newest of the comparable candidates (scoring at least
+    COMPARABLE_SHARE of the best), when there are two or more of them on different days."""
+    notes = [""] * len(candidates)
+    top = max((c.score for c in candidates), default=0.0)
+    if top <= 0:
+        return notes
+    comparable = [i for i, c in enumerate(candidates) if c.score >= COMPARABLE_SHARE * top]
+    days = {candidates[i].line.created_at.date() for i in comparable}
+    if len(days) > 1:
+        newest = max(comparable, key=lambda i: (candidates[i].line.created_at, -i))
+        notes[newest] = LATEST_NOTE
+    return notes

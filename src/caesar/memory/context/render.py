@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 
 from caesar.memory.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
@@ -79,24 +79,53 @@ def facts_block(facts: Sequence[FactLine], *, max_facts: int, max_chars: int) ->
     return "\n".join([FACTS_HEADER, MEMORY_OPEN, *lines, MEMORY_CLOSE])
 
 
-def episodes_block(episodes: Sequence[EpisodeLine], now: datetime) -> str:
+def episodes_block(episodes: Sequence[EpisodeLine], now: datetime, zone: tzinfo = UTC) -> str:
     """The summary lines alone (ADR-0034 §3.5), for `excerpts = false`."""
-    return past_conversations([episode_header(e, now) for e in episodes])
+    return past_conversations([episode_header(e, now, zone=zone) for e in episodes])
 
 
-def time_anchor(then: datetime, now: datetime) -> str:
-    """'8 May 2023, 7 months ago': the date, so the model can reason about when, and how long
-    ago, rendered at retrieval time so it stays current."""
-    return f"{then.day} {then:%B %Y}, {relative_time(then, now)}"
+def local(moment: datetime, zone: tzinfo) -> datetime:
+    """A naive-UTC moment on the operator's clock."""
+    return moment.replace(tzinfo=UTC).astimezone(zone)
 
 
-def episode_header(episode: EpisodeLine, now: datetime, max_summary: int | None = None) -> str:
-    """'- <time anchor>: <summary>', the summary on one line and cut to `max_summary` characters
-    at a word boundary (with …)."""
+def days_ago(then: datetime, now: datetime) -> str:
+    """'today', 'yesterday', 'N days ago' (calendar days), then 'N days, about M years ago':
+    a count the model can answer "how many days ago" with."""
+    days = (now.date() - then.date()).days
+    if days <= 0:
+        return "today"
+    if days == 1:
+        return "yesterday"
+    if days < 365:
+        return f"{days} days ago"
+    years = round(days / 365.25)
+    return f"{days} days (about {years} year{'s' if years > 1 else ''}) ago"
+
+
+def time_anchor(then: datetime, now: datetime, zone: tzinfo = UTC) -> str:
+    """'Tue 24 Nov 2026, 7 days ago' on the operator's clock: weekday, date and age, so the
+    model can work out "last Tuesday" or "how many days ago"; rendered at retrieval time so it
+    stays current."""
+    then, now = local(then, zone), local(now, zone)
+    return f"{then:%a} {then.day} {then:%b %Y}, {days_ago(then, now)}"
+
+
+def episode_header(
+    episode: EpisodeLine,
+    now: datetime,
+    max_summary: int | None = None,
+    *,
+    zone: tzinfo = UTC,
+    note: str = "",
+) -> str:
+    """'- <time anchor>[ (note)]: <summary>', the summary on one line and cut to `max_summary`
+    characters at a word boundary (with …)."""
     summary = _one_line(episode.summary)
     if max_summary is not None and len(summary) > max_summary:
         summary = summary[: max_summary - 1].rsplit(" ", 1)[0] + "…"
-    return _fence(f"- {time_anchor(episode.created_at, now)}: {summary}")
+    note = f" ({note})" if note else ""
+    return _fence(f"- {time_anchor(episode.created_at, now, zone)}{note}: {summary}")
 
 
 def excerpt_line(role: str, text: str) -> str:

@@ -16,7 +16,7 @@ relevance is exactly the cosine.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from caesar.memory.importance import (
     recall_weight,
 )
 from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, Ranking, hybrid_search
+from caesar.memory.search.question import Asked, read_question
 from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
 from caesar.memory.transcript import conversation_turns
 
@@ -122,7 +123,7 @@ class RecalledEpisode:
     # relevance with the keyword side scaled by it — what the threshold applies to
     known: float = 1.0
     gated: float = 0.0
-    # hybrid: held within a span of time the message names by date (memory/search/dates.py)
+    # hybrid: held within a span of time the message names (memory/search/when.py)
     dated: bool = False
     # the verbatim parts of the conversation shown with the summary (memory/context/excerpts.py)
     excerpts: tuple[Excerpt, ...] = ()
@@ -194,8 +195,10 @@ class EpisodeMemory:
         embedder: EmbedderHandle,
         settings: EpisodesRecallSettings,
         audit_log: audit.Audit,
+        zone: tzinfo = UTC,
     ) -> None:
         self.db = db
+        self.zone = zone  # the operator's: "yesterday" is theirs
         self.embedder = embedder
         self.settings = settings
         self.audit = audit_log
@@ -233,17 +236,23 @@ class EpisodeMemory:
     def embed_query(self, text: str) -> np.ndarray:
         return embed_one(self.embedder.get(), text)
 
+    def read(self, text: str, now: datetime) -> Asked:
+        """What `text` says of time and gathering, on the operator's clock."""
+        return read_question(text, now, self.zone)
+
     def search(
         self,
         query_vector: np.ndarray,
         now: datetime,
         params: RecallParams,
         query_text: str | None = None,
+        asked: Asked | None = None,
     ) -> list[RecalledEpisode]:
         index = self.index()
         if params.fusion != "dense" and query_text:
+            asked = asked or self.read(query_text, now)
             with self.db.read() as session:
-                fused = hybrid_search(session, index, query_text, query_vector, now, params)
+                fused = hybrid_search(session, index, query_text, query_vector, now, params, asked)
             return [RecalledEpisode(**vars(hit)) for hit in fused]  # (asdict deep-copies)
         now_s = epoch_seconds(now)
         min_created = None

@@ -51,7 +51,7 @@ from caesar.memory.importance import (
 )
 from caesar.memory.search import passages, window_keywords
 from caesar.memory.search.common_words import SCORE_BUDGET, common_words_pool, recent_share
-from caesar.memory.search.dates import Span, named_spans
+from caesar.memory.search.dates import Span
 from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
     KEYWORD_TABLES,
     coverage,
@@ -67,6 +67,7 @@ from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migr
     query_terms,
     term_counts,
 )
+from caesar.memory.search.question import Asked, read_question
 from caesar.memory.search.vectors import epoch_seconds, from_row
 from caesar.memory.search.window_keywords import fused_keyword
 
@@ -113,6 +114,15 @@ def _ranks(values: np.ndarray) -> np.ndarray:
     ranks[order] = np.arange(1, values.size + 1)
     return ranks
 
+
+# A message that names nothing but a span of time brings up to this many of its
+# conversations; one that gathers across conversations (or names a span and a topic) keeps up
+# to GATHER_K candidates: the block's budget decides how many are shown.
+TIME_POOL = 40
+GATHER_K = 24
+# "recently": relevance × (RECENT_FLOOR + (1 − RECENT_FLOOR) × freshness) — a soft preference
+RECENT_FLOOR = 0.5
+NO_QUESTION = Asked()
 
 # -- the search ---------------------------------------------------------------------------------
 # Candidates taken from each side before fusing: the best by dense score and the best by
@@ -194,6 +204,7 @@ def rank_candidates(
     known: float = 1.0,
     dated: Collection[int] = frozenset(),
     stranger: bool = False,
+    asked: Asked | None = None,
 ) -> list[HybridHit]:
     """Pure: (id, audit_log_id, summary, created_at, recall_count, …) rows with their summary
     cosine, best-window cosine (`passage`, where the episode has windows), normalised
@@ -205,7 +216,13 @@ def rank_candidates(
     a message about what the past never mentions is not recalled on the common words it shares
     with it, while the ranking among the matches stays the relevance's. The dense side of the
     fusion is the better of the summary and the best window; the keyword side the mean of the
-    episode and its best window. Ties: newer episode id first."""
+    episode and its best window. Ties: newer episode id first.
+
+    When the message names a span of time (`asked`, memory/search/question.py), the
+    conversations held in it (`dated`) come first, ranked by relevance, then those outside it
+    that clear the threshold; when it names nothing but the time, the span's conversations
+    alone, newest first, with no threshold (up to TIME_POOL). A message that gathers across
+    conversations keeps up to GATHER_K; "recently" weighs relevance by freshness, softly."""
     if not rows:
         return []
     passage = {} if params.fusion == "dense" else (passage or {})
@@ -236,8 +253,11 @@ def rank_candidates(
     weight = recall_weight_v(
         np.array([r[4] for r in rows], dtype=np.float64), params.recall_weight_scale
     )
+    asked = asked or NO_QUESTION
     keep = np.ones(len(rows), dtype=bool)
-    if params.similarity_threshold is not None:
+    if asked.time_only:
+        keep &= on_day
+    elif params.similarity_threshold is not None:
         keep &= gated >= params.similarity_threshold
     if params.ranking == "adr":
         score = relevance * fresh * weight
@@ -247,9 +267,22 @@ def rank_candidates(
         # one after another to POST /v1/chat, each answered turn counting its recalls), the
         # ADR's recall_weight let often-recalled conversations crowd out the one asked about
         # (LoCoMo answer in prompt 0.769 → 0.715). recall_weight is still reported.
-        score = relevance
+        score = (
+            relevance * (RECENT_FLOOR + (1 - RECENT_FLOOR) * fresh)
+            if asked.time.recent
+            else relevance
+        )
         ranked = recency_among_comparable(score, age, ids, params.comparable_within)
-    order = [i for i in ranked if keep[i]][: params.top_k]
+    if asked.time_only:
+        ranked = sorted(range(len(rows)), key=lambda i: (age[i], -ids[i]))
+    elif on_day.any():
+        ranked = sorted(ranked, key=lambda i: not on_day[i])  # stable: in the span first
+    limit = params.top_k
+    if asked.time_only:
+        limit = max(limit, TIME_POOL)
+    elif asked.gathers or asked.time.spans:
+        limit = max(limit, GATHER_K)
+    order = [i for i in ranked if keep[i]][:limit]
     return [
         HybridHit(
             episode_id=int(ids[i]),
@@ -281,11 +314,17 @@ def hybrid_search(
     query_vector: np.ndarray,
     now: datetime,
     params: HybridParams,
+    asked: Asked | None = None,
 ) -> list[HybridHit]:
     """Recall by fused relevance. `index` is the episodes' VectorIndex (memory/search/vectors.py):
     it supplies the dense pool, the RECENT_POOL last-written episodes and the summary
     cosines of keyword-only candidates; the database supplies the keyword pool and the
-    candidates' rows with their windows."""
+    candidates' rows with their windows. `asked`: what the message says of time and
+    gathering (memory/search/question.py; read from `query_text` in UTC when not given)."""
+    if asked is None:
+        asked = read_question(query_text, now)
+    if asked.time_only and params.fusion == "hybrid":
+        return time_search(session, index, query_vector, now, params, asked)
     pool = max(MIN_POOL, 4 * params.top_k)
     min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
     index.refresh(session)
@@ -310,16 +349,15 @@ def hybrid_search(
         )
         for i, c in zip(recent.ids, recent.cosine, strict=True):
             cosine.setdefault(int(i), float(c))
-        dated = dated_episodes(
-            session, named_spans(query_text, now), index.model_id, min_created, params
-        )
+        spans = [(s.start, s.end) for s in asked.time.spans]
+        dated = dated_episodes(session, spans, index.model_id, min_created, params)
         fresh_ids = [i for i in dated if i not in cosine]
         cosine.update(index.cosines(fresh_ids, query_vector))
         # Every candidate gets its episode-level keyword score, the recent ones included: one
         # left unscored would have only its best window's half of the keyword mean.
         match = keyword_stage(
             session,
-            query_text,
+            asked.time.rest if asked.time.spans else query_text,
             model_id=index.model_id,
             pool=pool,
             min_created=min_created,
@@ -343,9 +381,45 @@ def hybrid_search(
     each_keyword = window_keyword_relevance(session, match, rows)
     window = {i: max(v.values(), default=0.0) for i, v in each_keyword.items()}
     hits = rank_candidates(
-        rows, cosine, keyword, now, params, passage, window, match.known, dated, match.stranger
+        rows,
+        cosine,
+        keyword,
+        now,
+        params,
+        passage,
+        window,
+        match.known,
+        dated,
+        match.stranger,
+        asked,
     )
     return [with_windows(h, each_cosine, each_keyword, params) for h in hits]
+
+
+def time_search(
+    session: Session,
+    index: Any,
+    query_vector: np.ndarray,
+    now: datetime,
+    params: HybridParams,
+    asked: Asked,
+) -> list[HybridHit]:
+    """A message that names a span of time and nothing else: the span's conversations (up to
+    TIME_POOL, newest first), whatever their relevance — there is no topic to match."""
+    index.refresh(session)
+    min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
+    spans = [(s.start, s.end) for s in asked.time.spans]
+    dated = dated_episodes(session, spans, index.model_id, min_created, params, TIME_POOL)
+    rows = candidate_rows(session, sorted(dated))
+    if not rows:
+        return []
+    cosine = index.cosines([r[0] for r in rows], query_vector)
+    missing = [r[0] for r in rows if r[0] not in cosine]
+    cosine.update(vector_cosines(session, missing, query_vector))
+    each_cosine = window_cosines(rows, query_vector)
+    passage = {i: float(v.max()) for i, v in each_cosine.items()}
+    hits = rank_candidates(rows, cosine, {}, now, params, passage, {}, 1.0, dated, False, asked)
+    return [with_windows(h, each_cosine, {}, params) for h in hits]
 
 
 # The conversations held within the spans a message names (newest first) that are candidates.
@@ -362,6 +436,7 @@ def dated_episodes(
     model_id: str | None,
     min_created: datetime | None,
     params: HybridParams,
+    limit: int = DATE_POOL,
 ) -> set[int]:
     """Ids of up to DATE_POOL non-trivial episodes of `model_id` (as the keyword pool's)
     created within `spans` (and after `min_created`), newest first: candidates whatever their
@@ -381,10 +456,10 @@ def dated_episodes(
         select(table.id, table.model, table.summary != "")
         .where(within)
         .order_by(table.created_at.desc())
-        .limit(DATE_POOL * DATE_POOL_SPARE)
+        .limit(limit * DATE_POOL_SPARE)
     )
     wanted = [int(i) for i, model, said in rows if said and model_id in (None, model)]
-    return set(wanted[:DATE_POOL])
+    return set(wanted[:limit])
 
 
 def with_windows(

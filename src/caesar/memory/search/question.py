@@ -1,0 +1,75 @@
+"""What a message asks of memory besides its topic: when (memory/search/when.py), whether it
+asks about the time alone, and whether it gathers across conversations. Pure.
+
+Why: "What did we talk about yesterday?" has no topic to match — every word but the time is
+about talking — so recall must bring that span's conversations, newest first, with no
+similarity threshold. "How many times did I go running?" needs every conversation that
+mentions running, each compactly, not two of them in depth: the model must be able to count
+them from the prompt. Both change what is recalled (memory/search/hybrid.py) and how the
+block is laid out (memory/context/excerpts.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
+
+from caesar.memory.search.keywords import query_terms
+from caesar.memory.search.when import TimeRead, read_time
+
+# Words about the conversation itself rather than its subject: what is left of "what did we
+# talk about …" once the time is read is no topic.
+META_WORDS = frozenset(
+    """talk talked talking talks discuss discussed discussing discussion discussions chat chats
+    chatted chatting say said saying tell told telling remind reminder mention mentioned
+    mentioning speak spoke speaking spoken conversation conversations convo topic topics ask
+    asked asking us let lets go over went again recap summary summarise summarize overview
+    back anything something stuff things thing get got came come up cover covered happen
+    happened remember recall previous earlier whatever like kind sort""".split()  # noqa: SIM905
+)
+# A question that gathers across conversations: a count, a list, every occurrence.
+_GATHERS = re.compile(
+    r"\bhow\s+many\b|\bhow\s+often\b|\bhow\s+much\b.*\b(?:total|altogether|in\s+all)\b"
+    r"|\bin\s+total\b|\baltogether\b|\ball\s+(?:the|of\s+the|my|of\s+my)\b|\bevery\s+time\b"
+    r"|\beach\s+time\b|\bwhich\s+\w+(?:\s+\w+)?\s+(?:have|did)\s+i\b|\blist\s+(?:all|every|the|my)\b"
+    r"|\bwhat\s+are\s+(?:all|the)\b.*\bi(?:'ve|\s+have)\b|\bhow\s+(?:many|often)\s+times\b",
+    re.IGNORECASE,
+)
+MAX_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Asked:
+    """`time`: the spans named; `time_only`: spans and nothing else to match (their
+    conversations come whatever their relevance, newest first); `gathers`: every matching
+    conversation, one compact line each; `topic`: the content words left besides the time."""
+
+    time: TimeRead = field(default_factory=TimeRead)
+    time_only: bool = False
+    gathers: bool = False
+    topic: tuple[str, ...] = ()
+
+    @property
+    def breadth(self) -> bool:
+        """Show many conversations compactly rather than few in depth."""
+        return self.time_only or self.gathers
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "spans": [s.as_json() for s in self.time.spans],
+            "recent": self.time.recent,
+            "time_only": self.time_only,
+            "gathers": self.gathers,
+        }
+
+
+NOTHING = Asked()
+
+
+def read_question(text: str, now: datetime, zone: tzinfo = UTC) -> Asked:
+    head = text[:MAX_CHARS]
+    time = read_time(head, now, zone)
+    topic = tuple(t for t in query_terms(time.rest) if t not in META_WORDS and not t.isdigit())
+    gathers = _GATHERS.search(head) is not None
+    return Asked(time, bool(time.spans) and not topic, gathers, topic)

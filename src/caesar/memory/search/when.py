@@ -1,0 +1,394 @@
+"""When a message is about: the spans of time it names, read on the operator's clock. Pure.
+
+Why: people ask about their past by when ("what did we talk about yesterday?", "last
+Tuesday", "two weeks ago", "back in August") and a conversation's date is not in its words, so
+neither the cosine nor the keywords find it. `read_time` turns the phrases into spans of naive
+UTC (how episodes store `created_at`), resolved in the operator's zone: "yesterday" is the
+operator's yesterday, midnight to midnight where they live.
+
+What is read (all resolved against `now`, nothing after it):
+- named days: today, this morning / afternoon / evening, tonight, yesterday (and its morning,
+  afternoon, evening, night), last night, the day before yesterday, the other day (2–7 days);
+- counted back, in words or digits: "N days / weeks / months / years ago" (that day; that
+  calendar week, Monday to Sunday; that calendar month; that year), "a couple of weeks ago",
+  "a few days ago" (a range: 2–5 days, 2–4 weeks …);
+- rolling periods: "in the past / last N days / weeks / months", "the past week";
+- calendar periods: last / this week, last / this weekend, last / this month, last / this
+  year, "earlier this week / month / year", "earlier today";
+- weekdays: "last Tuesday", "on Tuesday", "this past Tuesday", "Tuesday morning": the most
+  recent one before today;
+- months and seasons without a year: their latest occurrence that has begun ("in August",
+  "last March", "in the spring"; seasons are meteorological, northern hemisphere), "between
+  March and May" and "from June to August" as one range;
+- combinations: "yesterday or the day before";
+- calendar dates, as memory/search/dates.py reads them ("on 3 October 2026", "March 2023").
+"recently" and "lately" name no span: they set `recent`, a soft preference for the new.
+
+Not read, on purpose: the future ("tomorrow", "next week" — no conversation is held there);
+"may", "march", "second", "a while" as ordinary words (a month without a digit counts only
+after a word that introduces a time, "in May", "since March"); counts beyond MAX_YEARS_BACK.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
+
+from caesar.memory.search import dates
+
+MAX_CHARS = dates.MAX_CHARS
+MAX_SPANS = 4
+MAX_YEARS_BACK = 200
+
+WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
+_NUMBERS = {
+    w: n
+    for n, w in enumerate(
+        """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
+        fifteen sixteen seventeen eighteen nineteen twenty""".split()
+    )
+}
+_NUMBERS.update({"a": 1, "an": 1, "one": 1, "thirty": 30, "forty": 40, "fifty": 50})
+# vague counts: (fewest, most) units back
+_VAGUE = {
+    "a couple of": (1, 3),
+    "a couple": (1, 3),
+    "couple of": (1, 3),
+    "a few": (2, 5),
+    "few": (2, 5),
+    "several": (3, 7),
+}
+_COUNT = (
+    r"(?P<n>\d{1,7}|a\s+couple(?:\s+of)?|couple\s+of|a\s+few|few|several|"
+    + "|".join(sorted(_NUMBERS, key=len, reverse=True))
+    + r")"
+)
+_UNIT = r"(?P<unit>day|week|month|year)s?"
+_PART = r"(?P<part>morning|afternoon|evening|night)"
+_WEEKDAY = "(?P<weekday>" + "|".join(WEEKDAYS) + ")"
+_MONTH = "(?P<month>" + "|".join(dates.MONTHS) + ")"
+_SEASON = r"(?P<season>spring|summer|autumn|fall|winter)"
+# The local hours of a part of a day: [from, to), to may pass midnight.
+PARTS = {"morning": (5, 12), "afternoon": (12, 18), "evening": (18, 24), "night": (18, 30)}
+SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}  # first month
+# words that introduce a month or season named without a digit ("in May", "since March")
+_INTRO = r"(?:in|during|since|last|this\s+past|early|mid|late|through|throughout|from|between|of|over|around|until|till|and|to|back\s+in)"
+
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(pattern))
+    for kind, pattern in (
+        ("before_yesterday", r"\b(?:the\s+)?day\s+before\s+yesterday\b"),
+        ("or_day_before", r"\b(?:or|and)\s+the\s+day\s+before\b"),
+        ("yesterday", rf"\byesterday(?:\s+{_PART})?\b"),
+        ("last_night", r"\blast\s+night\b"),
+        ("today", r"\b(?:earlier\s+)?today\b|\btonight\b"),
+        ("this_part", rf"\bthis\s+{_PART}\b"),
+        ("other_day", r"\bthe\s+other\s+day\b"),
+        ("ago", rf"\b{_COUNT}\s+{_UNIT}\s+(?:ago|back)\b"),
+        ("past", rf"\b(?:the\s+)(?:past|last|previous)\s+(?:{_COUNT}\s+)?{_UNIT}\b"),
+        ("past", rf"\b(?:past|previous)\s+(?:{_COUNT}\s+)?{_UNIT}\b"),
+        ("earlier", r"\bearlier\s+this\s+(?P<unit>week|month|year)\b"),
+        (
+            "period",
+            r"\b(?P<which>last|this\s+past|this|previous)\s+(?P<unit>weekend|week|month|year)\b",
+        ),
+        ("weekend", r"\b(?:over|at|on|during)\s+the\s+weekend\b"),
+        ("weekday", rf"\b(?:(?P<which>last|on|this\s+past|this)\s+)?{_WEEKDAY}(?:\s+{_PART})?\b"),
+        ("season", rf"\b(?P<which>{_INTRO})\s+(?:the\s+)?{_SEASON}\b"),
+        ("month", rf"\b(?P<which>{_INTRO})\s+{_MONTH}\b(?!\s*\d)"),
+        ("recent", r"\b(?:recently|lately|of\s+late)\b"),
+    )
+)
+# Cheap test before any pattern runs: most messages name no time.
+_TRIGGER = re.compile(
+    r"today|tonight|yesterday|ago\b|back\b|last|past|previous|earlier|week|month|year|recent"
+    r"|lately|of late|other day|this|"
+    + "|".join(WEEKDAYS + dates.MONTHS + ["spring", "summer", "autumn", "fall", "winter"])
+)
+_RANGE_OPENER = re.compile(r"\b(?:between|from)\b")
+_RANGE_JOIN = re.compile(r"\s*(?:(?:and|to|until|till|through|-|–)\s*)?")
+_JOIN_WORD = re.compile(r"(?:and|to|until|till|through)\b")
+
+
+@dataclass(frozen=True)
+class NamedSpan:
+    """[start, end) in naive UTC, and the words that named it."""
+
+    start: datetime
+    end: datetime
+    said: str
+
+    def as_json(self) -> dict[str, str]:
+        return {"said": self.said, "from": self.start.isoformat(), "to": self.end.isoformat()}
+
+
+@dataclass(frozen=True)
+class TimeRead:
+    """What a message says about when: the spans it names (at most MAX_SPANS, in the order
+    named), whether it asks for the recent (`recent`), and its text with the time words
+    blanked (`rest`: what it asks about besides when)."""
+
+    spans: tuple[NamedSpan, ...] = ()
+    recent: bool = False
+    rest: str = ""
+
+    def contains(self, when: datetime) -> bool:
+        return any(s.start <= when < s.end for s in self.spans)
+
+
+@dataclass(frozen=True)
+class _Found:
+    begin: int
+    end: int
+    kind: str
+    match: re.Match[str] | None
+    fixed: tuple[datetime, datetime] | None = None  # already in naive UTC (a calendar date)
+
+
+class _Clock:
+    """`now` on the operator's clock, and local dates and hours as naive UTC."""
+
+    def __init__(self, now: datetime, zone: tzinfo) -> None:
+        self.now = now
+        self.zone = zone
+        self.local = now.replace(tzinfo=UTC).astimezone(zone)
+        self.today = self.local.date()
+
+    def at(self, day: date, hour: int = 0) -> datetime:
+        """Local `day` at `hour` (may pass 24) as naive UTC."""
+        day, hour = day + timedelta(days=hour // 24), hour % 24
+        local = datetime.combine(day, time(hour), tzinfo=self.zone)
+        return local.astimezone(UTC).replace(tzinfo=None)
+
+    def days(self, first: date, last: date) -> tuple[datetime, datetime]:
+        """From local `first` to the end of local `last`."""
+        return self.at(first), self.at(last + timedelta(days=1))
+
+    def week_start(self, weeks_back: int) -> date:
+        return self.today - timedelta(days=self.today.weekday() + 7 * weeks_back)
+
+    def month_start(self, months_back: int) -> date:
+        months = self.today.year * 12 + self.today.month - 1 - months_back
+        return date(months // 12, months % 12 + 1, 1)
+
+
+def read_time(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRead:
+    """The spans of time `text` names (see the module docstring). `now` is naive UTC, `zone`
+    the operator's; spans come back in naive UTC, none starting after `now`, none ending
+    after it."""
+    head = text[:MAX_CHARS]
+    low = head.lower()
+    found: list[_Found] = []
+    taken: list[tuple[int, int]] = []
+    # calendar dates first: "the 3rd of June" is a day, not "of June"
+    for begin, end, dated in dates.dated_matches(head, now):
+        taken.append((begin, end))
+        found.append(_Found(begin, end, "date", None, dated))
+    recent = False
+    if _TRIGGER.search(low):
+        for kind, pattern in _PATTERNS:
+            for m in pattern.finditer(low):
+                if any(m.start() < b and a < m.end() for a, b in taken):
+                    continue
+                if kind == "month" and not _month_ok(head, m):
+                    continue
+                if kind == "weekday" and not _weekday_ok(head, m):
+                    continue
+                taken.append((m.start(), m.end()))
+                if kind == "recent":
+                    recent = True
+                else:
+                    found.append(_Found(m.start(), m.end(), kind, m))
+    clock = _Clock(now, zone)
+    spans: list[NamedSpan] = []
+    last: _Found | None = None
+    for item in sorted(found, key=lambda f: f.begin):
+        try:
+            utc = item.fixed or _resolve(item, clock, spans[-1] if spans and last else None)
+        except (ValueError, OverflowError):  # "100000 years ago", a year before 1
+            utc = None
+        if utc is None or utc[0] >= now:
+            last = None
+            continue
+        span = NamedSpan(utc[0], min(utc[1], now), head[item.begin : item.end].strip())
+        if last is not None and spans and _ranged(low, last, item):
+            first = spans[-1]
+            span = NamedSpan(
+                min(first.start, span.start), max(first.end, span.end), f"{first.said} {span.said}"
+            )
+            spans[-1] = span
+        elif not any((s.start, s.end) == (span.start, span.end) for s in spans):
+            spans.append(span)
+        last = item
+    return TimeRead(tuple(spans[:MAX_SPANS]), recent, _blank(head, taken))
+
+
+def _ranged(low: str, first: _Found, second: _Found) -> bool:
+    """`first … second` is one range: "between March and May", "from June to August"."""
+    opened = _RANGE_OPENER.search(low, max(0, first.begin - 8), first.end)
+    gap = low[first.end : second.begin]
+    joined = _RANGE_JOIN.fullmatch(gap) is not None and (
+        gap.strip() != "" or _JOIN_WORD.match(low, second.begin) is not None
+    )
+    return opened is not None and joined
+
+
+def _month_ok(head: str, m: re.Match[str]) -> bool:
+    """ "may" and "march" are months only capitalised ("in May"; "in may be" is no month)."""
+    at = m.start("month")
+    name = m.group("month")
+    return name not in dates.WORD_MONTHS or head[at].isupper()
+
+
+def _weekday_ok(head: str, m: re.Match[str]) -> bool:
+    """A weekday alone counts when capitalised ("What did we discuss Tuesday?"); after "last",
+    "on", "this" it counts in any case. A weekday after "next" or before "next" names the
+    future."""
+    if m.group("which") is None and not head[m.start("weekday")].isupper():
+        return False
+    before = head[max(0, m.start() - 6) : m.start()].lower()
+    return "next" not in before and "every" not in before
+
+
+def _resolve(
+    item: _Found, clock: _Clock, previous: NamedSpan | None
+) -> tuple[datetime, datetime] | None:
+    m = item.match
+    assert m is not None
+    today = clock.today
+    kind = item.kind
+    if kind == "before_yesterday":
+        return clock.days(today - timedelta(days=2), today - timedelta(days=2))
+    if kind == "or_day_before":
+        if previous is None:
+            return None
+        day = (previous.start.replace(tzinfo=UTC).astimezone(clock.zone)).date()
+        return clock.days(day - timedelta(days=1), day - timedelta(days=1))
+    if kind == "yesterday":
+        return _part_of(clock, today - timedelta(days=1), m.group("part"))
+    if kind == "last_night":
+        return _part_of(clock, today - timedelta(days=1), "night")
+    if kind == "today":
+        return clock.days(today, today)
+    if kind == "this_part":
+        return _part_of(clock, today, m.group("part"))
+    if kind == "other_day":
+        return clock.days(today - timedelta(days=7), today - timedelta(days=2))
+    if kind == "ago":
+        return _ago(clock, m.group("n"), m.group("unit"))
+    if kind == "past":
+        n = m.group("n")
+        low, high = _count(n) if n else (1, 1)
+        return _rolling(clock, high, m.group("unit"))
+    if kind == "earlier":
+        start = _period_start(clock, m.group("unit"), 0)
+        return (clock.at(start), clock.at(today)) if start < today else None
+    if kind == "period":
+        which = " ".join(m.group("which").split())
+        unit = m.group("unit")
+        if unit == "weekend":
+            return _weekend(clock, which != "this")
+        back = 1 if which in ("last", "previous") else 0
+        if which == "this past":
+            return _rolling(clock, 1, unit)
+        first = _period_start(clock, unit, back)
+        last_day = _period_start(clock, unit, back - 1) - timedelta(days=1) if back else today
+        return clock.days(first, last_day)
+    if kind == "weekend":
+        return _weekend(clock, False)
+    if kind == "weekday":
+        wanted = WEEKDAYS.index(m.group("weekday"))
+        back = (today.weekday() - wanted) % 7 or 7
+        return _part_of(clock, today - timedelta(days=back), m.group("part"))
+    if kind == "season":
+        return _named_months(clock, SEASONS[m.group("season")], 3, m.group("which"))
+    if kind == "month":
+        return _named_months(clock, dates.MONTHS.index(m.group("month")) + 1, 1, m.group("which"))
+    raise AssertionError(kind)
+
+
+def _part_of(clock: _Clock, day: date, part: str | None) -> tuple[datetime, datetime]:
+    if part is None:
+        return clock.days(day, day)
+    begin, end = PARTS[part]
+    return clock.at(day, begin), clock.at(day, end)
+
+
+def _count(said: str) -> tuple[int, int]:
+    """(fewest, most) of a count in words or digits."""
+    said = " ".join(said.split())
+    if said in _VAGUE:
+        return _VAGUE[said]
+    n = int(said) if said.isdigit() else _NUMBERS[said]
+    return n, n
+
+
+def _ago(clock: _Clock, said: str, unit: str) -> tuple[datetime, datetime] | None:
+    """ "N units ago": that day; that calendar week, month or year (a range for a vague N)."""
+    low, high = _count(said)
+    if low < 1 or high > MAX_YEARS_BACK * 366:
+        return None
+    if unit == "year" and high > MAX_YEARS_BACK:
+        return None
+    today = clock.today
+    if unit == "day":
+        return clock.days(today - timedelta(days=high), today - timedelta(days=low))
+    if unit == "week":
+        first = clock.week_start(high)
+        return clock.days(first, clock.week_start(low) + timedelta(days=6))
+    if unit == "month":
+        if high > MAX_YEARS_BACK * 12:
+            return None
+        return clock.at(clock.month_start(high)), clock.at(clock.month_start(low - 1))
+    return clock.days(date(today.year - high, 1, 1), date(today.year - low, 12, 31))
+
+
+def _rolling(clock: _Clock, n: int, unit: str) -> tuple[datetime, datetime] | None:
+    """ "the past N units": from N units before now up to now."""
+    days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * n
+    if n < 1 or days > MAX_YEARS_BACK * 366:
+        return None
+    return clock.now - timedelta(days=days), clock.now
+
+
+def _period_start(clock: _Clock, unit: str, back: int) -> date:
+    if unit == "week":
+        return clock.week_start(back)
+    if unit == "month":
+        return clock.month_start(back)
+    return date(clock.today.year - back, 1, 1)
+
+
+def _weekend(clock: _Clock, before_this: bool) -> tuple[datetime, datetime]:
+    """The latest Saturday–Sunday that has begun; `before_this` ("last weekend" said on a
+    weekend day): the one before it."""
+    today = clock.today
+    saturday = today - timedelta(days=(today.weekday() - 5) % 7)
+    if before_this and today.weekday() >= 5:
+        saturday -= timedelta(days=7)
+    return clock.days(saturday, saturday + timedelta(days=1))
+
+
+def _named_months(
+    clock: _Clock, first_month: int, months: int, which: str
+) -> tuple[datetime, datetime]:
+    """`months` months from `first_month` in their latest occurrence that has begun; after
+    "last" (or "this past") one that is under way now means the one before."""
+    today = clock.today
+    year = today.year if (today.month, 1) >= (first_month, 1) else today.year - 1
+    start = date(year, first_month, 1)
+    months_in = (today.year * 12 + today.month) - (year * 12 + first_month)
+    if " ".join(which.split()) in ("last", "this past") and 0 <= months_in < months:
+        start = date(year - 1, first_month, 1)
+    index = start.year * 12 + start.month - 1 + months
+    end = date(index // 12, index % 12 + 1, 1)
+    return clock.at(start), clock.at(end)
+
+
+def _blank(head: str, taken: list[tuple[int, int]]) -> str:
+    """`head` with the time words replaced by spaces."""
+    out = list(head)
+    for a, b in taken:
+        out[a:b] = " " * (b - a)
+    return "".join(out)
