@@ -107,14 +107,17 @@ def write_config(path: Path, settings: Any) -> Path:
         lines.append(f'{task} = "{target}"')
     lines.append("[embedder]")
     lines.append(f'cache_dir = "{settings.embedder.cache_dir}"')
+    # TOML has no null: a setting that is None (no TTL, no age window) is left out.
     for section in ("semantic", "retention"):
         lines.append(f"[{section}]")
         for key, value in data[section].items():
-            lines.append(f"{key} = {_json.dumps(value)}")
+            if value is not None:
+                lines.append(f"{key} = {_json.dumps(value)}")
     for sub, values in data["memory"].items():
         lines.append(f"[memory.{sub}]")
         for key, value in values.items():
-            lines.append(f"{key} = {_json.dumps(value)}")
+            if value is not None:
+                lines.append(f"{key} = {_json.dumps(value)}")
     for run in data["proactive"]:
         lines.append("[[proactive]]")
         for key, value in run.items():

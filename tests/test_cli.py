@@ -187,6 +187,7 @@ def test_serve_on_a_taken_port_says_so_and_exits(upgraded):
 
 def test_startup_summary_names_database_routes_and_workers(upgraded):
     from caesar.cli.main import startup_summary
+    from caesar.cli.summary import zone_name
     from caesar.config import load_settings
     from caesar.services import Services
 
@@ -201,7 +202,52 @@ def test_startup_summary_names_database_routes_and_workers(upgraded):
     assert "embedder   minilm all-MiniLM-L6-v2" in text
     for task, target in settings.gateway.routes.items():
         assert f"route      {task} → {target}" in text
-    assert "workers    " in text and "retention.sweep" in text
+    # the defaults: no TTL (the sweep is not started), no age window, the host's zone
+    assert "workers    " in text and "retention.sweep" not in text
+    assert (
+        "retention  off — nothing is deleted unless you forget it (retention.ttl_days sets a TTL)"
+        in lines
+    )
+    assert "recall     past conversations of any age (no age window; age is a prior only)" in lines
+    host = zone_name(settings.zone)
+    assert f"timezone   {host} (the host's; the timezone setting names another)" in lines
+
+
+def test_startup_summary_says_which_retention_and_window_are_in_force(upgraded, monkeypatch):
+    from caesar.cli.main import startup_summary
+    from caesar.config import load_settings
+    from caesar.services import Services
+
+    monkeypatch.setenv("CAESAR_RETENTION__TTL_DAYS", "30")
+    monkeypatch.setenv("CAESAR_MEMORY__EPISODES_RECALL__MAX_AGE_DAYS", "90")
+    monkeypatch.setenv("CAESAR_TIMEZONE", "Europe/Berlin")
+    settings = load_settings()
+    built = Services.build(settings)
+    try:
+        lines = startup_summary(settings, built, run_workers=True)
+        remote = startup_summary(settings, built, run_workers=False)
+        off = load_settings(retention={"enabled": False})
+        off_lines = startup_summary(off, built, run_workers=True)
+    finally:
+        built.close()
+    [workers] = [line for line in lines if line.startswith("workers")]
+    assert "retention.sweep" in workers
+    assert (
+        "retention  chats and audit rows older than 30 days are deleted, with their summaries "
+        "and excerpts (hourly sweep)"
+    ) in lines
+    assert any(
+        line.endswith("(hourly sweep; by `caesar worker`, not this process)") for line in remote
+    )
+    assert (
+        "recall     conversations older than 90 days are not recalled "
+        "(memory.episodes_recall.max_age_days)"
+    ) in lines
+    assert "timezone   Europe/Berlin" in lines
+    assert (
+        "retention  off (retention.enabled = false) — the 30-day TTL is not applied; nothing is "
+        "deleted unless you forget it"
+    ) in off_lines
 
 
 def test_serve_refuses_a_public_host_without_token(upgraded):

@@ -145,13 +145,73 @@ def test_adr_setting_names_and_defaults():
     # issue #12 departs here: up to 8 candidates, how many fit decided by prompt_chars
     assert (recall.top_k, recall.prompt_chars, recall.ranking) == (8, 2500, "prior")
     assert recall.similarity_threshold == 0.45
-    assert recall.max_age_days == 90
+    # issue 22 departs here: no age window, no TTL (docs/episodes.md, "no age wall")
+    assert recall.max_age_days is None
+    assert Settings().retention.ttl_days is None and not Settings().retention.active
     assert recall.halflife_days == 30.0
     assert recall.recall_weight_scale == 0.25
     importance = memory.facts_importance
     assert (importance.halflife_days, importance.edit_weight_scale) == (60.0, 0.5)
     assert memory.facts_extract.enabled is True  # the default route is offline:patterns (no LLM)
     assert Settings().semantic.enabled is True
+
+
+@pytest.mark.parametrize("source", ["toml", "env"])
+def test_an_install_that_set_an_age_window_or_a_ttl_keeps_it(source, toml_file, monkeypatch):
+    """The new defaults are off, but an operator who chose 90 days (or any other) keeps it."""
+    if source == "toml":
+        toml_file("[memory.episodes_recall]\nmax_age_days = 90\n[retention]\nttl_days = 30\n")
+    else:
+        monkeypatch.setenv("CAESAR_MEMORY__EPISODES_RECALL__MAX_AGE_DAYS", "90")
+        monkeypatch.setenv("CAESAR_RETENTION__TTL_DAYS", "30")
+    settings = load_settings()
+    assert settings.memory.episodes_recall.max_age_days == 90
+    assert settings.retention.ttl_days == 30 and settings.retention.active
+    assert not load_settings(retention={"ttl_days": 30, "enabled": False}).retention.active
+
+
+@pytest.mark.parametrize("source", ["toml", "env"])
+def test_timezone_is_an_iana_name(source, toml_file, monkeypatch):
+    from zoneinfo import ZoneInfo
+
+    if source == "toml":
+        toml_file('timezone = "America/New_York"\n')
+    else:
+        monkeypatch.setenv("CAESAR_TIMEZONE", "America/New_York")
+    settings = load_settings()
+    assert settings.timezone == "America/New_York"
+    assert settings.zone == ZoneInfo("America/New_York")
+    assert settings.zone is settings.zone  # read once
+
+
+def test_no_timezone_is_the_hosts(monkeypatch):
+    from zoneinfo import ZoneInfo
+
+    import tzlocal.unix
+
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    monkeypatch.setattr(tzlocal.unix, "_cache_tz", None)
+    assert load_settings().timezone is None
+    assert load_settings().zone == ZoneInfo("Europe/Berlin")
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        ("Europe/Berln", " (did you mean 'Europe/Berlin'?)"),
+        ("america/new_york", " (did you mean 'America/New_York'?)"),
+        ("CEST+2", ""),
+        ("../../etc/passwd", ""),
+        ("", ""),
+    ],
+)
+def test_an_unknown_timezone_is_refused_at_start_up_naming_it(value, hint, monkeypatch):
+    monkeypatch.setenv("CAESAR_TIMEZONE", value)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    message = str(info.value)
+    assert f"timezone: Value error, timezone {value!r} is not an IANA time zone name" in message
+    assert message.endswith(f"{hint}; leave it unset for the host's zone")
 
 
 def test_offline_provider_serves_memory_tasks(toml_file):

@@ -137,7 +137,10 @@ def test_threshold_is_on_raw_cosine_and_null_disables_it(services):
 
 def test_max_age_filters_before_ranking(services):
     old_id, _ = add_episode(services, SLEEP, days_ago(100))
-    assert _search(services, QUERY) == []
+    assert _search(services, QUERY, max_age_days=90) == []
+    # no age window by default (issue 22): age is a prior only
+    assert services.settings.memory.episodes_recall.max_age_days is None
+    assert [e.episode_id for e in _search(services, QUERY)] == [old_id]
     assert [e.episode_id for e in _search(services, QUERY, max_age_days=None)] == [old_id]
     assert _search(services, QUERY, max_age_days=None)[0].freshness == pytest.approx(
         0.5 ** (100 / 30), rel=1e-3
@@ -194,16 +197,22 @@ def test_preview_returns_components_and_does_not_bump(client, services):
         assert session.get(EpisodeSummary, episode_id).recall_count == 0
 
 
-def test_preview_null_disables_filters_and_now_moves_the_clock(client, services):
+def test_preview_null_disables_filters_and_now_moves_the_clock(make_services):
+    from fastapi.testclient import TestClient
+
+    from caesar.api import create_app
+
+    # an install that kept the ADR's 90-day window: an omitted field means the configured one
+    services = make_services(memory={"episodes_recall": {"max_age_days": 90}})
     add_episode(services, SLEEP, days_ago(100))
-    assert client.post("/v1/memory/recall", json={"query": QUERY}).json()["episodes"] == []
-    body = {"query": "capital of France", "max_age_days": None, "similarity_threshold": None}
-    assert len(client.post("/v1/memory/recall", json=body).json()["episodes"]) == 1
-    back_then = (utcnow() - timedelta(days=99)).isoformat()
-    moved = client.post("/v1/memory/recall", json={"query": QUERY, "now": back_then}).json()[
-        "episodes"
-    ]
-    assert len(moved) == 1 and moved[0]["age_days"] == pytest.approx(1.0, abs=0.01)
+    with TestClient(create_app(services.settings, services, run_workers=False)) as client:
+        assert client.post("/v1/memory/recall", json={"query": QUERY}).json()["episodes"] == []
+        body = {"query": "capital of France", "max_age_days": None, "similarity_threshold": None}
+        assert len(client.post("/v1/memory/recall", json=body).json()["episodes"]) == 1
+        back_then = (utcnow() - timedelta(days=99)).isoformat()
+        moved = client.post("/v1/memory/recall", json={"query": QUERY, "now": back_then})
+    [episode] = moved.json()["episodes"]
+    assert episode["age_days"] == pytest.approx(1.0, abs=0.01)
 
 
 @pytest.mark.parametrize(

@@ -129,7 +129,7 @@ def test_another_process_refreshing_a_fact_silently_is_seen_at_once(make_service
 
 
 def test_a_retention_sweep_of_edit_rows_is_seen_at_once(make_services):
-    services = make_services()
+    services = make_services(retention={"ttl_days": 90})
     store = services.facts
     _fact(services.db, "city")
     _fact(services.db, "job")
@@ -144,7 +144,7 @@ def test_a_retention_sweep_of_edit_rows_is_seen_at_once(make_services):
 def test_sweeping_a_deletion_row_brings_earlier_edits_back(make_services):
     """Only the row count changes here (the newest edit row stays the newest): the kept
     counts must still be dropped."""
-    services = make_services()
+    services = make_services(retention={"ttl_days": 90})
     store = services.facts
     _fact(services.db, "city")
     _fact(services.db, "job")

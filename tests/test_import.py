@@ -150,15 +150,35 @@ def test_import_conversations_for_benchmarks(services):
     assert events(services, audit.CHAT_COMPLETED)[0].created_at == datetime(2026, 1, 2, 3, 4)
 
 
-def test_old_conversations_are_counted_against_the_ttl(services, tmp_path):
+def _old_and_new(path):
     old = (utcnow() - timedelta(days=400)).isoformat()
-    report = import_file(
-        services,
-        _write(
-            tmp_path / "old.jsonl", [_line(created_at=old), _line(created_at=utcnow().isoformat())]
-        ),
-    )
+    return _write(path, [_line(created_at=old), _line(created_at=utcnow().isoformat())])
+
+
+def test_old_conversations_are_counted_against_the_ttl(make_services, tmp_path):
+    services = make_services(retention={"ttl_days": 90})
+    report = import_file(services, _old_and_new(tmp_path / "old.jsonl"))
     assert (report.imported, report.older_than_ttl) == (2, 1)
+
+
+def test_with_no_ttl_no_conversation_is_too_old(services, tmp_path):
+    assert services.settings.retention.ttl_days is None  # the default: nothing expires
+    report = import_file(services, _old_and_new(tmp_path / "old.jsonl"))
+    assert (report.imported, report.older_than_ttl) == (2, 0)
+
+
+@pytest.mark.parametrize("ttl_days", [None, 90])
+def test_cli_import_warns_of_the_sweep_only_with_a_ttl(
+    ttl_days, make_services, tmp_path, monkeypatch
+):
+    services = make_services(retention={"ttl_days": ttl_days})
+    monkeypatch.setenv(
+        "CAESAR_CONFIG", str(write_config(tmp_path / "caesar.toml", services.settings))
+    )
+    result = CliRunner().invoke(cli_app, ["import", str(_old_and_new(tmp_path / "old.jsonl"))])
+    assert result.exit_code == 0, result.output
+    note = "1 are older than retention.ttl_days (90); the next retention sweep deletes them"
+    assert (note in " ".join(result.output.split())) == (ttl_days is not None)
 
 
 def test_cli_import_reports_lines_and_progress(services, tmp_path, monkeypatch):

@@ -19,6 +19,8 @@ from caesar.workers import run_until_caught_up
 
 SLEEP = "We discussed the operator's trouble sleeping; caesar suggested lowering the bedroom thermostat to 65°F."
 QUERY = "I tried the thermostat thing you suggested"
+# Retention is opt-in (no TTL by default): every sweep here runs with the TTL an operator set.
+TTL = {"ttl_days": 90}
 
 
 def _add_chunk(services, audit_id, text_, created_at):
@@ -82,7 +84,7 @@ def test_foreign_keys_are_enforced(make_services, db_url):
 
 
 def test_sweep_cascades_with_zero_orphans(make_services, db_url):
-    services = make_services(database_url=db_url)
+    services = make_services(database_url=db_url, retention=TTL)
     old_episode, old_chat = add_episode(services, SLEEP, days_ago(120))
     _add_chunk(services, old_chat, "Lower the thermostat to 65°F.", days_ago(120))
     _add_fact(services, "sleep_issue", old_chat)
@@ -140,7 +142,7 @@ def test_sweep_cascades_with_zero_orphans(make_services, db_url):
 
 
 def test_sweep_never_sweeps_fresh_rows_and_is_idempotent(make_services):
-    services = make_services()
+    services = make_services(retention=TTL)
     add_chat(services, "old", "old", days_ago(100))
     add_chat(services, "new", "new")
     worker = services.workers["retention.sweep"]
@@ -150,7 +152,7 @@ def test_sweep_never_sweeps_fresh_rows_and_is_idempotent(make_services):
 
 
 def test_sweep_works_in_batches_each_audited(make_services):
-    services = make_services()
+    services = make_services(retention=TTL)
     for i in range(5):
         add_chat(services, f"old {i}", "x", days_ago(200 - i))
     add_chat(services, "new", "new")
@@ -162,7 +164,7 @@ def test_sweep_works_in_batches_each_audited(make_services):
 def test_sqlite_ids_are_never_reused_after_a_full_sweep(make_services):
     """Without AUTOINCREMENT SQLite gives a new row max(rowid)+1: sweeping the newest rows
     would hand their ids out again, below every worker cursor and the vector index."""
-    services = make_services()
+    services = make_services(retention=TTL)
     for i in range(3):
         add_episode(services, f"old conversation {i}", days_ago(100 + i))
     with services.db.read() as session:
@@ -181,20 +183,37 @@ def test_retention_respects_ttl_setting_and_disable(make_services):
     services = make_services(retention={"ttl_days": 7})
     add_chat(services, "ten days ago", "x", days_ago(10))
     add_chat(services, "new", "new")
+    assert services.workers["retention.sweep"].enabled
     assert run_until_caught_up(services.workers["retention.sweep"]) == 1
-    assert not make_services(retention={"enabled": False}).workers["retention.sweep"].enabled
+    off = make_services(retention={"ttl_days": 7, "enabled": False})
+    assert not off.workers["retention.sweep"].enabled
 
 
 def test_cutoff_is_ttl_days_before_now(make_services):
-    worker = make_services().workers["retention.sweep"]
+    worker = make_services(retention=TTL).workers["retention.sweep"]
     now = utcnow()
     assert worker.cutoff(now) == now - timedelta(days=90)
+
+
+def test_no_ttl_by_default_nothing_is_deleted_by_age(make_services):
+    """Retention is opt-in: the sweep is not started, and run by name it deletes nothing."""
+    services = make_services()
+    assert services.settings.retention.ttl_days is None
+    add_chat(services, "ten years ago", "x", days_ago(3650))
+    add_episode(services, SLEEP, days_ago(400))
+    worker = services.workers["retention.sweep"]
+    assert not worker.enabled and worker not in services.enabled_workers()
+    assert worker.cutoff() is None
+    assert run_until_caught_up(worker) == 0
+    assert count(services, EpisodeSummary) == 1
+    assert len(events(services, audit.CHAT_COMPLETED)) == 2
+    assert events(services, audit.RETENTION_SWEPT) == []
 
 
 def test_swept_failed_chats_are_not_retried(make_services, llm):
     from caesar.memory.episodes.summarise import retry_failed
 
-    services = make_services(memory={"episodes_summarise": {"enabled": True}})
+    services = make_services(memory={"episodes_summarise": {"enabled": True}}, retention=TTL)
     chat = add_chat(services, "old", "x", days_ago(100))
     add_chat(services, "new", "new")
     with services.db.write() as session:

@@ -67,8 +67,10 @@ def _window_rows(db: Database, episode_id: int) -> int:
         return int(session.execute(text(sql)).scalar() or 0)
 
 
-def _services(make_services, llm, db_url, *chats: list[str]):
-    svc = make_services(database_url=db_url, memory={"episodes_summarise": {"enabled": True}})
+def _services(make_services, llm, db_url, *chats: list[str], **overrides):
+    svc = make_services(
+        database_url=db_url, memory={"episodes_summarise": {"enabled": True}}, **overrides
+    )
     ids = [_chat(svc, turns, days_ago=3 + i) for i, turns in enumerate(chats)]
     llm.replies.extend(["The operator chatted about the week."] * len(chats))
     run_until_caught_up(svc.workers["memory.summarise"])
@@ -144,7 +146,9 @@ def test_retention_removes_a_swept_chats_window_words(make_services, llm, db_url
     """A swept chat leaves nothing of its text behind: on PostgreSQL the window rows cascade;
     SQLite's contentless index gets its rows deleted from the chat's own windows — and stays
     consistent for the episodes that remain."""
-    svc, [spread, together] = _services(make_services, llm, db_url, SPREAD, TOGETHER)
+    svc, [spread, together] = _services(
+        make_services, llm, db_url, SPREAD, TOGETHER, retention={"ttl_days": 90}
+    )
     # NOW is months back, so both chats are past the 90-day TTL: SPREAD's is made recent
     with svc.db.write() as session:
         chat = select(EpisodeSummary.audit_log_id).where(EpisodeSummary.id == spread)

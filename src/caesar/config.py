@@ -13,6 +13,8 @@ import ipaddress
 import os
 import tomllib
 from collections.abc import Iterable, Mapping
+from datetime import tzinfo
+from functools import cached_property
 from pathlib import Path
 from types import UnionType
 from typing import Literal, Union, get_args, get_origin
@@ -216,7 +218,10 @@ class EpisodesRecallSettings(Section):
     # `prompt_chars` (issue #12: 3 fixed summaries held the answer for 4 % of questions).
     top_k: int = Field(default=8, ge=1, le=50)
     similarity_threshold: float = Field(default=0.45, ge=-1, le=1)
-    max_age_days: int = Field(default=90, ge=1, le=36_500)
+    # None (the default): no age window — age is a prior only (`ranking`), and a strong old
+    # match still surfaces. The ADR's 90 days halved recall on LoCoMo (docs/episodes.md,
+    # "Departure from the ADR: no age wall, opt-in retention"); an install may still set one.
+    max_age_days: int | None = Field(default=None, ge=1, le=36_500)
     # "prior": rank by relevance alone, and among comparable matches (within
     # `comparable_within` of each other) the newest first — a strong old match still surfaces,
     # a newer statement beats the one it updates. "adr": ADR-0034's relevance × freshness ×
@@ -257,9 +262,18 @@ class MemorySettings(Section):
 
 
 class RetentionSettings(Section):
+    """Opt-in: nothing is deleted by age unless the operator sets `ttl_days` (the ADR-0020
+    default of 90 days deleted every chat, and all learned from it, after three months). The
+    operator forgets on purpose instead (memory/forget.py)."""
+
     enabled: bool = True
-    ttl_days: int = Field(default=90, ge=1)
+    ttl_days: int | None = Field(default=None, ge=1)  # None: no TTL, `retention.sweep` idle
     interval_seconds: float = 3600.0
+
+    @property
+    def active(self) -> bool:
+        """Whether the sweep deletes anything: enabled, with a TTL set."""
+        return self.enabled and self.ttl_days is not None
 
 
 class AuthFailureSettings(Section):
@@ -311,6 +325,9 @@ class Settings(BaseSettings):
     auth_failures: AuthFailureSettings = Field(default_factory=AuthFailureSettings)
     system_prompt: str = "You are caesar, the operator's personal assistant. Be direct and helpful."
     operator_prompt: str = ""
+    # The operator's clock, for what "yesterday" or "this morning" means: an IANA zone name
+    # ("Europe/Berlin"); None: the host's zone (clock.operator_zone). Storage stays naive UTC.
+    timezone: str | None = None
     run_workers: bool = True  # `caesar serve` runs the enabled workers
     # ... in a child process at this nice value (0 = as the server), so they yield the cores
     # to chat turns (issue #16); false: as threads of the server process
@@ -346,6 +363,15 @@ class Settings(BaseSettings):
             raise ValueError("api_token must be at least 16 characters")
         return value
 
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str | None) -> str | None:
+        if value is not None:
+            from caesar.clock import check_zone_name
+
+            check_zone_name(value)
+        return value
+
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Settings:
         if self.api_token is None and not is_loopback(self.host):
@@ -377,6 +403,13 @@ class Settings(BaseSettings):
     @property
     def model_cache_dir(self) -> Path:
         return self.embedder.cache_dir or self.home / "models"
+
+    @cached_property
+    def zone(self) -> tzinfo:
+        """The operator's time zone: `timezone`, or the host's (read once)."""
+        from caesar.clock import operator_zone
+
+        return operator_zone(self.timezone)
 
 
 def is_loopback(host: str) -> bool:

@@ -136,7 +136,8 @@ class ImportReport:
     imported: int = 0
     duplicates: int = 0
     errors: list[LineError] = field(default_factory=list)
-    older_than_ttl: int = 0  # imported, but the next retention sweep will delete them
+    # imported, but the next retention sweep will delete them (0 when no TTL is set)
+    older_than_ttl: int = 0
     # One entry per valid input, in order: the chat.completed id it is stored as (for a
     # duplicate, the id stored the first time). Benchmarks map their sessions with this.
     audit_ids: list[int] = field(default_factory=list)
@@ -165,7 +166,11 @@ def import_lines(
     """Import numbered JSONL lines; blank lines are ignored. `on_progress(n)` after each line."""
     report = ImportReport()
     retention = services.settings.retention
-    ttl_cutoff = utcnow() - timedelta(days=retention.ttl_days) if retention.enabled else None
+    ttl_cutoff = (
+        utcnow() - timedelta(days=retention.ttl_days)
+        if retention.active and retention.ttl_days is not None
+        else None
+    )
     batch: list[tuple[ImportedConversation, str]] = []
 
     def flush() -> None:

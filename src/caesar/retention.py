@@ -1,5 +1,9 @@
 """Worker `retention.sweep` (ADR-0020): hard-delete audit rows older than `retention.ttl_days`.
 
+Opt-in: with no `ttl_days` (the default) the worker is not enabled, and if run by name it deletes
+nothing — caesar forgets only what the operator tells it to (docs/episodes.md, "Departure from
+the ADR: no age wall, opt-in retention").
+
 What was derived from a deleted chat goes with it through the foreign keys: its episode
 summary, its windows' words and semantic chunks are deleted (ON DELETE CASCADE; SQLite's
 contentless window index by hand, see memory/search/window_keywords.py), a fact it taught keeps its value
@@ -16,6 +20,7 @@ two years ago is swept by the next run (the importer warns about that).
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,6 +33,7 @@ from caesar.memory.search import window_keywords
 from caesar.workers import Worker
 
 BATCH_SIZE = 1000
+log = logging.getLogger(__name__)
 
 
 class RetentionWorker(Worker):
@@ -41,19 +47,27 @@ class RetentionWorker(Worker):
 
     @property
     def enabled(self) -> bool:
-        return bool(self.services.settings.retention.enabled)
+        """Started only when it would delete something: enabled, with a TTL set."""
+        return bool(self.services.settings.retention.active)
 
     @property
     def interval_seconds(self) -> float:
         return float(self.services.settings.retention.interval_seconds)
 
-    def cutoff(self, now: datetime | None = None) -> datetime:
-        return (now or utcnow()) - timedelta(days=self.services.settings.retention.ttl_days)
+    def cutoff(self, now: datetime | None = None) -> datetime | None:
+        """Rows created before this expire; None: no TTL is set, nothing expires."""
+        ttl_days = self.services.settings.retention.ttl_days
+        if ttl_days is None:
+            return None
+        return (now or utcnow()) - timedelta(days=ttl_days)
 
     def step(self) -> int:
         """Delete one batch of expired audit rows; returns how many (0 when nothing is left).
         The `retention.swept` row it writes is fresh, so a sweep never sweeps its own record."""
         cutoff = self.cutoff()
+        if cutoff is None:
+            log.info("retention.sweep: no retention.ttl_days set, so nothing expires")
+            return 0
         with self.db.write() as session:
             # The append lock before any row lock (PostgreSQL), in the order of a forget, a
             # turn and the memory workers (memory/forget.py): deleting chats first and

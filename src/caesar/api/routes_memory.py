@@ -14,6 +14,7 @@ from caesar.clock import to_naive_utc, utcnow
 from caesar.memory.context.build import preview
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
 from caesar.memory.forget import delete_fact as delete_fact_and_say
+from caesar.named_time import asked_json
 
 router = APIRouter(dependencies=[Authenticated])
 
@@ -100,7 +101,7 @@ class RecallRequest(BaseModel):
         default=None,
         gt=0,
         le=36_500,
-        description="omit for memory.episodes_recall.max_age_days; null = no limit",
+        description="omit for memory.episodes_recall.max_age_days (off unless set); null = no limit",
     )
     similarity_threshold: float | None = Field(
         default=None,
@@ -113,7 +114,12 @@ class RecallRequest(BaseModel):
 @router.post("/v1/memory/recall")
 def recall_preview(body: RecallRequest, services: ServicesDep) -> dict[str, Any]:
     """What auto-recall would surface for `query`, with every score component and, for the
-    episodes that would reach the prompt, the excerpts shown with them. Read-only."""
+    episodes that would reach the prompt, the excerpts shown with them. Read-only.
+
+    `asked`: what the query says besides its topic — the spans of time it names (UTC bounds,
+    and `local`: the dates on the operator's clock, in `zone`), whether it asks about the time
+    alone (`time_only`) or gathers across conversations (`gathers`). Each episode's `in_span`
+    says whether it was held within one of those spans."""
     overrides: dict[str, Any] = {}
     sent = body.model_fields_set
     if body.top_k is not None:
@@ -125,4 +131,10 @@ def recall_preview(body: RecallRequest, services: ServicesDep) -> dict[str, Any]
     now = to_naive_utc(body.now) if body.now else utcnow()
     settings = services.settings.memory.episodes_recall
     episodes = preview(services.episodes, settings, body.query, now, **overrides)
-    return {"episodes": [e.as_json() for e in episodes]}
+    asked = services.episodes.read(body.query, now)
+    return {
+        "episodes": [
+            {**e.as_json(), "in_span": asked.time.contains(e.created_at)} for e in episodes
+        ],
+        "asked": asked_json(asked, services.episodes.zone),
+    }

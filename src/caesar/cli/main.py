@@ -20,7 +20,8 @@ from rich.table import Table
 
 from caesar.cli import conversations, data, mcp_command, memory
 from caesar.cli.common import app, console, db_app, episodes_app, err, facts_app, friendly, services
-from caesar.config import Settings, load_settings
+from caesar.cli.summary import startup_summary
+from caesar.config import load_settings
 from caesar.errors import CaesarError
 
 
@@ -110,29 +111,6 @@ def bind(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
-
-
-def startup_summary(settings: Settings, built: Any, run_workers: bool) -> list[str]:
-    """What this server is made of, in a few lines: database, embedder, routes, workers."""
-    url = built.db.engine.url.render_as_string(hide_password=True)
-    embedder = settings.embedder
-    lines = [
-        f"database   {url}",
-        f"embedder   {embedder.kind} {embedder.model}"
-        if settings.semantic.enabled
-        else "embedder   off (semantic.enabled = false): no recall",
-    ]
-    for task, target in settings.gateway.routes.items():
-        name = target.partition(":")[0]
-        lines.append(f"route      {task} → {target} ({settings.gateway.providers[name].kind})")
-    on = [w.name for w in built.enabled_workers()] if run_workers else []
-    where = (
-        f" (in their own process, nice {settings.workers_nice})"
-        if on and settings.workers_process
-        else ""
-    )
-    lines.append(f"workers    {', '.join(on) + where if on else 'none in this process'}")
-    return lines
 
 
 EMBEDDER, EPISODE_INDEX, CHAT_MODEL = "embedder", "episode index", "chat model"
@@ -312,16 +290,21 @@ def recall(
     query: str,
     top_k: Annotated[int | None, typer.Option(help="How many.")] = None,
     now: Annotated[datetime | None, typer.Option(help="Pretend it is this time (UTC).")] = None,
-    all_ages: Annotated[bool, typer.Option("--all-ages", help="Ignore max_age_days.")] = False,
+    all_ages: Annotated[
+        bool,
+        typer.Option("--all-ages", help="Ignore max_age_days, if one is set (off by default)."),
+    ] = False,
     no_threshold: Annotated[
         bool, typer.Option("--no-threshold", help="Ignore the similarity threshold.")
     ] = False,
 ) -> None:
     """Preview what auto-recall would surface for QUERY, with every score component, and the
-    excerpts of each conversation that would reach the prompt."""
+    excerpts of each conversation that would reach the prompt. First, the span of time QUERY
+    names on your clock (`timezone`), if any, and whether it gathers across conversations."""
     from caesar.clock import utcnow
     from caesar.memory.context.build import preview
-    from caesar.memory.context.render import SPEAKERS, relative_time
+    from caesar.memory.context.render import SPEAKERS, time_anchor
+    from caesar.named_time import asked_json, describe, span_said
 
     overrides: dict[str, Any] = {}
     if top_k:
@@ -334,8 +317,13 @@ def recall(
     built = services()
     settings = built.settings.memory.episodes_recall
     episodes = preview(built.episodes, settings, query, moment, **overrides)
+    zone = built.episodes.zone
+    asked = asked_json(built.episodes.read(query, moment), zone)
+    for line in describe(asked):
+        console.print(line, highlight=False, markup=False)
     table = Table(
         "when",
+        *(["in span"] if asked["spans"] else []),
         "chat",
         "cosine",
         "passage",
@@ -350,7 +338,8 @@ def recall(
     )
     for e in episodes:
         table.add_row(
-            relative_time(e.created_at, moment),
+            time_anchor(e.created_at, moment, zone),
+            *([span_said(asked, e.created_at) or ""] if asked["spans"] else []),
             f"#{e.audit_log_id}",
             f"{e.cosine:.3f}",
             "–" if e.passage is None else f"{e.passage:.3f}",

@@ -55,12 +55,12 @@ def import_command(
         f"{len(report.errors)} invalid lines skipped",
         highlight=False,
     )
-    if report.older_than_ttl:
+    if report.older_than_ttl:  # only counted when a TTL is set
         ttl = built.settings.retention.ttl_days
         console.print(
             f"[yellow]note:[/yellow] {report.older_than_ttl} are older than retention.ttl_days "
-            f"({ttl}); the next retention sweep deletes them unless you raise the TTL or set "
-            "retention.enabled = false",
+            f"({ttl}); the next retention sweep deletes them unless you raise the TTL or remove "
+            "it (no TTL: nothing is deleted by age)",
             highlight=False,
         )
     if report.imported:

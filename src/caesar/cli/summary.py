@@ -1,0 +1,79 @@
+"""What `caesar serve` prints before it listens: what this server is made of, and what it will
+remember and forget — the operator should not have to read the configuration to know."""
+
+from __future__ import annotations
+
+from datetime import tzinfo
+from typing import Any
+
+from caesar.config import Settings
+
+
+def startup_summary(settings: Settings, built: Any, run_workers: bool) -> list[str]:
+    """A few lines: database, embedder, routes, workers, time zone, recall window, retention."""
+    url = built.db.engine.url.render_as_string(hide_password=True)
+    embedder = settings.embedder
+    lines = [
+        f"database   {url}",
+        f"embedder   {embedder.kind} {embedder.model}"
+        if settings.semantic.enabled
+        else "embedder   off (semantic.enabled = false): no recall",
+    ]
+    for task, target in settings.gateway.routes.items():
+        name = target.partition(":")[0]
+        lines.append(f"route      {task} → {target} ({settings.gateway.providers[name].kind})")
+    on = [w.name for w in built.enabled_workers()] if run_workers else []
+    where = (
+        f" (in their own process, nice {settings.workers_nice})"
+        if on and settings.workers_process
+        else ""
+    )
+    lines.append(f"workers    {', '.join(on) + where if on else 'none in this process'}")
+    lines.append(f"timezone   {_zone_line(settings)}")
+    lines.append(f"recall     {_recall_line(settings)}")
+    lines.append(f"retention  {_retention_line(settings, run_workers)}")
+    return lines
+
+
+def zone_name(zone: tzinfo) -> str:
+    """'Europe/Berlin' for a ZoneInfo, 'UTC' for datetime.UTC."""
+    return str(getattr(zone, "key", None) or zone)
+
+
+def _zone_line(settings: Settings) -> str:
+    name = zone_name(settings.zone)
+    if settings.timezone is None:
+        return f"{name} (the host's; the timezone setting names another)"
+    return name
+
+
+def _recall_line(settings: Settings) -> str:
+    recall = settings.memory.episodes_recall
+    if not settings.semantic.enabled:
+        return "off (semantic.enabled = false)"
+    if not recall.enabled:
+        return "off (memory.episodes_recall.enabled = false)"
+    if recall.max_age_days is None:
+        return "past conversations of any age (no age window; age is a prior only)"
+    return (
+        f"conversations older than {recall.max_age_days} days are not recalled "
+        "(memory.episodes_recall.max_age_days)"
+    )
+
+
+def _retention_line(settings: Settings, run_workers: bool) -> str:
+    retention = settings.retention
+    if retention.ttl_days is None:
+        return "off — nothing is deleted unless you forget it (retention.ttl_days sets a TTL)"
+    if not retention.enabled:
+        return (
+            f"off (retention.enabled = false) — the {retention.ttl_days}-day TTL is not "
+            "applied; nothing is deleted unless you forget it"
+        )
+    seconds = retention.interval_seconds
+    every = "hourly" if seconds == 3600 else f"every {seconds:g} s"
+    where = "" if run_workers else "; by `caesar worker`, not this process"
+    return (
+        f"chats and audit rows older than {retention.ttl_days} days are deleted, with their "
+        f"summaries and excerpts ({every} sweep{where})"
+    )
