@@ -30,12 +30,11 @@ META_WORDS = frozenset(
 )
 # A question that gathers across conversations: a count, a list, every occurrence.
 _GATHERS = re.compile(
-    r"\bhow\s+many\b|\bhow\s+often\b|\bhow\s+much\b.*\b(?:total|altogether|in\s+all)\b"
-    r"|\bin\s+total\b|\baltogether\b|\ball\s+(?:the|of\s+the|my|of\s+my)\b|\bevery\s+time\b"
-    r"|\beach\s+time\b|\bwhich\s+\w+(?:\s+\w+)?\s+(?:have|did)\s+i\b|\blist\s+(?:all|every|the|my)\b"
-    r"|\bwhat\s+are\s+(?:all|the)\b.*\bi(?:'ve|\s+have)\b|\bhow\s+(?:many|often)\s+times\b",
-    re.IGNORECASE,
+    r"\bhow\s+(?:many|often)\b|\bin\s+total\b|\baltogether\b|\ball\s+(?:the|of\s+the|my|of\s+my)\b"
+    r"|\b(?:every|each)\s+time\b|\bwhich\s+\w+(?:\s+\w+)?\s+(?:have|did)\s+i\b"
+    r"|\blist\s+(?:all|every|the|my)\b"
 )
+_GATHER_WORDS = ("how", "total", "altogether", "all", "time", "which", "list")
 MAX_CHARS = 2000
 
 
@@ -70,6 +69,9 @@ NOTHING = Asked()
 def read_question(text: str, now: datetime, zone: tzinfo = UTC) -> Asked:
     head = text[:MAX_CHARS]
     time = read_time(head, now, zone)
-    topic = tuple(t for t in query_terms(time.rest) if t not in META_WORDS and not t.isdigit())
-    gathers = _GATHERS.search(head) is not None
+    topic: tuple[str, ...] = ()
+    if time.spans:
+        topic = tuple(t for t in query_terms(time.rest) if t not in META_WORDS and not t.isdigit())
+    low = head.lower()
+    gathers = any(w in low for w in _GATHER_WORDS) and _GATHERS.search(low) is not None
     return Asked(time, bool(time.spans) and not topic, gathers, topic)

@@ -71,41 +71,56 @@ _MONTH = "(?P<month>" + "|".join(dates.MONTHS) + ")"
 _SEASON = r"(?P<season>spring|summer|autumn|fall|winter)"
 # The local hours of a part of a day: [from, to), to may pass midnight.
 PARTS = {"morning": (5, 12), "afternoon": (12, 18), "evening": (18, 24), "night": (18, 30)}
+SEASON_NAMES = ("spring", "summer", "autumn", "fall", "winter")
 SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}  # first month
 # words that introduce a month or season named without a digit ("in May", "since March")
 _INTRO = r"(?:in|during|since|last|this\s+past|early|mid|late|through|throughout|from|between|of|over|around|until|till|and|to|back\s+in)"
 
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (kind, re.compile(pattern))
-    for kind, pattern in (
-        ("before_yesterday", r"\b(?:the\s+)?day\s+before\s+yesterday\b"),
-        ("or_day_before", r"\b(?:or|and)\s+the\s+day\s+before\b"),
-        ("yesterday", rf"\byesterday(?:\s+{_PART})?\b"),
-        ("last_night", r"\blast\s+night\b"),
-        ("today", r"\b(?:earlier\s+)?today\b|\btonight\b"),
-        ("this_part", rf"\bthis\s+{_PART}\b"),
-        ("other_day", r"\bthe\s+other\s+day\b"),
-        ("ago", rf"\b{_COUNT}\s+{_UNIT}\s+(?:ago|back)\b"),
-        ("past", rf"\b(?:the\s+)(?:past|last|previous)\s+(?:{_COUNT}\s+)?{_UNIT}\b"),
-        ("past", rf"\b(?:past|previous)\s+(?:{_COUNT}\s+)?{_UNIT}\b"),
-        ("earlier", r"\bearlier\s+this\s+(?P<unit>week|month|year)\b"),
+# (kind, pattern, words one of which it needs): a pattern runs only where one of them is.
+_PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
+    (kind, re.compile(pattern), needs)
+    for kind, pattern, needs in (
+        ("before_yesterday", r"\b(?:the\s+)?day\s+before\s+yesterday\b", ("yesterday",)),
+        ("or_day_before", r"\b(?:or|and)\s+the\s+day\s+before\b", ("before",)),
+        ("yesterday", rf"\byesterday(?:\s+{_PART})?\b", ("yesterday",)),
+        ("last_night", r"\blast\s+night\b", ("night",)),
+        ("today", r"\b(?:earlier\s+)?today\b|\btonight\b", ("today", "tonight")),
+        ("this_part", rf"\bthis\s+{_PART}\b", ("this",)),
+        ("other_day", r"\bthe\s+other\s+day\b", ("other",)),
+        ("ago", rf"\b{_COUNT}\s+{_UNIT}\s+(?:ago|back)\b", ("ago", "back")),
+        (
+            "past",
+            rf"\b(?:the\s+)(?:past|last|previous)\s+(?:{_COUNT}\s+)?{_UNIT}\b",
+            ("past", "last", "previous"),
+        ),
+        ("past", rf"\b(?:past|previous)\s+(?:{_COUNT}\s+)?{_UNIT}\b", ("past", "previous")),
+        ("earlier", r"\bearlier\s+this\s+(?P<unit>week|month|year)\b", ("earlier",)),
         (
             "period",
             r"\b(?P<which>last|this\s+past|this|previous)\s+(?P<unit>weekend|week|month|year)\b",
+            ("last", "this", "previous"),
         ),
-        ("weekend", r"\b(?:over|at|on|during)\s+the\s+weekend\b"),
-        ("weekday", rf"\b(?:(?P<which>last|on|this\s+past|this)\s+)?{_WEEKDAY}(?:\s+{_PART})?\b"),
-        ("season", rf"\b(?P<which>{_INTRO})\s+(?:the\s+)?{_SEASON}\b"),
-        ("month", rf"\b(?P<which>{_INTRO})\s+{_MONTH}\b(?!\s*\d)"),
-        ("recent", r"\b(?:recently|lately|of\s+late)\b"),
+        ("weekend", r"\b(?:over|at|on|during)\s+the\s+weekend\b", ("weekend",)),
+        (
+            "weekday",
+            rf"\b(?:(?P<which>last|on|this\s+past|this)\s+)?{_WEEKDAY}(?:\s+{_PART})?\b",
+            tuple(WEEKDAYS),
+        ),
+        ("season", rf"\b(?P<which>{_INTRO})\s+(?:the\s+)?{_SEASON}\b", SEASON_NAMES),
+        ("month", rf"\b(?P<which>{_INTRO})\s+{_MONTH}\b(?!\s*\d)", tuple(dates.MONTHS)),
+        ("recent", r"\b(?:recently|lately|of\s+late)\b", ("recent", "late")),
     )
 )
-# Cheap test before any pattern runs: most messages name no time.
-_TRIGGER = re.compile(
-    r"today|tonight|yesterday|ago\b|back\b|last|past|previous|earlier|week|month|year|recent"
-    r"|lately|of late|other day|this|"
-    + "|".join(WEEKDAYS + dates.MONTHS + ["spring", "summer", "autumn", "fall", "winter"])
+# The patterns run only around these words (most messages have none): every pattern holds one
+# ("day" is in today, yesterday and every weekday). Found with str.find: a regex alternation
+# over the whole message costs more than all the patterns around them.
+_ANCHORS = (
+    "day tonight ago week month year morning afternoon evening night recent late".split()
+    + dates.MONTHS
+    + list(SEASON_NAMES)
 )
+_REACH = 48  # characters either side of an anchor word that a pattern can span
+
 _RANGE_OPENER = re.compile(r"\b(?:between|from)\b")
 _RANGE_JOIN = re.compile(r"\s*(?:(?:and|to|until|till|through|-|–)\s*)?")
 _JOIN_WORD = re.compile(r"(?:and|to|until|till|through)\b")
@@ -186,20 +201,23 @@ def read_time(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRead:
         taken.append((begin, end))
         found.append(_Found(begin, end, "date", None, dated))
     recent = False
-    if _TRIGGER.search(low):
-        for kind, pattern in _PATTERNS:
-            for m in pattern.finditer(low):
-                if any(m.start() < b and a < m.end() for a, b in taken):
+    for offset, piece in _spots(low):
+        for kind, pattern, needs in _PATTERNS:
+            if not any(word in piece for word in needs):
+                continue
+            for m in pattern.finditer(piece):
+                begin, end = offset + m.start(), offset + m.end()
+                if any(begin < b and a < end for a, b in taken):
                     continue
-                if kind == "month" and not _month_ok(head, m):
+                if kind == "month" and not _month_ok(head, m, offset):
                     continue
-                if kind == "weekday" and not _weekday_ok(head, m):
+                if kind == "weekday" and not _weekday_ok(head, m, offset):
                     continue
-                taken.append((m.start(), m.end()))
+                taken.append((begin, end))
                 if kind == "recent":
                     recent = True
                 else:
-                    found.append(_Found(m.start(), m.end(), kind, m))
+                    found.append(_Found(begin, end, kind, m))
     clock = _Clock(now, zone)
     spans: list[NamedSpan] = []
     last: _Found | None = None
@@ -224,6 +242,31 @@ def read_time(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRead:
     return TimeRead(tuple(spans[:MAX_SPANS]), recent, _blank(head, taken))
 
 
+def _spots(low: str) -> list[tuple[int, str]]:
+    """(offset, text) of the parts of `low` around anchor words, merged where they touch and
+    widened to whole words."""
+    found: list[tuple[int, int]] = []
+    for word in _ANCHORS:
+        at = low.find(word)
+        while at >= 0:
+            found.append((max(0, at - _REACH), min(len(low), at + len(word) + _REACH)))
+            at = low.find(word, at + len(word))
+    ranges: list[list[int]] = []
+    for lo, hi in sorted(found):
+        if ranges and lo <= ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], hi)
+        else:
+            ranges.append([lo, hi])
+    spots = []
+    for lo, hi in ranges:
+        while lo > 0 and low[lo - 1].isalnum():
+            lo -= 1
+        while hi < len(low) and low[hi].isalnum():
+            hi += 1
+        spots.append((lo, low[lo:hi]))
+    return spots
+
+
 def _ranged(low: str, first: _Found, second: _Found) -> bool:
     """`first … second` is one range: "between March and May", "from June to August"."""
     opened = _RANGE_OPENER.search(low, max(0, first.begin - 8), first.end)
@@ -234,20 +277,21 @@ def _ranged(low: str, first: _Found, second: _Found) -> bool:
     return opened is not None and joined
 
 
-def _month_ok(head: str, m: re.Match[str]) -> bool:
+def _month_ok(head: str, m: re.Match[str], offset: int) -> bool:
     """ "may" and "march" are months only capitalised ("in May"; "in may be" is no month)."""
-    at = m.start("month")
+    at = offset + m.start("month")
     name = m.group("month")
     return name not in dates.WORD_MONTHS or head[at].isupper()
 
 
-def _weekday_ok(head: str, m: re.Match[str]) -> bool:
+def _weekday_ok(head: str, m: re.Match[str], offset: int) -> bool:
     """A weekday alone counts when capitalised ("What did we discuss Tuesday?"); after "last",
     "on", "this" it counts in any case. A weekday after "next" or before "next" names the
     future."""
-    if m.group("which") is None and not head[m.start("weekday")].isupper():
+    if m.group("which") is None and not head[offset + m.start("weekday")].isupper():
         return False
-    before = head[max(0, m.start() - 6) : m.start()].lower()
+    start = offset + m.start()
+    before = head[max(0, start - 6) : start].lower()
     return "next" not in before and "every" not in before
 
 
