@@ -453,3 +453,18 @@ def test_embedder_threads_reach_the_model_and_are_bounded(tmp_path):
     assert embedder._model.threads == 2  # the ONNX session is built with it on first use
     with pytest.raises(ValidationError):
         Settings(home=tmp_path, embedder={"threads": 0})
+
+
+def test_the_recall_budget_follows_the_chat_route(monkeypatch):
+    # by the kind of the chat route's provider: the embedded model little, a large one more
+    assert Settings().memory.episodes_recall.prompt_chars == 2500  # the embedded default
+    claude = {"claude": {"kind": "anthropic", "api_key": CLAUDE_KEY}}
+    routed = Settings(gateway={"providers": claude, "routes": {"chat": "claude:haiku"}})
+    assert routed.memory.episodes_recall.prompt_chars == 6000
+    own = {"claude": {"kind": "anthropic", "api_key": CLAUDE_KEY, "recall_chars": 12_000}}
+    mine = Settings(gateway={"providers": own, "routes": {"chat": "claude:haiku"}})
+    assert mine.memory.episodes_recall.prompt_chars == 12_000
+    # an explicit setting wins, from the environment too
+    monkeypatch.setenv("CAESAR_MEMORY__EPISODES_RECALL__PROMPT_CHARS", "3000")
+    chosen = load_settings(gateway={"providers": own, "routes": {"chat": "claude:haiku"}})
+    assert chosen.memory.episodes_recall.prompt_chars == 3000

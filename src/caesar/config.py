@@ -69,6 +69,16 @@ class ProviderSettings(Section):
     # loop ("lil' lil' lil' …") until max_tokens; with these, 0 of 8 test replies were cut.
     temperature: float = Field(default=0.3, ge=0, le=2)
     repeat_penalty: float = Field(default=1.1, ge=1, le=2)
+    # Characters of past conversations a chat turn gets when this provider answers it (the
+    # chat route's): None: by kind (RECALL_CHARS_BY_KIND). An explicit
+    # memory.episodes_recall.prompt_chars wins over both.
+    recall_chars: int | None = Field(default=None, ge=200, le=50_000)
+
+
+# The past-conversations budget by the kind of the chat route's provider: the embedded 135M
+# model reads little well, a large model can use more. Measured in docs/recall-quality.md
+# ("Budget by route").
+RECALL_CHARS_BY_KIND = {"gguf": 2500, "openai": 6000, "anthropic": 6000, "offline": 2500}
 
 
 def _default_providers() -> dict[str, ProviderSettings]:
@@ -245,8 +255,9 @@ class EpisodesRecallSettings(Section):
     date_weight: float = Field(default=0.5, ge=0, le=1)
     # The past-conversations block, fences included, is at most this many characters: each
     # recalled episode's date and summary, and the verbatim excerpts of it that best match the
-    # message (memory/context/excerpts.py). Chosen by measurement: docs/recall-quality.md.
-    prompt_chars: int = Field(default=2500, ge=200, le=20_000)
+    # message (memory/context/excerpts.py). Unset: the chat route's provider decides
+    # (ProviderSettings.recall_chars, by kind). Chosen by measurement: docs/recall-quality.md.
+    prompt_chars: int = Field(default=2500, ge=200, le=50_000)
     excerpts: bool = True  # false: the summary lines alone (ADR-0034 §3.5)
     # One turn of an excerpt longer than this is cut to its sentences that match the message.
     excerpt_turn_chars: int = Field(default=600, ge=80, le=5_000)
@@ -379,6 +390,9 @@ class Settings(BaseSettings):
                 f"host {self.host!r} is not loopback and no api_token is set: refusing to expose "
                 "caesar unauthenticated. Set CAESAR_API_TOKEN (16+ characters) or bind 127.0.0.1."
             )
+        recall = self.memory.episodes_recall
+        if "prompt_chars" not in recall.model_fields_set:
+            recall.prompt_chars = self.chat_recall_chars()
         summarise = self.memory.episodes_summarise
         if summarise.enabled and not self.semantic.enabled:
             if "enabled" not in summarise.model_fields_set:
@@ -395,6 +409,14 @@ class Settings(BaseSettings):
         if len(names) != len(set(names)):
             raise ValueError("proactive run names must be unique")
         return self
+
+    def chat_recall_chars(self) -> int:
+        """The past-conversations budget the chat route's provider gets (its recall_chars, or
+        its kind's)."""
+        provider = self.gateway.providers.get(self.gateway.routes[CHAT_TASK].partition(":")[0])
+        if provider is None:
+            return RECALL_CHARS_BY_KIND["gguf"]
+        return provider.recall_chars or RECALL_CHARS_BY_KIND[provider.kind]
 
     @property
     def sqlalchemy_url(self) -> str:
