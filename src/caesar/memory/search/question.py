@@ -30,7 +30,7 @@ META_WORDS = frozenset(
 )
 # A question that gathers across conversations: a count, a list, every occurrence.
 _GATHERS = re.compile(
-    r"\bhow\s+(?:many|often)\b|\bin\s+total\b|\baltogether\b|\ball\s+(?:the|of\s+the|my|of\s+my)\b"
+    r"\bhow\s+(?:many|often)\b(?!\s+\w+\s+ago\b)|\bin\s+total\b|\baltogether\b|\ball\s+(?:the|of\s+the|my|of\s+my)\b"
     r"|\b(?:every|each)\s+time\b|\bwhich\s+\w+(?:\s+\w+)?\s+(?:have|did)\s+i\b"
     r"|\blist\s+(?:all|every|the|my)\b"
 )

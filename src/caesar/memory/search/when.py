@@ -15,8 +15,8 @@ What is read (all resolved against `now`, nothing after it):
 - rolling periods: "in the past / last N days / weeks / months", "the past week";
 - calendar periods: last / this week, last / this weekend, last / this month, last / this
   year, "earlier this week / month / year", "earlier today";
-- weekdays: "last Tuesday", "on Tuesday", "this past Tuesday", "Tuesday morning": the most
-  recent one before today;
+- weekdays: "last Tuesday", "on Tuesday", "this past Tuesday", "on Tuesday morning": the most
+  recent one before today (a weekday alone names none: "the Sunday mass", "Ash Wednesday");
 - months and seasons without a year: their latest occurrence that has begun ("in August",
   "last March", "in the spring"; seasons are meteorological, northern hemisphere), "between
   March and May" and "from June to August" as one range;
@@ -97,13 +97,13 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
         ("earlier", r"\bearlier\s+this\s+(?P<unit>week|month|year)\b", ("earlier",)),
         (
             "period",
-            r"\b(?P<which>last|this\s+past|this|previous)\s+(?P<unit>weekend|week|month|year)\b",
-            ("last", "this", "previous"),
+            r"\b(?P<which>last|this\s+past|this|previous|past)\s+(?P<unit>weekend|week|month|year)\b",
+            ("last", "this", "previous", "past"),
         ),
         ("weekend", r"\b(?:over|at|on|during)\s+the\s+weekend\b", ("weekend",)),
         (
             "weekday",
-            rf"\b(?:(?P<which>last|on|this\s+past|this)\s+)?{_WEEKDAY}(?:\s+{_PART})?\b",
+            rf"\b(?P<which>last|on|this\s+past|this|past)\s+{_WEEKDAY}(?:\s+{_PART})?\b",
             tuple(WEEKDAYS),
         ),
         ("season", rf"\b(?P<which>{_INTRO})\s+(?:the\s+)?{_SEASON}\b", SEASON_NAMES),
@@ -285,11 +285,8 @@ def _month_ok(head: str, m: re.Match[str], offset: int) -> bool:
 
 
 def _weekday_ok(head: str, m: re.Match[str], offset: int) -> bool:
-    """A weekday alone counts when capitalised ("What did we discuss Tuesday?"); after "last",
-    "on", "this" it counts in any case. A weekday after "next" or before "next" names the
-    future."""
-    if m.group("which") is None and not head[offset + m.start("weekday")].isupper():
-        return False
+    """A weekday counts after "last", "on", "this (past)"; not after "every" or "next" (the
+    future), nor alone: "the Sunday mass", "Ash Wednesday" name no day."""
     start = offset + m.start()
     before = head[max(0, start - 6) : start].lower()
     return "next" not in before and "every" not in before
@@ -333,7 +330,7 @@ def _resolve(
         unit = m.group("unit")
         if unit == "weekend":
             return _weekend(clock, which != "this")
-        back = 1 if which in ("last", "previous") else 0
+        back = 1 if which in ("last", "previous", "past") else 0
         if which == "this past":
             return _rolling(clock, 1, unit)
         first = _period_start(clock, unit, back)
