@@ -378,7 +378,7 @@ def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
     )
     assert _gist(html, rows[audit.EPISODE_RECALLED]) == (
         f"episode #7, the conversation of chat #{turn['audit_id']} "
-        "score score 0.612 · relevance 0.700 · held on a day the message names · recalled 2× "
+        "score score 0.612 · relevance 0.700 · held in a span the message named · recalled 2× "
         "before "
         "summary The operator named the dog Biscuit."
     )
@@ -493,7 +493,7 @@ def test_a_turn_shows_the_facts_and_excerpts_in_its_prompt(client, services, llm
     assert f'<p class="summary">{PAST_SUMMARY}</p>' in html
     excerpt = re.search(r'<blockquote class="excerpt"[^>]*>(.*?)</blockquote>', html, re.S)
     assert excerpt and f"<p><b>caesar:</b> {PAST_REPLY}</p>" in excerpt.group(1)
-    assert "held on a day the message names" not in html
+    assert "held in the span the message named" not in html
     # a message naming the day that conversation was held: the turn view says why it came
     with services.db.read() as session:
         held = session.scalar(
@@ -504,7 +504,7 @@ def test_a_turn_shows_the_facts_and_excerpts_in_its_prompt(client, services, llm
     dated = client.post("/v1/chat", json={"message": f"What did we say about sleep on {day}?"})
     assert dated.json()["recalled"] == [past]
     dated_html = client.get(f"/dashboard/audit/{dated.json()['audit_id']}").text
-    assert "held on a day the message names" in dated_html
+    assert f"held in the span the message named: {day}" in dated_html
     # and the turn itself, as a transcript
     assert '<p class="turn turn-user"><b>operator:</b> I tried the thermostat thing' in html
     assert '<p class="turn turn-assistant"><b>caesar:</b> Did the cooler room help?</p>' in html

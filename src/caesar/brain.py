@@ -32,6 +32,8 @@ from caesar.memory import conversations
 from caesar.memory.context.build import facts_for_prompt, recall_for_prompt
 from caesar.memory.context.render import system_prompt
 from caesar.memory.episodes.recall import RecalledEpisode
+from caesar.memory.search.question import NOTHING, Asked
+from caesar.named_time import asked_json, named
 
 if TYPE_CHECKING:
     # Only the container's type: Services builds the workers, and the proactive one builds
@@ -53,6 +55,7 @@ class TurnContext:
     fact_keys: list[str] = field(default_factory=list)  # the facts injected, by key
     recalled: list[RecalledEpisode] = field(default_factory=list)
     recall_error: str | None = None
+    asked: Asked = NOTHING  # the spans the message named, whether it gathers (memory/search)
     memory_ms: float = 0.0
     audit_id: int | None = None  # set once the turn is recorded
     partial_reply: str | None = None  # what was streamed before a turn broke off
@@ -124,6 +127,7 @@ class Brain:
         )
         ctx.conversation, ctx.sent_history = conversation, sent
         ctx.recalled, ctx.recall_error = memory.recalled, memory.recall_error
+        ctx.asked = memory.asked
         facts_text, episodes_text = memory.facts_text, memory.episodes_text
         prompt = system_prompt(
             self.settings.system_prompt, facts_text, episodes_text, self.settings.operator_prompt
@@ -152,6 +156,14 @@ class Brain:
             "episodes_recalled": [e.audit_log_id for e in ctx.recalled],
             "memory_ms": round(ctx.memory_ms, 2),
         }
+        if named(ctx.asked):
+            # Only when the message named a span or gathers: most turns don't, and every turn
+            # writes this row. The spans on the operator's clock too, as they meant them.
+            memory["asked"] = asked_json(ctx.asked, self.services.episodes.zone)
+        if ctx.asked.time.spans:  # the recalled conversations held in them (chat row ids)
+            memory["episodes_in_span"] = [
+                e.audit_log_id for e in ctx.recalled if ctx.asked.time.contains(e.created_at)
+            ]
         question: Message = {"role": "user", "content": ctx.message}
         sent = [*ctx.history, question]
         if completion is not None:

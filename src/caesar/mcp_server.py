@@ -44,6 +44,7 @@ from caesar.memory import forget as forgetting
 from caesar.memory.context.build import facts_for_prompt, preview
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
 from caesar.memory.forget import ForgetRequest, forget
+from caesar.named_time import asked_json
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +137,10 @@ def build(services: Any, *, transport: str) -> MCPServer:
         """What caesar would bring into its own prompt for `text`: the facts it knows about
         the user (most important first), and the past conversations it finds relevant, best
         first, each with its date, summary, verbatim excerpts and every score (relevance,
-        keyword, recency). Read-only; counts nothing as recalled. Use it before answering
-        anything about the user's life, plans or past."""
+        keyword, recency). `asked` says which span of time `text` names (with its dates on the
+        user's clock), and each conversation's `in_span` whether it was held then. Read-only;
+        counts nothing as recalled. Use it before answering anything about the user's life,
+        plans or past."""
         with calls("recall", {"text": text, "top_k": top_k}) as touched:
             now = utcnow()
             overrides = {"top_k": top_k} if top_k else {}
@@ -145,9 +148,15 @@ def build(services: Any, *, transport: str) -> MCPServer:
             inject = services.settings.memory.facts_inject
             facts = facts_for_prompt(services.facts, inject, now).facts
             touched.update(episodes=[e.episode_id for e in found], facts=len(facts))
+            asked = services.episodes.read(text, now)
+            episodes = [
+                {**data, "in_span": asked.time.contains(e.created_at)}
+                for e, data in zip(found, _episodes_json(services, found), strict=True)
+            ]
             return {
                 "facts": [{"key": f.key, "value": f.value} for f in facts],
-                "episodes": _episodes_json(services, found),
+                "episodes": episodes,
+                "asked": asked_json(asked, services.episodes.zone),
             }
 
     @server.tool(annotations=READ_ONLY)

@@ -10,6 +10,8 @@ into a turn's prompt.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -28,6 +30,7 @@ from caesar.errors import InputError, NotFound
 from caesar.memory.context.render import SPEAKERS
 from caesar.memory.episodes.listing import like_pattern
 from caesar.memory.transcript import conversation_turns
+from caesar.named_time import span_said
 
 TIMELINE_PAYLOAD_CHARS = 1500
 
@@ -231,6 +234,21 @@ def _recalled_in_turn(session: Any, row: AuditLog) -> list[dict[str, Any]]:
     return [p for p in found if isinstance(p, dict) and p.get("turn_audit_id") == row.id]
 
 
+def _held(payload: dict[str, Any]) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(payload.get("created_at")))
+    except ValueError:
+        return None
+
+
+def _in_span(recalled: list[dict[str, Any]], asked: Any) -> list[dict[str, Any]]:
+    """Each recalled episode's payload with `span`: the words of the span the turn's message
+    named that it was held in (None: outside them, or the message named none). Pure."""
+    if not isinstance(asked, Mapping):
+        return [{**p, "span": None} for p in recalled]
+    return [{**p, "span": span_said(asked, held) if (held := _held(p)) else None} for p in recalled]
+
+
 @router.get("/audit/{audit_id}")
 def audit_row(
     request: Request,
@@ -251,14 +269,17 @@ def audit_row(
         recalled = _recalled_in_turn(session, row)
         facts = _facts_in_prompt(session, row)
     payload = row.payload if isinstance(row.payload, dict) else {}
+    memory = payload.get("memory") if isinstance(payload.get("memory"), dict) else None
+    asked = memory.get("asked") if memory is not None else None
     context = {
         "row": row,
         "payload": pretty(row.payload),
         "refs": refs,
         "derived": derived,
-        "recalled": recalled,
+        "recalled": _in_span(recalled, asked),
         "facts": facts,
-        "memory": payload.get("memory") if isinstance(payload.get("memory"), dict) else None,
+        "memory": memory,
+        "asked": asked if isinstance(asked, Mapping) else None,
         "turns": conversation_turns(payload) if "messages" in payload else [],
         "speakers": SPEAKERS,
     }

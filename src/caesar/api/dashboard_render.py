@@ -8,7 +8,7 @@ router with `route_class=HtmlErrors`; `dashboard.py` gathers them under `/dashbo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -32,6 +32,7 @@ from caesar.api.deps import SESSION_COOKIE
 from caesar.clock import utcnow
 from caesar.errors import InputError, NotFound
 from caesar.memory.context.render import relative_time
+from caesar.named_time import named_spans
 
 HERE = Path(__file__).resolve().parent
 PAGE_SIZE = 50
@@ -64,6 +65,12 @@ def counted(number: Any, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
+def spans_named(asked: Any) -> list[tuple[str, str]]:
+    """(said, local dates) of each span a turn's `memory.asked` record names; [] for none (or
+    for a row without one). Pure."""
+    return named_spans(asked) if isinstance(asked, Mapping) else []
+
+
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -76,6 +83,7 @@ def _env() -> jinja2.Environment:
     env.filters["iso"] = lambda moment: moment.strftime("%Y-%m-%d %H:%M:%S UTC")
     env.filters["said"] = operator_said
     env.filters["counted"] = counted
+    env.filters["spans_named"] = spans_named
     return env
 
 

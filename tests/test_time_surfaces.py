@@ -1,0 +1,284 @@
+"""Where a reader sees which span of time a message named and which conversations it brought
+(issue "Memory by time", item 6): the turn's audit rows, the dashboard's turn view and
+timeline, the preview API and `caesar recall`. Real SQLite, the real embedder, the real Brain;
+the operator lives in Berlin."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from fastapi.testclient import TestClient
+from memory_helpers import add_episode, days_ago, events, write_config
+from typer.testing import CliRunner
+
+from caesar import audit
+from caesar.api import create_app
+from caesar.cli.main import app as cli_app
+from caesar.db.models import AuditLog
+
+BERLIN = ZoneInfo("Europe/Berlin")
+XSS = "<script>alert(1)</script>"
+# Wednesday 2 December 2026, 11:30 in Berlin: "yesterday" is Tuesday 1 December there, from
+# 23:00 UTC on the 30th to 23:00 UTC on the 1st.
+NOW = datetime(2026, 12, 2, 10, 30)
+SOURDOUGH = "The operator asked how often to feed a sourdough starter kept in the fridge."
+DINNER = "We planned a birthday dinner for the operator's mother at an Italian place."
+FIG = "The operator asked how to repot a fiddle-leaf fig without shocking it."
+
+
+def _noon_in_berlin(day: date) -> datetime:
+    """Noon on `day` in Berlin, as caesar stores times: naive UTC."""
+    return datetime.combine(day, time(12), BERLIN).astimezone(UTC).replace(tzinfo=None)
+
+
+def _shown(day: date) -> str:
+    return f"{day:%a} {day.day} {day:%b %Y}"
+
+
+def _text(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", "", html).split())
+
+
+@pytest.fixture
+def berlin(make_services) -> Any:
+    return make_services(timezone="Europe/Berlin")
+
+
+@pytest.fixture
+def client(berlin) -> Any:
+    with TestClient(create_app(berlin.settings, berlin, run_workers=False)) as c:
+        yield c
+
+
+def _turn_row(services: Any, audit_id: int) -> dict[str, Any]:
+    with services.db.read() as session:
+        row = session.get(AuditLog, audit_id)
+        assert row is not None
+        return dict(row.payload)
+
+
+# -- a turn: its audit rows and the dashboard ---------------------------------------------------
+def test_a_turn_naming_yesterday_records_the_span_and_the_dashboard_shows_it(berlin, client, llm):
+    yesterday = datetime.now(BERLIN).date() - timedelta(days=1)
+    _, held = add_episode(berlin, DINNER, _noon_in_berlin(yesterday))
+    add_episode(berlin, FIG, _noon_in_berlin(yesterday - timedelta(days=4)))
+
+    llm.replies.append("You planned your mother's birthday dinner.")
+    turn = client.post("/v1/chat", json={"message": "What did we talk about yesterday?"})
+    assert turn.status_code == 200, turn.text
+    assert turn.json()["recalled"] == [held]
+    memory = _turn_row(berlin, turn.json()["audit_id"])["memory"]
+    midnight = datetime.combine(yesterday, time(0), BERLIN).astimezone(UTC).replace(tzinfo=None)
+    assert memory["asked"] == {
+        "spans": [
+            {
+                "said": "yesterday",
+                "from": midnight.isoformat(),
+                "to": (midnight + timedelta(days=1)).isoformat(),
+                "local": _shown(yesterday),
+            }
+        ],
+        "recent": False,
+        "time_only": True,
+        "gathers": False,
+        "zone": "Europe/Berlin",
+    }
+    assert memory["episodes_in_span"] == [held]
+    [recalled] = events(berlin, audit.EPISODE_RECALLED)
+    assert recalled.payload["dated"] is True and recalled.subject_id == held
+
+    page = _text(client.get(f"/dashboard/audit/{turn.json()['audit_id']}").text)
+    assert f"The message named: yesterday ({_shown(yesterday)}) on the Europe/Berlin clock." in page
+    assert "1 of the 1 past conversation below was held then." in page
+    assert "It asked about that time alone" in page
+    assert f"chat #{held} relevance" in page
+    assert "held in the span the message named: yesterday" in page
+    # the timeline says it in the turn's memory line
+    timeline = _text(client.get("/dashboard/audit").text)
+    assert f"1 past conversation · named: yesterday ({_shown(yesterday)})" in timeline
+
+    # a message naming no time: nothing of it in the row, nothing on the page
+    llm.replies.append("Paris.")
+    plain = client.post("/v1/chat", json={"message": "What's the capital of France?"})
+    memory = _turn_row(berlin, plain.json()["audit_id"])["memory"]
+    assert "asked" not in memory and "episodes_in_span" not in memory
+    page = _text(client.get(f"/dashboard/audit/{plain.json()['audit_id']}").text)
+    assert "The message named" not in page and "held in the span" not in page
+
+
+def test_a_gathering_turn_is_recorded_as_one_and_the_turn_view_says_so(berlin, client, llm):
+    for back in (3, 9, 20):
+        add_episode(berlin, SOURDOUGH.replace("fridge", f"fridge, take {back}"), days_ago(back))
+    llm.replies.append("Three times.")
+    turn = client.post(
+        "/v1/chat", json={"message": "How many times did I ask about my sourdough starter?"}
+    )
+    assert turn.status_code == 200, turn.text
+    memory = _turn_row(berlin, turn.json()["audit_id"])["memory"]
+    assert memory["asked"] == {
+        "spans": [],
+        "recent": False,
+        "time_only": False,
+        "gathers": True,
+        "zone": "Europe/Berlin",
+    }
+    assert "episodes_in_span" not in memory  # no span named: none to be in
+    page = _text(client.get(f"/dashboard/audit/{turn.json()['audit_id']}").text)
+    assert "It gathers across conversations" in page
+    assert "The message named" not in page
+
+
+def test_the_turn_view_escapes_what_a_row_says_was_named(berlin, client):
+    # A row written by hand (an import, an old or tampered row): its words are data.
+    held = datetime(2026, 12, 1, 12, 0)
+    with berlin.db.write() as session:
+        turn = berlin.audit.append(
+            session,
+            audit.CHAT_COMPLETED,
+            {
+                "messages": [{"role": "user", "content": "what about yesterday?"}],
+                "reply": "…",
+                "memory": {
+                    "facts_injected": 0,
+                    "episodes_recalled": [7],
+                    "asked": {
+                        "spans": [
+                            {
+                                "said": XSS,
+                                "from": "2026-11-30T23:00:00",
+                                "to": "2026-12-01T23:00:00",
+                                "local": XSS,
+                            }
+                        ],
+                        "time_only": True,
+                        "zone": XSS,
+                    },
+                    "episodes_in_span": [7],
+                },
+            },
+        )
+        berlin.audit.append(
+            session,
+            audit.EPISODE_RECALLED,
+            {
+                "turn_audit_id": turn.id,
+                "audit_log_id": 7,
+                "episode_id": 1,
+                "created_at": held.isoformat(),
+                "relevance": 0.5,
+                "score": 0.5,
+                "dated": True,
+                "summary": "a summary",
+                "excerpts": [],
+            },
+        )
+    for url in (f"/dashboard/audit/{turn.id}", "/dashboard/audit"):
+        html = client.get(url).text
+        assert XSS not in html
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    page = _text(client.get(f"/dashboard/audit/{turn.id}").text)
+    assert "held in the span the message named: &lt;script&gt;" in page
+
+
+# -- the preview API ----------------------------------------------------------------------------
+def test_the_recall_preview_says_which_span_the_query_named(berlin, client):
+    _, in_span = add_episode(berlin, SOURDOUGH, datetime(2026, 12, 1, 12, 0))
+    _, before = add_episode(
+        berlin, SOURDOUGH.replace("fridge", "cold fridge"), datetime(2026, 11, 20, 12)
+    )
+    add_episode(berlin, FIG, datetime(2026, 12, 1, 8, 0))
+
+    body = {
+        "query": "What did we say about my sourdough starter yesterday?",
+        "now": NOW.isoformat(),
+    }
+    response = client.post("/v1/memory/recall", json=body)
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data["asked"] == {
+        "spans": [
+            {
+                "said": "yesterday",
+                "from": "2026-11-30T23:00:00",
+                "to": "2026-12-01T23:00:00",
+                "local": "Tue 1 Dec 2026",
+            }
+        ],
+        "recent": False,
+        "time_only": False,
+        "gathers": False,
+        "zone": "Europe/Berlin",
+    }
+    by_chat = {e["audit_log_id"]: e for e in data["episodes"]}
+    # the topic ranks within the span; the same topic a fortnight before may follow it
+    assert data["episodes"][0]["audit_log_id"] == in_span
+    assert by_chat[in_span]["in_span"] is True and by_chat[in_span]["dated"] is True
+    if before in by_chat:
+        assert by_chat[before]["in_span"] is False
+    # the fields clients already read are all still there
+    assert {"episode_id", "cosine", "relevance", "score", "excerpts", "summary"} <= set(
+        data["episodes"][0]
+    )
+
+    plain = client.post(
+        "/v1/memory/recall", json={"query": "sourdough starter", "now": NOW.isoformat()}
+    ).json()
+    assert plain["asked"]["spans"] == [] and not plain["asked"]["time_only"]
+    assert plain["episodes"] and not any(e["in_span"] for e in plain["episodes"])
+
+
+# -- caesar recall ------------------------------------------------------------------------------
+def test_caesar_recall_prints_the_named_span_and_marks_the_rows_in_it(
+    make_settings, make_services, tmp_path, monkeypatch
+):
+    settings = make_settings(timezone="Europe/Berlin")
+    services = make_services(settings=settings)
+    monkeypatch.setenv("CAESAR_CONFIG", str(write_config(tmp_path / "caesar.toml", settings)))
+    monkeypatch.setenv("CAESAR_TIMEZONE", "Europe/Berlin")
+    monkeypatch.setenv("COLUMNS", "300")  # a wide terminal: one table row per line
+    _, dinner = add_episode(services, DINNER, datetime(2026, 12, 1, 18, 0))
+    _, fig = add_episode(services, FIG, datetime(2026, 12, 1, 8, 0))
+    _, sourdough = add_episode(services, SOURDOUGH, datetime(2026, 11, 20, 12, 0))
+    runner = CliRunner()
+
+    result = runner.invoke(
+        cli_app, ["recall", "What did we talk about yesterday?", "--now", NOW.isoformat()]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[:2] == [
+        "named: yesterday → Tue 1 Dec 2026 (local, Europe/Berlin)",
+        "time only: the span's conversations, newest first",
+    ]
+    rows = {chat: line for line in lines for chat in (dinner, fig) if f"#{chat} " in line}
+    assert set(rows) == {dinner, fig}
+    assert all(re.search(r"Tue 1 Dec 2026, yesterday\s*│\s*yesterday\s*│", rows[c]) for c in rows)
+    assert f"#{sourdough} " not in result.output  # held outside the span
+
+    # a topic and a time, every match shown: the one held outside the span is not marked
+    topic = runner.invoke(
+        cli_app,
+        ["recall", "What did I ask about my sourdough starter yesterday?", "--no-threshold"]
+        + ["--now", NOW.isoformat()],
+    )
+    assert topic.exit_code == 0, topic.output
+    [row] = [line for line in topic.output.splitlines() if f"#{sourdough} " in line]
+    assert re.search(r"Fri 20 Nov 2026, 12 days ago\s*│\s*│", row)
+
+    gathers = runner.invoke(
+        cli_app,
+        [
+            "recall",
+            "How many times did I ask about my sourdough starter?",
+            "--now",
+            NOW.isoformat(),
+        ],
+    )
+    assert gathers.exit_code == 0, gathers.output
+    assert gathers.output.splitlines()[0] == "gathers: every matching conversation, compactly"
+    assert "named:" not in gathers.output and "in span" not in gathers.output
+    assert f"#{sourdough} " in gathers.output
