@@ -50,6 +50,8 @@ bench: install-test
 
 bench-quality: install-test
 	$(PY) bench/recall_quality.py
+	# what people ask by *when*: placed chats, time-only / topic / gathering probes (issue #22)
+	$(PY) bench/time_probes.py
 	# the same measure from outside: caesar import, caesar worker, caesar serve, POST /v1/chat
 	$(PY) bench/prompt_over_http.py --conversations 5
 

@@ -9,8 +9,13 @@ Usage: .venv/bin/python bench/prompt_over_http.py [--conversations 1]
 With two conversations or more it also sends the off-topic probe (the previous conversation's
 questions, about other people) and counts the prompts that carry a past-conversations block.
 
-The questions are asked now, not at their dates: LoCoMo runs with max_age_days off, so only the
-relative time phrases differ (the ranking orders comparable matches by relative age).
+The questions are asked now, not at their dates, with shipped settings (no window override):
+where the age window is on (`max_age_days`), a history older than it recalls nothing over HTTP;
+with it off, only the relative time phrases differ (the ranking orders comparable matches by
+relative age).
+
+CAESAR_SRC=/path/to/src runs it against another checkout's caesar (the `caesar` commands get it
+on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -29,10 +34,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import recall_quality as rq  # noqa: E402
+import recall_quality as rq  # noqa: E402  (puts the caesar under test on the path)
 from answer_match import present, toks  # noqa: E402  (put on the path by prompt_quality)
 from prompt_quality import memory_chars  # noqa: E402
 
@@ -114,11 +118,14 @@ memory_extract = "offline:patterns"
 memory_summarise = "offline:textrank"
 [memory.episodes_summarise]
 enabled = true
-[memory.episodes_recall]
-max_age_days = 36500
 """
             )
-            env = {**os.environ, "CAESAR_HOME": str(home), "CAESAR_CONFIG": str(config)}
+            env = {
+                **os.environ,
+                "CAESAR_HOME": str(home),
+                "CAESAR_CONFIG": str(config),
+                "PYTHONPATH": str(rq.SRC),
+            }
             lines = [
                 json.dumps({"created_at": s.created_at.isoformat(), "messages": turns})
                 for s in haystack.sessions

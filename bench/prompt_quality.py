@@ -94,11 +94,11 @@ def summary_only_settings(shipped: EpisodesRecallSettings) -> EpisodesRecallSett
 
 
 def prompts(
-    services: Services, baseline: WindowBM25, question: str, now: Any
+    services: Services, baseline: WindowBM25, question: str, now: Any, ctx: Any = None
 ) -> dict[str, tuple[str, int]]:
-    """system → (the prompt, or the baseline's memory text; memory characters)."""
-    brain = Brain(services)
-    ctx = brain.prepare(question, now=now)
+    """system → (the prompt, or the baseline's memory text; memory characters). `ctx`: the
+    turn `Brain.prepare` already built for this question and time, if any."""
+    ctx = ctx or Brain(services).prepare(question, now=now)
     settings = services.settings
     shipped = settings.memory.episodes_recall
     facts_text = ""  # the bench runs no fact extraction: the shipped default is off

@@ -2,7 +2,9 @@
 conversation come back?
 
 Usage: .venv/bin/python bench/recall_quality.py [--dataset all|locomo|longmemeval] [--limit N]
-       [--no-docs]     (`make bench-quality`)
+       [--prompt-chars 2500,6000,12000] [--no-docs]     (`make bench-quality`)
+
+CAESAR_SRC=/path/to/src runs the bench against another checkout's caesar (a baseline).
 
 For each LoCoMo conversation and each LongMemEval_S question (../shared/data) this builds a fresh
 caesar database (a real SQLite file, migrated), imports every session as one dated
@@ -15,8 +17,13 @@ date (LongMemEval) or one day after the last session (LoCoMo) and max_age_days d
 Scores: R@1/3/5 and MRR of the evidence sessions (ranking with the threshold off, top 50), and
 the hit rate of the full default auto-recall (threshold and top-3 on). Baselines in the same
 run: the ADR's dense ranking (cosine over summaries × freshness × recall_weight) and BM25 over
-the raw session text (rank_bm25). The full run rewrites the results block of
-docs/recall-quality.md. See that file for the method and what the numbers mean.
+the raw session text (rank_bm25). The ranking tables use LoCoMo and longmemeval_s/ (40).
+
+Every question of LoCoMo and of longmemeval_s/ + longmemeval_s_more/ (160) is also asked of the
+real `Brain.prepare` with shipped settings (no window override): which evidence conversations
+reach the prompt (bench/shown.py), at each `--prompt-chars` budget. The full run rewrites the
+results block of docs/recall-quality.md (a run with several budgets, the budget-curve block).
+See that file for the method and what the numbers mean.
 """
 
 from __future__ import annotations
@@ -40,10 +47,13 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# The caesar under test: this checkout's, or another's (a baseline worktree) by CAESAR_SRC.
+SRC = Path(os.environ.get("CAESAR_SRC") or ROOT / "src").resolve()
+sys.path.insert(0, str(SRC))
 
 import numpy as np
 import prompt_quality
+import shown
 from rank_bm25 import BM25Okapi
 from sqlalchemy import select
 
@@ -89,6 +99,8 @@ class Haystack:
     sessions: list[Conversation]
     questions: list[Question]
     skipped: int = 0  # questions without usable evidence
+    # False: asked for the evidence-shown measure only (longmemeval_s_more/), not ranked
+    ranked: bool = True
 
 
 def importable(turns: list[dict[str, str]]) -> list[dict[str, str]] | None:
@@ -159,7 +171,7 @@ def load_locomo(path: Path) -> list[Haystack]:
     return out
 
 
-def load_longmemeval(folder: Path) -> list[Haystack]:
+def load_longmemeval(folder: Path, ranked: bool = True) -> list[Haystack]:
     out = []
     for path in sorted(folder.glob("*.json")):
         item = json.loads(path.read_text())
@@ -181,7 +193,9 @@ def load_longmemeval(folder: Path) -> list[Haystack]:
             now,
             str(item.get("answer", "")),
         )
-        out.append(Haystack("longmemeval", item["question_id"], sessions, [question]))
+        out.append(
+            Haystack("longmemeval", item["question_id"], sessions, [question], ranked=ranked)
+        )
     return out
 
 
@@ -229,10 +243,16 @@ class CachedEmbedder:
 
 
 # -- one haystack through caesar's pipeline -------------------------------------------------
-def bench_settings(home: Path, dataset: str = "longmemeval") -> Settings:
-    """Shipped defaults but for the routes and the summariser's batch; LoCoMo without the
-    90-day window (its sessions span 6–10 months, asked a day after the last one)."""
-    recall = {"max_age_days": 36_500} if dataset == "locomo" else {}
+def bench_settings(
+    home: Path, prompt_chars: int | None = None, timezone: str | None = None
+) -> Settings:
+    """Shipped defaults but for the routes and the summariser's batch, and what the caller
+    names: the past-conversations budget, the operator's time zone (when this caesar has the
+    setting)."""
+    recall: dict[str, Any] = {} if prompt_chars is None else {"prompt_chars": prompt_chars}
+    zone: dict[str, Any] = {}
+    if timezone is not None and "timezone" in Settings.model_fields:
+        zone["timezone"] = timezone
     return Settings(
         home=home,
         gateway={
@@ -255,20 +275,29 @@ def bench_settings(home: Path, dataset: str = "longmemeval") -> Settings:
             "episodes_summarise": {"enabled": True, "batch_size": 64},
             "episodes_recall": recall,
         },
+        **zone,
     )
+
+
+def budget_of(settings: Settings) -> int:
+    return int(settings.memory.episodes_recall.prompt_chars)
 
 
 @dataclass
 class Built:
     services: Services
     session_of_episode: dict[int, str]  # episode id → session key
+    # episode id → every session key imported as its chat (identical sessions share one)
+    sessions_of_episode: dict[int, list[str]]
     sessions_text: dict[str, str]  # session key → raw text (for the BM25 baseline)
     rejected: int  # sessions the importer refused (not a chat)
     windows: prompt_quality.WindowBM25  # the answer-in-prompt baseline
 
 
-def build(haystack: Haystack, embedder: Embedder, home: Path) -> Built:
-    services = Services.build(bench_settings(home, haystack.dataset))
+def build(
+    haystack: Haystack, embedder: Embedder, home: Path, settings: Settings | None = None
+) -> Built:
+    services = Services.build(settings or bench_settings(home))
     services.embedder.set(embedder)
     migrate.upgrade(services.db)
     chats = [(s.key, importable(s.messages), s.created_at) for s in haystack.sessions]
@@ -294,6 +323,7 @@ def build(haystack: Haystack, embedder: Embedder, home: Path) -> Built:
     return Built(
         services,
         session_of_episode,
+        {r.id: sessions_of_audit[r.audit_log_id] for r in rows},
         texts,
         len(haystack.sessions) - len(accepted),
         prompt_quality.WindowBM25([turns for _, turns, _ in accepted]),
@@ -428,12 +458,15 @@ class Tally:
 
 
 def run(
-    haystacks: list[Haystack], embedder: Embedder
+    haystacks: list[Haystack], embedder: Embedder, budgets: Sequence[int | None] = (None,)
 ) -> tuple[dict[tuple[str, str, str], Tally], dict[str, Any]]:
+    """`budgets`: the `prompt_chars` of each evidence-shown tally (None: shipped); the first is
+    also the budget of the ranked systems' prompts."""
     tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
     notes: dict[str, Any] = defaultdict(int)
     prompt_tallies = prompt_quality.new_tallies()
     notes["prompt"] = prompt_tallies
+    notes["shown"] = shown.new_tallies()
     named = systems()
     started = time.monotonic()
     # Off-topic probes: the questions of the dataset's previous history, asked of this one
@@ -441,51 +474,17 @@ def run(
     previous: dict[str, list[Question]] = {}
     for number, haystack in enumerate(haystacks, start=1):
         with tempfile.TemporaryDirectory(prefix="caesar-recall-") as home:
-            built = build(haystack, embedder, Path(home))
+            built = build(haystack, embedder, Path(home), bench_settings(Path(home), budgets[0]))
+            # the same database, seen through the other budgets' settings
+            others = [Services.build(bench_settings(Path(home), b)) for b in budgets[1:]]
+            for other in others:
+                other.embedder.set(embedder)
             try:
-                notes[f"{haystack.dataset}:rejected"] += built.rejected
-                notes[f"{haystack.dataset}:skipped"] += haystack.skipped
-                notes[f"{haystack.dataset}:episodes"] += len(built.session_of_episode)
-                dates = {s.key: s.created_at for s in haystack.sessions}
-                for q in haystack.questions:
-                    newest = (
-                        max(q.evidence, key=lambda k: dates[k])
-                        if q.category == "knowledge-update" and len(q.evidence) > 1
-                        else None
-                    )
-                    for name, (ranked, auto) in named.items():
-                        got = ranked(built, q)
-                        shown = auto(built, q) if auto else None
-                        for category in (q.category, "all"):
-                            tally = tallies[(haystack.dataset, name, category)]
-                            tally.add(got, q.evidence, shown)
-                            if newest is not None:
-                                tally.newest_n += 1
-                                tally.newest_first += bool(got) and got[0] == newest
-                    evidence_text = "\n".join(built.sessions_text.get(k, "") for k in q.evidence)
-                    if prompt_quality.answerable(q.answer, evidence_text):
-                        made = prompt_quality.prompts(built.services, built.windows, q.text, q.now)
-                        prompt_quality.score(
-                            prompt_tallies, haystack.dataset, q.category, q.answer, made
-                        )
-                    else:
-                        notes[f"{haystack.dataset}:unanswerable"] += 1
-                asked = haystack.questions[
-                    0
-                ].now  # an off-topic message arrives at this history's time
-                for probe in (replace(p, now=asked) for p in previous.get(haystack.dataset, [])):
-                    for name, (_, auto) in named.items():
-                        if auto:
-                            tally = tallies[(haystack.dataset, name, "all")]
-                            tally.offtopic_n += 1
-                            tally.offtopic += bool(auto(built, probe))
-                    # the real turn: does an off-topic message inject anything?
-                    ctx = Brain(built.services).prepare(probe.text, now=probe.now)
-                    notes[f"{haystack.dataset}:offtopic_turns"] += 1
-                    notes[f"{haystack.dataset}:offtopic_injected"] += bool(ctx.recalled)
-                previous[haystack.dataset] = haystack.questions
+                ask(built, others, haystack, named, tallies, notes, previous)
             finally:
                 built.services.close()
+                for other in others:
+                    other.close()
         print(
             f"[{time.monotonic() - started:6.0f}s] {number}/{len(haystacks)} {haystack.dataset} "
             f"{haystack.name}: {len(haystack.sessions)} sessions, {len(haystack.questions)} questions",
@@ -493,6 +492,80 @@ def run(
         )
     notes["seconds"] = round(time.monotonic() - started)
     return tallies, notes
+
+
+def ask(
+    built: Built,
+    others: list[Services],
+    haystack: Haystack,
+    named: dict[str, tuple[Ranker, Ranker | None]],
+    tallies: dict[tuple[str, str, str], Tally],
+    notes: dict[str, Any],
+    previous: dict[str, list[Question]],
+) -> None:
+    """Every question of one history: ranked (unless `haystack.ranked` is off), its prompt at
+    each budget, and the off-topic probes."""
+    ds = haystack.dataset
+    dates = {s.key: s.created_at for s in haystack.sessions}
+    if haystack.ranked:
+        notes[f"{ds}:rejected"] += built.rejected
+        notes[f"{ds}:skipped"] += haystack.skipped
+        notes[f"{ds}:episodes"] += len(built.session_of_episode)
+    notes[f"{ds}:shown_histories"] += 1
+    notes[f"{ds}:shown_skipped"] += haystack.skipped
+    for q in haystack.questions:
+        evidence_text = "\n".join(built.sessions_text.get(k, "") for k in q.evidence)
+        answerable = prompt_quality.answerable(q.answer, evidence_text)
+        contexts = [Brain(s).prepare(q.text, now=q.now) for s in (built.services, *others)]
+        for services, ctx in zip((built.services, *others), contexts, strict=True):
+            shown.score(
+                notes["shown"],
+                ds,
+                budget_of(services.settings),
+                q.category,
+                q.evidence,
+                ctx,
+                built.sessions_of_episode,
+                q.answer if answerable else None,
+                dates,
+            )
+        if not haystack.ranked:
+            continue
+        newest = (
+            max(q.evidence, key=lambda k: dates[k])
+            if q.category == "knowledge-update" and len(q.evidence) > 1
+            else None
+        )
+        for name, (ranked, auto) in named.items():
+            got = ranked(built, q)
+            surfaced = auto(built, q) if auto else None
+            for category in (q.category, "all"):
+                tally = tallies[(ds, name, category)]
+                tally.add(got, q.evidence, surfaced)
+                if newest is not None:
+                    tally.newest_n += 1
+                    tally.newest_first += bool(got) and got[0] == newest
+        if answerable:
+            made = prompt_quality.prompts(
+                built.services, built.windows, q.text, q.now, ctx=contexts[0]
+            )
+            prompt_quality.score(notes["prompt"], ds, q.category, q.answer, made)
+        else:
+            notes[f"{ds}:unanswerable"] += 1
+    if not haystack.ranked:
+        return
+    asked = haystack.questions[0].now  # an off-topic message arrives at this history's time
+    for probe in (replace(p, now=asked) for p in previous.get(ds, [])):
+        for name, (_, auto) in named.items():
+            if auto:
+                tally = tallies[(ds, name, "all")]
+                tally.offtopic_n += 1
+                tally.offtopic += bool(auto(built, probe))
+        # the real turn: does an off-topic message inject anything?
+        ctx = Brain(built.services).prepare(probe.text, now=probe.now)
+        notes[f"{ds}:offtopic_turns"] += 1
+        notes[f"{ds}:offtopic_injected"] += bool(ctx.recalled)
+    previous[ds] = haystack.questions
 
 
 def table(tallies: dict[tuple[str, str, str], Tally], dataset: str, category: str = "all") -> str:
@@ -522,8 +595,12 @@ def by_category(tallies: dict[tuple[str, str, str], Tally], dataset: str) -> str
 
 
 def report(
-    tallies: dict[tuple[str, str, str], Tally], notes: dict[str, Any], datasets: list[str]
+    tallies: dict[tuple[str, str, str], Tally],
+    notes: dict[str, Any],
+    datasets: list[str],
+    budgets: list[int],
 ) -> str:
+    """The ranking tables and the evidence-shown tables at the first budget."""
     parts = []
     for ds in datasets:
         n = tallies[(ds, next(name for d, name, _ in tallies if d == ds), "all")].n
@@ -546,16 +623,48 @@ def report(
                 f"`Brain.prepare`, shipped defaults): {injected:.3f} of "
                 f"{notes[f'{ds}:offtopic_turns']}."
             )
+        parts[-1] += "\n\n" + shown_section(notes, ds, budgets[0])
     return "\n\n".join(parts) + f"\n\nRun time: {notes['seconds']} s."
 
 
-def write_doc(text: str) -> None:
-    start, end = "<!-- results:start -->", "<!-- results:end -->"
+def shown_section(notes: dict[str, Any], ds: str, budget: int) -> str:
+    histories = (
+        f"longmemeval_s/ and longmemeval_s_more/, {notes[f'{ds}:shown_histories']} questions"
+        if ds == "longmemeval"
+        else f"{notes[f'{ds}:shown_histories']} conversations"
+    )
+    return (
+        f"Evidence shown — every question ({histories}; "
+        f"{notes[f'{ds}:shown_skipped']} without usable evidence skipped), the real "
+        f"`Brain.prepare` at the question's time, shipped settings, `prompt_chars` "
+        f"{budget:,}; the conversations in the past-conversations block:\n\n"
+        + shown.table(notes["shown"], ds, budget)
+    )
+
+
+def curve_section(notes: dict[str, Any], budgets: list[int]) -> str:
+    return (
+        "Evidence shown by `prompt_chars` (every question, shipped settings otherwise; "
+        "chars: past-conversations block per turn, mean / max):\n\n"
+        + shown.curve(notes["shown"], budgets)
+        + f"\n\nRun time: {notes['seconds']} s."
+    )
+
+
+def write_doc(text: str, block: str = "results") -> None:
+    start, end = f"<!-- {block}:start -->", f"<!-- {block}:end -->"
     doc = DOC.read_text()
     if start not in doc or end not in doc:
-        raise SystemExit(f"{DOC}: results markers missing")
+        raise SystemExit(f"{DOC}: {block} markers missing")
     head, rest = doc.split(start, 1)
     DOC.write_text(f"{head}{start}\n{text}\n{end}{rest.split(end, 1)[1]}")
+
+
+def parse_budgets(text: str | None) -> list[int | None]:
+    """ "2500,6000,12000" → [2500, 6000, 12000]; none given: [None] (shipped)."""
+    if not text:
+        return [None]
+    return [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
 
 
 def main() -> None:
@@ -563,15 +672,25 @@ def main() -> None:
     parser.add_argument("--dataset", choices=["all", "locomo", "longmemeval"], default="all")
     parser.add_argument("--limit", type=int, default=None, help="at most N haystacks per dataset")
     parser.add_argument(
+        "--prompt-chars",
+        default=None,
+        help="memory.episodes_recall.prompt_chars for the evidence-shown measure, e.g. 6000 or "
+        "2500,6000,12000 (a curve; the first is also the ranked systems' budget)",
+    )
+    parser.add_argument(
         "--no-docs", action="store_true", help="do not rewrite docs/recall-quality.md"
     )
     args = parser.parse_args()
+    budgets = parse_budgets(args.prompt_chars)
+    resolved = [budget_of(bench_settings(OUT, b)) for b in budgets]
 
     haystacks: list[Haystack] = []
     if args.dataset in ("all", "locomo"):
         haystacks += load_locomo(DATA / "locomo" / "locomo_dev.json")[: args.limit]
     if args.dataset in ("all", "longmemeval"):
         haystacks += load_longmemeval(DATA / "longmemeval_s")[: args.limit]
+        haystacks += load_longmemeval(DATA / "longmemeval_s_more", ranked=False)[: args.limit]
+    print(f"caesar from {SRC}", flush=True)
     from caesar.embeddings import MiniLMEmbedder
 
     # A bulk job alone on the machine: every core on the embeddings the cache lacks.
@@ -580,13 +699,22 @@ def main() -> None:
         Settings(home=OUT, embedder={"cache_dir": OUT / "models", "threads": threads})
     )
     embedder = CachedEmbedder(real, OUT / "embedding-cache.sqlite")
-    tallies, notes = run(haystacks, embedder)
+    tallies, notes = run(haystacks, embedder, budgets)
     datasets = list(dict.fromkeys(h.dataset for h in haystacks))
-    text = report(tallies, notes, datasets)
+    text = report(tallies, notes, datasets, resolved)
     print(f"\nembeddings: {embedder.hits} cached, {embedder.misses} computed\n")
     print(text)
+    curve = curve_section(notes, resolved) if len(resolved) > 1 else ""
+    if curve:
+        for budget in resolved[1:]:
+            for ds in datasets:
+                print(f"\n**{ds}**\n\n" + shown_section(notes, ds, budget))
+        print("\n" + curve)
     if args.dataset == "all" and args.limit is None and not args.no_docs:
-        write_doc(text)
+        if curve:
+            write_doc(curve, "budget-curve")
+        elif budgets == [None]:
+            write_doc(text)
         print(f"\nwrote {DOC.relative_to(ROOT)}")
 
 
