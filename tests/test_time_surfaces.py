@@ -5,13 +5,16 @@ the operator lives in Berlin."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import anyio
 import pytest
 from fastapi.testclient import TestClient
+from mcp import Client
 from memory_helpers import add_episode, days_ago, events, write_config
 from typer.testing import CliRunner
 
@@ -19,6 +22,8 @@ from caesar import audit
 from caesar.api import create_app
 from caesar.cli.main import app as cli_app
 from caesar.db.models import AuditLog
+from caesar.mcp_server import build
+from caesar.named_time import describe, span_local
 
 BERLIN = ZoneInfo("Europe/Berlin")
 XSS = "<script>alert(1)</script>"
@@ -59,6 +64,58 @@ def _turn_row(services: Any, audit_id: int) -> dict[str, Any]:
         row = session.get(AuditLog, audit_id)
         assert row is not None
         return dict(row.payload)
+
+
+# -- the spans on the operator's clock (pure) ----------------------------------------------------
+@pytest.mark.parametrize(
+    ("start", "end", "shown"),
+    [
+        # a whole local day: 23:00 UTC to 23:00 UTC in Berlin's winter
+        (datetime(2026, 11, 30, 23), datetime(2026, 12, 1, 23), "Tue 1 Dec 2026"),
+        # whole days within a month, across months, across years
+        (datetime(2026, 11, 22, 23), datetime(2026, 11, 29, 23), "Mon 23 – Sun 29 Nov 2026"),
+        (datetime(2026, 11, 29, 23), datetime(2026, 12, 6, 23), "Mon 30 Nov – Sun 6 Dec 2026"),
+        (datetime(2025, 12, 28, 23), datetime(2026, 1, 4, 23), "Mon 29 Dec 2025 – Sun 4 Jan 2026"),
+        # a summer month: Berlin is UTC+2 then
+        (datetime(2026, 7, 31, 22), datetime(2026, 8, 31, 22), "Sat 1 – Mon 31 Aug 2026"),
+        # part of a day, and a span that ends now: with the hours
+        (datetime(2026, 12, 2, 4), datetime(2026, 12, 2, 10, 30), "Wed 2 Dec 2026, 05:00–11:30"),
+        (
+            datetime(2026, 12, 1, 17),
+            datetime(2026, 12, 2, 5),
+            "Tue 1 Dec 2026 18:00 – Wed 2 Dec 2026 06:00",
+        ),
+    ],
+)
+def test_a_span_is_shown_in_local_dates(start, end, shown):
+    assert span_local(start, end, BERLIN) == shown
+
+
+def test_what_a_message_asked_is_described_in_a_line_each():
+    asked = {
+        "spans": [
+            {"said": "yesterday", "local": "Tue 1 Dec 2026"},
+            {"said": "or the day before", "local": "Mon 30 Nov 2026"},
+        ],
+        "recent": False,
+        "time_only": True,
+        "gathers": True,
+        "zone": "Europe/Berlin",
+    }
+    assert describe(asked) == [
+        "named: yesterday → Tue 1 Dec 2026, or the day before → Mon 30 Nov 2026 "
+        "(local, Europe/Berlin)",
+        "time only: the span's conversations, newest first",
+        "gathers: every matching conversation, compactly",
+    ]
+    assert describe({"spans": [], "recent": True}) == [
+        "recently: the newer conversations preferred"
+    ]
+    # an old or hand-made record: whatever it lacks is left out, nothing raises
+    assert describe({"spans": ["junk", {"from": "2026-12-01T00:00:00"}]}) == [
+        "named:  → 2026-12-01T00:00:00"
+    ]
+    assert describe({}) == []
 
 
 # -- a turn: its audit rows and the dashboard ---------------------------------------------------
@@ -282,3 +339,21 @@ def test_caesar_recall_prints_the_named_span_and_marks_the_rows_in_it(
     assert gathers.output.splitlines()[0] == "gathers: every matching conversation, compactly"
     assert "named:" not in gathers.output and "in span" not in gathers.output
     assert f"#{sourdough} " in gathers.output
+
+
+# -- MCP ----------------------------------------------------------------------------------------
+def test_the_mcp_recall_tool_says_which_span_the_text_named(berlin):
+    yesterday = datetime.now(BERLIN).date() - timedelta(days=1)
+    _, held = add_episode(berlin, DINNER, _noon_in_berlin(yesterday))
+
+    async def ask() -> dict[str, Any]:
+        async with Client(build(berlin, transport="stdio"), read_timeout_seconds=30) as client:
+            result = await client.call_tool("recall", {"text": "What did we talk about yesterday?"})
+            assert not result.is_error, result.content
+            return json.loads(result.content[0].text)  # type: ignore[no-any-return]
+
+    found = anyio.run(ask)
+    [span] = found["asked"]["spans"]
+    assert (span["said"], span["local"]) == ("yesterday", _shown(yesterday))
+    assert found["asked"]["time_only"] and found["asked"]["zone"] == "Europe/Berlin"
+    assert [(e["audit_log_id"], e["in_span"]) for e in found["episodes"]] == [(held, True)]
