@@ -150,7 +150,7 @@ def test_a_turn_naming_yesterday_records_the_span_and_the_dashboard_shows_it(ber
 
     page = _text(client.get(f"/dashboard/audit/{turn.json()['audit_id']}").text)
     assert f"The message named: yesterday ({_shown(yesterday)}) on the Europe/Berlin clock." in page
-    assert "1 of the 1 past conversation below was held then." in page
+    assert "The past conversation below was held then." in page
     assert "It asked about that time alone" in page
     assert f"chat #{held} relevance" in page
     assert "held in the span the message named: yesterday" in page
@@ -201,7 +201,7 @@ def test_the_turn_view_escapes_what_a_row_says_was_named(berlin, client):
                 "reply": "…",
                 "memory": {
                     "facts_injected": 0,
-                    "episodes_recalled": [7],
+                    "episodes_recalled": [7, 8],
                     "asked": {
                         "spans": [
                             {
@@ -218,27 +218,30 @@ def test_the_turn_view_escapes_what_a_row_says_was_named(berlin, client):
                 },
             },
         )
-        berlin.audit.append(
-            session,
-            audit.EPISODE_RECALLED,
-            {
-                "turn_audit_id": turn.id,
-                "audit_log_id": 7,
-                "episode_id": 1,
-                "created_at": held.isoformat(),
-                "relevance": 0.5,
-                "score": 0.5,
-                "dated": True,
-                "summary": "a summary",
-                "excerpts": [],
-            },
-        )
+        for chat, when in ((7, held), (8, held - timedelta(days=9))):
+            berlin.audit.append(
+                session,
+                audit.EPISODE_RECALLED,
+                {
+                    "turn_audit_id": turn.id,
+                    "audit_log_id": chat,
+                    "episode_id": chat,
+                    "created_at": when.isoformat(),
+                    "relevance": 0.5,
+                    "score": 0.5,
+                    "dated": chat == 7,
+                    "summary": f"summary {chat}",
+                    "excerpts": [],
+                },
+            )
     for url in (f"/dashboard/audit/{turn.id}", "/dashboard/audit"):
         html = client.get(url).text
         assert XSS not in html
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     page = _text(client.get(f"/dashboard/audit/{turn.id}").text)
     assert "held in the span the message named: &lt;script&gt;" in page
+    assert "1 of the 2 past conversations below was held then." in page
+    assert page.count("held in the span the message named") == 1  # not chat #8
 
 
 # -- the preview API ----------------------------------------------------------------------------
