@@ -58,6 +58,7 @@ from rank_bm25 import BM25Okapi
 from recall_report import DOC, curve_section, parse_budgets, report, shown_section, write_doc
 from sqlalchemy import select
 
+import caesar
 from caesar.brain import Brain
 from caesar.config import Settings
 from caesar.db import migrate
@@ -591,7 +592,7 @@ def main() -> None:
     if args.dataset in ("all", "longmemeval"):
         haystacks += load_longmemeval(DATA / "longmemeval_s")[: args.limit]
         haystacks += load_longmemeval(DATA / "longmemeval_s_more", ranked=False)[: args.limit]
-    print(f"caesar from {SRC}", flush=True)
+    print(f"caesar from {Path(caesar.__file__).parent}", flush=True)
     from caesar.embeddings import MiniLMEmbedder
 
     # A bulk job alone on the machine: every core on the embeddings the cache lacks.

@@ -60,6 +60,7 @@ import shown
 import time_history as th
 from time_probe_set import NOW_A, NOW_B, ROBUST, ZONE, Probe, Scenario, scenarios
 
+import caesar
 from caesar.brain import Brain
 from caesar.config import Settings
 from caesar.services import Services
@@ -327,7 +328,7 @@ def main() -> None:
     args = parser.parse_args()
     budgets = recall_report.parse_budgets(args.prompt_chars)
     started = time.monotonic()
-    print(f"caesar from {rq.SRC}", flush=True)
+    print(f"caesar from {Path(caesar.__file__).parent}", flush=True)
     from caesar.embeddings import MiniLMEmbedder
 
     real = MiniLMEmbedder(
