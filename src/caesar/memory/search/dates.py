@@ -61,10 +61,16 @@ def dated_matches(text: str, now: datetime) -> list[tuple[int, int, Span]]:
             for m in pattern.finditer(piece):
                 if any(m.start() < end and begin < m.end() for begin, end in taken):
                     continue
+                name = m.groupdict().get("name")
+                if name and name.lower() in WORD_MONTHS and not name[0].isupper():
+                    continue  # "may", "march": words
                 span = _span(m, now)
-                if span is not None and span[0] <= now and span not in (s for *_, s in found):
+                if span is None:  # "31 February": its month may still be read
+                    continue
+                # a day after now is read as a date that names no span: not as its month
+                taken.append((m.start(), m.end()))
+                if span[0] <= now and span not in (s for *_, s in found):
                     found.append((start + m.start(), start + m.end(), span))
-                    taken.append((m.start(), m.end()))
     return sorted(found)
 
 
@@ -73,11 +79,20 @@ def dated_matches(text: str, now: datetime) -> list[tuple[int, int, Span]]:
 _REACH = 16
 
 
+def fold(text: str) -> str:
+    """`text` in lower case, character for character: offsets into it are offsets into `text`
+    ("İ".lower() is two characters)."""
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(c.lower()[:1] for c in text)
+
+
 def _spots(head: str) -> list[tuple[int, str]]:
     """(offset, text) of the parts of `head` that may name a date: around each month name with
     a digit near it (merged where they touch), and the whole of it if it has an ISO-like
     date. Most messages have none, and "may" or "march" without a digit is a word."""
-    low = head.lower()
+    low = fold(head)
     ranges: list[tuple[int, int]] = []
     for name in MONTHS:
         at = low.find(name)
@@ -101,8 +116,6 @@ def _spots(head: str) -> list[tuple[int, str]]:
 def _span(m: re.Match[str], now: datetime) -> Span | None:
     parts = m.groupdict()
     name = parts.get("name")
-    if name and name.lower() in WORD_MONTHS and not name[0].isupper():
-        return None
     month = MONTHS.index(name.lower()) + 1 if name else int(parts["month"])
     year = int(parts["year"]) if parts.get("year") else None
     try:

@@ -26,7 +26,9 @@ META_WORDS = frozenset(
     mentioning speak spoke speaking spoken conversation conversations convo topic topics ask
     asked asking us let lets go over went again recap summary summarise summarize overview
     back anything something stuff things thing get got came come up cover covered happen
-    happened remember recall previous earlier whatever like kind sort""".split()  # noqa: SIM905
+    happened remember recall previous earlier whatever like kind sort many much times time
+    often suggest suggested suggesting suggestion suggestions recommend recommended
+    recommendation recommendations advise advised advice gave give""".split()  # noqa: SIM905
 )
 # A question that gathers across conversations: a count, a list, every occurrence.
 _GATHERS = re.compile(
@@ -36,6 +38,11 @@ _GATHERS = re.compile(
 )
 _GATHER_WORDS = ("how", "total", "altogether", "all", "time", "which", "list")
 MAX_CHARS = 2000
+_CLOCK = re.compile(r"\d+(?:am|pm|h)?")  # "3", "3pm": a time of day is no topic
+
+
+def _clock(term: str) -> bool:
+    return _CLOCK.fullmatch(term) is not None
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,7 @@ def read_question(text: str, now: datetime, zone: tzinfo = UTC) -> Asked:
     time = read_time(head, now, zone)
     topic: tuple[str, ...] = ()
     if time.spans:
-        topic = tuple(t for t in query_terms(time.rest) if t not in META_WORDS and not t.isdigit())
+        topic = tuple(t for t in query_terms(time.rest) if t not in META_WORDS and not _clock(t))
     low = head.lower()
     gathers = any(w in low for w in _GATHER_WORDS) and _GATHERS.search(low) is not None
     return Asked(time, bool(time.spans) and not topic, gathers, topic)

@@ -59,8 +59,11 @@ _VAGUE = {
     "few": (2, 5),
     "several": (3, 7),
 }
+_TENS = ("twenty", "thirty", "forty", "fifty")
+_UNITS = "one two three four five six seven eight nine".split()
 _COUNT = (
     r"(?P<n>\d{1,7}|a\s+couple(?:\s+of)?|couple\s+of|a\s+few|few|several|"
+    + rf"(?:{'|'.join(_TENS)})[-\s]+(?:{'|'.join(_UNITS)})\b|"  # twenty-one
     + "|".join(sorted(_NUMBERS, key=len, reverse=True))
     + r")"
 )
@@ -193,7 +196,7 @@ def read_time(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRead:
     the operator's; spans come back in naive UTC, none starting after `now`, none ending
     after it."""
     head = text[:MAX_CHARS]
-    low = head.lower()
+    low = dates.fold(head)
     found: list[_Found] = []
     taken: list[tuple[int, int]] = []
     # calendar dates first: "the 3rd of June" is a day, not "of June"
@@ -211,6 +214,8 @@ def read_time(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRead:
                     continue
                 if kind == "month" and not _month_ok(head, m, offset):
                     continue
+                if kind in ("month", "season") and not _introduced(m, begin, found):
+                    continue
                 if kind == "weekday" and not _weekday_ok(head, m, offset):
                     continue
                 taken.append((begin, end))
@@ -226,20 +231,28 @@ def read_time(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRead:
             utc = item.fixed or _resolve(item, clock, spans[-1] if spans and last else None)
         except (ValueError, OverflowError):  # "100000 years ago", a year before 1
             utc = None
-        if utc is None or utc[0] >= now:
+        if utc is None or utc[0] >= now or utc[0] >= utc[1]:  # after now; a day never held
             last = None
             continue
         span = NamedSpan(utc[0], min(utc[1], now), head[item.begin : item.end].strip())
         if last is not None and spans and _ranged(low, last, item):
             first = spans[-1]
-            span = NamedSpan(
-                min(first.start, span.start), max(first.end, span.end), f"{first.said} {span.said}"
-            )
+            until = span.end
+            if span.start < first.start:  # "from November to January": the January after
+                until = min(_next_year(until), now)
+            span = NamedSpan(first.start, max(first.end, until), f"{first.said} {span.said}")
             spans[-1] = span
         elif not any((s.start, s.end) == (span.start, span.end) for s in spans):
             spans.append(span)
         last = item
     return TimeRead(tuple(spans[:MAX_SPANS]), recent, _blank(head, taken))
+
+
+def _next_year(moment: datetime) -> datetime:
+    try:
+        return moment.replace(year=moment.year + 1)
+    except ValueError:  # 29 February
+        return moment.replace(year=moment.year + 1, day=28)
 
 
 def _spots(low: str) -> list[tuple[int, str]]:
@@ -275,6 +288,17 @@ def _ranged(low: str, first: _Found, second: _Found) -> bool:
         gap.strip() != "" or _JOIN_WORD.match(low, second.begin) is not None
     )
     return opened is not None and joined
+
+
+_JOINERS = frozenset({"and", "to", "until", "till", "through"})
+
+
+def _introduced(m: re.Match[str], begin: int, found: list[_Found]) -> bool:
+    """A month or season after "and" / "to" ends a range ("between March and May"): it needs
+    a month or season just before it — "Mike and June", "Tom and May" name no month."""
+    if m.group("which") not in _JOINERS:
+        return True
+    return any(f.kind in ("month", "season") and 0 <= begin - f.end <= 2 for f in found)
 
 
 def _month_ok(head: str, m: re.Match[str], offset: int) -> bool:
@@ -361,16 +385,17 @@ def _count(said: str) -> tuple[int, int]:
     said = " ".join(said.split())
     if said in _VAGUE:
         return _VAGUE[said]
-    n = int(said) if said.isdigit() else _NUMBERS[said]
+    if said.isdigit():
+        return int(said), int(said)
+    words = said.replace("-", " ").split()
+    n = sum(_NUMBERS[w] for w in words)  # "twenty one": 20 + 1
     return n, n
 
 
 def _ago(clock: _Clock, said: str, unit: str) -> tuple[datetime, datetime] | None:
     """ "N units ago": that day; that calendar week, month or year (a range for a vague N)."""
     low, high = _count(said)
-    if low < 1 or high > MAX_YEARS_BACK * 366:
-        return None
-    if unit == "year" and high > MAX_YEARS_BACK:
+    if low < 1 or high > _MOST_BACK[unit]:
         return None
     today = clock.today
     if unit == "day":
@@ -379,18 +404,25 @@ def _ago(clock: _Clock, said: str, unit: str) -> tuple[datetime, datetime] | Non
         first = clock.week_start(high)
         return clock.days(first, clock.week_start(low) + timedelta(days=6))
     if unit == "month":
-        if high > MAX_YEARS_BACK * 12:
-            return None
         return clock.at(clock.month_start(high)), clock.at(clock.month_start(low - 1))
     return clock.days(date(today.year - high, 1, 1), date(today.year - low, 12, 31))
 
 
 def _rolling(clock: _Clock, n: int, unit: str) -> tuple[datetime, datetime] | None:
     """ "the past N units": from N units before now up to now."""
-    days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * n
+    days = _UNIT_DAYS[unit] * n
     if n < 1 or days > MAX_YEARS_BACK * 366:
         return None
     return clock.now - timedelta(days=days), clock.now
+
+
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+_MOST_BACK = {
+    "day": MAX_YEARS_BACK * 366,
+    "week": MAX_YEARS_BACK * 53,
+    "month": MAX_YEARS_BACK * 12,
+    "year": MAX_YEARS_BACK,
+}
 
 
 def _period_start(clock: _Clock, unit: str, back: int) -> date:
