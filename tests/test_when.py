@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, available_timezones
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from caesar.memory.search.when import MAX_CHARS, MAX_SPANS, NamedSpan, TimeRead, read_time
