@@ -85,7 +85,9 @@ def test_time_anchor_is_on_the_operators_clock_with_weekday_and_days():
     assert time_anchor(then, now) == "Tue 24 Nov 2026, 7 days ago"
     assert time_anchor(then, now, ZoneInfo("Europe/Berlin")) == "Wed 25 Nov 2026, 6 days ago"
     assert time_anchor(now, now) == "Tue 1 Dec 2026, today"
-    assert time_anchor(datetime(2024, 11, 30), now) == "Sat 30 Nov 2024, 731 days (about 2 years) ago"
+    assert (
+        time_anchor(datetime(2024, 11, 30), now) == "Sat 30 Nov 2024, 731 days (about 2 years) ago"
+    )
     assert episodes_block([], NOW) == ""
 
 

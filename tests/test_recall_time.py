@@ -67,7 +67,9 @@ def test_a_time_and_a_topic_rank_the_span_by_topic_first(make_services, db_url):
         NOW - timedelta(days=8),
     )
     in_span_other, _ = add_episode(
-        services, "We drafted an email to the landlord about a leaking tap.", NOW - timedelta(days=7)
+        services,
+        "We drafted an email to the landlord about a leaking tap.",
+        NOW - timedelta(days=7),
     )
     outside_run, _ = add_episode(
         services,
@@ -97,9 +99,7 @@ def test_a_question_that_gathers_shows_every_matching_conversation(make_services
         topic = TOPICS[k % len(TOPICS)].replace(".", f", take {k}.")
         add_episode(services, topic, NOW - timedelta(days=k + 0.5))
     plain = Brain(services).prepare("What did I say about running along the river?", now=NOW)
-    gathered = Brain(services).prepare(
-        "How many times did I go running along the river?", now=NOW
-    )
+    gathered = Brain(services).prepare("How many times did I go running along the river?", now=NOW)
     assert set(runs) <= set(_ids(gathered.recalled))
     assert len(_ids(plain.recalled)) < len(runs)  # in depth, fewer conversations fit
     # one dated line each, newest first: the model can count them
