@@ -302,6 +302,8 @@ def test_caesar_recall_prints_the_named_span_and_marks_the_rows_in_it(
     monkeypatch.setenv("COLUMNS", "300")  # a wide terminal: one table row per line
     _, dinner = add_episode(services, DINNER, datetime(2026, 12, 1, 18, 0))
     _, fig = add_episode(services, FIG, datetime(2026, 12, 1, 8, 0))
+    markup = "The operator asked what [bold]this[/bold] does in a Rich string."
+    _, marked = add_episode(services, markup, datetime(2026, 12, 1, 9, 0))
     _, sourdough = add_episode(services, SOURDOUGH, datetime(2026, 11, 20, 12, 0))
     runner = CliRunner()
 
@@ -318,6 +320,8 @@ def test_caesar_recall_prints_the_named_span_and_marks_the_rows_in_it(
     assert set(rows) == {dinner, fig}
     assert all(re.search(r"Tue 1 Dec 2026, yesterday\s*│\s*yesterday\s*│", rows[c]) for c in rows)
     assert f"#{sourdough} " not in result.output  # held outside the span
+    [row] = [line for line in lines if f"#{marked} " in line]
+    assert "[bold]this[/bold]" in row  # a summary's words, not Rich markup
 
     # a topic and a time, every match shown: the one held outside the span is not marked
     topic = runner.invoke(

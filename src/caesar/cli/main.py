@@ -350,7 +350,7 @@ def recall(
             str(e.recall_count),
             f"{e.recall_weight:.3f}",
             f"{e.score:.3f}",
-            e.summary,
+            escape(e.summary),  # its words, not Rich markup
         )
     console.print(table if episodes else "nothing would be recalled")
     # What would reach the prompt with each episode: its excerpts, verbatim.
