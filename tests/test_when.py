@@ -52,7 +52,6 @@ KINDS = [
     # named days
     ("What did we talk about today?", [(B(10, 29), NOW)]),
     ("earlier today", [(B(10, 29), NOW)]),
-    ("tonight", [(B(10, 29), NOW)]),  # the whole of today so far
     ("this morning", [(B(10, 29, 5), B(10, 29, 12))]),
     ("this afternoon", [(B(10, 29, 12), NOW)]),
     ("yesterday", [(B(10, 28), B(10, 29))]),
@@ -325,7 +324,8 @@ def test_parts_of_today_that_have_not_begun_are_no_span():
     assert spans("this evening") == []
     evening = datetime(2026, 10, 29, 19, 0)  # 20:00 CET
     assert spans("this evening", evening) == [(B(10, 29, 18), evening)]
-    assert spans("tonight", evening) == [(B(10, 29), evening)]
+    assert spans("tonight", evening) == [(B(10, 29, 18), evening)]  # the evening, as said
+    assert spans("tonight") == []
     early = datetime(2026, 10, 29, 3, 0)  # 04:00 CET
     assert spans("this morning", early) == []
 

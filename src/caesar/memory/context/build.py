@@ -83,7 +83,7 @@ def with_excerpts(
         turn_chars=settings.excerpt_turn_chars,
         summary_chars=settings.summary_chars,
         zone=episodes.zone,
-        breadth=asked.breadth,
+        layout=asked.layout,
     )
     shown = [replace(ranked[c.index], excerpts=c.excerpts) for c in block.chosen]
     return block.text, shown

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
+from typing import Literal
 
 from caesar.memory.search.keywords import query_terms
 from caesar.memory.search.when import TimeRead, read_time
@@ -60,6 +61,13 @@ class Asked:
     def breadth(self) -> bool:
         """Show many conversations compactly rather than few in depth."""
         return self.time_only or self.gathers
+
+    @property
+    def layout(self) -> Literal["depth", "timeline", "gather"]:
+        """How the block is laid out (memory/context/excerpts.py)."""
+        if self.time_only:
+            return "timeline"
+        return "gather" if self.gathers else "depth"
 
     def as_json(self) -> dict[str, object]:
         return {

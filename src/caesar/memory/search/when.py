@@ -87,7 +87,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
         ("or_day_before", r"\b(?:or|and)\s+the\s+day\s+before\b", ("before",)),
         ("yesterday", rf"\byesterday(?:\s+{_PART})?\b", ("yesterday",)),
         ("last_night", r"\blast\s+night\b", ("night",)),
-        ("today", r"\b(?:earlier\s+)?today\b|\btonight\b", ("today", "tonight")),
+        ("today", r"\b(?:earlier\s+)?today\b", ("today",)),
+        ("tonight", r"\btonight\b", ("tonight",)),
         ("this_part", rf"\bthis\s+{_PART}\b", ("this",)),
         ("other_day", r"\bthe\s+other\s+day\b", ("other",)),
         ("ago", rf"\b{_COUNT}\s+{_UNIT}\s+(?:ago|back)\b", ("ago", "back")),
@@ -106,7 +107,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = tuple(
         ("weekend", r"\b(?:over|at|on|during)\s+the\s+weekend\b", ("weekend",)),
         (
             "weekday",
-            rf"\b(?P<which>last|on|this\s+past|this|past)\s+{_WEEKDAY}(?:\s+{_PART})?\b",
+            rf"\b(?P<which>last|on|this\s+past|this|past|or|and)\s+{_WEEKDAY}(?:\s+{_PART})?\b",
             tuple(WEEKDAYS),
         ),
         ("season", rf"\b(?P<which>{_INTRO})\s+(?:the\s+)?{_SEASON}\b", SEASON_NAMES),
@@ -214,7 +215,7 @@ def read_time(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRead:
                     continue
                 if kind == "month" and not _month_ok(head, m, offset):
                     continue
-                if kind in ("month", "season") and not _introduced(m, begin, found):
+                if kind in _CONTINUED and not _introduced(kind, m, begin, found):
                     continue
                 if kind == "weekday" and not _weekday_ok(head, m, offset):
                     continue
@@ -290,15 +291,20 @@ def _ranged(low: str, first: _Found, second: _Found) -> bool:
     return opened is not None and joined
 
 
-_JOINERS = frozenset({"and", "to", "until", "till", "through"})
+_JOINERS = frozenset({"and", "to", "until", "till", "through", "or"})
 
 
-def _introduced(m: re.Match[str], begin: int, found: list[_Found]) -> bool:
-    """A month or season after "and" / "to" ends a range ("between March and May"): it needs
-    a month or season just before it — "Mike and June", "Tom and May" name no month."""
+# what may continue what: "between March and the summer", "on Monday or Tuesday"
+_CONTINUED = {"month": ("month", "season"), "season": ("month", "season"), "weekday": ("weekday",)}
+
+
+def _introduced(kind: str, m: re.Match[str], begin: int, found: list[_Found]) -> bool:
+    """A month, season or weekday after "and" / "to" / "or" continues one just before it
+    ("between March and May", "on Monday or Tuesday"): alone it names none — "Mike and June",
+    "Tom and May" name no month."""
     if m.group("which") not in _JOINERS:
         return True
-    return any(f.kind in ("month", "season") and 0 <= begin - f.end <= 2 for f in found)
+    return any(f.kind in _CONTINUED[kind] and 0 <= begin - f.end <= 2 for f in found)
 
 
 def _month_ok(head: str, m: re.Match[str], offset: int) -> bool:
@@ -336,6 +342,8 @@ def _resolve(
         return _part_of(clock, today - timedelta(days=1), "night")
     if kind == "today":
         return clock.days(today, today)
+    if kind == "tonight":
+        return _part_of(clock, today, "evening")
     if kind == "this_part":
         return _part_of(clock, today, m.group("part"))
     if kind == "other_day":
