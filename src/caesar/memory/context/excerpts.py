@@ -60,11 +60,11 @@ SHOWN_TOGETHER = 2
 # turn cut to BREADTH_TURN, then the rest of the budget as in depth.
 BREADTH_SUMMARY = 140
 BREADTH_TURN = 220
-# A timeline's summaries are cut so that every line fits: (budget − frame) / lines − the
+# In breadth the summaries are cut so that every line fits: (budget − frame) / lines − the
 # anchor's share, but never below MIN_SUMMARY.
 ANCHOR_CHARS = 36
 MIN_SUMMARY = 60
-Layout = Literal["depth", "timeline", "gather"]
+Layout = Literal["depth", "breadth"]
 # Among comparable conversations shown (see COMPARABLE_SHARE), the newest is marked: when they
 # state different values for one thing, the later statement is the one that holds.
 LATEST_NOTE = "the latest of these"
@@ -236,16 +236,17 @@ def select(
     layout: Layout = "depth",
 ) -> Block:
     """The past-conversations block for these recalled episodes (best first), at most `budget`
-    characters, fences included (see the module docstring). `layout` "timeline" (a span of
-    time): every conversation's line, its summary cut so that all fit, then each one's most
-    telling turn; "gather": each conversation's line with its most telling turn, best first;
-    both newest first in the block, the rest of the budget as in "depth"."""
+    characters, fences included (see the module docstring). `layout` "breadth" (a span of
+    time, or a question that gathers): every conversation's line first, its summary cut so
+    that all fit, then each one's most telling turn, then the rest of the budget as in
+    "depth"; the lines newest first in the block. Measured against a line with its turn, best
+    first, on the gathering probes: all evidence shown 0.300 against 0.100."""
     wanted = set(_stemmer().stemWords(query_terms(query)))
-    breadth = layout != "depth"
+    breadth = layout == "breadth"
     if breadth:
         summary_chars = min(summary_chars, BREADTH_SUMMARY)
         turn_chars = min(turn_chars, BREADTH_TURN)
-    if layout == "timeline" and candidates:
+    if breadth and candidates:
         share = (budget - BLOCK_FRAME) // len(candidates) - ANCHOR_CHARS
         summary_chars = max(MIN_SUMMARY, min(summary_chars, share))
     notes = [""] * len(candidates) if breadth else _latest_notes(candidates)
@@ -263,14 +264,12 @@ def select(
         ep.telling(wanted or stems(c.line.summary)) if breadth else None
         for ep, c in zip(episodes, candidates, strict=True)
     ]
-    if layout == "timeline":
-        for ci in range(len(candidates)):
-            state.take_line(ci)
+    for ci in range(len(candidates)) if breadth else ():
+        state.take_line(ci)
     for ci in range(len(candidates)) if breadth else ():
         turn = telling[ci]
-        if turn is not None and (layout == "gather" or ci in state.included):
+        if turn is not None and ci in state.included:
             state.take(ci, {turn}, candidates[ci].score)
-        state.take_line(ci)
     items: list[tuple[float, int, int]] = []  # (−priority, candidate, window)
     for ci, c in enumerate(candidates):
         windows = list(c.windows or [])[: len(episodes[ci].spans)]

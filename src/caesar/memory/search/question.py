@@ -63,11 +63,9 @@ class Asked:
         return self.time_only or self.gathers
 
     @property
-    def layout(self) -> Literal["depth", "timeline", "gather"]:
+    def layout(self) -> Literal["depth", "breadth"]:
         """How the block is laid out (memory/context/excerpts.py)."""
-        if self.time_only:
-            return "timeline"
-        return "gather" if self.gathers else "depth"
+        return "breadth" if self.breadth else "depth"
 
     def as_json(self) -> dict[str, object]:
         return {
