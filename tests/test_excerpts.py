@@ -166,3 +166,44 @@ def test_two_comparable_conversations_are_both_shown_before_more_of_the_first():
     weaker = _candidate(_followers("1300"), [0.74], score=0.70, days=3, summary="Later talk.")
     block = _select([first, weaker], question, budget)
     assert "1250 followers" in block.text and "1300 followers" not in block.text
+
+
+def test_breadth_shows_every_line_newest_first_then_each_telling_turn():
+    # twenty conversations, best first by score but held on different days: in breadth every
+    # one's line fits (its summary cut to share the budget) and the block reads as a timeline
+    long_summary = "We went through the operator's week in detail: " + "errands and plans, " * 12
+    candidates = [
+        _candidate(
+            _turns(f"On day {k} I repainted the shed.", "Nice work.", "Thanks."),
+            [0.5],
+            score=0.9 - k / 100,
+            days=(k * 7) % 20 + 1,
+            summary=f"{long_summary} (conversation {k})",
+        )
+        for k in range(20)
+    ]
+    depth = _select(candidates, "shed", 2500)
+    breadth = select(
+        candidates, "shed", NOW, budget=2500, turn_chars=600, summary_chars=200, layout="breadth"
+    )
+    assert len(breadth.text) <= 2500 and len(depth.chosen) < 20 == len(breadth.chosen)
+    lines = [line for line in breadth.text.splitlines() if line.startswith("- ")]
+    ages = [int(line.split(", ")[1].split()[0]) if "yesterday" not in line else 1 for line in lines]
+    assert ages == sorted(ages)  # newest first
+    # the budget left after the lines went to telling turns, the best conversations' first
+    told = [c.index for c in breadth.chosen if c.excerpts]
+    assert told and min(told) == 0
+
+
+def test_the_newest_of_comparable_conversations_is_marked_the_latest():
+    older = _candidate(
+        _turns("I have 1,250 followers.", "Nice."), [0.9], 0.9, 30, "Instagram followers."
+    )
+    newer = _candidate(
+        _turns("I have 1,300 followers now.", "Great."), [0.88], 0.88, 3, "Followers again."
+    )
+    block = _select([older, newer], "followers", 2500)
+    assert "3 days ago (the latest of these):" in block.text
+    assert "30 days ago:" in block.text
+    alone = _select([older], "followers", 2500)
+    assert "latest" not in alone.text
