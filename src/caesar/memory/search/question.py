@@ -35,11 +35,34 @@ META_WORDS = frozenset(
 _GATHERS = re.compile(
     r"\bhow\s+(?:many|often)\b(?!\s+\w+\s+ago\b)|\bin\s+total\b|\baltogether\b|\ball\s+(?:the|of\s+the|my|of\s+my)\b"
     r"|\b(?:every|each)\s+time\b|\bwhich\s+\w+(?:\s+\w+)?\s+(?:have|did)\s+i\b"
-    r"|\blist\s+(?:all|every|the|my)\b"
+    r"|\blist\s+(?:all|every|the|my)\b|\bboth\b"
 )
-_GATHER_WORDS = ("how", "total", "altogether", "all", "time", "which", "list")
+_WORDS = re.compile(r"[\w'-]+")
+_ASKS = frozenset({"what", "which"})
+_AUXILIARIES = frozenset({"has", "have", "does", "do", "did", "are", "were"})
+_GATHER_WORDS = ("how", "total", "altogether", "all", "time", "which", "list", "both")
 MAX_CHARS = 2000
 _CLOCK = re.compile(r"\d+(?:am|pm|h)?")  # "3", "3pm": a time of day is no topic
+
+
+def _asks_plural(low: str) -> bool:
+    """ "which cities has John been to?", "what books have I read?": a plural asked for, its
+    answer spread over several conversations — "what"/"which", up to three words, one ending
+    in s (not ss, us), then an auxiliary."""
+    if "what" not in low and "which" not in low:
+        return False
+    words = _WORDS.findall(low)
+    for i, word in enumerate(words):
+        if word in _ASKS:
+            for k in range(i + 1, min(i + 4, len(words) - 1)):
+                w = words[k]
+                if (
+                    w.endswith("s")
+                    and not w.endswith(("ss", "us"))
+                    and words[k + 1] in _AUXILIARIES
+                ):
+                    return True
+    return False
 
 
 def _clock(term: str) -> bool:
@@ -86,5 +109,7 @@ def read_question(text: str, now: datetime, zone: tzinfo = UTC) -> Asked:
     if time.spans:
         topic = tuple(t for t in query_terms(time.rest) if t not in META_WORDS and not _clock(t))
     low = head.lower()
-    gathers = any(w in low for w in _GATHER_WORDS) and _GATHERS.search(low) is not None
+    gathers = (
+        any(w in low for w in _GATHER_WORDS) and _GATHERS.search(low) is not None
+    ) or _asks_plural(low)
     return Asked(time, bool(time.spans) and not topic, gathers, topic)
