@@ -300,6 +300,10 @@ def test_caesar_recall_prints_the_named_span_and_marks_the_rows_in_it(
     monkeypatch.setenv("CAESAR_CONFIG", str(write_config(tmp_path / "caesar.toml", settings)))
     monkeypatch.setenv("CAESAR_TIMEZONE", "Europe/Berlin")
     monkeypatch.setenv("COLUMNS", "300")  # a wide terminal: one table row per line
+    from caesar.cli import common
+
+    # the console was made at import, maybe by another test at 80 columns
+    monkeypatch.setattr(common.console, "width", 300)
     _, dinner = add_episode(services, DINNER, datetime(2026, 12, 1, 18, 0))
     _, fig = add_episode(services, FIG, datetime(2026, 12, 1, 8, 0))
     markup = "The operator asked what [bold]this[/bold] does in a Rich string."
