@@ -60,6 +60,10 @@ SHOWN_TOGETHER = 2
 # turn cut to BREADTH_TURN, then the rest of the budget as in depth.
 BREADTH_SUMMARY = 140
 BREADTH_TURN = 220
+# ... but first, the best windows (as in depth) within this share of the budget: a question
+# read as gathering may still want one answer in full. LoCoMo answer in prompt at 0 / 0.3 /
+# 0.5: 0.752 / 0.771 / 0.777, all evidence shown 0.770 each (docs/recall-quality.md).
+BREADTH_LEAD = 0.5
 # In breadth the summaries are cut so that every line fits: (budget − frame) / lines − the
 # anchor's share, but never below MIN_SUMMARY.
 ANCHOR_CHARS = 36
@@ -143,38 +147,53 @@ def trim_turn(text: str, wanted: set[str], max_chars: int) -> str:
 class _Episode:
     """One candidate during selection: the turns taken so far and what its lines cost."""
 
-    def __init__(self, candidate: Candidate, header: str, wanted: set[str], turn_chars: int):
+    def __init__(
+        self,
+        candidate: Candidate,
+        header: str,
+        wanted: set[str],
+        turn_chars: int,
+        short_chars: int | None = None,
+    ):
         self.turns = window_turns(candidate.turns)
         self.spans = window_spans(len(self.turns))
         self.header = header
         self.taken: set[int] = set()
+        self.short: set[int] = set()  # taken turns shown cut to short_chars (telling turns)
         self.best: dict[int, float] = {}  # taken turn → the best window that brought it in
         self._wanted, self._turn_chars = wanted, turn_chars
-        self._shown: dict[int, str] = {}  # each turn cut once, however often it is costed
+        self._short_chars = short_chars or turn_chars
+        # each turn cut once (per length), however often it is costed
+        self._shown: dict[tuple[int, bool], str] = {}
 
     def key(self, turn: int) -> tuple[str, str]:
         """What makes two turns the same turn, across conversations."""
         t = self.turns[turn]
         return (t["role"], t["content"])
 
-    def shown(self, turn: int) -> str:
-        """The turn's text as the prompt shows it (cut if long)."""
-        if turn not in self._shown:
+    def shown(self, turn: int, short: bool | None = None) -> str:
+        """The turn's text as the prompt shows it (cut if long; to short_chars if `short`,
+        by default if it was taken as a telling turn)."""
+        short = turn in self.short if short is None else short
+        if (turn, short) not in self._shown:
             content = self.turns[turn]["content"]
-            self._shown[turn] = trim_turn(content, self._wanted, self._turn_chars)
-        return self._shown[turn]
+            limit = self._short_chars if short else self._turn_chars
+            self._shown[(turn, short)] = trim_turn(content, self._wanted, limit)
+        return self._shown[(turn, short)]
 
-    def line(self, turn: int) -> str:
-        return excerpt_line(self.turns[turn]["role"], self.shown(turn))
+    def line(self, turn: int, short: bool | None = None) -> str:
+        return excerpt_line(self.turns[turn]["role"], self.shown(turn, short))
 
-    def cost(self, turns: set[int]) -> int:
-        """Characters of this episode's lines (header, turns, gaps), newlines included."""
+    def cost(self, turns: set[int], short: set[int] | None = None) -> int:
+        """Characters of this episode's lines (header, turns, gaps), newlines included, with
+        `short` (default: those taken so) cut to short_chars."""
+        short = self.short if short is None else short
         total = len(self.header) + 1
         previous = None
         for t in sorted(turns):
             if previous is not None and t != previous + 1:
                 total += len(GAP_LINE) + 1
-            total += len(self.line(t)) + 1
+            total += len(self.line(t, t in short)) + 1
             previous = t
         return total
 
@@ -237,17 +256,18 @@ def select(
 ) -> Block:
     """The past-conversations block for these recalled episodes (best first), at most `budget`
     characters, fences included (see the module docstring). `layout` "breadth" (a span of
-    time, or a question that gathers): every conversation's line first, its summary cut so
-    that all fit, then each one's most telling turn, then the rest of the budget as in
-    "depth"; the lines newest first in the block. Measured against a line with its turn, best
+    time, or a question that gathers): the best windows within BREADTH_LEAD of the budget,
+    then every conversation's line, its summary cut so that all fit, then each one's most
+    telling turn (cut to BREADTH_TURN), then the rest of the budget as in "depth"; the lines
+    newest first in the block. Measured against a line with its turn, best
     first, on the gathering probes: all evidence shown 0.300 against 0.100."""
     wanted = set(_stemmer().stemWords(query_terms(query)))
     breadth = layout == "breadth"
+    lead = int(budget * BREADTH_LEAD) if breadth else 0
     if breadth:
         summary_chars = min(summary_chars, BREADTH_SUMMARY)
-        turn_chars = min(turn_chars, BREADTH_TURN)
     if breadth and candidates:
-        share = (budget - BLOCK_FRAME) // len(candidates) - ANCHOR_CHARS
+        share = (budget - lead - BLOCK_FRAME) // len(candidates) - ANCHOR_CHARS
         summary_chars = max(MIN_SUMMARY, min(summary_chars, share))
     notes = [""] * len(candidates) if breadth else _latest_notes(candidates)
     episodes = [
@@ -256,6 +276,7 @@ def select(
             episode_header(c.line, now, summary_chars, zone=zone, note=notes[ci]),
             wanted,
             turn_chars,
+            BREADTH_TURN,
         )
         for ci, c in enumerate(candidates)
     ]
@@ -264,12 +285,6 @@ def select(
         ep.telling(wanted or stems(c.line.summary)) if breadth else None
         for ep, c in zip(episodes, candidates, strict=True)
     ]
-    for ci in range(len(candidates)) if breadth else ():
-        state.take_line(ci)
-    for ci in range(len(candidates)) if breadth else ():
-        turn = telling[ci]
-        if turn is not None and ci in state.included:
-            state.take(ci, {turn}, candidates[ci].score)
     items: list[tuple[float, int, int]] = []  # (−priority, candidate, window)
     for ci, c in enumerate(candidates):
         windows = list(c.windows or [])[: len(episodes[ci].spans)]
@@ -279,14 +294,17 @@ def select(
             priority = EPISODE_SHARE * c.score + (1 - EPISODE_SHARE) * relevance
             items.append((-priority, ci, wi))
     items = _comparable_first(sorted(items), candidates)
-    for _, ci, wi in items:
-        if wi < 0:
-            state.take_line(ci)
-            continue
-        if breadth and ci not in state.included:
-            continue  # its line did not fit: no excerpt without it
-        start, end = episodes[ci].spans[wi]
-        state.take(ci, set(range(start, end)), candidates[ci].windows[wi])  # type: ignore[index]
+    if lead:  # breadth: the best windows first, within the lead's share of the budget
+        state.budget = lead
+        _fill(state, items, candidates, episodes)
+        state.budget = budget
+    for ci in range(len(candidates)) if breadth else ():
+        state.take_line(ci)
+    for ci in range(len(candidates)) if breadth else ():
+        turn = telling[ci]
+        if turn is not None and ci in state.included:
+            state.take(ci, {turn}, candidates[ci].score, short=True)
+    _fill(state, items, candidates, episodes, breadth)
     lines: list[str] = []
     chosen: list[Chosen] = []
     order = sorted(state.included)
@@ -336,24 +354,48 @@ class _Selection:
             self.costs[ci] = len(ep.header) + 1
             self.used += self.costs[ci]
 
-    def take(self, ci: int, turns: set[int], relevance: float) -> None:
-        """These turns of the episode (with its line), those not shown yet, if they fit."""
+    def take(self, ci: int, turns: set[int], relevance: float, short: bool = False) -> None:
+        """These turns of the episode (with its line), those not shown yet, if they fit;
+        `short`: cut to short_chars (a telling turn). A window takes a turn shown short in
+        full."""
         ep = self.episodes[ci]
         if self._duplicate(ci):
             return
         new = {t for t in turns if t not in ep.taken and ep.key(t) not in self.shown_turns}
-        if not new:
+        lengthened = set() if short else turns & ep.short
+        if not new and not lengthened:
             return
-        cost = ep.cost(ep.taken | new)
+        cut = (ep.short | new) if short else (ep.short - lengthened)
+        cost = ep.cost(ep.taken | new, cut)
         if self.used - self.costs[ci] + cost > self.budget:
             return
         self._include(ci)
         self.used += cost - self.costs[ci]
         self.costs[ci] = cost
         ep.taken |= new
+        ep.short = cut
         self.shown_turns.update(ep.key(t) for t in new)
         for t in new:
             ep.best[t] = max(ep.best.get(t, relevance), relevance)
+
+
+def _fill(
+    state: _Selection,
+    items: list[tuple[float, int, int]],
+    candidates: Sequence[Candidate],
+    episodes: list[_Episode],
+    lines_first: bool = False,
+) -> None:
+    """Windows in priority order while they fit (`lines_first`: only of episodes whose line
+    is in already)."""
+    for _, ci, wi in items:
+        if wi < 0:
+            state.take_line(ci)
+            continue
+        if lines_first and ci not in state.included:
+            continue  # its line did not fit: no excerpt without it
+        start, end = episodes[ci].spans[wi]
+        state.take(ci, set(range(start, end)), candidates[ci].windows[wi])  # type: ignore[index]
 
 
 def _latest_notes(candidates: Sequence[Candidate]) -> list[str]:
