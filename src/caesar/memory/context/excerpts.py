@@ -68,7 +68,8 @@ BREADTH_LEAD = 0.5
 # anchor's share, but never below MIN_SUMMARY.
 ANCHOR_CHARS = 36
 MIN_SUMMARY = 60
-Layout = Literal["depth", "breadth"]
+# "timeline": breadth for a message about time alone — no topic, so no lead
+Layout = Literal["depth", "breadth", "timeline"]
 # Among comparable conversations shown (see COMPARABLE_SHARE), the newest is marked: when they
 # state different values for one thing, the later statement is the one that holds.
 LATEST_NOTE = "the latest of these"
@@ -260,10 +261,11 @@ def select(
     then every conversation's line, its summary cut so that all fit, then each one's most
     telling turn (cut to BREADTH_TURN), then the rest of the budget as in "depth"; the lines
     newest first in the block. Measured against a line with its turn, best
-    first, on the gathering probes: all evidence shown 0.300 against 0.100."""
+    first, on the gathering probes: all evidence shown 0.300 against 0.100. "timeline" (a
+    message about time alone): the same without the lead — there is no topic to lead with."""
     wanted = set(_stemmer().stemWords(query_terms(query)))
-    breadth = layout == "breadth"
-    lead = int(budget * BREADTH_LEAD) if breadth else 0
+    breadth = layout != "depth"
+    lead = int(budget * BREADTH_LEAD) if layout == "breadth" else 0
     if breadth:
         summary_chars = min(summary_chars, BREADTH_SUMMARY)
     if breadth and candidates:

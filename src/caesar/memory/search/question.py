@@ -86,9 +86,11 @@ class Asked:
         return self.time_only or self.gathers
 
     @property
-    def layout(self) -> Literal["depth", "breadth"]:
+    def layout(self) -> Literal["depth", "breadth", "timeline"]:
         """How the block is laid out (memory/context/excerpts.py)."""
-        return "breadth" if self.breadth else "depth"
+        if self.time_only:
+            return "timeline"
+        return "breadth" if self.gathers else "depth"
 
     def as_json(self) -> dict[str, object]:
         return {
