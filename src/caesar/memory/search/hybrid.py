@@ -120,6 +120,9 @@ def _ranks(values: np.ndarray) -> np.ndarray:
 # to GATHER_K candidates: the block's budget decides how many are shown.
 TIME_POOL = 40
 GATHER_K = 24
+# A message that gathers takes candidates this far under the threshold too: the conversations
+# it gathers are each about one of its items, not about all of its words.
+GATHER_SLACK = 0.0
 # "recently": relevance × (RECENT_FLOOR + (1 − RECENT_FLOOR) × freshness) — a soft preference
 RECENT_FLOOR = 0.5
 NO_QUESTION = Asked()
@@ -258,7 +261,8 @@ def rank_candidates(
     if asked.time_only:
         keep &= on_day
     elif params.similarity_threshold is not None:
-        keep &= gated >= params.similarity_threshold
+        slack = GATHER_SLACK if asked.gathers else 0.0
+        keep &= gated >= params.similarity_threshold - slack
     if params.ranking == "adr":
         score = relevance * fresh * weight
         ranked: Sequence[int] = [int(i) for i in np.lexsort((-ids, -score))]
