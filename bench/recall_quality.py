@@ -60,7 +60,7 @@ from sqlalchemy import select
 
 import caesar
 from caesar.brain import Brain
-from caesar.config import Settings
+from caesar.config import ProviderSettings, Settings
 from caesar.db import migrate
 from caesar.db.models import EpisodeSummary
 from caesar.embeddings import Embedder
@@ -244,6 +244,10 @@ class CachedEmbedder:
 
 
 # -- one haystack through caesar's pipeline -------------------------------------------------
+# (A caesar from before the budget followed the route has no recall_chars: CAESAR_SRC runs.)
+EMBEDDED_BUDGET = {"recall_chars": 2500} if "recall_chars" in ProviderSettings.model_fields else {}
+
+
 def bench_settings(
     home: Path, prompt_chars: int | None = None, timezone: str | None = None
 ) -> Settings:
@@ -260,10 +264,13 @@ def bench_settings(
             "providers": {
                 "offline": {"kind": "offline"},
                 # Nothing chats here; the chat route must still name a provider that could.
+                # Its budget is the shipped default route's (the embedded model, kind gguf):
+                # an openai provider would otherwise get 6,000 (config.RECALL_CHARS_BY_KIND).
                 "unused": {
                     "kind": "openai",
                     "base_url": "http://127.0.0.1:9/v1",
                     "api_key": "unused",
+                    **EMBEDDED_BUDGET,
                 },
             },
             "routes": {
