@@ -121,7 +121,8 @@ enabled = true
 """
             )
             env = {
-                **os.environ,
+                # CAESAR_SRC is the bench's, not a setting: caesar refuses unknown CAESAR_ keys
+                **{k: v for k, v in os.environ.items() if k != "CAESAR_SRC"},
                 "CAESAR_HOME": str(home),
                 "CAESAR_CONFIG": str(config),
                 "PYTHONPATH": str(rq.SRC),
@@ -137,7 +138,9 @@ enabled = true
                 ["import", str(home / "history.jsonl")],
                 ["worker", "--once", "memory.summarise", "memory.passages"],
             ):
-                subprocess.run([CAESAR, *command], env=env, check=True, capture_output=True)
+                done = subprocess.run([CAESAR, *command], env=env, capture_output=True, text=True)
+                if done.returncode:
+                    raise SystemExit(f"caesar {' '.join(command)}: {done.stderr.strip()}")
             port = free_port()
             server = subprocess.Popen(
                 [CAESAR, "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL
