@@ -1,7 +1,11 @@
-"""A chat sent as temporary is answered with memory but never learned from (issue #13): no
-summary, no facts, no windows, no semantic chunks — through /v1/chat and the OpenAI endpoint."""
+"""A chat sent as temporary on /v1/chat is answered with memory but never learned from (issue
+#13): no summary, no facts, no windows, no semantic chunks. On the OpenAI endpoint the header
+`X-Caesar-Temporary: 1` marks a background request (issue #26, tests/test_clients.py):
+answered without memory, and not even stored as a turn."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from fastapi.testclient import TestClient
@@ -57,8 +61,12 @@ def test_a_temporary_chat_is_answered_with_memory_and_never_learned_from(learnin
             json={"model": "caesar", "messages": [{"role": "user", "content": said}]},
             headers={"X-Caesar-Temporary": "1"},
         )
+        # a background request: no memory in its prompt
+        assert "Lisbon" not in json.dumps(llm.requests[-1]["json"]["messages"])
     rows = events(services, audit.CHAT_COMPLETED)
-    assert [r.payload.get("temporary") for r in rows] == [True, True]
+    assert [r.payload.get("temporary") for r in rows] == [True]
+    [background] = events(services, audit.CHAT_BACKGROUND)
+    assert background.payload["task"] == "temporary" and said not in json.dumps(background.payload)
     _learn(services)
     with services.db.read() as session:
         facts = {f.key for f in session.scalars(select(Fact))}
@@ -66,7 +74,7 @@ def test_a_temporary_chat_is_answered_with_memory_and_never_learned_from(learnin
     assert facts == {"city"}  # nothing extracted from either chat
     assert summaries == []  # never summarised, never recalled: no episode at all
     skipped = events(services, audit.EPISODE_SUMMARISE_SKIPPED)
-    assert [s.payload["reason"] for s in skipped] == ["temporary", "temporary"]
+    assert [s.payload["reason"] for s in skipped] == ["temporary"]
     assert _count(services, SemanticChunk) == 0
     assert services.episodes.preview("dog Biscuit", similarity_threshold=None) == []
 

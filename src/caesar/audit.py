@@ -23,6 +23,10 @@ from caesar.db.models import AuditLog
 
 CHAT_COMPLETED = "chat.completed"
 CHAT_FAILED = "chat.failed"
+# The model called a client's tools: a round of the turn, not yet its answer (issue #26).
+CHAT_TOOL_CALLS = "chat.tool_calls"
+# A client's background request (a title, tags): answered, never remembered (issue #26).
+CHAT_BACKGROUND = "chat.background"
 PROACTIVE_COMPLETED = "proactive.completed"
 PROACTIVE_FAILED = "proactive.failed"
 FACT_EXTRACTED = "memory.fact.extracted"

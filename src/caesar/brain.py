@@ -27,7 +27,14 @@ from sqlalchemy.orm import Session
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.errors import ProviderError
-from caesar.gateway.base import Completion, Generation, Message, StreamChunk, Usage
+from caesar.gateway.base import (
+    Completion,
+    Generation,
+    Message,
+    StreamChunk,
+    Usage,
+    join_tool_calls,
+)
 from caesar.memory import conversations
 from caesar.memory.context.build import facts_for_prompt, recall_for_prompt
 from caesar.memory.context.render import system_prompt
@@ -63,6 +70,9 @@ class TurnContext:
     conversation: str | None = None
     # the history as sent, before MAX_HISTORY_TURNS: what recognises the conversation
     sent_history: list[Message] = field(default_factory=list)
+    # a client's tool loop after the operator's message: the model's calls and their results
+    # (issue #26). A round with these gets the same memory as its turn, not counted again.
+    tail: list[Message] = field(default_factory=list)
 
 
 @dataclass
@@ -74,8 +84,9 @@ class TurnResult:
     usage: Usage
     latency_ms: float
     recalled: list[RecalledEpisode]
-    finish_reason: str = "stop"  # "length": cut at max_tokens
+    finish_reason: str = "stop"  # "length": cut at max_tokens; "tool_calls"
     conversation: str | None = None  # the conversation's key (chat turns)
+    tool_calls: list[dict[str, Any]] | None = None  # the model's calls of the client's tools
 
 
 @dataclass(frozen=True)
@@ -85,9 +96,19 @@ class TurnKind:
     extra: dict[str, Any] = field(default_factory=dict)
     subject_key: str | None = None  # proactive runs: the run's name, so its last run is indexed
     conversational: bool = False  # its turns belong to a conversation (memory/conversations.py)
+    # False: a client's background request (api/background.py), whose row holds none of its
+    # text: not the operator speaking, so nothing of it is kept
+    remembered: bool = True
 
 
 CHAT = TurnKind(audit.CHAT_COMPLETED, audit.CHAT_FAILED, conversational=True)
+
+
+def background_kind(task: str, conversation: str | None) -> TurnKind:
+    extra: dict[str, Any] = {"task": task}
+    if conversation:
+        extra["conversation"] = conversation
+    return TurnKind(audit.CHAT_BACKGROUND, audit.CHAT_BACKGROUND, extra, remembered=False)
 
 
 def proactive_kind(name: str) -> TurnKind:
@@ -108,9 +129,15 @@ class Brain:
         history: list[Message] | None = None,
         now: datetime | None = None,
         conversation: str | None = None,
+        *,
+        wire: list[Message] | None = None,
+        tail: list[Message] | None = None,
     ) -> TurnContext:
         """`conversation`: the client's id for it; with no `history`, the conversation's turns
-        so far are the history (a client may name the conversation instead of resending it)."""
+        so far are the history (a client may name the conversation instead of resending it).
+        A client's tool loop: `history` is what was said (recognises the conversation), `wire`
+        the same with its tool calls and results, as the model sees it, and `tail` the calls
+        and results after `message` (issue #26)."""
         started = time.perf_counter()
         now = now or utcnow()
         sent = list(history or [])
@@ -126,6 +153,7 @@ class Brain:
             now, message, history, [], facts_used=memory.facts_used, fact_keys=memory.fact_keys
         )
         ctx.conversation, ctx.sent_history = conversation, sent
+        ctx.tail = list(tail or [])
         ctx.recalled, ctx.recall_error = memory.recalled, memory.recall_error
         ctx.asked = memory.asked
         facts_text, episodes_text = memory.facts_text, memory.episodes_text
@@ -134,11 +162,17 @@ class Brain:
         )
         ctx.messages = [
             {"role": "system", "content": prompt},
-            *history,
+            *(history if wire is None else wire[-MAX_HISTORY_TURNS:]),
             {"role": "user", "content": message},
+            *ctx.tail,
         ]
         ctx.memory_ms = (time.perf_counter() - started) * 1000
         return ctx
+
+    def prepare_background(self, messages: list[Message]) -> TurnContext:
+        """A client's background request (api/background.py): its own messages, no memory."""
+        said = [m["content"] for m in messages if m["role"] == "user"]
+        return TurnContext(utcnow(), said[-1] if said else "", [], list(messages), facts_used=0)
 
     # -- step 5 -----------------------------------------------------------------------------
     def _record(
@@ -166,6 +200,12 @@ class Brain:
             ]
         question: Message = {"role": "user", "content": ctx.message}
         sent = [*ctx.history, question]
+        if not kind.remembered:
+            return self._record_unremembered(ctx, kind, completion, error, latency_ms)
+        if ctx.tail:
+            memory["tool_round"] = True
+        if completion is not None and completion.tool_calls:
+            return self._record_tool_calls(ctx, completion, memory, latency_ms)
         if completion is not None:
             row = audit.AuditEntry(
                 kind.completed,
@@ -178,6 +218,8 @@ class Brain:
                     "usage": completion.usage.as_dict(),
                     "latency_ms": round(latency_ms, 2),
                     "memory": memory,
+                    # a tool loop's calls and results: kept with the turn, never learned from
+                    **({"tool_exchange": ctx.tail} if ctx.tail else {}),
                 },
                 subject_key=kind.subject_key,
                 created_at=ctx.now,
@@ -234,8 +276,9 @@ class Brain:
                 )
             # Only an answered turn counts as a recall: a failed one (and a client's automatic
             # retries of it) must not raise an episode's weight (issue #13). Its row still
-            # names the episodes that were in its prompt.
-            if ctx.recalled and completion is not None:
+            # names the episodes that were in its prompt. A tool round's were counted when its
+            # turn began.
+            if ctx.recalled and completion is not None and not ctx.tail:
                 self.services.episodes.record_recalls(
                     session, ctx.recalled, now=ctx.now, context={"turn_audit_id": turn_id}
                 )
@@ -243,6 +286,76 @@ class Brain:
 
         turn_id, ctx.conversation = self.services.db.write_retrying(write)
         return turn_id
+
+    def _record_tool_calls(
+        self, ctx: TurnContext, completion: Completion, memory: dict[str, Any], latency_ms: float
+    ) -> int:
+        """The model called the client's tools: the turn is not over, so it is no conversation
+        turn yet; its row names the calls (not their arguments) and counts the recall once, on
+        the turn's first round."""
+        row = audit.AuditEntry(
+            audit.CHAT_TOOL_CALLS,
+            {
+                "tool_calls": [
+                    {"id": c.get("id", ""), "name": (c.get("function") or {}).get("name", "")}
+                    for c in completion.tool_calls or []
+                ],
+                "provider": completion.provider,
+                "model": completion.model,
+                "usage": completion.usage.as_dict(),
+                "latency_ms": round(latency_ms, 2),
+                "memory": memory,
+            },
+            created_at=ctx.now,
+        )
+
+        def write(session: Session) -> int:
+            audit.serialise_appends(session)
+            [turn_id] = self.services.audit.append_many(session, [row])
+            if ctx.recalled and not ctx.tail:
+                self.services.episodes.record_recalls(
+                    session, ctx.recalled, now=ctx.now, context={"turn_audit_id": turn_id}
+                )
+            return int(turn_id)
+
+        return self.services.db.write_retrying(write)
+
+    def _record_unremembered(
+        self,
+        ctx: TurnContext,
+        kind: TurnKind,
+        completion: Completion | None,
+        error: ProviderError | None,
+        latency_ms: float,
+    ) -> int:
+        """A background request's row: which kind, who answered, how long; none of its text."""
+        if completion is not None:
+            payload: dict[str, Any] = {
+                **kind.extra,
+                "provider": completion.provider,
+                "model": completion.model,
+                "usage": completion.usage.as_dict(),
+                "finish_reason": completion.finish_reason,
+            }
+        else:
+            assert error is not None
+            log.warning("%s (%s) failed: %s", kind.failed, kind.extra.get("task"), error)
+            payload = {
+                **kind.extra,
+                "provider": error.provider,
+                "error": error.detail,
+                "error_type": type(error).__name__,
+                "status": error.http_status,
+            }
+        payload["latency_ms"] = round(latency_ms, 2)
+        entry = audit.AuditEntry(kind.completed, payload, created_at=ctx.now)
+
+        def write(session: Session) -> int:
+            audit.serialise_appends(session)
+            [row_id] = self.services.audit.append_many(session, [entry])
+            return int(row_id)
+
+        return self.services.db.write_retrying(write)
 
     # -- a whole turn -----------------------------------------------------------------------
     def turn(
@@ -256,6 +369,12 @@ class Brain:
         """`generation`: the caller's (never past the provider's own max_tokens);
         `conversation`: the client's id for it (see `prepare`)."""
         ctx = self.prepare(message, history, conversation=conversation)
+        return self.answer(ctx, kind, generation)
+
+    def answer(
+        self, ctx: TurnContext, kind: TurnKind = CHAT, generation: Generation | None = None
+    ) -> TurnResult:
+        """The reply to a prepared turn, recorded."""
         started = time.perf_counter()
         try:
             completion = self.services.gateway.complete(
@@ -276,6 +395,7 @@ class Brain:
             recalled=ctx.recalled,
             finish_reason=completion.finish_reason,
             conversation=ctx.conversation,
+            tool_calls=completion.tool_calls,
         )
 
     def stream(
@@ -286,6 +406,7 @@ class Brain:
         provider, model = self.services.gateway.route("chat")
         started = time.perf_counter()
         parts: list[str] = []
+        calls: list[dict[str, Any]] = []
         usage = Usage()
         finish = "stop"
         try:
@@ -295,8 +416,10 @@ class Brain:
                     usage = chunk.usage
                 if chunk.finish_reason is not None:
                     finish = chunk.finish_reason
+                calls += chunk.tool_calls or []
                 if chunk.text:
                     parts.append(chunk.text)
+                if chunk.text or chunk.tool_calls:
                     yield chunk
         except ProviderError as exc:
             self._record(ctx, kind, None, exc, (time.perf_counter() - started) * 1000)
@@ -309,5 +432,6 @@ class Brain:
             raise
         latency = (time.perf_counter() - started) * 1000
         completion = Completion("".join(parts), provider.name, model, usage, latency, finish)
+        completion.tool_calls = join_tool_calls(calls) if calls else None
         ctx.audit_id = self._record(ctx, kind, completion, None, latency)
         yield StreamChunk("", usage=usage, finish_reason=finish)

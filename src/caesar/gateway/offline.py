@@ -133,6 +133,7 @@ def extract_facts(turns: list[Message]) -> list[dict[str, object]]:
 
 class OfflineProvider:
     can_chat = False
+    takes: frozenset[str] = frozenset()
 
     def __init__(self, name: str) -> None:
         self.name = name

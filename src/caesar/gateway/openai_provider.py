@@ -16,7 +16,15 @@ if TYPE_CHECKING:
 
 from caesar.config import ProviderSettings, reply_limit
 from caesar.errors import ProviderBadResponse, ProviderError
-from caesar.gateway.base import Completion, Generation, Message, StreamChunk, Usage, within
+from caesar.gateway.base import (
+    Completion,
+    Generation,
+    Message,
+    StreamChunk,
+    ToolUse,
+    Usage,
+    within,
+)
 from caesar.gateway.errors import catchable, translate
 from caesar.gateway.http import sdk_http_client
 
@@ -25,8 +33,16 @@ NO_KEY = "not-needed"
 
 
 def _sdk_messages(messages: list[Message]) -> list[ChatCompletionMessageParam]:
-    # Our Message is the SDK's system/user/assistant param shape; only the typing differs.
-    return cast("list[ChatCompletionMessageParam]", list(messages))
+    # Our Message is the SDK's param shape; only the typing differs. An assistant turn that
+    # only called tools has no content: null, as OpenAI sends it.
+    sent = [
+        {**m, "content": None} if m.get("tool_calls") and not m["content"] else m for m in messages
+    ]
+    return cast("list[ChatCompletionMessageParam]", sent)
+
+
+# Every parameter of a client's tool loop passes: OpenAI's protocol is the one they speak.
+TAKES = frozenset(ToolUse.__dataclass_fields__)
 
 
 # The wait before retrying a request that got no response at all (refused, reset, timed out).
@@ -50,6 +66,7 @@ class _Client(openai.OpenAI):
 
 class OpenAIProvider:
     can_chat = True
+    takes = TAKES
 
     def __init__(self, name: str, settings: ProviderSettings) -> None:
         self.name = name
@@ -71,6 +88,8 @@ class OpenAIProvider:
             kwargs["temperature"] = generation.temperature
         if generation is not None and generation.stop:
             kwargs["stop"] = list(generation.stop)
+        if generation is not None and generation.tools is not None:
+            kwargs.update(generation.tools.as_openai())
         return kwargs
 
     def _error(self, exc: BaseException) -> ProviderError:
@@ -95,22 +114,25 @@ class OpenAIProvider:
                 messages=_sdk_messages(messages),
                 **kwargs,
             )
-            text = response.choices[0].message.content
+            message = response.choices[0].message
+            text = message.content
+            calls = [c.model_dump(exclude_none=True) for c in message.tool_calls or []]
             finish = response.choices[0].finish_reason or "stop"
             usage = Usage()
             if response.usage is not None:
                 usage = Usage(response.usage.prompt_tokens, response.usage.completion_tokens)
         except self._catch as exc:
             raise self._error(exc) from exc
-        if text is None:
+        if text is None and not calls:
             raise ProviderBadResponse(self.name, "response had no message content")
         return Completion(
-            text=text,
+            text=text or "",
             provider=self.name,
             model=response.model or model,
             usage=usage,
             latency_ms=(time.perf_counter() - started) * 1000,
             finish_reason=finish,
+            tool_calls=calls or None,
         )
 
     def stream(
@@ -142,6 +164,11 @@ class OpenAIProvider:
                     for choice in event.choices:
                         if choice.delta and choice.delta.content:
                             yield StreamChunk(choice.delta.content)
+                        if choice.delta and choice.delta.tool_calls:
+                            pieces = [
+                                c.model_dump(exclude_none=True) for c in choice.delta.tool_calls
+                            ]
+                            yield StreamChunk("", tool_calls=pieces)
                         if choice.finish_reason is not None:
                             finished, finish = True, choice.finish_reason
         except self._catch as exc:
