@@ -3,6 +3,7 @@ answers with no outside service, streams, stops within max_tokens, and gets the 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from caesar.brain import Brain
 from caesar.config import ProviderSettings, Settings
 from caesar.errors import ConfigError
+from caesar.gateway.base import Completion, Generation
 from caesar.gateway.gguf_provider import GGUFProvider, bundled_model
 
 pytestmark = pytest.mark.xdist_group("gguf")  # one model load per worker, not per test
@@ -36,6 +38,33 @@ def test_a_reply_stops_within_max_tokens(provider):
     assert completion.text.strip()
     assert 0 < completion.usage.completion_tokens <= LIMIT
     assert completion.provider == "embedded"
+
+
+def test_the_bundled_models_template_takes_no_tools_as_llamacpp_reports(provider):
+    # measured (llama.cpp's /props chat_template_caps), not assumed: SmolLM2's template has no
+    # tool calls, so a client's tools are answered without (tests/test_clients.py)
+    assert "tools" not in provider.takes and "response_format" in provider.takes
+
+
+def test_an_operators_turn_cuts_off_background_work_which_then_runs_again(provider):
+    long = Generation(max_tokens=LIMIT, temperature=0, background=True)
+    done: list[Completion] = []
+    before = provider.turns.preempted
+
+    def background() -> None:
+        said = [{"role": "user", "content": "Write a very long story about a dragon."}]
+        done.append(provider.complete(said, "m", task="chat", generation=long))
+
+    worker = threading.Thread(target=background)
+    worker.start()
+    assert provider.turns.generating.wait(timeout=30)  # its first words are out
+    turn = provider.complete([{"role": "user", "content": "Say hello."}], "m", task="chat")
+    finished_first = worker.is_alive()  # the background request is still to run again
+    worker.join(timeout=60)
+    assert turn.text.strip() and finished_first
+    assert provider.turns.preempted == before + 1
+    [completion] = done
+    assert completion.text.strip() and 0 < completion.usage.completion_tokens <= LIMIT
 
 
 def test_streaming_ends_with_the_usage(provider):
@@ -104,7 +133,11 @@ def test_the_openai_endpoint_honours_max_tokens_and_reports_length(make_services
         ) as events:
             frames = [line for line in events.iter_lines() if line.startswith("data: {")]
         assert '"finish_reason": "length"' in frames[-1]
-        # what caesar cannot do is refused, not dropped
-        for extra in ({"n": 2}, {"tools": [{"type": "function", "function": {"name": "f"}}]}):
+        # what nothing can honour is refused; tools the model's template lacks are dropped,
+        # and the reply says so (issue #26)
+        for extra in ({"n": 2}, {"logprobs": True}):
             refused = client.post("/v1/chat/completions", json={"messages": long, **extra})
             assert refused.status_code == 400, refused.text
+        tools = [{"type": "function", "function": {"name": "f"}}]
+        answered = client.post("/v1/chat/completions", json={"messages": long, "tools": tools})
+        assert answered.status_code == 200 and answered.headers["x-caesar-ignored"] == "tools"

@@ -55,6 +55,8 @@ class Turns:
         self._changed = threading.Condition()
         self._turns = 0
         self._background = threading.Lock()
+        self.preempted = 0  # background requests cut off for a turn, since start
+        self.generating = threading.Event()  # a background request's reply is coming
 
     @contextmanager
     def turn(self) -> Iterator[None]:
@@ -80,6 +82,7 @@ class Turns:
                 self._changed.wait_for(lambda: self._turns == 0, timeout)
             yield
         finally:
+            self.generating.clear()
             self._background.release()
 
 
@@ -207,9 +210,11 @@ class GGUFProvider:
                 try:
                     for chunk in chunks:
                         if self.turns.busy() and not last:
+                            self.turns.preempted += 1
                             log.info("background request pre-empted by a turn (%d)", attempt + 1)
                             break
                         parts.append(chunk.text)
+                        self.turns.generating.set()
                         usage = chunk.usage or usage
                         finish = chunk.finish_reason or finish
                     else:
