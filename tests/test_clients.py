@@ -168,6 +168,9 @@ def test_open_webui_with_its_defaults_chats_and_only_its_users_turns_are_remembe
     # and what is recalled into a later turn is the user's, never a background request's
     llm.replies.append("Biscuit.")
     with live_server(services) as url:
+        page = httpx.get(f"{url}/dashboard/audit", params={"event_type": audit.CHAT_BACKGROUND})
+        assert page.status_code == 200 and "chat.background" in page.text
+        assert "### Task" not in page.text and "Task:" not in page.text
         httpx.post(
             f"{url}/v1/chat/completions",
             json={"model": "caesar", "messages": [{"role": "user", "content": "my dog Biscuit"}]},
