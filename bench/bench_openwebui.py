@@ -12,7 +12,7 @@ Two servers in one run, so the ratio is against a baseline from the same run:
   ordinary turns, queued in llama.cpp before the user's (caesar before issue #26);
 - `after`: the shipped defaults: background requests recognised, yielding to the user's turn.
 
-    .venv/bin/python bench/bench_openwebui.py [--gap 1.0] [--rounds 1]
+    .venv/bin/python bench/bench_openwebui.py [--gap 1.0] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -146,7 +146,6 @@ def replay(url: str, gap: float) -> dict[str, Any]:
         thread.join()
     return {
         "ttft_after_reply_ms": [round(x) for x in ttft],
-        "ttft_after_reply_median_ms": round(statistics.median(ttft)),
         "ttft_first_turn_ms": [round(x) for x in first_turn],
         "background_ms": sorted(round(x) for x in background_ms),
     }
@@ -155,25 +154,38 @@ def replay(url: str, gap: float) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gap", type=float, default=1.0, help="seconds after a reply")
+    parser.add_argument("--rounds", type=int, default=2, help="fresh servers, alternating")
     args = parser.parse_args()
     results: dict[str, Any] = {"gap_s": args.gap, "load_before": benchlib.load_avg()}
-    for name, markers in (("before", ["\u0000matches nothing"]), ("after", ["### Task:"])):
-        with tempfile.TemporaryDirectory(prefix=f"caesar-owui-{name}-") as tmp:
-            process, url = start(Path(tmp), markers)
-            try:
-                results[name] = replay(url, args.gap)
-            finally:
-                process.terminate()
-                process.wait(timeout=30)
-        print(name, json.dumps(results[name]), flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    for _ in range(args.rounds):
+        for name, markers in (("before", ["\u0000matches nothing"]), ("after", ["### Task:"])):
+            with tempfile.TemporaryDirectory(prefix=f"caesar-owui-{name}-") as tmp:
+                process, url = start(Path(tmp), markers)
+                try:
+                    runs[name].append(replay(url, args.gap))
+                finally:
+                    process.terminate()
+                    process.wait(timeout=30)
+            print(name, json.dumps(runs[name][-1]), flush=True)
+    for name, replays in runs.items():
+        ttft = [x for r in replays for x in r["ttft_after_reply_ms"]]
+        results[name] = {
+            "replays": replays,
+            "ttft_after_reply_median_ms": round(statistics.median(ttft)),
+            "ttft_after_reply_max_ms": max(ttft),
+            "samples": len(ttft),
+        }
     results["load_after"] = benchlib.load_avg()
-    before = results["before"]["ttft_after_reply_median_ms"]
-    after = results["after"]["ttft_after_reply_median_ms"]
-    results["ratio_after_to_before"] = round(after / before, 3) if before else None
+    before, after = results["before"], results["after"]
+    ratio = after["ttft_after_reply_median_ms"] / before["ttft_after_reply_median_ms"]
+    results["ratio_after_to_before"] = round(ratio, 3)
     print(
-        f"time to first word, a message {args.gap:g} s after a reply (median of "
-        f"{len(results['after']['ttft_after_reply_ms'])}): before {before / 1000:.1f} s, "
-        f"after {after / 1000:.1f} s ({results['ratio_after_to_before']}x); "
+        f"time to first word, a message {args.gap:g} s after a reply ({after['samples']} "
+        f"turns each): before median {before['ttft_after_reply_median_ms'] / 1000:.1f} s, "
+        f"worst {before['ttft_after_reply_max_ms'] / 1000:.1f} s; after median "
+        f"{after['ttft_after_reply_median_ms'] / 1000:.1f} s, worst "
+        f"{after['ttft_after_reply_max_ms'] / 1000:.1f} s (median {ratio:.3f}x); "
         f"load {results['load_before']} -> {results['load_after']}"
     )
     benchlib.write_result("openwebui_ttft", results)

@@ -67,6 +67,28 @@ def test_an_operators_turn_cuts_off_background_work_which_then_runs_again(provid
     assert completion.text.strip() and 0 < completion.usage.completion_tokens <= LIMIT
 
 
+def test_a_turn_hangs_up_a_background_request_still_reading_its_prompt(provider):
+    """A title request over a long chat is read by llama.cpp in steps of 128 tokens; a turn
+    does not wait for the rest of it (it was 11 s here with the whole prompt read at once)."""
+    chat = " ".join(f"On day {i} the thermostat was set to {i % 30} degrees." for i in range(90))
+    said = [{"role": "user", "content": f"### Task: a title for this chat.\n{chat}"}]
+    title = Generation(max_tokens=LIMIT, temperature=0, background=True)
+    done: list[Completion] = []
+    before = provider.turns.preempted
+    worker = threading.Thread(
+        target=lambda: done.append(provider.complete(said, "m", task="chat", generation=title))
+    )
+    worker.start()
+    assert provider.turns.cuttable.wait(timeout=30)  # llama.cpp has it
+    reading_its_prompt = not provider.turns.generating.is_set()
+    turn = provider.complete([{"role": "user", "content": "Say hello."}], "m", task="chat")
+    worker.join(timeout=300)
+    assert reading_its_prompt and turn.text.strip()
+    assert provider.turns.preempted == before + 1
+    [completion] = done  # and it ran again to its end
+    assert completion.text.strip() and completion.usage.prompt_tokens > 1000
+
+
 def test_streaming_ends_with_the_usage(provider):
     chunks = list(
         provider.stream([{"role": "user", "content": "Count to one hundred."}], "m", task="chat")

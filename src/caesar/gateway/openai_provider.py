@@ -6,7 +6,7 @@ is left is translated once, in gateway/errors.py."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 import openai
@@ -142,10 +142,12 @@ class OpenAIProvider:
         *,
         task: str,
         generation: Generation | None = None,
+        on_open: Callable[[Any], None] | None = None,
     ) -> Iterator[StreamChunk]:
         """Text as it arrives; the last chunk is empty and carries the usage. A stream that
         ends before any choice reported a finish_reason is a `ProviderBadResponse`: the SDK
-        itself is silent when the `[DONE]` marker never comes."""
+        itself is silent when the `[DONE]` marker never comes. `on_open` gets the HTTP
+        response once the server has accepted the request (the embedded model hangs it up)."""
         try:
             events = self._client.chat.completions.create(
                 model=model,
@@ -154,6 +156,8 @@ class OpenAIProvider:
                 stream_options={"include_usage": True},
                 **self._generation(generation),
             )
+            if on_open is not None:
+                on_open(events.response)
             usage = Usage()
             finished = False
             finish = "stop"
