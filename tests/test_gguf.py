@@ -68,7 +68,7 @@ def test_an_operators_turn_cuts_off_background_work_which_then_runs_again(provid
 
 
 def test_a_turn_hangs_up_a_background_request_still_reading_its_prompt(provider):
-    """A title request over a long chat is read by llama.cpp in steps of 128 tokens; a turn
+    """A title request over a long chat is read by llama.cpp in steps of 64 tokens; a turn
     does not wait for the rest of it (it was 11 s here with the whole prompt read at once)."""
     chat = " ".join(f"On day {i} the thermostat was set to {i % 30} degrees." for i in range(90))
     said = [{"role": "user", "content": f"### Task: a title for this chat.\n{chat}"}]

@@ -45,8 +45,10 @@ MAX_PREEMPTIONS = 3
 TOOL_PARAMETERS = frozenset({"tools", "tool_choice", "parallel_tool_calls"})
 # Prompt tokens llama.cpp reads per step; a hung-up request is dropped between steps. With
 # its default (2048) a background prompt of ~900 tokens held a turn for 11.2 s on this host
-# (80–90 prompt tokens/s); at 128 the turn answered in 0.96 s, prompt speed within noise.
-PROMPT_BATCH = 128
+# (80–90 prompt tokens/s); at 128 the turn answered in 0.96 s, at 64 in 0.6 s. Replaying Open
+# WebUI (bench/bench_openwebui.py, 9 turns): 128 gave a median 1.5 s, worst 3.5 s; 64 gave
+# 1.1 s, worst 2.7 s. Reading a prompt at 64 costs up to ~10 % of its speed (noisy here).
+PROMPT_BATCH = 64
 
 
 class Turns:
