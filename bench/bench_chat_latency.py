@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,12 +35,6 @@ from fakes.llm_server import FakeLLMServer
 
 CAESAR = [str(Path(sys.executable).parent / "caesar")]
 START_TIMEOUT_SECONDS = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_config(path: Path, llm: FakeLLMServer, semantic: bool) -> None:
@@ -83,7 +76,7 @@ class Server:
     """`caesar serve` in a child process; `start_ms` is spawn → first 200 from /healthz."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.port = free_port()
+        self.port = benchlib.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         started = time.perf_counter()
         self.process = subprocess.Popen(

@@ -62,7 +62,7 @@ def start(home: Path, markers: list[str]) -> tuple[subprocess.Popen[bytes], str]
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAESAR_")}
     env.update(CAESAR_HOME=str(home), CAESAR_CONFIG=str(config), HF_HUB_OFFLINE="1")
     subprocess.run([*CAESAR, "db", "upgrade"], env=env, check=True, capture_output=True)
-    port = _free_port()
+    port = benchlib.free_port()
     process = subprocess.Popen(
         [*CAESAR, "serve", "--port", str(port)],
         env=env,
@@ -82,14 +82,6 @@ def start(home: Path, markers: list[str]) -> tuple[subprocess.Popen[bytes], str]
         time.sleep(0.05)
     process.kill()
     raise RuntimeError("caesar serve did not answer /healthz in time")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def user_turn(client: httpx.Client, request: dict[str, Any]) -> tuple[float, float]:

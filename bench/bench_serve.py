@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,12 +30,6 @@ import history
 
 CAESAR = Path(sys.executable).with_name("caesar")
 TIMEOUT_S = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def request(url: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
@@ -56,7 +49,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def start_once(hist: history.History, query: str) -> dict[str, float]:
-    port = free_port()
+    port = benchlib.free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="caesar-serve-") as home:
         env = {

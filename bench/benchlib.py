@@ -125,6 +125,15 @@ def read_results() -> dict[str, dict[str, Any]]:
     return found
 
 
+def free_port() -> int:
+    """A loopback port nobody listens on now, for a `caesar serve` a bench starts."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def load_avg() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])

@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -244,7 +243,7 @@ def main() -> None:
         provider, provider_url = _start_provider()
         server = None
         try:
-            port = _free_port()
+            port = benchlib.free_port()
             log = home / "serve.log"
             server = _start_server(_env(home, provider_url, args.database_url), port, log)
             url = f"http://127.0.0.1:{port}"
@@ -300,12 +299,6 @@ def main() -> None:
         print(f"errors: {dict(errors.most_common(5))}")
     failed = result["errors"] or locked or result["server_tracebacks"] or progress["worker_crashed"]
     sys.exit(1 if failed else 0)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+import benchlib  # noqa: E402
 import recall_quality as rq  # noqa: E402  (puts the caesar under test on the path)
 from answer_match import present, toks  # noqa: E402  (put on the path by prompt_quality)
 from prompt_quality import memory_chars  # noqa: E402
@@ -141,7 +142,7 @@ enabled = true
                 done = subprocess.run([CAESAR, *command], env=env, capture_output=True, text=True)
                 if done.returncode:
                     raise SystemExit(f"caesar {' '.join(command)}: {done.stderr.strip()}")
-            port = free_port()
+            port = benchlib.free_port()
             server = subprocess.Popen(
                 [CAESAR, "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL
             )
@@ -190,14 +191,6 @@ enabled = true
             f"off-topic turns over HTTP that injected a past conversation: "
             f"{offtopic / offtopic_n:.3f} of {offtopic_n}"
         )
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def rq_embedder() -> Any:

@@ -294,3 +294,39 @@ def test_episodes_reembed_fills_in_missing_windows(upgraded):
         assert "re-embedded 0 episodes" in again.output
     finally:
         db.dispose()
+
+
+def test_models_prepare_finds_the_export_there(home: Path) -> None:
+    """`make install` runs it; the suite's cache is exported already (conftest)."""
+    result = run("models", "prepare")
+    assert result.exit_code == 0, result.output
+    assert str(MODEL_CACHE) in result.output and "already there" in result.output
+
+
+def test_models_prepare_that_cannot_export_says_why_and_that_caesar_still_serves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the cache would go")
+    monkeypatch.setenv("CAESAR_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CAESAR_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    result = run("models", "prepare")
+    assert result.exit_code == 1
+    said = " ".join(result.output.split())
+    assert "could not export the embedder to ONNX" in said and "still serves" in said
+
+
+def test_the_export_is_shared_by_every_home_unless_a_home_has_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from caesar.config import Settings
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    shared = tmp_path / "cache" / "caesar" / "models"
+    assert Settings(home=tmp_path / "a").model_cache_dir == shared
+    assert Settings(home=tmp_path / "b").model_cache_dir == shared
+    (tmp_path / "old" / "models").mkdir(parents=True)  # exported there before issue #25
+    assert Settings(home=tmp_path / "old").model_cache_dir == tmp_path / "old" / "models"
+    chosen = Settings(home=tmp_path / "a", embedder={"cache_dir": tmp_path / "mine"})
+    assert chosen.model_cache_dir == tmp_path / "mine"

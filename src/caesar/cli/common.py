@@ -23,7 +23,9 @@ facts_app = typer.Typer(help="What caesar knows about you.", no_args_is_help=Tru
 episodes_app = typer.Typer(help="Episode summaries (past conversations).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(facts_app, name="facts")
+models_app = typer.Typer(help="The bundled models' files.", no_args_is_help=True)
 app.add_typer(episodes_app, name="episodes")
+app.add_typer(models_app, name="models")
 
 console = Console()
 err = Console(stderr=True)

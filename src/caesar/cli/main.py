@@ -19,7 +19,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from caesar.cli import conversations, data, mcp_command, memory
-from caesar.cli.common import app, console, db_app, episodes_app, err, facts_app, friendly, services
+from caesar.cli.common import (
+    app,
+    console,
+    db_app,
+    episodes_app,
+    err,
+    facts_app,
+    friendly,
+    models_app,
+    services,
+)
 from caesar.cli.summary import startup_summary
 from caesar.config import load_settings
 from caesar.errors import CaesarError
@@ -39,6 +49,38 @@ def db_upgrade() -> None:
     after = migrate.current_revision(db)
     url = db.engine.url.render_as_string(hide_password=True)
     console.print(f"database {url}: {before or 'empty'} → {after}", soft_wrap=True, highlight=False)
+
+
+# -- models -----------------------------------------------------------------------------------
+@models_app.command("prepare")
+@friendly
+def models_prepare() -> None:
+    """Export the embedder to ONNX now, into the cache every home shares (`make install` runs
+    this), so that the first `caesar serve` is quick and no serving process imports torch."""
+    import time
+
+    from caesar.minilm import MiniLM
+
+    settings = load_settings()
+    if settings.embedder.kind != "minilm" or settings.embedder.backend != "onnx":
+        console.print("the embedder is not the bundled MiniLM on ONNX: nothing to prepare")
+        return
+    model = MiniLM(settings.model_cache_dir)
+    if not model.onnx_path.exists():
+        console.print(f"exporting the embedder to ONNX (once, up to a minute): {model.onnx_path}")
+    started = time.perf_counter()
+    try:
+        exported = model.prepare()
+    except Exception as exc:  # torch/onnx missing or broken: say so; serving still works
+        err.print(
+            f"[red]error:[/red] could not export the embedder to ONNX at {model.onnx_path} "
+            f"({type(exc).__name__}: {escape(str(exc))}). caesar still serves: its first "
+            'start tries again (slower), or set [embedder] backend = "torch".',
+            highlight=False,
+        )
+        raise typer.Exit(1) from None
+    took = f"exported in {time.perf_counter() - started:.1f} s" if exported else "already there"
+    console.print(f"embedder ONNX file {model.onnx_path}: {took}", soft_wrap=True, highlight=False)
 
 
 # -- serve ------------------------------------------------------------------------------------
