@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from memory_helpers import events
 
@@ -156,7 +158,13 @@ def test_cli_facts_set_list_delete(services, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "dog_name = Biscuit" in result.output
     listing = runner.invoke(app, ["facts", "list"])
-    assert listing.exit_code == 0 and "dog_name" in listing.output and "1.500" in listing.output
+    assert listing.exit_code == 0 and "Biscuit" in listing.output
+    assert "1.500" not in listing.output  # the operator's importance only with --wide
+    wide = runner.invoke(app, ["facts", "list", "--wide"])
+    assert wide.exit_code == 0 and "dog_name" in wide.output and "1.500" in wide.output
+    as_json = runner.invoke(app, ["facts", "list", "--json"])
+    [fact] = json.loads(as_json.output)
+    assert (fact["key"], fact["value"], fact["importance"]) == ("dog_name", "Biscuit", 1.5)
     assert runner.invoke(app, ["facts", "delete", "dog_name"]).exit_code == 0
     missing = runner.invoke(app, ["facts", "delete", "dog_name"])
     assert missing.exit_code == 1 and "no fact with key" in missing.output

@@ -352,6 +352,60 @@ def test_caesar_recall_prints_the_named_span_and_marks_the_rows_in_it(
     assert f"#{sourdough} " in gathers.output
 
 
+def test_caesar_recall_fits_80_columns_with_every_field_behind_wide_and_json(
+    make_settings, make_services, tmp_path, monkeypatch
+):
+    """Issue #25: readable at 80 columns (no header cut to "cos…"), the scores' columns with
+    --wide, every field as JSON with --json."""
+    settings = make_settings(timezone="Europe/Berlin")
+    services = make_services(settings=settings)
+    monkeypatch.setenv("CAESAR_CONFIG", str(write_config(tmp_path / "caesar.toml", settings)))
+    from caesar.cli import common
+
+    monkeypatch.setattr(common.console, "width", 80)
+    _, dinner = add_episode(services, DINNER, datetime(2026, 12, 1, 18, 0))
+    runner = CliRunner()
+    asked = ["recall", "What did we talk about yesterday?", "--now", NOW.isoformat()]
+
+    narrow = runner.invoke(cli_app, asked)
+    assert narrow.exit_code == 0, narrow.output
+    assert max(len(line) for line in narrow.output.splitlines()) <= 80
+    [header] = [line for line in narrow.output.splitlines() if "when" in line and "chat" in line]
+    assert re.findall(r"\w[\w ]*\w", header) == ["when", "in span", "chat", "score", "summary"]
+    assert "cosine" not in narrow.output and f"#{dinner}" in narrow.output
+
+    monkeypatch.setattr(common.console, "width", 300)
+    wide = runner.invoke(cli_app, [*asked, "--wide"])
+    assert wide.exit_code == 0, wide.output
+    assert all(h in wide.output for h in ("cosine", "keyword", "relevance", "freshness"))
+
+    as_json = runner.invoke(cli_app, [*asked, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    printed = json.loads(as_json.output)
+    assert [e["audit_log_id"] for e in printed["episodes"]] == [dinner]
+    assert {"cosine", "relevance", "score"} <= set(printed["episodes"][0])
+    assert printed["asked"]["spans"]
+
+
+def test_conversations_list_fits_80_columns(make_services, monkeypatch):
+    services = make_services()
+    monkeypatch.setenv("CAESAR_HOME", str(services.settings.home))
+    from caesar.cli import common
+
+    monkeypatch.setattr(common.console, "width", 80)
+    _, dinner = add_episode(services, DINNER + " " + FIG, datetime(2026, 12, 1, 18, 0))
+    runner = CliRunner()
+    narrow = runner.invoke(cli_app, ["conversations", "list"])
+    assert narrow.exit_code == 0, narrow.output
+    assert max(len(line) for line in narrow.output.splitlines()) <= 80
+    assert "key" not in narrow.output.splitlines()[1] and "turns" in narrow.output
+    monkeypatch.setattr(common.console, "width", 300)
+    wide = runner.invoke(cli_app, ["conversations", "list", "--wide"])
+    assert "started (UTC)" in wide.output
+    [listed] = json.loads(runner.invoke(cli_app, ["conversations", "list", "--json"]).output)
+    assert listed["turns"] >= 1 and listed["started_at"].startswith("2026-12-01")
+
+
 # -- MCP ----------------------------------------------------------------------------------------
 def test_the_mcp_recall_tool_says_which_span_the_text_named(berlin):
     yesterday = datetime.now(BERLIN).date() - timedelta(days=1)

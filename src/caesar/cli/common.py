@@ -3,14 +3,17 @@ at the edge (`friendly`) and the services a command runs on."""
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import wraps
 from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from caesar.config import Settings, load_settings
 from caesar.errors import CaesarError
@@ -28,6 +31,39 @@ app.add_typer(episodes_app, name="episodes")
 app.add_typer(models_app, name="models")
 
 console = Console()
+
+# The listing commands' two output options (issue #25: readable at 80 columns by default).
+Wide = Annotated[bool, typer.Option("--wide", help="Every column (needs a wide terminal).")]
+AsJson = Annotated[bool, typer.Option("--json", help="JSON for scripts, every field.")]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a listing: its header, the row's text, shown by default or with --wide."""
+
+    header: str
+    text: Callable[[Any], str]
+    wide: bool = False
+    prose: bool = False  # the one that takes what width is left
+    wrap: bool = False  # may wrap (a prose column always may)
+
+
+def listing(rows: Sequence[Any], columns: Sequence[Column], *, wide: bool, as_json: bool) -> None:
+    """A table that fits the terminal (the --wide columns only when asked), or with --json
+    the rows' own `as_json()` as one JSON array on stdout, unwrapped."""
+    if as_json:
+        typer.echo(json.dumps([row.as_json() for row in rows], ensure_ascii=False, default=str))
+        return
+    table = Table()
+    shown = [c for c in columns if wide or not c.wide]
+    for c in shown:
+        table.add_column(c.header, no_wrap=not (c.prose or c.wrap), ratio=1 if c.prose else None)
+    for row in rows:
+        # escaped: a row's own words, not Rich markup
+        table.add_row(*(escape(c.text(row)) for c in shown))
+    console.print(table)
+
+
 err = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 

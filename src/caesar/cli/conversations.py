@@ -10,10 +10,8 @@ from datetime import datetime
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from caesar.cli.common import console, friendly, services
+from caesar.cli.common import AsJson, Column, Wide, console, friendly, listing, services
 
 conversations_app = typer.Typer(
     help="Past conversations: list them, read one (forget them with `caesar forget`).",
@@ -31,6 +29,8 @@ def list_command(
         datetime | None, typer.Option(help="Only those last active before (UTC).")
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+    wide: Wide = False,
+    as_json: AsJson = False,
 ) -> None:
     """Newest first, with each one's episode summary (or, before it has one, how it opened)."""
     from caesar.memory.forget import listed as listed_
@@ -38,15 +38,17 @@ def list_command(
     built = services()
     with built.db.read() as session:
         listed = listed_(session, before=before, matching=matching, limit=limit)
-    table = Table("id", "last turn (UTC)", "turns", "summary, or how it opened")
-    for c in listed:
-        table.add_row(
-            str(c.id),
-            c.last_turn_at.strftime("%Y-%m-%d %H:%M"),
-            str(c.turns),
-            escape(c.summary or f"“{c.opening}”"),
-        )
-    console.print(table)
+    listing(listed, CONVERSATION_COLUMNS, wide=wide, as_json=as_json)
+
+
+CONVERSATION_COLUMNS = (
+    Column("id", lambda c: str(c.id)),
+    Column("key", lambda c: c.key, wide=True),
+    Column("started (UTC)", lambda c: c.started_at.strftime("%Y-%m-%d %H:%M"), wide=True),
+    Column("last turn (UTC)", lambda c: c.last_turn_at.strftime("%Y-%m-%d %H:%M")),
+    Column("turns", lambda c: str(c.turns)),
+    Column("summary, or how it opened", lambda c: c.summary or f"“{c.opening}”", prose=True),
+)
 
 
 @conversations_app.command("show")

@@ -7,6 +7,7 @@ them.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -20,6 +21,9 @@ from rich.table import Table
 
 from caesar.cli import conversations, data, mcp_command, memory
 from caesar.cli.common import (
+    AsJson,
+    Column,
+    Wide,
     app,
     console,
     db_app,
@@ -27,6 +31,7 @@ from caesar.cli.common import (
     err,
     facts_app,
     friendly,
+    listing,
     models_app,
     services,
 )
@@ -264,19 +269,19 @@ def worker(
 # -- facts ------------------------------------------------------------------------------------
 @facts_app.command("list")
 @friendly
-def facts_list() -> None:
+def facts_list(wide: Wide = False, as_json: AsJson = False) -> None:
     """Facts, most important first."""
-    table = Table("key", "value", "confidence", "importance", "edits", "updated (UTC)")
-    for f in services().facts.list_all():
-        table.add_row(
-            f.key,
-            f.value,
-            f"{f.confidence:.2f}",
-            f"{f.importance:.3f}",
-            str(f.edit_count),
-            f.updated_at.strftime("%Y-%m-%d %H:%M"),
-        )
-    console.print(table)
+    listing(services().facts.list_all(), FACT_COLUMNS, wide=wide, as_json=as_json)
+
+
+FACT_COLUMNS = (
+    Column("key", lambda f: f.key),
+    Column("value", lambda f: f.value, prose=True),
+    Column("confidence", lambda f: f"{f.confidence:.2f}", wide=True),
+    Column("importance", lambda f: f"{f.importance:.3f}", wide=True),
+    Column("edits", lambda f: str(f.edit_count), wide=True),
+    Column("updated (UTC)", lambda f: f.updated_at.strftime("%Y-%m-%d %H:%M")),
+)
 
 
 @facts_app.command("set")
@@ -339,9 +344,11 @@ def recall(
     no_threshold: Annotated[
         bool, typer.Option("--no-threshold", help="Ignore the similarity threshold.")
     ] = False,
+    wide: Wide = False,
+    as_json: AsJson = False,
 ) -> None:
-    """Preview what auto-recall would surface for QUERY, with every score component, and the
-    excerpts of each conversation that would reach the prompt. First, the span of time QUERY
+    """Preview what auto-recall would surface for QUERY (every score component with --wide),
+    and the excerpts of each conversation that would reach the prompt. First, the span of time QUERY
     names on your clock (`timezone`), if any, and whether it gathers across conversations."""
     from caesar.clock import utcnow
     from caesar.memory.context.build import preview
@@ -361,40 +368,36 @@ def recall(
     episodes = preview(built.episodes, settings, query, moment, **overrides)
     zone = built.episodes.zone
     asked = asked_json(built.episodes.read(query, moment), zone)
+    if as_json:
+        typer.echo(json.dumps({"asked": asked, "episodes": [e.as_json() for e in episodes]}))
+        return
     for line in describe(asked):
         console.print(line, highlight=False, markup=False)
-    table = Table(
-        "when",
-        *(["in span"] if asked["spans"] else []),
-        "chat",
-        "cosine",
-        "passage",
-        "keyword",
-        "relevance",
-        "gated",
-        "freshness",
-        "recalls",
-        "weight",
-        "score",
-        "summary",
-    )
-    for e in episodes:
-        table.add_row(
-            time_anchor(e.created_at, moment, zone),
-            *([span_said(asked, e.created_at) or ""] if asked["spans"] else []),
-            f"#{e.audit_log_id}",
-            f"{e.cosine:.3f}",
-            "–" if e.passage is None else f"{e.passage:.3f}",
-            f"{e.keyword:.3f}",
-            f"{e.relevance:.3f}",
-            f"{e.gated:.3f}",
-            f"{e.freshness:.3f}",
-            str(e.recall_count),
-            f"{e.recall_weight:.3f}",
-            f"{e.score:.3f}",
-            escape(e.summary),  # its words, not Rich markup
-        )
-    console.print(table if episodes else "nothing would be recalled")
+    spans = [Column("in span", lambda e: span_said(asked, e.created_at) or "", wrap=True)]
+    columns = [
+        Column("when", lambda e: time_anchor(e.created_at, moment, zone), wrap=True),
+        *(spans if asked["spans"] else []),
+        Column("chat", lambda e: f"#{e.audit_log_id}"),
+        *(
+            Column(header, text, wide=True)
+            for header, text in (
+                ("cosine", lambda e: f"{e.cosine:.3f}"),
+                ("passage", lambda e: "–" if e.passage is None else f"{e.passage:.3f}"),
+                ("keyword", lambda e: f"{e.keyword:.3f}"),
+                ("relevance", lambda e: f"{e.relevance:.3f}"),
+                ("gated", lambda e: f"{e.gated:.3f}"),
+                ("freshness", lambda e: f"{e.freshness:.3f}"),
+                ("recalls", lambda e: str(e.recall_count)),
+                ("weight", lambda e: f"{e.recall_weight:.3f}"),
+            )
+        ),
+        Column("score", lambda e: f"{e.score:.3f}"),
+        Column("summary", lambda e: e.summary, prose=True),
+    ]
+    if episodes:
+        listing(episodes, columns, wide=wide, as_json=False)
+    else:
+        console.print("nothing would be recalled")
     # What would reach the prompt with each episode: its excerpts, verbatim.
     for e in episodes:
         for excerpt in e.excerpts:
