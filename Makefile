@@ -35,8 +35,7 @@ $(TEST_STAMP): $(STAMP) pyproject.toml
 install-test: $(TEST_STAMP)
 
 run: install
-	$(VENV)/bin/caesar db upgrade
-	$(VENV)/bin/caesar serve
+	$(VENV)/bin/caesar serve --upgrade
 
 test: install-test
 	scripts/run-tests

@@ -4,6 +4,7 @@ wire server."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,25 @@ def test_serve_refuses_an_unupgraded_database(home):
     assert result.exit_code == 1
     assert "not at the current schema" in result.output and "caesar db upgrade" in result.output
     assert "listening" not in result.output
+
+
+def test_serve_upgrade_creates_a_fresh_homes_database_first(home):
+    """`make run` is `caesar serve --upgrade`: the migrations in serve's own process (one
+    interpreter start fewer), then the usual start (here it stops at the taken port)."""
+    import socket
+
+    from caesar.config import load_settings
+    from caesar.db import Database, migrate
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("serve", "--upgrade", "--port", str(port))
+    assert result.exit_code == 1
+    assert re.search(r"database sqlite:///\S+: empty → \w+", result.output), result.output
+    assert f"cannot listen on 127.0.0.1:{port}" in result.output
+    assert migrate.is_current(Database(load_settings().sqlalchemy_url))
 
 
 def test_serve_on_a_taken_port_says_so_and_exits(upgraded):

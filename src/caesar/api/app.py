@@ -78,9 +78,13 @@ def create_app(
     mcp = None
     if settings.mcp.enabled:
         from caesar.api.mcp_http import Mount
-        from caesar.mcp_server import build
 
-        mcp = Mount(build(services, transport="http"), settings)
+        def build_mcp() -> Any:
+            from caesar.mcp_server import build
+
+            return build(services, transport="http")
+
+        mcp = Mount(build_mcp, settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -9,12 +9,13 @@ the protection.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
+import anyio
+import anyio.to_thread
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -25,32 +26,65 @@ from caesar.api.auth_limit import AuthLocked
 from caesar.api.deps import bearer, check_token
 
 PATH = "/mcp"
+WAIT_S = 60.0  # a request that comes while the server loads waits this long for it
+log = logging.getLogger(__name__)
 
 
 class Mount:
     """The `/mcp` route (`route`) and what serves it: the SDK's streamable-HTTP app, made
     afresh each time the app starts (`running`), since a session manager runs only once and
-    an app may be started more than once (tests do)."""
+    an app may be started more than once (tests do).
 
-    def __init__(self, server: MCPServer, settings: Any) -> None:
-        self.server = server
-        self.security = None
-        if settings.api_token is not None:
-            self.security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    The server is built (`build`, which imports the MCP SDK: ~1.5 s of pydantic models) in a
+    thread once the app has started, not before it listens: a first start's other loads go
+    on meanwhile. A request that comes before it is ready waits for it (about a second on a
+    first start); /healthz does not wait for it, since nothing is refused meanwhile."""
+
+    def __init__(self, build: Callable[[], Any], settings: Any) -> None:
+        self.build = build
+        self.server: Any = None
+        self.token_set = settings.api_token is not None
         self.host = settings.host
         self.inner: ASGIApp | None = None
+        self.loaded: anyio.Event | None = None
         self.route = Route(PATH, endpoint=self)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        self.inner = self.server.streamable_http_app(
-            streamable_http_path=PATH, transport_security=self.security, host=self.host
-        )
-        try:
-            async with self.server.session_manager.run():
+        self.loaded = anyio.Event()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._serve, self.loaded)
+            try:
                 yield
+            finally:
+                tasks.cancel_scope.cancel()
+
+    async def _serve(self, loaded: anyio.Event) -> None:
+        try:
+            inner = await anyio.to_thread.run_sync(self._app)
+            async with self.server.session_manager.run():
+                self.inner = inner
+                loaded.set()
+                log.info("MCP server ready at %s", PATH)
+                await anyio.sleep_forever()
+        except Exception:
+            log.exception("the MCP server failed to start; /mcp answers 503")
         finally:
             self.inner = None
+            loaded.set()
+
+    def _app(self) -> ASGIApp:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        if self.server is None:
+            self.server = self.build()
+        security = None
+        if self.token_set:
+            security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        app: ASGIApp = self.server.streamable_http_app(
+            streamable_http_path=PATH, transport_security=security, host=self.host
+        )
+        return app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The API's token check, then the SDK's app."""
@@ -81,9 +115,13 @@ class Mount:
             )
             await refusal(scope, receive, send)
             return
+        if self.loaded is not None and not self.loaded.is_set():
+            with anyio.move_on_after(WAIT_S):
+                await self.loaded.wait()
         if self.inner is None:
-            await JSONResponse({"error": {"type": "unavailable"}}, status_code=503)(
-                scope, receive, send
-            )
+            await JSONResponse(
+                {"error": {"type": "unavailable", "message": "the MCP server is not running"}},
+                status_code=503,
+            )(scope, receive, send)
             return
         await self.inner(scope, receive, send)
