@@ -1,7 +1,8 @@
 """The `offline` provider: memory tasks with no LLM at all.
 
-memory_summarise: an extractive TextRank summary (sumy) of the operator's and caesar's turns,
-framed in the third person; trivial chats get "" (the ADR's skip signal).
+memory_summarise: an extractive TextRank summary (textrank.py, as sumy rates sentences) of the
+operator's and caesar's turns, framed in the third person; trivial chats get "" (the ADR's skip
+signal).
 memory_extract: facts from plain first-person patterns ("my dog's name is Biscuit").
 It never chats: routing `chat` here is rejected when the settings load.
 """
@@ -12,18 +13,14 @@ import json
 import re
 from collections.abc import Iterator
 
-from sumy.models.dom import ObjectDocumentModel, Paragraph, Sentence
-from sumy.nlp.stemmers import Stemmer
-from sumy.summarizers.text_rank import TextRankSummarizer
-from sumy.utils import get_stop_words
-
 from caesar.errors import ProviderError
+from caesar.gateway import textrank
 from caesar.gateway.base import Completion, Generation, Message, StreamChunk
 from caesar.memory.transcript import parse_transcript
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[\w'’°%-]+", re.UNICODE)
-_STOP = frozenset(get_stop_words("english"))
+_STOP = textrank.stop_words()
 # Fewer meaningful words than this in the whole chat: trivial ("what time is it?"). The whole
 # chat, not only the operator's turns: "any other options?" answered at length is worth keeping.
 MIN_CONTENT_WORDS = 5
@@ -31,9 +28,7 @@ MAX_SENTENCE_CHARS = 220
 
 
 class _Tokenizer:
-    """sumy's default tokenizer needs NLTK's punkt data, which cannot be downloaded here."""
-
-    language = "english"
+    """Sentences and words by pattern (NLTK's punkt data cannot be downloaded here)."""
 
     def to_sentences(self, text: str) -> list[str]:
         return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
@@ -57,13 +52,7 @@ def _best_sentence(texts: list[str]) -> str:
     if len(sentences) == 1:
         best = sentences[0]
     else:
-        document = ObjectDocumentModel(
-            [Paragraph([Sentence(s, _TOKENIZER) for s in sentences])]  # type: ignore[arg-type]
-        )
-        summarizer = TextRankSummarizer(Stemmer("english"))
-        summarizer.stop_words = _STOP
-        picked = summarizer(document, 1)
-        best = str(picked[0]) if picked else sentences[0]
+        best = textrank.best(sentences, _TOKENIZER.to_words, _STOP)
     if len(best) > MAX_SENTENCE_CHARS:
         best = best[: MAX_SENTENCE_CHARS - 1].rstrip() + "…"
     return best

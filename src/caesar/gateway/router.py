@@ -2,7 +2,7 @@
 
 Providers are built on first use and kept: one SDK client (and connection pool) per provider.
 Their modules are imported only then, so a process that never chats through Anthropic never
-pays for importing its SDK (about a second of start-up each for the SDKs and sumy).
+pays for importing its SDK (about a second of start-up each).
 """
 
 from __future__ import annotations
