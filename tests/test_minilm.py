@@ -232,3 +232,16 @@ def test_concurrent_processes_export_once(tmp_path: pathlib.Path) -> None:
     onnx_files = [p for p in tmp_path.iterdir() if p.suffix == ".onnx"]
     assert len(onnx_files) == 1
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_idle_model_is_unloaded_and_loads_again_on_the_next_embed(cache_dir) -> None:
+    """The worker process drops its embedder between conversations (issue #25)."""
+    model = MiniLM(cache_dir, backend="onnx")
+    assert model.release_if_idle(0) is False  # nothing loaded yet
+    first = model.embed_batch(["my dog is called Biscuit"])
+    assert model.release_if_idle(3600) is False  # used just now
+    assert model.release_if_idle(0) is True
+    assert model._session is None and not model._loaded
+    again = model.embed_batch(["my dog is called Biscuit"])
+    np.testing.assert_array_equal(first, again)
+    assert model._loaded

@@ -53,6 +53,9 @@ class MiniLMEmbedder:
     def model_id(self) -> str:
         return self._model_id
 
+    def release_if_idle(self, idle_seconds: float) -> bool:
+        return self._model.release_if_idle(idle_seconds)
+
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         try:
             return self._model.embed_batch(list(texts))
@@ -112,6 +115,11 @@ class EmbedderHandle:
                 if self._embedder is None:
                     self._embedder = build_embedder(self._settings)
         return self._embedder
+
+    def release_if_idle(self, idle_seconds: float) -> bool:
+        """Unload a local model unused for `idle_seconds` (see MiniLM.release_if_idle)."""
+        release = getattr(self._embedder, "release_if_idle", None)
+        return bool(release and release(idle_seconds))
 
     def set(self, embedder: Embedder) -> None:
         """Install a specific embedder (e.g. one shared across apps in one process)."""

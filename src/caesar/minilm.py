@@ -17,6 +17,8 @@ safe to share between threads.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import hashlib
 import json
 import logging
@@ -131,6 +133,8 @@ class MiniLM:
         self._model_dir = pathlib.Path(model_dir) if model_dir is not None else None
         self._lock = threading.Lock()
         self._loaded = False
+        self._users = 0  # embeds running now; `release_if_idle` waits for none
+        self._last_used = time.monotonic()
         # onnx backend state
         self._session: Any = None
         self._tokenizer: Any = None
@@ -161,13 +165,32 @@ class MiniLM:
         if self._loaded:
             return
         with self._lock:
-            if self._loaded:
-                return
-            if self.backend == "onnx":
-                self._load_onnx()
-            else:
-                self._load_torch()
-            self._loaded = True
+            self._load_locked()
+
+    def _load_locked(self) -> None:
+        if self._loaded:
+            return
+        if self.backend == "onnx":
+            self._load_onnx()
+        else:
+            self._load_torch()
+        self._loaded = True
+
+    def release_if_idle(self, idle_seconds: float) -> bool:
+        """Unload the model if nothing has embedded for `idle_seconds` (the next embed loads it
+        again, ~1 s). For the worker process, which embeds a few times per conversation and
+        otherwise held ~150 MB for nothing (issue #25). True if it was unloaded."""
+        with self._lock:
+            idle = time.monotonic() - self._last_used
+            if not self._loaded or self._users or idle < idle_seconds:
+                return False
+            self._session = self._tokenizer = self._st = None
+            self._loaded = False
+        gc.collect()
+        with contextlib.suppress(OSError, AttributeError):  # glibc only
+            ctypes.CDLL("libc.so.6").malloc_trim(0)  # hand the freed arena back to the system
+        logger.info("unloaded %s after %.0f s unused", MODEL_ID, idle)
+        return True
 
     def prepare(self) -> bool:
         """Export the ONNX file now if it is not there yet (at install, so that no serving
@@ -253,10 +276,17 @@ class MiniLM:
         texts = [str(t) for t in texts]
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
-        self.load()
-        if self.backend == "onnx":
-            return self._embed_onnx(texts)
-        return self._embed_torch(texts)
+        with self._lock:
+            self._load_locked()
+            self._users += 1
+        try:
+            if self.backend == "onnx":
+                return self._embed_onnx(texts)
+            return self._embed_torch(texts)
+        finally:
+            with self._lock:
+                self._users -= 1
+                self._last_used = time.monotonic()
 
     def embed(self, text: str) -> np.ndarray:
         """Embed one text; returns float32 (384,)."""

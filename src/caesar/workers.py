@@ -224,6 +224,10 @@ class WorkerRunner:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
 
+    def stopped(self, timeout: float) -> bool:
+        """Waits up to `timeout` s; True once `stop()` was called."""
+        return self._stop.wait(timeout)
+
     def wait(self) -> None:
         try:
             while not self._stop.is_set():

@@ -295,10 +295,23 @@ def worker(
     console.print(f"running {', '.join(w.name for w in chosen)} (Ctrl-C to stop)")
     runner = WorkerRunner(chosen)
     runner.start()
+    # A worker process embeds a few times per conversation; between, its copy of the local
+    # embedder goes (serve keeps its own loaded: every turn embeds).
+    threading.Thread(
+        target=_unload_when_idle, args=(built, runner), daemon=True, name="embedder-idle"
+    ).start()
     try:
         runner.wait()
     except KeyboardInterrupt:
         runner.stop()
+
+
+WORKER_EMBEDDER_IDLE_S = 120.0
+
+
+def _unload_when_idle(built: Any, runner: Any) -> None:
+    while not runner.stopped(WORKER_EMBEDDER_IDLE_S / 4):
+        built.embedder.release_if_idle(WORKER_EMBEDDER_IDLE_S)
 
 
 # -- facts ------------------------------------------------------------------------------------
