@@ -5,8 +5,7 @@ Both in one run, each on a fresh home and a fresh model cache:
 - `first serve exports`: nothing prepared, so the first start exports the embedder to ONNX
   (caesar before issue #25; also what happens when `make install` could not export);
 - `exported at install`: `caesar models prepare` ran first (as `make install` does; its own
-  time is reported as the install's cost), then `caesar db upgrade` and `caesar serve`
-  (as `make run` does).
+  time is reported as the install's cost), then `caesar serve --upgrade` (as `make run` does).
 
 Ready = GET /healthz answers 200 "ok" (the embedder, the index and the chat model loaded).
 Then one chat turn (POST /v1/chat), and after `--settle` seconds the resident memory (VmRSS)
@@ -70,9 +69,8 @@ def first_start(cache: Path, settle: float) -> dict[str, Any]:
         env = environment(home, cache)
         port = benchlib.free_port()
         started = time.perf_counter()
-        subprocess.run([CAESAR, "db", "upgrade"], env=env, check=True, capture_output=True)
         process = subprocess.Popen(
-            [CAESAR, "serve", "--port", str(port)],
+            [CAESAR, "serve", "--upgrade", "--port", str(port)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
