@@ -361,6 +361,38 @@ def openwebui(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def first_start(results: dict[str, Any]) -> list[str]:
+    """A fresh home's first `make run` and what serve + worker hold (bench/bench_first_start.py)."""
+    data = results.get("first_start") or {}
+    summary = data.get("summary")
+    if not summary:
+        return []
+    after = data["exported at install"]
+    return [
+        "## The first start (issue #25)",
+        "",
+        "A fresh home and a fresh model cache, timed from outside: `caesar serve --upgrade` "
+        "(what `make run` runs) until `GET /healthz` answers 200, then one chat turn, then the "
+        "resident memory of serve and its worker process. Target: ready in ≤ 5 s, ≤ 600 MB, no "
+        "torch in a serving process. The issue measured 18 s and 15.1 s to ready (14.2 s of it "
+        "the ONNX export), 1.35–1.39 GB after the first start, 529 + 210 MB after a restart.",
+        "",
+        "| first start | ready | serve + worker resident | torch loaded |",
+        "|---|---|---|---|",
+        f"| the export on the first serve (an install that could not export) | "
+        f"{summary['ready_s_before']:.1f} s | {summary['rss_total_mb_before']} MB | "
+        f"{data['first serve exports'][0]['torch_loaded']} |",
+        f"| exported at install (**shipped**; median of {len(after)}) | "
+        f"{summary['ready_s_median']:.1f} s | {summary['rss_total_mb_median']:.0f} MB | "
+        f"{summary['torch_loaded_after']} |",
+        "",
+        f"The install's export took {data['install_export_s']} s. Load average "
+        f"{data.get('load_before', '?')} → {data.get('load_after', '?')}, host speed "
+        f"{data.get('host_speed_ms', float('nan')):.0f} ms.",
+        "",
+    ]
+
+
 def startup(results: dict[str, Any]) -> list[str]:
     """Index load and IVF build per size: what a start (or a model change) costs."""
     sizes = get(results, "perf_recall", "sizes") or []

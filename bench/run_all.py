@@ -49,6 +49,7 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
         ("chat while learning", ["bench_busy.py", "--chats", "60" if quick else "300"]),
         ("a second worker process", ["bench_scale_out.py", "--chats", "60"]),
         ("Open WebUI's next turn", ["bench_openwebui.py", "--rounds", "1" if quick else "3"]),
+        ("first start", ["bench_first_start.py", "--starts", "1" if quick else "3"]),
         ("LongMemEval history", ["bench_realistic.py"]),
     ]
 
