@@ -286,12 +286,12 @@ def test_fault_path_filter_and_count(server):
 def test_delay_times_out(server):
     server.fail_next("delay", seconds=2)
     server.fail_next("delay", seconds=2)
-    t = time.monotonic()
     with pytest.raises(openai.APITimeoutError):
         oai_chat(oai(server, timeout=0.3))
     with pytest.raises(anthropic.APITimeoutError):
         ant_msg(ant(server, timeout=0.3))
-    assert time.monotonic() - t < 1.5
+    # (a timeout error at all is the proof: without one, the 2 s delay ends in a reply; no
+    # clock assertions, which failed under a loaded CI host)
 
 
 def test_delay_shorter_than_timeout_succeeds(server):
@@ -426,11 +426,9 @@ def test_retries_exhausted(server):
 def test_openai_huge_retry_after_disables_retry(server):
     # openai SDK: Retry-After > 120 s means "don't retry at all" (raises at once).
     server.fail_next("status", status=503, retry_after=600)
-    t = time.monotonic()
     with pytest.raises(openai.InternalServerError):
         oai_chat(oai(server, max_retries=2))
-    assert time.monotonic() - t < 0.5
-    assert len(server.requests) == 1
+    assert len(server.requests) == 1  # not retried (a retry would have waited, then sent again)
 
 
 def test_disconnect_is_retried(server):
