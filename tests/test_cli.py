@@ -350,3 +350,23 @@ def test_the_export_is_shared_by_every_home_unless_a_home_has_its_own(
     assert Settings(home=tmp_path / "old").model_cache_dir == tmp_path / "old" / "models"
     chosen = Settings(home=tmp_path / "a", embedder={"cache_dir": tmp_path / "mine"})
     assert chosen.model_cache_dir == tmp_path / "mine"
+
+
+def test_serve_says_where_to_open_the_chat_page():
+    """Issue #25: `make run` prints where the chat page is; an address that listens everywhere
+    is opened on loopback, and a token means logging in first."""
+    from caesar.cli.summary import where_to_open
+    from caesar.config import Settings
+
+    assert where_to_open(Settings(host="127.0.0.1", port=8042)) == [
+        "caesar listening on http://127.0.0.1:8042",
+        "chat       http://127.0.0.1:8042/dashboard/chat",
+    ]
+    anywhere = Settings(host="0.0.0.0", port=9000, api_token="t" * 20)
+    assert where_to_open(anywhere)[1] == (
+        "chat       http://127.0.0.1:9000/dashboard/chat (log in with the API token)"
+    )
+    assert (
+        where_to_open(Settings(host="::1", port=80))[1]
+        == "chat       http://[::1]:80/dashboard/chat"
+    )

@@ -1,7 +1,9 @@
 """The dashboard in a real headless Chromium (Debian's package, driven by Playwright), against a
 real uvicorn server on a loopback port: log in, see the ranking, edit, watch the fact move up;
 read the audit timeline and a turn's memory, browse, search and forget episodes, and forget
-the conversations a deleted fact was learned from."""
+the conversations a deleted fact was learned from; chat, watch the reply stream in and what was
+remembered for it appear beside it, and correct that memory from there (on a phone, and with
+scripts off, too)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import TEST_TOKEN
+from sqlalchemy import select
 
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Fact
@@ -214,10 +217,22 @@ def _login(page: Any, base: str) -> None:
     page.wait_for_url(f"{base}/dashboard/facts")
 
 
-def _shoot(page: Any, name: str) -> None:
+def _shoot(page: Any, name: str, full_page: bool = True) -> None:
+    """`full_page=False`: what the screen shows, as it is scrolled."""
     if SCREENSHOTS:
         Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SCREENSHOTS) / name), full_page=True)
+        page.screenshot(path=str(Path(SCREENSHOTS) / name), full_page=full_page)
+
+
+def _shoot_whole_page(page: Any, name: str) -> None:
+    """The whole page in one screen, so that the chat page's composer, which sticks to the
+    bottom of the screen, sits under the conversation as it does once scrolled there."""
+    if SCREENSHOTS:
+        size = page.viewport_size
+        height = page.evaluate("document.documentElement.scrollHeight")
+        page.set_viewport_size({"width": size["width"], "height": height})
+        _shoot(page, name, full_page=False)
+        page.set_viewport_size(size)
 
 
 def _seed_memory(services: Any) -> list[int]:
@@ -462,3 +477,194 @@ def test_deleting_a_fact_offers_to_forget_its_conversations(learning_server, pag
     assert response.status_code == 200 and set(response.json()["recalled"]) <= {chats[2]}
     system = llm.requests[-1]["json"]["messages"][0]["content"]
     assert "Biscuit" not in system and "Rex" not in system
+
+
+# -- the chat page (issue #25) --------------------------------------------------------------------
+def _send(page: Any, message: str) -> None:
+    """Type into the message box and press Enter, as the operator would."""
+    box = page.get_by_role("textbox", name="Message")
+    box.fill(message)
+    box.press("Enter")
+
+
+def test_chat_streams_the_reply_and_shows_what_was_remembered(server, page, llm):
+    base, services = server
+    chats = _seed_memory(services)
+    thermostat = PAST[2][2][-1][1]
+    reply = "Did lowering the thermostat to 65°F help you sleep through the night?"
+    llm.replies.append(reply)
+    # the reply's first words, then a pause before the rest: it must show while it streams
+    llm.fail_next("delay", seconds=1.5, mid_stream=True, chunks=2)
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _login(page, base)
+
+    page.click("header nav >> text=Chat")
+    page.wait_for_url(f"{base}/dashboard/chat")
+    assert page.locator("h1").inner_text() == "New chat"
+    assert page.evaluate("document.activeElement.name") == "message"  # focus is in the box
+    # the three imported conversations are listed, newest first
+    assert page.locator("nav.conversations li.listed").count() == 3
+    _send(page, "I tried the thermostat thing you suggested")
+
+    said = page.locator("ol.chat-log li.msg")
+    assert said.first.locator("p.text").inner_text() == "I tried the thermostat thing you suggested"
+    answer = page.locator("ol.chat-log li.msg-assistant").last
+    # part of the reply while the model is still answering, then all of it
+    page.wait_for_function(
+        "() => { const r = document.querySelector('li.msg-assistant[aria-busy=true] p.text');"
+        " return r && r.textContent.length > 0; }"
+    )
+    partial = answer.locator("p.text").inner_text()
+    assert partial and reply.startswith(partial) and partial != reply
+    panel = answer.locator("details.remembered")
+    panel.wait_for()
+    assert answer.locator("p.text").inner_text() == reply
+    assert answer.get_attribute("aria-busy") is None
+
+    # beside the reply: the facts and the past conversation, each with why it came
+    assert panel.get_attribute("open") is not None
+    assert panel.locator(":scope > summary").inner_text() == (
+        "Remembered for this reply: 3 facts · 1 past conversation"
+    )
+    keys = panel.locator("li.remembered-fact").evaluate_all("rows => rows.map(r => r.dataset.key)")
+    assert sorted(keys) == ["dog_name", "employer", "home_city"]
+    episode = panel.locator("li.remembered-episode")
+    assert episode.count() == 1
+    assert episode.locator("p.summary").inner_text() == PAST[2][1]
+    assert f"caesar: {thermostat}" in episode.locator("blockquote.excerpt").inner_text()
+    assert episode.locator("p.scores").inner_text().startswith("relevance 0.")
+    assert "3 days before this reply" in episode.locator("p.held").inner_text()
+
+    # the new conversation is named in the address, the heading and the list
+    with services.db.read() as session:
+        turn = session.scalars(
+            select(AuditLog)
+            .where(AuditLog.event_type == "chat.completed")
+            .order_by(AuditLog.id.desc())
+        ).first()
+    assert turn.payload["reply"] == reply and turn.payload["memory"]["episodes_recalled"] == [
+        chats[2]
+    ]
+    conversation_id = turn.subject_id
+    page.wait_for_url(f"{base}/dashboard/chat/{conversation_id}")
+    assert page.locator("h1").inner_text() == f"Conversation #{conversation_id}"
+    current = page.locator("nav.conversations li.current a")
+    assert current.inner_text() == "I tried the thermostat thing you suggested"
+    assert page.evaluate("document.activeElement.name") == "message"  # ready for the next one
+    _shoot_whole_page(page, "dashboard-chat.png")
+
+    # the next message continues the conversation; the earlier panel folds away
+    llm.replies.append("Good. Keep the room cool for another week.")
+    _send(page, "Yes, I slept better. Should I keep it that way?")
+    expect_panels = page.locator("details.remembered")
+    page.wait_for_function("() => document.querySelectorAll('details.remembered').length === 2")
+    assert expect_panels.first.get_attribute("open") is None
+    assert expect_panels.last.get_attribute("open") is not None
+    assert page.locator("nav.conversations li.listed").count() == 4  # not a new one
+    history = llm.requests[-1]["json"]["messages"]
+    assert [m["content"] for m in history[1:]] == [
+        "I tried the thermostat thing you suggested",
+        reply,
+        "Yes, I slept better. Should I keep it that way?",
+    ]
+    assert page.evaluate("window.__xss") is None and dialogs == []
+
+    # read again later: the same turns, each reply with its own panel
+    page.reload()
+    assert page.locator("ol.chat-log li.msg").count() == 4
+    assert page.locator("details.remembered").count() == 2
+    assert page.locator("details.remembered[open]").count() == 1  # the latest
+
+
+def test_chat_panel_edits_a_fact_and_forgets_a_conversation(server, page, llm):
+    base, services = server
+    chats = _seed_memory(services)
+    llm.replies.append("Did the cooler room help?")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _login(page, base)
+    page.goto(f"{base}/dashboard/chat")
+    _send(page, "I tried the thermostat thing you suggested")
+    panel = page.locator("details.remembered").last
+    panel.wait_for()
+    here = page.url
+
+    # edit a fact from beside the reply, with the keyboard: back on this page, saved
+    fact = panel.locator('li.remembered-fact[data-key="dog_name"]')
+    fact.locator("details.edit-fact summary").focus()
+    page.keyboard.press("Enter")
+    field = fact.get_by_label("New value for dog_name")
+    field.fill("Biscuit the beagle")
+    field.press("Enter")
+    page.wait_for_url(f"{here}?saved=dog_name")
+    assert page.locator("p.notice").inner_text().startswith("Saved dog_name.")
+    value = page.locator('li.remembered-fact[data-key="dog_name"] span.value')
+    assert value.inner_text() == "Biscuit the beagle"
+    assert services.facts.get("dog_name").value == "Biscuit the beagle"
+
+    # forget the past conversation it recalled: gone for good, and the panel says so
+    episode = page.locator("li.remembered-episode")
+    episode.locator("details.forget summary").click()
+    episode.locator("details.forget button").click()
+    page.wait_for_url(f"{here}?forgot=*")
+    assert page.locator("p.notice.forgotten").inner_text().startswith("Forgot 1 conversation")
+    assert page.locator("li.remembered-episode").count() == 0
+    assert "1 past conversation forgotten since" in page.locator("details.remembered").inner_text()
+    page.goto(f"{base}/dashboard/audit/{chats[2]}")
+    assert page.locator("h1").inner_text() == "404"
+
+    # and this conversation, from its own page: back to a new chat
+    page.goto(here)
+    page.locator("section.talk > details.forget summary").click()
+    page.locator("section.talk > details.forget button").click()
+    page.wait_for_url(f"{base}/dashboard/chat?forgot=*")
+    assert page.locator("h1").inner_text() == "New chat"
+    assert "I tried the thermostat" not in page.locator("nav.conversations").inner_text()
+
+
+def test_chat_on_a_phone_and_without_javascript(server, llm):
+    base, services = server
+    _seed_memory(services)
+    llm.replies.append("Yes: take the 28 tram early in the morning, before the crowds.")
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-browser (make test does)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            # a phone-sized screen, with scripts off: the form posts, the page comes back
+            context = browser.new_context(
+                java_script_enabled=False,
+                viewport={"width": 390, "height": 844},
+                device_scale_factor=2,
+                is_mobile=True,
+                has_touch=True,
+            )
+            page = context.new_page()
+            _login(page, base)
+            page.goto(f"{base}/dashboard/chat")
+            page.get_by_role("textbox", name="Message").fill("Any tips for the trams in Lisbon?")
+            page.get_by_role("button", name="Send").click()
+            page.wait_for_url(f"{base}/dashboard/chat/*")
+            texts = page.locator("ol.chat-log p.text").all_inner_texts()
+            assert texts == [
+                "Any tips for the trams in Lisbon?",
+                "Yes: take the 28 tram early in the morning, before the crowds.",
+            ]
+            panel = page.locator("details.remembered")
+            assert "past conversation" in panel.locator(":scope > summary").inner_text()
+            assert PAST[0][1] in panel.locator("li.remembered-episode p.summary").all_inner_texts()
+            # one column: nothing wider than the screen
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, width
+            box = page.get_by_role("textbox", name="Message").bounding_box()
+            assert box is not None and box["width"] > 300
+            # the screen as the operator sees it, scrolled to the reply
+            page.locator("li.msg-assistant").last.evaluate("e => e.scrollIntoView()")
+            _shoot(page, "dashboard-chat-phone.png", full_page=False)
+        finally:
+            browser.close()

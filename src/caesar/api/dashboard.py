@@ -1,5 +1,6 @@
-"""The operator's dashboard: its router, and logging in. Server-rendered with Jinja2, no
-JavaScript (dashboard_render.py); auth and CSRF live in dashboard_session.py.
+"""The operator's dashboard: its router, and logging in. Server-rendered with Jinja2
+(dashboard_render.py), no JavaScript but the chat page's own script; auth and CSRF live in
+dashboard_session.py.
 
     GET  /dashboard                        → /dashboard/facts
     GET  /dashboard/login, POST            the API token, once → session cookie
@@ -7,6 +8,8 @@ JavaScript (dashboard_render.py); auth and CSRF live in dashboard_session.py.
     GET  /dashboard/facts, POST, …         facts and deleting them: dashboard_facts.py
     GET  /dashboard/audit, /audit/{id}     the timeline and one row: dashboard_audit.py
     GET  /dashboard/episodes, POST forget  past conversations: dashboard_episodes.py
+    GET  /dashboard/chat, POST send, …     chat, with what was remembered: dashboard_chat.py
+    GET  /dashboard/static/{name}          the stylesheet and the chat page's script
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, Response
 
-from caesar.api import dashboard_audit, dashboard_episodes, dashboard_facts
+from caesar.api import dashboard_audit, dashboard_chat, dashboard_episodes, dashboard_facts
 from caesar.api.auth_limit import AuthLocked, client_address, limiter_of
 from caesar.api.dashboard_render import HERE, HtmlErrors, page, redirect, set_session
 from caesar.api.dashboard_session import COOKIE_PATH, FormViewerDep, codec_for
 from caesar.api.deps import SESSION_COOKIE, ServicesDep, check_token
+from caesar.errors import NotFound
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=HtmlErrors)
 
@@ -49,9 +53,16 @@ def _locked_out(request: Request, next: str | None, locked: AuthLocked) -> Respo
     return response
 
 
-@router.get("/static/dashboard.css")
-def stylesheet() -> FileResponse:
-    return FileResponse(HERE / "static" / "dashboard.css", media_type="text/css")
+# Everything a dashboard page loads, shipped in the package (no build step, no CDN).
+_STATIC = {"dashboard.css": "text/css", "chat.js": "text/javascript"}
+
+
+@router.get("/static/{name}")
+def static_file(name: str) -> Response:
+    media_type = _STATIC.get(name)
+    if media_type is None:
+        raise NotFound(f"no file {name!r} here")
+    return FileResponse(HERE / "static" / name, media_type=media_type)
 
 
 @router.get("")
@@ -104,5 +115,5 @@ def logout(request: Request, viewer: FormViewerDep) -> Response:
     return response
 
 
-for _pages in (dashboard_facts, dashboard_audit, dashboard_episodes):
+for _pages in (dashboard_facts, dashboard_audit, dashboard_episodes, dashboard_chat):
     router.include_router(_pages.router)

@@ -10,8 +10,6 @@ into a turn's prompt.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -25,12 +23,12 @@ from caesar import audit
 from caesar.api.dashboard_render import MAX_ID, PAGE_SIZE, HtmlErrors, page, url
 from caesar.api.dashboard_session import ViewerDep
 from caesar.api.deps import ServicesDep
-from caesar.db.models import AuditLog, Fact
+from caesar.api.turn_memory import read_turn_memory
+from caesar.db.models import AuditLog
 from caesar.errors import InputError, NotFound
 from caesar.memory.context.render import SPEAKERS
 from caesar.memory.episodes.listing import like_pattern
 from caesar.memory.transcript import conversation_turns
-from caesar.named_time import span_said
 
 TIMELINE_PAYLOAD_CHARS = 1500
 
@@ -53,9 +51,6 @@ _DERIVED = (
     audit.EPISODE_SUMMARISE_FAILED,
     audit.EPISODE_RECALLED,
 )
-# A turn's memory.episode.recalled rows are written in its transaction, right after it.
-_RECALLED_SPAN = 200
-
 router = APIRouter(route_class=HtmlErrors)
 
 
@@ -204,51 +199,6 @@ def audit_page(
     return page(request, viewer, "audit.html", context)
 
 
-def _facts_in_prompt(session: Session, row: AuditLog) -> list[dict[str, Any]] | None:
-    """The facts a turn's prompt held, by the keys its row recorded, each with the fact as it
-    is now (None: deleted since). None when the row predates the record of keys."""
-    memory = row.payload.get("memory") if isinstance(row.payload, dict) else None
-    keys = memory.get("fact_keys") if isinstance(memory, dict) else None
-    if not isinstance(keys, list):
-        return None
-    keys = [k for k in keys if isinstance(k, str)]
-    now = {f.key: f for f in session.scalars(select(Fact).where(Fact.key.in_(keys)))}
-    return [{"key": k, "fact": now.get(k)} for k in keys]
-
-
-def _recalled_in_turn(session: Any, row: AuditLog) -> list[dict[str, Any]]:
-    """The episodes (with their excerpts) that went into this turn's prompt: the
-    memory.episode.recalled rows that name it, read from just after it."""
-    memory = row.payload.get("memory") if isinstance(row.payload, dict) else None
-    if not isinstance(memory, dict) or not memory.get("episodes_recalled"):
-        return []
-    found = session.execute(
-        select(AuditLog.payload)
-        .where(
-            AuditLog.event_type == audit.EPISODE_RECALLED,
-            AuditLog.id > row.id,
-            AuditLog.id <= row.id + _RECALLED_SPAN,
-        )
-        .order_by(AuditLog.id)
-    ).scalars()
-    return [p for p in found if isinstance(p, dict) and p.get("turn_audit_id") == row.id]
-
-
-def _held(payload: dict[str, Any]) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(payload.get("created_at")))
-    except ValueError:
-        return None
-
-
-def _in_span(recalled: list[dict[str, Any]], asked: Any) -> list[dict[str, Any]]:
-    """Each recalled episode's payload with `span`: the words of the span the turn's message
-    named that it was held in (None: outside them, or the message named none). Pure."""
-    if not isinstance(asked, Mapping):
-        return [{**p, "span": None} for p in recalled]
-    return [{**p, "span": span_said(asked, held) if (held := _held(p)) else None} for p in recalled]
-
-
 @router.get("/audit/{audit_id}")
 def audit_row(
     request: Request,
@@ -266,20 +216,17 @@ def audit_row(
             .where(AuditLog.event_type.in_(_DERIVED), AuditLog.subject_id == audit_id)
             .order_by(AuditLog.id)
         ).all()
-        recalled = _recalled_in_turn(session, row)
-        facts = _facts_in_prompt(session, row)
+        remembered = read_turn_memory(session, row)
     payload = row.payload if isinstance(row.payload, dict) else {}
-    memory = payload.get("memory") if isinstance(payload.get("memory"), dict) else None
-    asked = memory.get("asked") if memory is not None else None
     context = {
         "row": row,
         "payload": pretty(row.payload),
         "refs": refs,
         "derived": derived,
-        "recalled": _in_span(recalled, asked),
-        "facts": facts,
-        "memory": memory,
-        "asked": asked if isinstance(asked, Mapping) else None,
+        "recalled": remembered.recalled,
+        "facts": remembered.facts,
+        "memory": remembered.memory,
+        "asked": remembered.asked,
         "turns": conversation_turns(payload) if "messages" in payload else [],
         "speakers": SPEAKERS,
     }

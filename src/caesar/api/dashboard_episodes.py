@@ -2,7 +2,8 @@
 
     GET  /dashboard/episodes          newest first; ?q= &before= | &after= (cursors);
                                       ?forgot= a memory.forgotten row to report
-    POST /dashboard/episodes/forget   forget one (form: conversation_id, csrf)
+    POST /dashboard/episodes/forget   forget one (form: conversation_id, csrf; back: the chat
+                                      page it was sent from, to return to)
 
 Forgetting is `caesar.memory.forget.forget`, the one call the API and the CLI use too; the page
 it returns to says what went (`forgotten_row`, the `forgotten_notice` macro), as the facts page
@@ -18,7 +19,15 @@ from fastapi.responses import Response
 from sqlalchemy.orm import Session
 
 from caesar import audit
-from caesar.api.dashboard_render import MAX_ID, PAGE_SIZE, HtmlErrors, page, redirect, url
+from caesar.api.dashboard_render import (
+    MAX_ID,
+    PAGE_SIZE,
+    HtmlErrors,
+    back_to,
+    page,
+    redirect,
+    url,
+)
 from caesar.api.dashboard_session import FormViewerDep, ViewerDep
 from caesar.api.deps import ServicesDep
 from caesar.db.models import AuditLog
@@ -76,8 +85,11 @@ def forget_form(
     services: ServicesDep,
     conversation_id: Annotated[int, Form(ge=1, le=MAX_ID)],
     q: Annotated[str, Form(max_length=200)] = "",
+    back: Annotated[str, Form(max_length=100)] = "",
 ) -> Response:
-    """Forget one conversation for good (memory/forget.py), then back to the list, which says
-    what went. One that is not there (forgotten already) is a 404 page."""
+    """Forget one conversation for good (memory/forget.py), then back to the list (or the chat
+    page it was sent from), which says what went. One that is not there (forgotten already) is
+    a 404 page."""
     result = forget(services, ForgetRequest(conversation_ids=[conversation_id]))
-    return redirect(url("/dashboard/episodes", q=q.strip(), forgot=result.audit_id))
+    where = back_to(back, "/dashboard/episodes")
+    return redirect(url(where, q=q.strip(), forgot=result.audit_id))

@@ -3,7 +3,8 @@ deleted by the operator; and, after a delete, the offer to forget where the fact
 
     GET  /dashboard/facts                  ?saved= | ?deleted= [&learned_from=3,7 &more=]
                                            | ?forgot= [&gone=]
-    POST /dashboard/facts                  create or edit (form: key, value)
+    POST /dashboard/facts                  create or edit (form: key, value; back: the chat
+                                           page it was edited from, to return to)
     POST /dashboard/facts/{key}/delete
     POST /dashboard/facts/forget-sources   forget conversations (form: conversation_ids=3,7)
 
@@ -25,7 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from caesar.api.dashboard_episodes import forgotten_row
-from caesar.api.dashboard_render import MAX_ID, HtmlErrors, page, redirect, url
+from caesar.api.dashboard_render import MAX_ID, HtmlErrors, back_to, page, redirect, url
 from caesar.api.dashboard_session import FormViewerDep, Viewer, ViewerDep
 from caesar.api.deps import ServicesDep
 from caesar.db.models import AuditLog, Conversation
@@ -142,13 +143,14 @@ def save_fact(
     services: ServicesDep,
     key: Annotated[str, Form(max_length=10_000)] = "",
     value: Annotated[str, Form(max_length=10_000)] = "",
+    back: Annotated[str, Form(max_length=100)] = "",
 ) -> Response:
     try:
         fact, _audit_id = services.facts.set_by_operator(key, value)
     except InputError as exc:  # show the form again, with what was typed
         draft = {"key": key, "value": value}
         return _facts(request, viewer, services, error=str(exc), draft=draft, status=400)
-    return redirect(url("/dashboard/facts", saved=fact.key))
+    return redirect(url(back_to(back, "/dashboard/facts"), saved=fact.key))
 
 
 @router.post("/facts/{key}/delete")

@@ -2,12 +2,14 @@
 as HTML pages, redirects.
 
 Autoescape is on for every template and no template uses `|safe`; a strict
-Content-Security-Policy (no scripts at all) backs the escaping up. Each page module makes its
-router with `route_class=HtmlErrors`; `dashboard.py` gathers them under `/dashboard`.
+Content-Security-Policy backs the escaping up: no scripts at all, except the chat page's own
+`static/chat.js` (`SCRIPTED_HEADERS`), which inserts text only as text. Each page module makes
+its router with `route_class=HtmlErrors`; `dashboard.py` gathers them under `/dashboard`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ from caesar.api.dashboard_session import (
 )
 from caesar.api.deps import SESSION_COOKIE
 from caesar.clock import utcnow
-from caesar.errors import InputError, NotFound
+from caesar.errors import CaesarError, InputError, NotFound, ProviderError
 from caesar.memory.context.render import relative_time
 from caesar.named_time import named_spans
 
@@ -49,6 +51,14 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+# The chat page: its one script, from this server, which may fetch from this server only.
+SCRIPTED_HEADERS = {
+    **SECURITY_HEADERS,
+    "Content-Security-Policy": SECURITY_HEADERS["Content-Security-Policy"]
+    + "; script-src 'self'; connect-src 'self'",
+}
+# The pages a form sent from elsewhere may name to come back to (`back`): the chat page.
+_BACK = re.compile(r"/dashboard/chat(/[1-9][0-9]{0,18})?")
 
 
 def operator_said(payload: Any) -> str:
@@ -115,6 +125,10 @@ class HtmlErrors(APIRoute):
                 return problem(request, 404, str(exc))
             except InputError as exc:
                 return problem(request, 400, str(exc))
+            except ProviderError as exc:  # a chat turn the model did not answer (audited)
+                return problem(request, exc.http_status, f"The model did not answer: {exc}")
+            except CaesarError as exc:  # not ready (the embedder still loading), misconfigured
+                return problem(request, 503, str(exc))
             except RequestValidationError as exc:
                 where = "; ".join(
                     f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
@@ -138,14 +152,19 @@ def set_session(response: Response, request: Request, cookie: str) -> None:
 
 
 def page(
-    request: Request, viewer: Viewer | None, name: str, context: dict[str, Any], status: int = 200
+    request: Request,
+    viewer: Viewer | None,
+    name: str,
+    context: dict[str, Any],
+    status: int = 200,
+    headers: Mapping[str, str] = SECURITY_HEADERS,
 ) -> Response:
     response = templates.TemplateResponse(
         request,
         name,
         {"viewer": viewer, "now": utcnow(), **context},
         status_code=status,
-        headers=SECURITY_HEADERS,
+        headers=dict(headers),
     )
     if viewer is not None and viewer.new_cookie is not None:
         set_session(response, request, viewer.new_cookie)
@@ -158,6 +177,12 @@ def problem(request: Request, status: int, message: str) -> Response:
 
 def redirect(location: str) -> Response:
     return RedirectResponse(location, status_code=303, headers=SECURITY_HEADERS)
+
+
+def back_to(target: str, default: str) -> str:
+    """Where a form returns: `target` when it is a page forms may name (`back`), else
+    `default`. Never another host, never anything but those paths. Pure."""
+    return target if _BACK.fullmatch(target) else default
 
 
 def url(path: str, **params: object) -> str:

@@ -38,7 +38,7 @@ from caesar.cli.common import (
     models_app,
     services,
 )
-from caesar.cli.summary import startup_summary
+from caesar.cli.summary import startup_summary, where_to_open
 from caesar.config import Settings, load_settings
 from caesar.errors import CaesarError
 
@@ -152,7 +152,8 @@ def serve(
     threading.Thread(target=_warm, args=(built,), daemon=True, name="warm").start()
     for line in startup_summary(settings, built, run_workers):
         console.print(line, highlight=False, markup=False)
-    console.print(f"caesar listening on http://{settings.host}:{settings.port}")
+    for line in where_to_open(settings):
+        console.print(line, highlight=False, markup=False)
     config = uvicorn.Config(app_, log_level="warning")
     process = WorkerProcess(settings.workers_nice).start() if child else None
     try:

@@ -77,3 +77,17 @@ def _retention_line(settings: Settings, run_workers: bool) -> str:
         f"chats and audit rows older than {retention.ttl_days} days are deleted, with their "
         f"summaries and excerpts ({every} sweep{where})"
     )
+
+
+def where_to_open(settings: Settings) -> list[str]:
+    """Where the server answers, and where a browser opens its chat page (issue #25): an
+    address that listens everywhere is opened on this host's loopback."""
+    host = settings.host
+    browse = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(host, host)
+    if ":" in browse and not browse.startswith("["):
+        browse = f"[{browse}]"
+    login = " (log in with the API token)" if settings.api_token is not None else ""
+    return [
+        f"caesar listening on http://{host}:{settings.port}",
+        f"chat       http://{browse}:{settings.port}/dashboard/chat{login}",
+    ]

@@ -1,0 +1,95 @@
+"""What went into one turn's prompt, read back from its audit rows: the facts (by the keys its
+`chat.completed` row recorded, with their values now), the past conversations with their
+excerpts and scores (its `memory.episode.recalled` rows) and the spans of time its message
+named. The audit page of a turn and the chat page's "remembered for this reply" panel both
+show it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from caesar import audit
+from caesar.db.models import AuditLog, Fact
+from caesar.named_time import span_said
+
+# A turn's memory.episode.recalled rows are written in its transaction, right after it.
+_RECALLED_SPAN = 200
+
+
+@dataclass(frozen=True)
+class TurnMemory:
+    """`memory`: the row's own record (None for rows that are not turns); `facts`: each key
+    with the fact as it is now (None: deleted since), None when the row predates the record of
+    keys; `recalled`: each recalled episode's row payload, with `span` (see `in_span`);
+    `asked`: what the message named (memory/search), None when it named nothing."""
+
+    memory: dict[str, Any] | None
+    facts: list[dict[str, Any]] | None
+    recalled: list[dict[str, Any]]
+    asked: Mapping[str, Any] | None
+
+
+def read_turn_memory(session: Session, row: AuditLog) -> TurnMemory:
+    payload = row.payload if isinstance(row.payload, dict) else {}
+    memory = payload.get("memory") if isinstance(payload.get("memory"), dict) else None
+    asked = memory.get("asked") if memory is not None else None
+    asked = asked if isinstance(asked, Mapping) else None
+    return TurnMemory(
+        memory,
+        _facts_in_prompt(session, memory),
+        in_span(_recalled_in_turn(session, row, memory), asked),
+        asked,
+    )
+
+
+def _facts_in_prompt(
+    session: Session, memory: dict[str, Any] | None
+) -> list[dict[str, Any]] | None:
+    keys = memory.get("fact_keys") if memory is not None else None
+    if not isinstance(keys, list):
+        return None
+    keys = [k for k in keys if isinstance(k, str)]
+    now = {f.key: f for f in session.scalars(select(Fact).where(Fact.key.in_(keys)))}
+    return [{"key": k, "fact": now.get(k)} for k in keys]
+
+
+def _recalled_in_turn(
+    session: Session, row: AuditLog, memory: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """The memory.episode.recalled rows that name this turn, read from just after it."""
+    if memory is None or not memory.get("episodes_recalled"):
+        return []
+    found = session.execute(
+        select(AuditLog.payload)
+        .where(
+            AuditLog.event_type == audit.EPISODE_RECALLED,
+            AuditLog.id > row.id,
+            AuditLog.id <= row.id + _RECALLED_SPAN,
+        )
+        .order_by(AuditLog.id)
+    ).scalars()
+    return [p for p in found if isinstance(p, dict) and p.get("turn_audit_id") == row.id]
+
+
+def _held(payload: dict[str, Any]) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(payload.get("created_at")))
+    except ValueError:
+        return None
+
+
+def in_span(
+    recalled: list[dict[str, Any]], asked: Mapping[str, Any] | None
+) -> list[dict[str, Any]]:
+    """Each recalled episode's payload with `span`: the words of the span the turn's message
+    named that it was held in (None: outside them, or the message named none). Pure."""
+    if asked is None:
+        return [{**p, "span": None} for p in recalled]
+    return [{**p, "span": span_said(asked, held) if (held := _held(p)) else None} for p in recalled]
