@@ -36,6 +36,7 @@ from caesar.memory.importance import (
     freshness,
     recall_weight,
 )
+from caesar.memory.search.backend import SearchBackend, search_backend
 from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, Ranking, hybrid_search
 from caesar.memory.search.question import Asked, read_question
 from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
@@ -207,6 +208,8 @@ class EpisodeMemory:
             lambda: self.embedder.get().model_id,
             extra_filter=EpisodeSummary.summary != "",
         )
+        # chosen once, by engine: what recall searches the episodes with
+        self.backend: SearchBackend = search_backend(db.engine.dialect.name, self.index)
 
     def index(self) -> VectorIndex:
         return self._indexes.get()
@@ -248,12 +251,14 @@ class EpisodeMemory:
         query_text: str | None = None,
         asked: Asked | None = None,
     ) -> list[RecalledEpisode]:
-        index = self.index()
         if params.fusion != "dense" and query_text:
             asked = asked or self.read(query_text, now)
             with self.db.read() as session:
-                fused = hybrid_search(session, index, query_text, query_vector, now, params, asked)
+                fused = hybrid_search(
+                    session, self.backend, query_text, query_vector, now, params, asked
+                )
             return [RecalledEpisode(**vars(hit)) for hit in fused]  # (asdict deep-copies)
+        backend = self.backend
         now_s = epoch_seconds(now)
         min_created = None
         if params.max_age_days is not None:
@@ -264,8 +269,9 @@ class EpisodeMemory:
         # lets the rows behind them take their slots (rarely more than one retry).
         for _attempt in range(3):
             with self.db.read() as session:
-                index.refresh(session)
-                hits = index.search(
+                backend.refresh(session)
+                hits = backend.search(
+                    session,
                     query_vector,
                     limit=params.top_k * OVERFETCH,
                     threshold=params.similarity_threshold,
@@ -275,7 +281,7 @@ class EpisodeMemory:
                     # lets the IVF stage stop early without changing the result.
                     factor_range=(
                         0.0,
-                        recall_weight(index.max_recall_count, params.recall_weight_scale),
+                        recall_weight(backend.max_recall_count, params.recall_weight_scale),
                     ),
                 )
                 if hits.ids.size == 0:
@@ -286,7 +292,7 @@ class EpisodeMemory:
             gone = [i for i in ids if i not in found]
             if not gone:
                 break
-            index.forget(gone)
+            self._indexes.forget(gone)
         cosines = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
         return rank_episodes([tuple(r) for r in rows], cosines, now, params)  # type: ignore[misc]
 

@@ -1,0 +1,79 @@
+"""The vector half of a search backend held in this process: the current embedding model's
+VectorIndex (memory/search/vectors.py), refreshed by id from the database before each search,
+and the rows themselves for an episode committed after that refresh."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from caesar.db.models import EpisodeSummary
+from caesar.memory.search.vector_math import Hits, from_row
+from caesar.memory.search.vectors import Rank, VectorIndex
+
+
+class InProcessVectors:
+    """`VectorSearch` (memory/search/backend.py) over `index()`, the current model's index."""
+
+    def __init__(self, index: Callable[[], VectorIndex]) -> None:
+        self._index = index
+
+    @property
+    def model_id(self) -> str:
+        return self._index().model_id
+
+    @property
+    def max_recall_count(self) -> float:
+        return self._index().max_recall_count
+
+    def refresh(self, session: Session) -> None:
+        self._index().refresh(session)
+
+    def search(
+        self,
+        session: Session,
+        query: np.ndarray,
+        *,
+        limit: int,
+        threshold: float | None = None,
+        min_created: float | None = None,
+        rank: Rank | None = None,
+        factor_range: tuple[float, float] = (1.0, 1.0),
+    ) -> Hits:
+        return self._index().search(
+            query,
+            limit=limit,
+            threshold=threshold,
+            min_created=min_created,
+            rank=rank,
+            factor_range=factor_range,
+        )
+
+    def newest(
+        self, session: Session, query: np.ndarray, *, limit: int, min_created: float | None = None
+    ) -> Hits:
+        return self._index().newest(query, limit=limit, min_created=min_created)
+
+    def cosines(self, session: Session, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        return self._index().cosines(list(ids), query)
+
+    def stored_cosines(
+        self, session: Session, ids: Sequence[int], query: np.ndarray
+    ) -> dict[int, float]:
+        """Read from the float32 copy, or the JSON record for a row written without one."""
+        if not ids:
+            return {}
+        rows = session.execute(
+            select(EpisodeSummary.id, EpisodeSummary.embedding_f32, EpisodeSummary.embedding).where(
+                EpisodeSummary.id.in_(list(ids))
+            )
+        )
+        q = np.asarray(query, dtype=np.float32)
+        out = {}
+        for i, blob, record in rows:
+            vector = from_row(blob, record)
+            out[int(i)] = float(vector @ q) if vector.shape == q.shape else 0.0
+        return out
