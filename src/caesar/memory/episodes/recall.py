@@ -209,7 +209,7 @@ class EpisodeMemory:
             extra_filter=EpisodeSummary.summary != "",
         )
         # chosen once, by engine: what recall searches the episodes with
-        self.backend: SearchBackend = search_backend(db.engine.dialect.name, self.index)
+        self.backend: SearchBackend = search_backend(db.engine.dialect.name, self._indexes)
 
     def index(self) -> VectorIndex:
         return self._indexes.get()
@@ -222,8 +222,8 @@ class EpisodeMemory:
         return len(index)
 
     def forget(self, episode_ids: list[int]) -> None:
-        """Drop episodes deleted by retention from the in-process index."""
-        self._indexes.forget(episode_ids)
+        """Never recall episodes deleted by retention again (the in-process index drops them)."""
+        self.backend.forget(episode_ids)
 
     def conversations(self, audit_ids: list[int]) -> dict[int, list[Message]]:
         """The user/assistant turns of these chats (audit row id → turns), reply included:
@@ -292,7 +292,7 @@ class EpisodeMemory:
             gone = [i for i in ids if i not in found]
             if not gone:
                 break
-            self._indexes.forget(gone)
+            backend.forget(gone)
         cosines = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
         return rank_episodes([tuple(r) for r in rows], cosines, now, params)  # type: ignore[misc]
 

@@ -32,10 +32,11 @@ from typing import Protocol
 import numpy as np
 from sqlalchemy.orm import Session
 
+from caesar.memory.search.in_process import IndexSource
 from caesar.memory.search.postgres import PostgresFullText, PostgresSearch
 from caesar.memory.search.sqlite import SqliteFullText, SqliteSearch
 from caesar.memory.search.vector_math import Hits
-from caesar.memory.search.vectors import Rank, VectorIndex
+from caesar.memory.search.vectors import Rank
 
 
 class VectorSearch(Protocol):
@@ -53,6 +54,11 @@ class VectorSearch(Protocol):
     def refresh(self, session: Session) -> None:
         """See the episodes committed since the last search (a no-op where the database
         itself is searched)."""
+        ...
+
+    def forget(self, ids: Sequence[int]) -> None:
+        """Never return these deleted episodes again: drop them from any copy this process
+        holds (a no-op where the database itself is searched)."""
         ...
 
     def search(
@@ -155,17 +161,17 @@ class SearchBackend(VectorSearch, FullTextSearch, Protocol):
 
 
 _TEXT: dict[str, FullTextSearch] = {"sqlite": SqliteFullText(), "postgresql": PostgresFullText()}
-_BACKENDS: dict[str, Callable[[Callable[[], VectorIndex]], SearchBackend]] = {
+_BACKENDS: dict[str, Callable[[IndexSource], SearchBackend]] = {
     "sqlite": SqliteSearch,
     "postgresql": PostgresSearch,
 }
 
 
-def search_backend(engine: str, index: Callable[[], VectorIndex]) -> SearchBackend:
+def search_backend(engine: str, indexes: IndexSource) -> SearchBackend:
     """The backend of database engine `engine` (SQLAlchemy's dialect name), whose vector half
-    searches `index()` — the current embedding model's in-process index."""
+    searches `indexes.get()` — the current embedding model's in-process index."""
     try:
-        return _BACKENDS[engine](index)
+        return _BACKENDS[engine](indexes)
     except KeyError:
         raise ValueError(f"no search backend for database engine {engine!r}") from None
 
@@ -177,4 +183,3 @@ def full_text(session: Session) -> FullTextSearch:
         return _TEXT[engine]
     except KeyError:
         raise ValueError(f"no search backend for database engine {engine!r}") from None
-

@@ -4,7 +4,8 @@ and the rows themselves for an episode committed after that refresh."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 from sqlalchemy import select
@@ -15,11 +16,38 @@ from caesar.memory.search.vector_math import Hits, from_row
 from caesar.memory.search.vectors import Rank, VectorIndex
 
 
-class InProcessVectors:
-    """`VectorSearch` (memory/search/backend.py) over `index()`, the current model's index."""
+class IndexSource(Protocol):
+    """The current embedding model's index (vectors.CurrentModelIndex, or FixedIndex)."""
 
-    def __init__(self, index: Callable[[], VectorIndex]) -> None:
-        self._index = index
+    def get(self) -> VectorIndex: ...
+
+    def forget(self, ids: Sequence[int]) -> None: ...
+
+
+class FixedIndex:
+    """An IndexSource of one given index, whatever the embedder (tests, benches)."""
+
+    def __init__(self, index: VectorIndex) -> None:
+        self.index = index
+
+    def get(self) -> VectorIndex:
+        return self.index
+
+    def forget(self, ids: Sequence[int]) -> None:
+        self.index.forget(list(ids))
+
+
+class InProcessVectors:
+    """`VectorSearch` (memory/search/backend.py) over the current model's in-process index."""
+
+    def __init__(self, indexes: IndexSource) -> None:
+        self._indexes = indexes
+        self._index = indexes.get
+
+    def forget(self, ids: Sequence[int]) -> None:
+        """Drop rows deleted elsewhere (retention, a forget) now, rather than when a search
+        finds them missing after they have taken candidate slots."""
+        self._indexes.forget(ids)
 
     @property
     def model_id(self) -> str:
