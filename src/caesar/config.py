@@ -264,6 +264,10 @@ class EpisodesRecallSettings(Section):
     # One turn of an excerpt longer than this is cut to its sentences that match the message.
     excerpt_turn_chars: int = Field(default=600, ge=80, le=5_000)
     summary_chars: int = Field(default=200, ge=20, le=2_000)  # a summary line's length cap
+    # Where the episodes' vectors are searched (issue #24): "in_process", an index loaded by
+    # each process (the only choice on SQLite); "pgvector", PostgreSQL's own HNSW index —
+    # nothing loaded per process, a forget gone for every process at once (migration 0007).
+    vector_search: Literal["in_process", "pgvector"] = "in_process"
 
 
 class MemorySettings(Section):
@@ -417,6 +421,18 @@ class Settings(BaseSettings):
                 "false; enable semantic (CAESAR_SEMANTIC__ENABLED=true) or turn summarising off"
             )
         return self._check_proactive()
+
+    @model_validator(mode="after")
+    def _check_vector_search(self) -> Settings:
+        if (
+            self.memory.episodes_recall.vector_search == "pgvector"
+            and not self.sqlalchemy_url.startswith("postgresql")
+        ):
+            raise ValueError(
+                'memory.episodes_recall.vector_search = "pgvector" needs PostgreSQL with '
+                "pgvector; set database_url to postgresql+psycopg://… or unset vector_search"
+            )
+        return self
 
     def _check_proactive(self) -> Settings:
         names = [p.name for p in self.proactive]

@@ -16,10 +16,12 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 
 def unmanaged_tables() -> frozenset[str]:
     """Tables migrations create that are not SQLAlchemy models (full-text indexes, FTS5 shadow
-    tables): autogenerate and the schema-vs-models test skip them."""
+    tables, pgvector's copy of the embeddings): autogenerate and the schema-vs-models test
+    skip them."""
     from caesar.memory.search.hybrid import KEYWORD_TABLES
+    from caesar.memory.search.pgvector import VECTOR_TABLES
 
-    return frozenset(KEYWORD_TABLES)
+    return frozenset(KEYWORD_TABLES + VECTOR_TABLES)
 
 
 def include_name(name: str | None, type_: str, _parent_names: object) -> bool:

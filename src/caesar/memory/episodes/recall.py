@@ -209,17 +209,16 @@ class EpisodeMemory:
             extra_filter=EpisodeSummary.summary != "",
         )
         # chosen once, by engine: what recall searches the episodes with
-        self.backend: SearchBackend = search_backend(db.engine.dialect.name, self._indexes)
+        self.backend: SearchBackend = search_backend(
+            db.engine.dialect.name, self._indexes, settings.vector_search
+        )
 
     def index(self) -> VectorIndex:
         return self._indexes.get()
 
     def warm(self) -> int:
-        """Load the index now (start-up), rather than on the first turn."""
-        index = self.index()
-        with self.db.read() as session:
-            index.refresh(session)
-        return len(index)
+        """Ready the search now (start-up), rather than on the first turn."""
+        return self.backend.warm(self.db)
 
     def forget(self, episode_ids: list[int]) -> None:
         """Never recall episodes deleted by retention again (the in-process index drops them)."""

@@ -8,8 +8,9 @@ engine (`search_backend`, called by `Services`):
 
 - SQLite (`memory/search/sqlite.py`): FTS5 full text + the in-process vector index
   (memory/search/vectors.py) — the fast embedded default;
-- PostgreSQL (`memory/search/postgres.py`): `tsvector` full text + the in-process vector index
-  for now (pgvector next: issue #24).
+- PostgreSQL (`memory/search/postgres.py`): `tsvector` full text + the in-process vector
+  index, or, with `memory.episodes_recall.vector_search = "pgvector"`, the vectors searched in
+  PostgreSQL itself (`memory/search/pgvector.py`: HNSW, nothing held per process).
 
 Code that holds a session and nothing else (migrations, `caesar episodes reembed`, the keyword
 helpers of memory/search/keywords.py) reaches the engine's full-text half with `full_text`.
@@ -27,12 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 from sqlalchemy.orm import Session
 
+from caesar.db.engine import Database
 from caesar.memory.search.in_process import IndexSource
+from caesar.memory.search.pgvector import PgvectorSearch
 from caesar.memory.search.postgres import PostgresFullText, PostgresSearch
 from caesar.memory.search.sqlite import SqliteFullText, SqliteSearch
 from caesar.memory.search.vector_math import Hits
@@ -54,6 +57,12 @@ class VectorSearch(Protocol):
     def refresh(self, session: Session) -> None:
         """See the episodes committed since the last search (a no-op where the database
         itself is searched)."""
+        ...
+
+    def warm(self, db: Database) -> int:
+        """Make the first search fast — load what this process holds, or build the current
+        model's index where the database searches — and return how many episodes it
+        searches."""
         ...
 
     def forget(self, ids: Sequence[int]) -> None:
@@ -161,19 +170,24 @@ class SearchBackend(VectorSearch, FullTextSearch, Protocol):
 
 
 _TEXT: dict[str, FullTextSearch] = {"sqlite": SqliteFullText(), "postgresql": PostgresFullText()}
-_BACKENDS: dict[str, Callable[[IndexSource], SearchBackend]] = {
-    "sqlite": SqliteSearch,
-    "postgresql": PostgresSearch,
+VectorStore = Literal["in_process", "pgvector"]
+_BACKENDS: dict[tuple[str, VectorStore], Callable[[IndexSource], SearchBackend]] = {
+    ("sqlite", "in_process"): SqliteSearch,
+    ("postgresql", "in_process"): PostgresSearch,
+    ("postgresql", "pgvector"): lambda indexes: PgvectorSearch(indexes.current_model),
 }
 
 
-def search_backend(engine: str, indexes: IndexSource) -> SearchBackend:
-    """The backend of database engine `engine` (SQLAlchemy's dialect name), whose vector half
-    searches `indexes.get()` — the current embedding model's in-process index."""
+def search_backend(
+    engine: str, indexes: IndexSource, vectors: VectorStore = "in_process"
+) -> SearchBackend:
+    """The backend of database engine `engine` (SQLAlchemy's dialect name) whose vectors are
+    searched where `vectors` says: in this process (`indexes.get()`, the current embedding
+    model's index) or in the database (`indexes.current_model()`'s rows)."""
     try:
-        return _BACKENDS[engine](indexes)
+        return _BACKENDS[engine, vectors](indexes)
     except KeyError:
-        raise ValueError(f"no search backend for database engine {engine!r}") from None
+        raise ValueError(f"no search backend for {vectors} vectors on {engine!r}") from None
 
 
 def full_text(session: Session) -> FullTextSearch:

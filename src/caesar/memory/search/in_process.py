@@ -11,6 +11,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from caesar.db.engine import Database
 from caesar.db.models import EpisodeSummary
 from caesar.memory.search.vector_math import Hits, from_row
 from caesar.memory.search.vectors import Rank, VectorIndex
@@ -18,6 +19,8 @@ from caesar.memory.search.vectors import Rank, VectorIndex
 
 class IndexSource(Protocol):
     """The current embedding model's index (vectors.CurrentModelIndex, or FixedIndex)."""
+
+    def current_model(self) -> str: ...
 
     def get(self) -> VectorIndex: ...
 
@@ -29,6 +32,9 @@ class FixedIndex:
 
     def __init__(self, index: VectorIndex) -> None:
         self.index = index
+
+    def current_model(self) -> str:
+        return self.index.model_id
 
     def get(self) -> VectorIndex:
         return self.index
@@ -91,17 +97,27 @@ class InProcessVectors:
     def stored_cosines(
         self, session: Session, ids: Sequence[int], query: np.ndarray
     ) -> dict[int, float]:
-        """Read from the float32 copy, or the JSON record for a row written without one."""
-        if not ids:
-            return {}
-        rows = session.execute(
-            select(EpisodeSummary.id, EpisodeSummary.embedding_f32, EpisodeSummary.embedding).where(
-                EpisodeSummary.id.in_(list(ids))
-            )
+        return row_cosines(session, ids, query)
+
+    def warm(self, db: Database) -> int:
+        with db.read() as session:
+            self.refresh(session)
+        return len(self._index())
+
+
+def row_cosines(session: Session, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+    """The cosine of each of `ids` with the query, from its row: the float32 copy, or the JSON
+    record for a row written without one; 0 for a vector of another size."""
+    if not ids:
+        return {}
+    rows = session.execute(
+        select(EpisodeSummary.id, EpisodeSummary.embedding_f32, EpisodeSummary.embedding).where(
+            EpisodeSummary.id.in_(list(ids))
         )
-        q = np.asarray(query, dtype=np.float32)
-        out = {}
-        for i, blob, record in rows:
-            vector = from_row(blob, record)
-            out[int(i)] = float(vector @ q) if vector.shape == q.shape else 0.0
-        return out
+    )
+    q = np.asarray(query, dtype=np.float32)
+    out = {}
+    for i, blob, record in rows:
+        vector = from_row(blob, record)
+        out[int(i)] = float(vector @ q) if vector.shape == q.shape else 0.0
+    return out

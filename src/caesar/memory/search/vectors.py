@@ -536,6 +536,9 @@ class CurrentModelIndex:
         self._index: VectorIndex | None = None
         self._lock = threading.Lock()
 
+    def current_model(self) -> str:
+        return self._model_id()
+
     def get(self) -> VectorIndex:
         model_id = self._model_id()
         with self._lock:
