@@ -21,15 +21,14 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 from test_vectors import (
-    CASES,
     DIM,
     MODEL,
     NOW_S,
     TIE,
     Corpus,
-    adr_rank,
     check,
     queries_for,
+    searches,
 )
 
 from caesar.db import Database, migrate
@@ -111,36 +110,14 @@ def check_recall(search: Bound, corpus: Corpus, queries: np.ndarray, model: str)
     """An approximate search against brute force (see the module doc): the share of the
     exact ids it finds, and every hit exact. Returns how many hits compared."""
     found = wanted = 0
-    top_recalls = 1 + 0.25 * np.log1p(max(corpus.recalls.values()))
-    for case in CASES:
-        min_created = None
-        if "age_days" in case:
-            min_created = NOW_S - case["age_days"] * SECONDS_PER_DAY
-        ranked = bool(case.get("ranked"))
-        for query in queries:
-            hits = search.search(
-                query,
-                limit=case["limit"],
-                threshold=case.get("threshold"),
-                min_created=min_created,
-                rank=adr_rank if ranked else None,
-                factor_range=(0.0, top_recalls) if ranked else (1.0, 1.0),
-            )
-            want, scores = corpus.brute_force(
-                query,
-                limit=case["limit"],
-                threshold=case.get("threshold"),
-                min_created=min_created,
-                ranked=ranked,
-                model=model,
-            )
-            got = [int(i) for i in hits.ids]
-            assert all(i in scores for i in got), case  # each passes the filters
-            keys = [scores[i][0] for i in got]
-            assert all(a >= b - TIE for a, b in zip(keys, keys[1:], strict=False)), case
-            np.testing.assert_allclose(hits.cosine, [scores[i][1] for i in got], atol=1e-5)
-            found += len(set(got) & set(want))
-            wanted += len(want)
+    for case, hits, want, scores in searches(search, corpus, queries, model):
+        got = [int(i) for i in hits.ids]
+        assert all(i in scores for i in got), case  # each passes the filters
+        keys = [scores[i][0] for i in got]
+        assert all(a >= b - TIE for a, b in zip(keys, keys[1:], strict=False)), case
+        np.testing.assert_allclose(hits.cosine, [scores[i][1] for i in got], atol=1e-5)
+        found += len(set(got) & set(want))
+        wanted += len(want)
     assert found >= HNSW_RECALL * wanted, (found, wanted)
     return wanted
 

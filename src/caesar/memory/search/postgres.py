@@ -16,7 +16,16 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from caesar.memory.search.in_process import InProcessVectors
-from caesar.memory.search.sql import driver_rows, episode_filters, marks, statement
+from caesar.memory.search.sql import (
+    all_exist,
+    by_window,
+    count,
+    driver_rows,
+    episode_filters,
+    int_pair,
+    marks,
+    statement,
+)
 
 # ts_rank weights for labels {D, C, B, A}; A = summary, B = conversation: a word in the
 # summary counts double one in the conversation, as on SQLite.
@@ -63,11 +72,9 @@ class PostgresFullText:
         return {int(i): float(score) for i, score in rows if score > 0}
 
     def term_counts(self, session: Session, terms: Sequence[str]) -> tuple[int, list[int]]:
-        n = int(session.execute(text("SELECT count(*) FROM episode_fts")).scalar() or 0)
         per_term = "SELECT count(*) FROM episode_fts WHERE document @@ to_tsquery('english', :term)"
-        return n, [
-            int(session.execute(text(per_term), {"term": tsquery_text([t])}).scalar() or 0)
-            for t in terms
+        return count(session, "SELECT count(*) FROM episode_fts"), [
+            count(session, per_term, {"term": tsquery_text([t])}) for t in terms
         ]
 
     def probe_contains(self, session: Session, terms: Sequence[str], probe_id: int) -> list[bool]:
@@ -79,18 +86,17 @@ class PostgresFullText:
                 "EXISTS (SELECT 1 FROM episode_fts "
                 f"WHERE episode_id = :probe AND document @@ to_tsquery('english', :t{i}))"
             )
-        row = session.execute(statement(f"SELECT {', '.join(checks)}"), params).one()
-        return [bool(v) for v in row]
+        return all_exist(session, checks, params)
 
     def count_holding_all(self, session: Session, terms: Sequence[str]) -> int:
         sql = "SELECT count(*) FROM episode_fts WHERE document @@ to_tsquery('english', :q)"
-        q = tsquery_text(terms, every=True)
-        return int(session.execute(text(sql), {"q": q}).scalar() or 0)
+        return count(session, sql, {"q": tsquery_text(terms, every=True)})
 
     def indexed_id_range(self, session: Session) -> tuple[int, int]:
-        sql = "SELECT (SELECT min(episode_id) FROM episode_fts), (SELECT max(episode_id) FROM episode_fts)"
-        first, last = session.execute(text(sql)).one()
-        return int(first or 0), int(last or 0)
+        return int_pair(
+            session,
+            "SELECT (SELECT min(episode_id) FROM episode_fts), (SELECT max(episode_id) FROM episode_fts)",
+        )
 
     def window_scores(
         self, session: Session, terms: Sequence[str], ids: Sequence[int]
@@ -100,11 +106,7 @@ class PostgresFullText:
             SELECT f.episode_id, f.window_no, ts_rank(f.document, q.query, 1)
             FROM episode_window_fts AS f, to_tsquery('english', %s) AS q(query)
             WHERE f.episode_id IN ({marks(session, len(ids))}) AND f.document @@ q.query"""
-        out: dict[int, dict[int, float]] = {}
-        for episode_id, window_no, score in driver_rows(session, sql, [tsquery_text(terms), *ids]):
-            if score > 0:
-                out.setdefault(int(episode_id), {})[int(window_no)] = float(score)
-        return out
+        return by_window(driver_rows(session, sql, [tsquery_text(terms), *ids]))
 
     def has_windows(self, session: Session, episode_id: int) -> bool:
         sql = "SELECT 1 FROM episode_window_fts WHERE episode_id = :id LIMIT 1"

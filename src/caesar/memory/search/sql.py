@@ -35,6 +35,32 @@ def statement(sql: str, *expanding: str) -> TextClause:
     return clause.bindparams(*(bindparam(n, expanding=True) for n in expanding))
 
 
+def count(session: Session, sql: str, params: dict[str, object] | None = None) -> int:
+    """The single integer `sql` selects (0 for NULL)."""
+    return int(session.execute(text(sql), params or {}).scalar() or 0)
+
+
+def int_pair(session: Session, sql: str) -> tuple[int, int]:
+    """The two integers `sql` selects (0 for NULL)."""
+    first, last = session.execute(text(sql)).one()
+    return int(first or 0), int(last or 0)
+
+
+def all_exist(session: Session, checks: list[str], params: dict[str, object]) -> list[bool]:
+    """The truth of each EXISTS (…) of `checks`, in one statement."""
+    row = session.execute(statement(f"SELECT {', '.join(checks)}"), params).one()
+    return [bool(v) for v in row]
+
+
+def by_window(rows: Sequence[Any]) -> dict[int, dict[int, float]]:
+    """(episode id, window number, score) rows as {episode: {window: score}}, scores > 0."""
+    out: dict[int, dict[int, float]] = {}
+    for episode_id, window_no, score in rows:
+        if score > 0:
+            out.setdefault(int(episode_id), {})[int(window_no)] = float(score)
+    return out
+
+
 def episode_filters(
     key: str,
     *,

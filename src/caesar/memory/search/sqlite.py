@@ -25,7 +25,16 @@ from sqlalchemy.orm import Session
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.memory.search import passages
 from caesar.memory.search.in_process import InProcessVectors
-from caesar.memory.search.sql import driver_rows, episode_filters, marks, statement
+from caesar.memory.search.sql import (
+    all_exist,
+    by_window,
+    count,
+    driver_rows,
+    episode_filters,
+    int_pair,
+    marks,
+    statement,
+)
 from caesar.memory.transcript import conversation_turns
 
 # The summary is what recall shows; a word there counts double a word in the conversation.
@@ -102,7 +111,7 @@ class SqliteFullText:
         return n, [
             docs[tokens[t][0]]
             if len(tokens[t]) == 1
-            else int(session.execute(text(per_term), {"term": fts5_match([t])}).scalar() or 0)
+            else count(session, per_term, {"term": fts5_match([t])})
             for t in terms
         ]
 
@@ -115,19 +124,18 @@ class SqliteFullText:
             checks.append(
                 f"EXISTS (SELECT 1 FROM episode_fts WHERE episode_fts MATCH :t{i} AND rowid = :probe)"
             )
-        row = session.execute(statement(f"SELECT {', '.join(checks)}"), params).one()
-        return [bool(v) for v in row]
+        return all_exist(session, checks, params)
 
     def count_holding_all(self, session: Session, terms: Sequence[str]) -> int:
         sql = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :q"
-        q = fts5_match(terms, every=True)
-        return int(session.execute(text(sql), {"q": q}).scalar() or 0)
+        return count(session, sql, {"q": fts5_match(terms, every=True)})
 
     def indexed_id_range(self, session: Session) -> tuple[int, int]:
         # Two subqueries: each reads one end of the primary key (min and max in one SELECT scan).
-        sql = "SELECT (SELECT min(id) FROM episode_fts_docsize), (SELECT max(id) FROM episode_fts_docsize)"
-        first, last = session.execute(text(sql)).one()
-        return int(first or 0), int(last or 0)
+        return int_pair(
+            session,
+            "SELECT (SELECT min(id) FROM episode_fts_docsize), (SELECT max(id) FROM episode_fts_docsize)",
+        )
 
     def window_scores(
         self, session: Session, terms: Sequence[str], ids: Sequence[int]
@@ -140,11 +148,7 @@ class SqliteFullText:
             WHERE episode_window_fts MATCH ? AND f.rowid BETWEEN ? AND ?
               AND +(f.rowid / {WINDOW_SLOTS}) IN ({marks(session, len(ids))})"""
         params = [fts5_match(terms), rowids(ids[0])[0], rowids(ids[-1])[-1], *ids]
-        out: dict[int, dict[int, float]] = {}
-        for episode_id, window_no, score in driver_rows(session, sql, params):
-            if score > 0:
-                out.setdefault(int(episode_id), {})[int(window_no)] = float(score)
-        return out
+        return by_window(driver_rows(session, sql, params))
 
     def has_windows(self, session: Session, episode_id: int) -> bool:
         span = rowids(episode_id)
