@@ -264,3 +264,28 @@ def test_pgvector_without_its_table_is_a_start_up_error_naming_the_fix(make_serv
         session.execute(text("DROP TABLE episode_vectors CASCADE"))
     with pytest.raises(ConfigError, match="CREATE EXTENSION vector"):
         services.episodes.warm()
+
+
+def test_migration_0007_copies_existing_episodes_and_keeps_them_in_step(pg_url):
+    db = Database(pg_url)
+    try:
+        migrate.upgrade(db, "0006")
+        corpus = Corpus(db, seed=6)
+        corpus.add(30)
+        with db.write() as session:  # a trivial summary is not searched
+            session.execute(text("UPDATE episode_summaries SET summary = '' WHERE id = 3"))
+        migrate.upgrade(db)
+        backend = _backend(db, "pgvector", [MODEL])
+        query = queries_for(corpus)[0]
+        with db.read() as session:
+            seen = backend.cosines(session, list(range(1, 31)), query)
+        assert sorted(seen) == [i for i in range(1, 31) if i != 3]
+        assert seen[7] == pytest.approx(float(corpus.vectors[7] @ query), abs=1e-5)
+        corpus.delete([7])
+        with db.write() as session:
+            session.execute(text("UPDATE episode_summaries SET summary = 'back' WHERE id = 3"))
+        with db.read() as session:
+            seen = backend.cosines(session, list(range(1, 31)), query)
+        assert sorted(seen) == [i for i in range(1, 31) if i != 7]
+    finally:
+        db.dispose()
