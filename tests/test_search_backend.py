@@ -3,8 +3,9 @@ engine it serves: a vector search answers as an exact brute force over the same 
 with thresholds, age filters and a rank (test_vectors.CASES), rows added after the first
 search, deletes, and a change of embedding model.
 
-Backends: SQLite and PostgreSQL with the in-process index; PostgreSQL with pgvector, before
-the model's HNSW index is built (an exact scan) and after.
+Backends: SQLite and PostgreSQL with the in-process index; PostgreSQL's own vector search
+(pgvector) without an index (an exact scan: the SQL's filters and over-fetch, checked exactly)
+and PostgreSQL's backend as it runs, once the vectors are migrated and the HNSW index built.
 
 Tolerance: exact backends give the same ids in the same order, except rows whose scores tie to
 float32 rounding (test_vectors.TIE, 1e-6), which may come in either order, and every cosine
@@ -34,8 +35,9 @@ from test_vectors import (
 from caesar.db import Database, migrate
 from caesar.db.models import EpisodeSummary
 from caesar.memory.importance import SECONDS_PER_DAY
-from caesar.memory.search.backend import SearchBackend, search_backend
-from caesar.memory.search.pgvector import ensure_index, index_name
+from caesar.memory.search.backend import VectorSearch, search_backend
+from caesar.memory.search.pgvector import PgvectorSearch, PgvectorVectors
+from caesar.memory.search.pgvector_migration import index_name
 from caesar.memory.search.vectors import CurrentModelIndex, epoch_seconds
 
 OTHER = "other-model"
@@ -61,32 +63,36 @@ def store(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
 class Bound:
     """A backend and a read session in VectorIndex.search's shape, for test_vectors.check."""
 
-    def __init__(self, backend: SearchBackend, session: Any) -> None:
+    def __init__(self, backend: VectorSearch, session: Any) -> None:
         self.backend, self.session = backend, session
 
     def search(self, query: np.ndarray, **kwargs: Any) -> Any:
         return self.backend.search(self.session, query, **kwargs)
 
 
-def _backend(db: Database, name: str, model: list[str]) -> SearchBackend:
+def _backend(db: Database, name: str, model: list[str]) -> VectorSearch:
     """Backend `name`, searching the vectors of model `model[0]` (changed in place)."""
+    if name == "pgvector":
+        return PgvectorVectors(lambda: model[0])
     indexes = CurrentModelIndex(
         EpisodeSummary, lambda: model[0], extra_filter=EpisodeSummary.summary != ""
     )
-    vectors = "pgvector" if name.startswith("pgvector") else "in_process"
-    return search_backend(db.engine.dialect.name, indexes, vectors)
+    vectors = "pgvector" if name == "pgvector-hnsw" else "in_process"
+    return search_backend(db.engine.dialect.name, indexes, vectors, dimension=lambda: DIM)
 
 
 def _check(
-    store: tuple[Database, str], backend: SearchBackend, corpus: Corpus, model: str = MODEL
+    store: tuple[Database, str], backend: VectorSearch, corpus: Corpus, model: str = MODEL
 ) -> int:
     db, name = store
     if name != "pgvector-hnsw":
         with db.read() as session:
             backend.refresh(session)
             return check(Bound(backend, session), corpus, queries_for(corpus), model)
-    with db.write() as session:
-        assert ensure_index(session, model)
+    assert isinstance(backend, PgvectorSearch)
+    assert backend.migrate(db).ready  # type: ignore[union-attr]  # builds the model's index
+    with db.read() as session:
+        assert backend.searches_database(session)
     scans = _index_scans(db, model)
     with db.read() as session:
         # at these sizes the planner would rather read and sort the model's rows: the index
@@ -239,7 +245,11 @@ def test_recall_through_pgvector_answers_as_the_in_process_index_does(make_servi
         ],
     )
     run_until_caught_up(in_process.workers["memory.summarise"])
-    assert in_database.episodes.warm() == len(CHATS)  # builds the model's HNSW index
+    status = in_database.episodes.migrate_vectors()  # builds the model's HNSW index
+    assert status is not None and status.ready and status.dims == 384
+    assert in_database.episodes.warm() == len(CHATS)
+    with in_database.db.read() as session:
+        assert in_database.episodes.backend.searches_database(session)
     for query in QUERIES:
         for fusion in ("hybrid", "dense"):
             want = in_process.episodes.preview(query, fusion=fusion, similarity_threshold=0.0)
@@ -252,40 +262,3 @@ def test_recall_through_pgvector_answers_as_the_in_process_index_does(make_servi
 def test_pgvector_is_refused_on_sqlite(make_settings):
     with pytest.raises(ValueError, match="needs PostgreSQL"):
         make_settings(memory={"episodes_recall": {"vector_search": "pgvector"}})
-
-
-def test_pgvector_without_its_table_is_a_start_up_error_naming_the_fix(make_services, pg_url):
-    from caesar.errors import ConfigError
-
-    services = make_services(
-        database_url=pg_url, memory={"episodes_recall": {"vector_search": "pgvector"}}
-    )
-    with services.db.write() as session:  # as if pgvector had been missing at migration 0007
-        session.execute(text("DROP TABLE episode_vectors CASCADE"))
-    with pytest.raises(ConfigError, match="CREATE EXTENSION vector"):
-        services.episodes.warm()
-
-
-def test_migration_0007_copies_existing_episodes_and_keeps_them_in_step(pg_url):
-    db = Database(pg_url)
-    try:
-        migrate.upgrade(db, "0006")
-        corpus = Corpus(db, seed=6)
-        corpus.add(30)
-        with db.write() as session:  # a trivial summary is not searched
-            session.execute(text("UPDATE episode_summaries SET summary = '' WHERE id = 3"))
-        migrate.upgrade(db)
-        backend = _backend(db, "pgvector", [MODEL])
-        query = queries_for(corpus)[0]
-        with db.read() as session:
-            seen = backend.cosines(session, list(range(1, 31)), query)
-        assert sorted(seen) == [i for i in range(1, 31) if i != 3]
-        assert seen[7] == pytest.approx(float(corpus.vectors[7] @ query), abs=1e-5)
-        corpus.delete([7])
-        with db.write() as session:
-            session.execute(text("UPDATE episode_summaries SET summary = 'back' WHERE id = 3"))
-        with db.read() as session:
-            seen = backend.cosines(session, list(range(1, 31)), query)
-        assert sorted(seen) == [i for i in range(1, 31) if i != 7]
-    finally:
-        db.dispose()

@@ -264,10 +264,13 @@ class EpisodesRecallSettings(Section):
     # One turn of an excerpt longer than this is cut to its sentences that match the message.
     excerpt_turn_chars: int = Field(default=600, ge=80, le=5_000)
     summary_chars: int = Field(default=200, ge=20, le=2_000)  # a summary line's length cap
-    # Where the episodes' vectors are searched (issue #24): "in_process", an index loaded by
-    # each process (the only choice on SQLite); "pgvector", PostgreSQL's own HNSW index —
-    # nothing loaded per process, a forget gone for every process at once (migration 0007).
-    vector_search: Literal["in_process", "pgvector"] = "in_process"
+    # Where the episodes' vectors are searched (issue #24): "auto" — on PostgreSQL, pgvector's
+    # own HNSW index (nothing loaded per process, a forget gone for every process at once)
+    # once the vectors are migrated, the in-process index until then, or for good where
+    # pgvector cannot be used (a warning names the fix); on SQLite, the in-process index.
+    # "pgvector" is "auto" that refuses to start without pgvector; "in_process" keeps the
+    # index loaded by each process on PostgreSQL too.
+    vector_search: Literal["auto", "in_process", "pgvector"] = "auto"
 
 
 class MemorySettings(Section):

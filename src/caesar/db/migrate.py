@@ -19,7 +19,7 @@ def unmanaged_tables() -> frozenset[str]:
     tables, pgvector's copy of the embeddings): autogenerate and the schema-vs-models test
     skip them."""
     from caesar.memory.search.hybrid import KEYWORD_TABLES
-    from caesar.memory.search.pgvector import VECTOR_TABLES
+    from caesar.memory.search.pgvector_migration import VECTOR_TABLES
 
     return frozenset(KEYWORD_TABLES + VECTOR_TABLES)
 

@@ -38,6 +38,7 @@ from caesar.memory.importance import (
 )
 from caesar.memory.search.backend import SearchBackend, search_backend
 from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, Ranking, hybrid_search
+from caesar.memory.search.pgvector_migration import Progress, VectorStatus
 from caesar.memory.search.question import Asked, read_question
 from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
 from caesar.memory.transcript import conversation_turns
@@ -210,7 +211,10 @@ class EpisodeMemory:
         )
         # chosen once, by engine: what recall searches the episodes with
         self.backend: SearchBackend = search_backend(
-            db.engine.dialect.name, self._indexes, settings.vector_search
+            db.engine.dialect.name,
+            self._indexes,
+            settings.vector_search,
+            dimension=lambda: int(self.embed_query("dimension").shape[-1]),
         )
 
     def index(self) -> VectorIndex:
@@ -219,6 +223,11 @@ class EpisodeMemory:
     def warm(self) -> int:
         """Ready the search now (start-up), rather than on the first turn."""
         return self.backend.warm(self.db)
+
+    def migrate_vectors(self, progress: Progress | None = None) -> VectorStatus | None:
+        """Move the vectors where the database searches them, if it does (PostgreSQL with
+        pgvector): batched, resumable; recall goes on meanwhile."""
+        return self.backend.migrate(self.db, progress)
 
     def forget(self, episode_ids: list[int]) -> None:
         """Never recall episodes deleted by retention again (the in-process index drops them)."""

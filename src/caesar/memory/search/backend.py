@@ -8,9 +8,11 @@ engine (`search_backend`, called by `Services`):
 
 - SQLite (`memory/search/sqlite.py`): FTS5 full text + the in-process vector index
   (memory/search/vectors.py) — the fast embedded default;
-- PostgreSQL (`memory/search/postgres.py`): `tsvector` full text + the in-process vector
-  index, or, with `memory.episodes_recall.vector_search = "pgvector"`, the vectors searched in
-  PostgreSQL itself (`memory/search/pgvector.py`: HNSW, nothing held per process).
+- PostgreSQL (`memory/search/pgvector.py`): `tsvector` full text + the vectors searched in
+  PostgreSQL itself (pgvector's HNSW, nothing held per process) once they are migrated, the
+  in-process index until then, or for good where pgvector cannot be used
+  (`memory.episodes_recall.vector_search`: "auto", the default; "pgvector" insists;
+  "in_process" keeps today's index, `memory/search/postgres.py`).
 
 Code that holds a session and nothing else (migrations, `caesar episodes reembed`, the keyword
 helpers of memory/search/keywords.py) reaches the engine's full-text half with `full_text`.
@@ -36,6 +38,7 @@ from sqlalchemy.orm import Session
 from caesar.db.engine import Database
 from caesar.memory.search.in_process import IndexSource
 from caesar.memory.search.pgvector import PgvectorSearch
+from caesar.memory.search.pgvector_migration import Progress, VectorStatus
 from caesar.memory.search.postgres import PostgresFullText, PostgresSearch
 from caesar.memory.search.sqlite import SqliteFullText, SqliteSearch
 from caesar.memory.search.vector_math import Hits
@@ -68,6 +71,12 @@ class VectorSearch(Protocol):
     def forget(self, ids: Sequence[int]) -> None:
         """Never return these deleted episodes again: drop them from any copy this process
         holds (a no-op where the database itself is searched)."""
+        ...
+
+    def migrate(self, db: Database, progress: Progress | None = None) -> VectorStatus | None:
+        """Bring the database's own vector search up to date (pgvector: copy the vectors
+        written before it, build the model's index), batched and resumable, while searches
+        go on; None where there is nothing of the kind."""
         ...
 
     def search(
@@ -170,22 +179,32 @@ class SearchBackend(VectorSearch, FullTextSearch, Protocol):
 
 
 _TEXT: dict[str, FullTextSearch] = {"sqlite": SqliteFullText(), "postgresql": PostgresFullText()}
-VectorStore = Literal["in_process", "pgvector"]
-_BACKENDS: dict[tuple[str, VectorStore], Callable[[IndexSource], SearchBackend]] = {
-    ("sqlite", "in_process"): SqliteSearch,
-    ("postgresql", "in_process"): PostgresSearch,
-    ("postgresql", "pgvector"): lambda indexes: PgvectorSearch(indexes.current_model),
+VectorStore = Literal["auto", "in_process", "pgvector"]
+Dimension = Callable[[], int] | None
+_BACKENDS: dict[tuple[str, VectorStore], Callable[[IndexSource, Dimension], SearchBackend]] = {
+    ("sqlite", "auto"): lambda indexes, _dim: SqliteSearch(indexes),
+    ("sqlite", "in_process"): lambda indexes, _dim: SqliteSearch(indexes),
+    ("postgresql", "in_process"): lambda indexes, _dim: PostgresSearch(indexes),
+    ("postgresql", "auto"): lambda indexes, dim: PgvectorSearch(indexes, dimension=dim),
+    ("postgresql", "pgvector"): lambda indexes, dim: PgvectorSearch(
+        indexes, dimension=dim, required=True
+    ),
 }
 
 
 def search_backend(
-    engine: str, indexes: IndexSource, vectors: VectorStore = "in_process"
+    engine: str,
+    indexes: IndexSource,
+    vectors: VectorStore = "auto",
+    dimension: Dimension = None,
 ) -> SearchBackend:
     """The backend of database engine `engine` (SQLAlchemy's dialect name) whose vectors are
     searched where `vectors` says: in this process (`indexes.get()`, the current embedding
-    model's index) or in the database (`indexes.current_model()`'s rows)."""
+    model's index) or in the database (`indexes.current_model()`'s rows); "auto" is the
+    database where it can (PostgreSQL with pgvector). `dimension`: the embedder's, for an
+    index built before the model has vectors."""
     try:
-        return _BACKENDS[engine, vectors](indexes)
+        return _BACKENDS[engine, vectors](indexes, dimension)
     except KeyError:
         raise ValueError(f"no search backend for {vectors} vectors on {engine!r}") from None
 

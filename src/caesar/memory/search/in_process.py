@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
 from caesar.db.models import EpisodeSummary
+from caesar.memory.search.pgvector_migration import Progress, VectorStatus
 from caesar.memory.search.vector_math import Hits, from_row
 from caesar.memory.search.vectors import Rank, VectorIndex
 
@@ -25,6 +26,10 @@ class IndexSource(Protocol):
     def get(self) -> VectorIndex: ...
 
     def forget(self, ids: Sequence[int]) -> None: ...
+
+    def release(self) -> None:
+        """Let go of the loaded index (the vectors are searched elsewhere now)."""
+        ...
 
 
 class FixedIndex:
@@ -41,6 +46,9 @@ class FixedIndex:
 
     def forget(self, ids: Sequence[int]) -> None:
         self.index.forget(list(ids))
+
+    def release(self) -> None:
+        """Kept: it was given."""
 
 
 class InProcessVectors:
@@ -103,6 +111,10 @@ class InProcessVectors:
         with db.read() as session:
             self.refresh(session)
         return len(self._index())
+
+    def migrate(self, db: Database, progress: Progress | None = None) -> VectorStatus | None:
+        """Nothing to migrate: the vectors are searched where they are loaded."""
+        return None
 
 
 def row_cosines(session: Session, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:

@@ -1,11 +1,11 @@
 """PostgreSQL searching its own vectors (pgvector): nothing is held in this process.
 
-Each episode's embedding is copied into `episode_vectors` by a trigger, in the transaction
-that writes the row, and goes with it (migration 0007): there is nothing to poll, and a forget
-is gone for every process at once. The column has no dimension, so one table serves every
-embedding model; each model gets its own HNSW index over `embedding::vector(<dimension>)`,
-restricted to its rows (`ensure_index`), and a search orders by that same expression, so the
-planner can use the model's index — or, before it is built, scan the model's rows exactly.
+Each episode's embedding is in `episode_vectors` (memory/search/pgvector_migration.py), written
+by a trigger in the transaction that writes the row and gone with it: there is nothing to poll,
+and a forget is gone for every process at once. The column has no dimension, so one table
+serves every embedding model; each model gets its own HNSW index over
+`embedding::vector(<dimension>)`, restricted to its rows of that dimension, and a search names
+those rows and orders by that same expression, so the planner can use the model's index.
 
 A search asks for the best rows by cosine, filtered in SQL (model, age), with pgvector's
 iterative index scans on (>= 0.8), so a filter that rejects many of the index's nearest rows
@@ -14,11 +14,18 @@ weight) become over-fetch and re-rank: rows are fetched by cosine, best first, i
 batches, until no row left unfetched could pass the threshold or outrank the k-th kept
 (its score is at most its cosine × the largest factor, `factor_range`) — exact over what the
 scan returns.
+
+`PgvectorSearch`, PostgreSQL's backend, searches there once the vectors are migrated and the
+model's index is built (`pgvector_migration.status(...).ready`), and its in-process index
+until then: an install upgraded with many episodes keeps chatting, and recalling, while they
+are copied and indexed.
 """
 
 from __future__ import annotations
 
-import hashlib
+import logging
+import threading
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -27,29 +34,22 @@ from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
 from caesar.errors import ConfigError
-from caesar.memory.search.in_process import row_cosines
+from caesar.memory.search import pgvector_migration as migration
+from caesar.memory.search.in_process import IndexSource, InProcessVectors, row_cosines
+from caesar.memory.search.pgvector_migration import Progress, VectorStatus, index_predicate
 from caesar.memory.search.postgres import PostgresFullText
 from caesar.memory.search.vector_math import Hits, epoch_seconds_v, top_indices, unseen_bound
 from caesar.memory.search.vectors import Rank
 
-# Not SQLAlchemy models (migration 0007): the schema-vs-models comparison skips them.
-VECTOR_TABLES = ("episode_vectors",)
-MISSING = (
-    'memory.episodes_recall.vector_search = "pgvector", but this database has no '
-    "episode_vectors table: pgvector could not be created when it was migrated. Unset "
-    "vector_search, or see docs/configuration.md (PostgreSQL) for CREATE EXTENSION vector."
-)
+log = logging.getLogger("caesar.vectors")
 # A search with a rank fetches at least this many rows, or twice the limit, at first.
 FIRST_BATCH = 32
 # hnsw.ef_search: the candidate list of one index scan (pgvector's default is 40); iterative
 # scans go on past it until the filters have let k rows through.
 EF_SEARCH = 100
-
-
-def _literal(value: str) -> str:
-    """A string as an SQL literal: a partial index's predicate must appear verbatim in the
-    query for the planner to use it, so the model is written into the statement."""
-    return "'" + value.replace("'", "''") + "'"
+# While the vectors are not ready, how often a process asks the database whether they are
+# (another process may be migrating them).
+RECHECK_SECONDS = 5.0
 
 
 def _vector(query: np.ndarray) -> str:
@@ -57,17 +57,15 @@ def _vector(query: np.ndarray) -> str:
     return "[" + ",".join(repr(float(x)) for x in np.asarray(query, dtype=np.float32)) + "]"
 
 
-def index_name(model: str, dim: int) -> str:
-    """The HNSW index of `model`'s vectors of `dim` dimensions. Pure."""
-    return f"idx_episode_vectors_hnsw_{hashlib.sha1(model.encode()).hexdigest()[:12]}_{dim}"
-
-
 class PgvectorVectors:
-    """`VectorSearch` (memory/search/backend.py) in PostgreSQL, for the model `model_id()`."""
+    """`VectorSearch` (memory/search/backend.py) in PostgreSQL, for the model `model_id()`:
+    its rows of the dimension most of them have (a row of another size is not searched, as
+    the in-process index skips it)."""
 
     def __init__(self, model_id: Callable[[], str]) -> None:
         self._model_id = model_id
         self._max_recalls = 0.0
+        self._dims: dict[str, int] = {}  # per model, once it has vectors
         # rows fetched / rows asked for, per search with a rank: the over-fetch factor
         self.fetched: list[float] = []
 
@@ -90,16 +88,27 @@ class PgvectorVectors:
         """Nothing held here: a deleted row's vector went with it."""
 
     def warm(self, db: Database) -> int:
-        """Builds the current model's index; refuses a database without `episode_vectors`
-        (pgvector was missing when it was migrated) with the fix."""
-        with db.read() as session:
-            if session.execute(text("SELECT to_regclass('episode_vectors')")).scalar() is None:
-                raise ConfigError(MISSING)
-        with db.write() as session:
-            ensure_index(session, self.model_id)
+        """Nothing to load: how many episodes of the model are searched."""
         with db.read() as session:
             sql = "SELECT count(*) FROM episode_vectors WHERE model = :m"
             return int(session.execute(text(sql), {"m": self.model_id}).scalar() or 0)
+
+    def migrate(self, db: Database, progress: Progress | None = None) -> VectorStatus | None:
+        """Nothing: the index is built by `PgvectorSearch.migrate`."""
+        return None
+
+    def dims(self, session: Session) -> int | None:
+        """The model's dimension: its index's, or most of its vectors'; None before any."""
+        model = self.model_id
+        if model not in self._dims:
+            found = migration.model_dims(session, model)
+            if found is None:
+                return None
+            self._dims[model] = found
+        return self._dims[model]
+
+    def know_dims(self, model: str, dims: int) -> None:
+        self._dims[model] = dims
 
     def _rows(
         self,
@@ -113,11 +122,11 @@ class PgvectorVectors:
     ) -> Hits:
         """(id, cosine, created, recall count) of the model's rows of the query's dimension,
         by `order` ("distance": nearest first; "newest": highest id first)."""
-        dim = int(np.asarray(query).shape[-1])
+        dim = self._query_dims(session, query)
+        if dim is None:
+            return Hits.empty()
         distance = f"v.embedding::vector({dim}) <=> CAST(:q AS vector({dim}))"
-        # (no dimension filter: the planner would misjudge how many rows pass and skip the
-        # index; a model's vectors all have its dimension, `_check_dimension` compares)
-        where = [f"v.model = {_literal(self.model_id)}"]
+        where = [index_predicate(self.model_id, dim, "v.")]
         params: dict[str, object] = {"q": _vector(query), "limit": limit}
         if min_created is not None:
             where.append("v.created_at >= to_timestamp(:min_created) AT TIME ZONE 'UTC'")
@@ -159,8 +168,7 @@ class PgvectorVectors:
         rank: Rank | None = None,
         factor_range: tuple[float, float] = (1.0, 1.0),
     ) -> Hits:
-        _check_dimension(session, self.model_id, query)
-        if limit <= 0:
+        if limit <= 0 or self._query_dims(session, query) is None:
             return Hits.empty()
         if rank is None:
             factor_range = (1.0, 1.0)
@@ -207,35 +215,143 @@ class PgvectorVectors:
     ) -> dict[int, float]:
         return row_cosines(session, ids, query)
 
-
-class PgvectorSearch(PgvectorVectors, PostgresFullText):
-    """PostgreSQL's `SearchBackend` with pgvector: tsvector and vectors, both in the database."""
-
-
-def _check_dimension(session: Session, model: str, query: np.ndarray) -> None:
-    """A query of another dimension than the model's rows is the caller's error (as the
-    in-process index raises it), not an empty answer."""
-    sql = "SELECT vector_dims(embedding) FROM episode_vectors WHERE model = :m LIMIT 1"
-    dim = session.execute(text(sql), {"m": model}).scalar()
-    if dim is not None and dim != int(np.asarray(query).shape[-1]):
-        raise ValueError(f"query has {np.asarray(query).shape[-1]} dims, index has {dim}")
+    def _query_dims(self, session: Session, query: np.ndarray) -> int | None:
+        """The model's dimension (None: it has no vectors yet). A query of another dimension
+        is the caller's error (as the in-process index raises it), not an empty answer."""
+        dims, asked = self.dims(session), int(np.asarray(query).shape[-1])
+        if dims is not None and dims != asked:
+            raise ValueError(f"query has {asked} dims, index has {dims}")
+        return dims
 
 
-def ensure_index(session: Session, model: str) -> bool:
-    """Build `model`'s HNSW index (cosine distance, over its rows' dimension) unless it has
-    one; False when the model has no rows yet (its dimension is unknown). Builds inside the
-    caller's transaction: writes to the table wait for it. The table is analysed after, so
-    the planner knows how many rows the index spares it reading."""
-    sql = "SELECT vector_dims(embedding) FROM episode_vectors WHERE model = :m LIMIT 1"
-    dim = session.execute(text(sql), {"m": model}).scalar()
-    if dim is None:
-        return False
-    session.execute(
-        text(
-            f"CREATE INDEX IF NOT EXISTS {index_name(model, int(dim))} ON episode_vectors "
-            f"USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops) "
-            f"WHERE model = {_literal(model)}"
+class PgvectorSearch(PostgresFullText):
+    """PostgreSQL's `SearchBackend`: tsvector, and the vectors in PostgreSQL once they are
+    ready for the current model (see the module doc) — its in-process index until then.
+
+    `required` (vector_search = "pgvector"): a database where pgvector cannot be used is a
+    start-up error naming the fix; otherwise ("auto") a warning naming it, and the in-process
+    index for good. `dimension` gives the model's dimension for an index built before it has
+    any vectors (a fresh install)."""
+
+    def __init__(
+        self,
+        indexes: IndexSource,
+        *,
+        dimension: Callable[[], int] | None = None,
+        required: bool = False,
+    ) -> None:
+        self.database = PgvectorVectors(indexes.current_model)
+        self.in_process = InProcessVectors(indexes)
+        self._indexes = indexes
+        self._dimension = dimension
+        self._required = required
+        self._ready_model: str | None = None
+        self._next_check = 0.0
+        self._lock = threading.Lock()
+
+    # -- which one searches ---------------------------------------------------------------
+    def _vectors(self) -> PgvectorVectors | InProcessVectors:
+        ready = self._ready_model == self._indexes.current_model()
+        return self.database if ready else self.in_process
+
+    def searches_database(self, session: Session) -> bool:
+        """Whether the vectors are searched in PostgreSQL now; asks the database (at most
+        every RECHECK_SECONDS) while they are not."""
+        model = self._indexes.current_model()
+        if self._ready_model == model:
+            return True
+        with self._lock:
+            if time.monotonic() < self._next_check:
+                return False
+            self._next_check = time.monotonic() + RECHECK_SECONDS
+        self._use(model, migration.status(session, model))
+        return self._ready_model == model
+
+    def _use(self, model: str, status: VectorStatus) -> None:
+        if not status.ready or self._ready_model == model:
+            return
+        self.database.know_dims(model, int(status.dims or 0))
+        self._ready_model = model
+        # what this process held is searched in PostgreSQL now
+        self._indexes.release()
+        log.info("episode search: %s, nothing held in this process", status.describe())
+
+    # -- VectorSearch -----------------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        return self._indexes.current_model()
+
+    @property
+    def max_recall_count(self) -> float:
+        return self._vectors().max_recall_count
+
+    def refresh(self, session: Session) -> None:
+        self.searches_database(session)
+        self._vectors().refresh(session)
+
+    def warm(self, db: Database) -> int:
+        """Ready now, or the in-process index loaded; says which, and why."""
+        model = self._indexes.current_model()
+        with db.read() as session:
+            status = migration.status(session, model)
+        self._use(model, status)
+        if status.ready:
+            return self.database.warm(db)
+        if not status.installed:
+            if self._required:
+                raise ConfigError(
+                    'memory.episodes_recall.vector_search = "pgvector", but '
+                    + (status.problem or "pgvector is not installed in this database")
+                )
+            log.warning("episode search: in-process: %s", status.problem)
+        else:
+            log.info(
+                "episode search: in-process until the vectors are migrated (%s)",
+                status.describe(),
+            )
+        return self.in_process.warm(db)
+
+    def migrate(self, db: Database, progress: Progress | None = None) -> VectorStatus:
+        """Copy the vectors and build the model's index (pgvector_migration.migrate), then
+        search them in PostgreSQL. Returns at once if another process is migrating."""
+        model = self._indexes.current_model()
+        status = migration.migrate(db, model, dimension=self._dimension, progress=progress)
+        self._use(model, status)
+        return status
+
+    def forget(self, ids: Sequence[int]) -> None:
+        self.in_process.forget(ids)
+
+    def search(
+        self,
+        session: Session,
+        query: np.ndarray,
+        *,
+        limit: int,
+        threshold: float | None = None,
+        min_created: float | None = None,
+        rank: Rank | None = None,
+        factor_range: tuple[float, float] = (1.0, 1.0),
+    ) -> Hits:
+        return self._vectors().search(
+            session,
+            query,
+            limit=limit,
+            threshold=threshold,
+            min_created=min_created,
+            rank=rank,
+            factor_range=factor_range,
         )
-    )
-    session.execute(text("ANALYZE episode_vectors"))
-    return True
+
+    def newest(
+        self, session: Session, query: np.ndarray, *, limit: int, min_created: float | None = None
+    ) -> Hits:
+        return self._vectors().newest(session, query, limit=limit, min_created=min_created)
+
+    def cosines(self, session: Session, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        return self._vectors().cosines(session, ids, query)
+
+    def stored_cosines(
+        self, session: Session, ids: Sequence[int], query: np.ndarray
+    ) -> dict[int, float]:
+        return row_cosines(session, ids, query)
