@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from typing import Any
 
@@ -169,6 +173,45 @@ def test_a_vector_of_another_size_is_stored_but_not_searched(upgraded_with_episo
             vectors.search(session, np.asarray(odd, dtype=np.float32), limit=3)
 
 
+def test_caesar_db_vectors_killed_mid_copy_resumes_where_it_stopped(pg_url, tmp_path):
+    """The real command, killed (SIGKILL) while copying one episode per transaction, then run
+    again: every episode copied once, the index built."""
+    from crashkit import settings_dict, settings_env
+
+    db = Database(pg_url)
+    try:
+        migrate.upgrade(db, "0006")
+        Corpus(db, seed=8).add(600)
+        migrate.upgrade(db)
+        env = settings_env(settings_dict(tmp_path / "home", pg_url, "http://127.0.0.1:9", "-"))
+        command = [sys.executable, "-c", "from caesar.cli.main import main; main()", "db"]
+        command += ["vectors", "--batch-size", "1"]
+        first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        through = 0
+        deadline = time.monotonic() + 120
+        while first.poll() is None and time.monotonic() < deadline:
+            with db.read() as session:
+                sql_ = "SELECT copied_through FROM episode_vectors_backfill"
+                through = int(session.execute(text(sql_)).scalar() or 0)
+            if 0 < through:
+                first.kill()
+                break
+            time.sleep(0.02)
+        assert first.wait(30) == -signal.SIGKILL, first.communicate()
+        stopped = status(db)
+        assert not stopped.copied and 0 < stopped.left < 600
+        assert sorted(copied(db)) == list(range(1, 601 - stopped.left))  # whole batches only
+
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+        assert second.returncode == 0, second.stderr
+        assert f"0 of {stopped.left:,} episodes copied" in second.stderr
+        assert f"{stopped.left:,} of {stopped.left:,} episodes copied" in second.stderr
+        assert "HNSW index built" in second.stderr and ": pgvector (" in second.stdout
+        assert sorted(copied(db)) == list(range(1, 601))
+    finally:
+        db.dispose()
+
+
 # -- through Services: recall before, during and after ------------------------------------------
 CHATS = [
     [("user", "I am planning the garden beds for spring tomatoes."), ("assistant", "Water them.")],
@@ -265,6 +308,27 @@ def test_recall_answers_the_same_before_during_and_after_the_migration(make_serv
     with other.db.read() as session:
         assert other.episodes.backend.searches_database(session)
     assert_same(_recalled(other), before)
+
+
+def test_serve_warms_up_in_process_then_migrates_in_the_background(make_services, pg_url, caplog):
+    """`caesar serve`'s warm-up thread, as it runs: ready on the in-process index, then the
+    migration, then searching PostgreSQL."""
+    from caesar.cli.main import _warm
+
+    caplog.set_level(logging.INFO)
+    services = _summarised(make_services, pg_url)
+    _as_before_the_migration(services)
+    before = _recalled(services)
+    _warm(services)
+    said = [r.getMessage() for r in caplog.records if r.name in ("caesar.warm", "caesar.vectors")]
+    assert said.index("episode index ready: 5 episodes") < said.index(
+        "episode vectors: 5 of 5 episodes copied into pgvector (100%)"
+    )
+    assert "episode search: in-process until the vectors are migrated" in said[0]
+    assert said[-1].startswith("episode search: pgvector (idx_episode_vectors_hnsw_")
+    with services.db.read() as session:
+        assert services.episodes.backend.searches_database(session)
+    assert_same(_recalled(services), before)
 
 
 def test_a_fresh_install_searches_pgvector_from_its_first_episode(make_services, pg_url):

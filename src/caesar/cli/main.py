@@ -99,7 +99,7 @@ def db_vectors(
     dimension = built.episodes.embed_query("dimension").shape[-1]
 
     def say(line: str) -> None:
-        err.print(line, highlight=False, markup=False)
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
 
     status = migration.migrate(
         built.db,
@@ -114,6 +114,7 @@ def db_vectors(
         + ("" if status.ready else " (nothing of this model to index yet)"),
         highlight=False,
         markup=False,
+        soft_wrap=True,
     )
 
 
