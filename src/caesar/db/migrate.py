@@ -24,8 +24,19 @@ def unmanaged_tables() -> frozenset[str]:
     return frozenset(KEYWORD_TABLES + VECTOR_TABLES)
 
 
+def unmanaged_indexes() -> frozenset[str]:
+    """Indexes migrations create on model tables outside the models (PostgreSQL's for
+    pgvector's search)."""
+    from caesar.memory.search.pgvector_migration import RECALLS_INDEX
+
+    return frozenset({RECALLS_INDEX})
+
+
 def include_name(name: str | None, type_: str, _parent_names: object) -> bool:
-    """Alembic's `include_name` hook: compare everything but the unmanaged tables."""
+    """Alembic's `include_name` hook: compare everything but the unmanaged tables and
+    indexes."""
+    if type_ == "index":
+        return name not in unmanaged_indexes()
     return not (type_ == "table" and name in unmanaged_tables())
 
 

@@ -78,9 +78,8 @@ class PgvectorVectors:
         return self._max_recalls
 
     def refresh(self, session: Session) -> None:
-        """Nothing to load; reads the largest recall count (the bound `factor_range` needs).
-        That reads the count of every episode of the model: O(episodes), not measured at
-        scale; an index on (model, recall_count) would make it one probe."""
+        """Nothing to load; reads the largest recall count (the bound `factor_range` needs):
+        one probe of the (model, recall_count) index (pgvector_migration.RECALLS_INDEX)."""
         sql = "SELECT coalesce(max(recall_count), 0) FROM episode_summaries WHERE model = :m"
         self._max_recalls = float(session.execute(text(sql), {"m": self.model_id}).scalar() or 0)
 

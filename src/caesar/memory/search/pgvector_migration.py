@@ -36,6 +36,9 @@ log = logging.getLogger("caesar.vectors")
 
 # Not SQLAlchemy models: the schema-vs-models comparison skips them (db/migrate.py).
 VECTOR_TABLES = ("episode_vectors", "episode_vectors_backfill")
+# The largest recall count of a model's episodes in one index probe, not a read of every
+# episode (the bound pgvector's over-fetch needs, read before each search). PostgreSQL only.
+RECALLS_INDEX = "idx_episode_summaries_model_recalls"
 MIN_VERSION = (0, 8)  # iterative index scans: filtered searches still return k rows
 BATCH = 2_000  # episodes per copy transaction
 _LOCK = 0x6361657361727663  # pg_advisory_lock key of the migration ("caesarvc")
@@ -52,6 +55,7 @@ SCHEMA = [
         embedding vector NOT NULL
     )""",
     "CREATE INDEX IF NOT EXISTS idx_episode_vectors_model_id ON episode_vectors (model, episode_id)",
+    f"CREATE INDEX IF NOT EXISTS {RECALLS_INDEX} ON episode_summaries (model, recall_count)",
     """CREATE TABLE IF NOT EXISTS episode_vectors_backfill (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         upto BIGINT NOT NULL,

@@ -1,8 +1,9 @@
 """episode vectors in PostgreSQL (issue #24): pgvector's copy of each episode's embedding
 
 PostgreSQL only (SQLite is untouched): the `vector` extension, the table `episode_vectors` kept
-in step with `episode_summaries` by a trigger, and `episode_vectors_backfill`, where the copy
-of the episodes written before the trigger stands (memory/search/pgvector_migration.py has the
+in step with `episode_summaries` by a trigger, `episode_vectors_backfill`, where the copy
+of the episodes written before the trigger stands, and an index of episode_summaries' recall
+counts per model (memory/search/pgvector_migration.py has the
 schema). Nothing is copied here, so the upgrade is quick whatever the size: `caesar serve`
 copies them in the background after its warm-up — batched, resumable, recall searching its
 in-process index meanwhile — and builds the HNSW index; or `caesar db vectors` does.
@@ -50,3 +51,4 @@ def downgrade() -> None:
     op.execute("DROP FUNCTION IF EXISTS episode_vectors_sync()")
     op.execute("DROP TABLE IF EXISTS episode_vectors")
     op.execute("DROP TABLE IF EXISTS episode_vectors_backfill")
+    op.execute(f"DROP INDEX IF EXISTS {pgvector_migration.RECALLS_INDEX}")
