@@ -101,7 +101,9 @@ def test_a_stopped_copy_resumes_where_it_stopped(upgraded_with_episodes):
         db, MODEL, progress=lambda *p: seen.append(p), batch=8, dimension=lambda: DIM
     )
     assert after.ready and after.copied and after.left == 0 and after.dims == DIM
-    assert seen[0] == ("copy", 0, 33) and ("copy", 33, 33) in seen  # 30 is gone and seen[-1] == ("index", 1, 1)
+    assert (
+        seen[0] == ("copy", 0, 33) and ("copy", 33, 33) in seen
+    )  # 30 is gone and seen[-1] == ("index", 1, 1)
     live = [i for i in range(1, 51) if i not in (5, 30)] + added
     vectors = copied(db)
     assert sorted(vectors) == live  # each once, none deleted

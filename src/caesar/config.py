@@ -163,12 +163,15 @@ class GatewaySettings(Section):
         return self
 
 
+BUNDLED_EMBEDDER = "all-MiniLM-L6-v2"  # what kind = "minilm" runs (minilm.MODEL_ID)
+
+
 class EmbedderSettings(Section):
     """`minilm` is the bundled all-MiniLM-L6-v2, run on ONNX Runtime (or torch)."""
 
     kind: Literal["minilm", "openai"] = "minilm"
     backend: Literal["onnx", "torch"] = "onnx"
-    model: str = "all-MiniLM-L6-v2"
+    model: str = BUNDLED_EMBEDDER
     base_url: str | None = None
     api_key: SecretStr | None = None
     # where the ONNX export lives; default <home>/models if that exists (installs before issue
@@ -179,6 +182,16 @@ class EmbedderSettings(Section):
     # 4.8 ms on one with one other busy process (concurrent turns, workers). A bulk job alone
     # on the machine (the recall-quality harness's first run) gains.
     threads: int = Field(default=1, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _known_model(self) -> EmbedderSettings:
+        if self.kind == "minilm" and self.model != BUNDLED_EMBEDDER:
+            raise ValueError(
+                f'embedder.model {self.model!r} is unknown to kind = "minilm", which runs the '
+                f"bundled {BUNDLED_EMBEDDER} only: leave model unset, or for another model set "
+                'kind = "openai" and base_url to a server that has it'
+            )
+        return self
 
 
 class SemanticSettings(Section):
