@@ -26,6 +26,7 @@ from psycopg import sql
 from sqlalchemy import text
 from test_vectors import DIM, MODEL, Corpus, queries_for
 
+from caesar.cli.main import _refuse_missing_pgvector, startup_summary
 from caesar.db import Database, migrate
 from caesar.errors import ConfigError
 from caesar.memory.search import pgvector_migration as migration
@@ -346,6 +347,12 @@ def test_in_process_on_postgresql_migrates_nothing(make_services, pg_url):
     assert services.episodes.migrate_vectors() is None
 
 
+def search_line(services: Any) -> str:
+    """What `caesar serve` prints of where recall searches."""
+    lines = startup_summary(services.settings, services, run_workers=False)
+    return next(line for line in lines if line.startswith("search "))
+
+
 # -- pgvector that cannot be used ----------------------------------------------------------------
 @pytest.fixture
 def limited_url(pg_server: Any) -> str:
@@ -379,6 +386,12 @@ def test_create_extension_denied_says_how_to_fix_it(make_services, limited_url, 
     )
     with pytest.raises(ConfigError, match="CREATE EXTENSION vector"):
         insists.episodes.warm()
+    with pytest.raises(ConfigError, match="may not create the pgvector extension"):
+        _refuse_missing_pgvector(insists.settings, insists)  # caesar serve, before listening
+    _refuse_missing_pgvector(services.settings, services)  # "auto": serves, and says so
+    search = search_line(services)
+    assert search.startswith("search     tsvector and an index in this process — caesar's")
+    assert fix in search
     # "auto": a warning naming the fix, and recall as before
     caplog.clear()
     assert services.episodes.warm() == len(CHATS)
@@ -391,8 +404,10 @@ def test_create_extension_denied_says_how_to_fix_it(make_services, limited_url, 
     # the fix, done by a superuser; the role needs nothing more
     with pg_server.connect(limited_url.rsplit("/", 1)[1]) as conn:
         conn.execute("CREATE EXTENSION vector")
+    assert "pgvector's tables are not in this database yet" in search_line(services)
     status = services.episodes.migrate_vectors()
     assert status is not None and status.ready
     assert_same(_recalled(services), before)
     with services.db.read() as session:
         assert services.episodes.backend.searches_database(session)
+    assert search_line(services).endswith("dims): nothing loaded in this process")

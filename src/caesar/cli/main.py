@@ -182,6 +182,7 @@ def serve(
     if upgrade:
         upgrade_database(settings)
     built = services(settings)
+    _refuse_missing_pgvector(settings, built)
     # Bound here, before anything loads: a taken port is one clear line and exit code 1, not
     # "listening" followed by a crash.
     sock = bind(settings.host, settings.port)
@@ -214,6 +215,21 @@ def serve(
     finally:
         if process:
             process.stop()
+
+
+def _refuse_missing_pgvector(settings: Any, built: Any) -> None:
+    """vector_search = "pgvector" on a database where it cannot be used: one line naming the
+    fix, before listening (with "auto" the summary says it, and recall stays in-process)."""
+    from caesar.cli.summary import vector_status
+    from caesar.errors import ConfigError
+
+    if settings.memory.episodes_recall.vector_search != "pgvector":
+        return
+    status = vector_status(settings, built)
+    if status is not None and not status.installed:
+        raise ConfigError(
+            f'memory.episodes_recall.vector_search = "pgvector", but {status.describe()}'
+        )
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -113,7 +113,8 @@ class VectorStatus:
     def describe(self) -> str:
         if not self.installed:
             return self.problem or (
-                "pgvector's tables are missing from this database: run `caesar db vectors`"
+                "pgvector's tables are not in this database yet: `caesar serve` creates them "
+                "after its warm-up, or run `caesar db vectors`"
             )
         if not self.copied:
             return f"episode vectors still to copy into pgvector (up to {self.left:,})"
