@@ -280,7 +280,12 @@ def _as_before_the_migration(services: Any) -> None:
         )
 
 
-def test_recall_answers_the_same_before_during_and_after_the_migration(make_services, pg_url):
+def test_recall_answers_the_same_before_during_and_after_the_migration(
+    make_services, pg_url, monkeypatch
+):
+    from caesar.memory.search import pgvector
+
+    monkeypatch.setattr(pgvector, "RELEASE_AFTER_SECONDS", 0.0)  # no search in flight here
     services = _summarised(make_services, pg_url)
     backend = services.episodes.backend
     assert isinstance(backend, PgvectorSearch)  # "auto" on PostgreSQL
@@ -305,8 +310,8 @@ def test_recall_answers_the_same_before_during_and_after_the_migration(make_serv
     assert done is not None and done.ready
     with services.db.read() as session:
         assert backend.searches_database(session)
-    assert backend.in_process._indexes.loaded is None  # let go: PostgreSQL searches now
     assert_same(_recalled(services), before)
+    assert backend.in_process._indexes.loaded is None  # let go: PostgreSQL searches now
     other.episodes.warm()  # its next start, or its next check, sees it ready
     with other.db.read() as session:
         assert other.episodes.backend.searches_database(session)
@@ -340,6 +345,21 @@ def test_a_fresh_install_searches_pgvector_from_its_first_episode(make_services,
     assert status is not None and status.ready and status.dims == 384  # the embedder's
     with services.db.read() as session:
         assert services.episodes.backend.searches_database(session)
+
+
+def test_tables_missing_where_the_extension_is_there_are_created_by_the_migration(
+    make_services, pg_url
+):
+    """As after an upgrade without pgvector, fixed since: "pgvector" starts, and migrates."""
+    services = _summarised(make_services, pg_url, "pgvector")
+    with services.db.write() as session:  # what migration 0007 leaves without pgvector
+        session.execute(text("DROP TRIGGER episode_vectors_sync ON episode_summaries"))
+        session.execute(text("DROP FUNCTION episode_vectors_sync()"))
+        session.execute(text("DROP TABLE episode_vectors, episode_vectors_backfill"))
+    _refuse_missing_pgvector(services.settings, services)
+    assert services.episodes.warm() == len(CHATS)  # in-process meanwhile
+    done = services.episodes.migrate_vectors()
+    assert done is not None and done.ready and sorted(copied(services.db)) == [1, 2, 3, 4, 5]
 
 
 def test_in_process_on_postgresql_migrates_nothing(make_services, pg_url):

@@ -226,9 +226,9 @@ def _refuse_missing_pgvector(settings: Any, built: Any) -> None:
     if settings.memory.episodes_recall.vector_search != "pgvector":
         return
     status = vector_status(settings, built)
-    if status is not None and not status.installed:
+    if status is not None and not status.usable:
         raise ConfigError(
-            f'memory.episodes_recall.vector_search = "pgvector", but {status.describe()}'
+            f'memory.episodes_recall.vector_search = "pgvector", but {status.problem}'
         )
 
 

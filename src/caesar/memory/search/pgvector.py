@@ -50,6 +50,8 @@ EF_SEARCH = 100
 # While the vectors are not ready, how often a process asks the database whether they are
 # (another process may be migrating them).
 RECHECK_SECONDS = 5.0
+# Once PostgreSQL searches, how long the in-process index is kept for searches begun on it.
+RELEASE_AFTER_SECONDS = 30.0
 
 
 def _vector(query: np.ndarray) -> str:
@@ -246,6 +248,7 @@ class PgvectorSearch(PostgresFullText):
         self._required = required
         self._ready_model: str | None = None
         self._next_check = 0.0
+        self._release_at: float | None = None
         self._lock = threading.Lock()
 
     # -- which one searches ---------------------------------------------------------------
@@ -271,8 +274,9 @@ class PgvectorSearch(PostgresFullText):
             return
         self.database.know_dims(model, int(status.dims or 0))
         self._ready_model = model
-        # what this process held is searched in PostgreSQL now
-        self._indexes.release()
+        # What this process held is searched in PostgreSQL now: let go of it once the
+        # searches begun on it have ended (a search reads the index in several calls).
+        self._release_at = time.monotonic() + RELEASE_AFTER_SECONDS
         log.info("episode search: %s, nothing held in this process", status.describe())
 
     # -- VectorSearch -----------------------------------------------------------------------
@@ -285,7 +289,11 @@ class PgvectorSearch(PostgresFullText):
         return self._vectors().max_recall_count
 
     def refresh(self, session: Session) -> None:
-        self.searches_database(session)
+        if self.searches_database(session):
+            release = self._release_at
+            if release is not None and time.monotonic() >= release:
+                self._release_at = None
+                self._indexes.release()
         self._vectors().refresh(session)
 
     def warm(self, db: Database) -> int:
@@ -296,11 +304,10 @@ class PgvectorSearch(PostgresFullText):
         self._use(model, status)
         if status.ready:
             return self.database.warm(db)
-        if not status.installed:
+        if not status.usable:
             if self._required:
                 raise ConfigError(
-                    'memory.episodes_recall.vector_search = "pgvector", but '
-                    + (status.problem or "pgvector is not installed in this database")
+                    f'memory.episodes_recall.vector_search = "pgvector", but {status.problem}'
                 )
             log.warning("episode search: in-process: %s", status.problem)
         else:

@@ -110,6 +110,11 @@ class VectorStatus:
     def ready(self) -> bool:
         return self.installed and self.copied and self.index is not None
 
+    @property
+    def usable(self) -> bool:
+        """pgvector can serve here (now, or once `migrate` has run)."""
+        return self.installed or self.problem is None
+
     def describe(self) -> str:
         if not self.installed:
             return self.problem or (
@@ -254,18 +259,20 @@ def migrate(
         before = status(session, model)
     if before.ready:
         return before
-    if not before.installed:
-        with db.write() as session:
-            install(session)
+    if before.problem is not None:
+        raise ConfigError(before.problem)
     with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as lock:
         sql = text("SELECT pg_try_advisory_lock(:key)")
         if not lock.execute(sql, {"key": _LOCK}).scalar():
             if not wait:
-                log.info("another process is migrating the episode vectors; waiting for it")
-                with db.read() as session:
-                    return status(session, model)
+                log.info("another process is migrating the episode vectors: left to it")
+                return before
+            log.info("another process is migrating the episode vectors: waiting for it")
             lock.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _LOCK})
         try:
+            if not before.installed:
+                with db.write() as session:
+                    install(session)
             _copy(db, batch, report)
             _build_index(db, model, dimension, report)
         finally:
