@@ -55,13 +55,13 @@ def stages(
 ) -> dict[str, float]:
     """p50 ms of each step of memory/search/hybrid.py's `hybrid_search`, timed one by one in the
     order it runs them (the same calls, repeated here so each gets its own clock)."""
-    index = memory.index()
+    backend = memory.backend
     pool = max(hybrid.MIN_POOL, 4 * params.top_k)
     assert params.max_age_days is not None
     min_created = now - timedelta(days=params.max_age_days)
     decayed = episode_rank(epoch_seconds(now), params.halflife_days, params.recall_weight_scale)
 
-    factor_range = (0.0, recall_weight(index.max_recall_count, params.recall_weight_scale))
+    factor_range = (0.0, recall_weight(backend.max_recall_count, params.recall_weight_scale))
     times: dict[str, list[float]] = {}
 
     def timed(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -73,10 +73,11 @@ def stages(
     for i in range(runs + len(texts)):
         text, vector = texts[i % len(texts)], vectors[i % len(texts)]
         with memory.db.read() as session:
-            timed("refresh", index.refresh, session)
+            timed("refresh", backend.refresh, session)
             hits = timed(
                 "dense_pool",
-                index.search,
+                backend.search,
+                session,
                 vector,
                 limit=pool,
                 threshold=hybrid.dense_pool_threshold(params),
@@ -87,7 +88,8 @@ def stages(
             cosine = {int(k): float(c) for k, c in zip(hits.ids, hits.cosine, strict=True)}
             recent = timed(
                 "recent_pool",
-                index.newest,
+                backend.newest,
+                session,
                 vector,
                 limit=hybrid.RECENT_POOL,
                 min_created=epoch_seconds(min_created),
@@ -99,20 +101,21 @@ def stages(
                 hybrid.keyword_stage,
                 session,
                 text,
-                model_id=index.model_id,
+                model_id=backend.model_id,
                 pool=pool,
                 min_created=min_created,
                 candidates=cosine.keys(),
+                backend=backend,
             )
             keyword = match.relevance
             ids = sorted(set(cosine) | set(keyword))
             rows = timed("candidate_rows", hybrid.candidate_rows, session, ids)
             missing = [r[0] for r in rows if r[0] not in cosine]
-            cosine.update(timed("vector_cosines", index.cosines, missing, vector))
+            cosine.update(timed("vector_cosines", backend.cosines, session, missing, vector))
             each_cosine = timed("passage_cosines", hybrid.window_cosines, rows, vector)
             passage = {i: float(v.max()) for i, v in each_cosine.items()}
             each_keyword = timed(
-                "window_keywords", hybrid.window_keyword_relevance, session, match, rows
+                "window_keywords", hybrid.window_keyword_relevance, session, match, rows, backend
             )
             window = {i: max(v.values(), default=0.0) for i, v in each_keyword.items()}
             hits = timed(

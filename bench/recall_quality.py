@@ -383,7 +383,7 @@ def hybrid_ranker(**overrides: Any) -> Ranker:
         with memory.db.read() as session:
             hits = hybrid_search(
                 session,
-                memory.index(),
+                memory.backend,
                 q.text,
                 memory.embed_query(q.text),
                 q.now,

@@ -42,6 +42,10 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
             "hybrid recall search",
             ["bench_recall_hybrid.py", "--sizes", *sizes, "--runs", "100" if quick else "200"],
         ),
+        (
+            "pgvector recall search (100k)",
+            ["bench_pgvector.py", "--episodes", "100000", "--queries", "100" if quick else "300"],
+        ),
         ("memory work per turn", ["bench_turn.py", "--turns", "60" if quick else "200"]),
         ("serve ready", ["bench_serve.py", "--starts", "1" if quick else "3"]),
         ("summarise overhead", ["bench_summarise.py", "--chats", "60" if quick else "200"]),

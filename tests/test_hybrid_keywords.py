@@ -16,6 +16,8 @@ from test_hybrid import NOW, Params
 
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.memory.search import common_words, hybrid, keywords
+from caesar.memory.search.backend import search_backend
+from caesar.memory.search.in_process import FixedIndex
 from caesar.memory.search.vectors import VectorIndex
 
 
@@ -149,10 +151,11 @@ def test_common_word_query_is_bounded_on_both_engines(migrated_db):
 
 
 def _index(db):
+    """The engine's search backend over a loaded index of model "m"."""
     index = VectorIndex(EpisodeSummary, "m", EpisodeSummary.summary != "", background=False)
     with db.read() as session:
         index.refresh(session)
-    return index
+    return search_backend(db.engine.dialect.name, FixedIndex(index))
 
 
 def test_keyword_only_candidate_is_scored_from_the_json_record_on_both_engines(migrated_db):

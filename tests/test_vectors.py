@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -103,12 +104,14 @@ class Corpus:
         threshold: float | None = None,
         min_created: float | None = None,
         ranked: bool = False,
+        model: str = MODEL,
     ) -> tuple[list[int], dict[int, tuple[float, float]]]:
-        """Per-row Python reference: filter on cosine and age, order by the score (ties:
-        newer id first). Also returns (score, cosine) for every row that passes the filters."""
+        """Per-row Python reference: filter on model, cosine and age, order by the score
+        (ties: newer id first). Also returns (score, cosine) for every row that passes the
+        filters."""
         scored = []
         for row_id, vector in self.vectors.items():
-            if self.model[row_id] != MODEL:
+            if self.model[row_id] != model:
                 continue
             cosine = float(np.dot(vector, query))
             created = epoch_seconds(self.created[row_id])
@@ -166,9 +169,12 @@ CASES = [
 TIE = 1e-6  # scores this close are a float32 rounding tie, either order is exact
 
 
-def check(index: VectorIndex, corpus: Corpus, queries: np.ndarray) -> int:
-    """Every case, every query: identical to brute force. Returns how many hits compared."""
-    compared = 0
+def searches(
+    index: Any, corpus: Corpus, queries: np.ndarray, model: str = MODEL
+) -> Iterator[tuple[dict[str, Any], Any, list[int], dict[int, tuple[float, float]]]]:
+    """Every case, every query: (case, the index's hits, brute force's ids, brute force's
+    (score, cosine) of each row passing the filters) over `model`'s rows. `index`: anything
+    with VectorIndex.search's signature."""
     top_recalls = 1 + 0.25 * np.log1p(max(corpus.recalls.values()))
     for case in CASES:
         min_created = None
@@ -190,17 +196,26 @@ def check(index: VectorIndex, corpus: Corpus, queries: np.ndarray) -> int:
                 threshold=case.get("threshold"),
                 min_created=min_created,
                 ranked=ranked,
+                model=model,
             )
-            got_ids = [int(i) for i in hits.ids]
-            assert len(got_ids) == len(want_ids), case
-            for got, want in zip(got_ids, want_ids, strict=True):
-                # Same order, except where two rows' scores tie to float32 rounding (a matrix
-                # product over a block and a dot product per row round differently).
-                assert got == want or (
-                    got in scores and abs(scores[got][0] - scores[want][0]) <= TIE
-                ), (case, got, want)
-            np.testing.assert_allclose(hits.cosine, [scores[i][1] for i in got_ids], atol=1e-5)
-            compared += len(want_ids)
+            yield case, hits, want_ids, scores
+
+
+def check(index: Any, corpus: Corpus, queries: np.ndarray, model: str = MODEL) -> int:
+    """Every case, every query: identical to brute force over `model`'s rows. Returns how many
+    hits compared."""
+    compared = 0
+    for case, hits, want_ids, scores in searches(index, corpus, queries, model):
+        got_ids = [int(i) for i in hits.ids]
+        assert len(got_ids) == len(want_ids), case
+        for got, want in zip(got_ids, want_ids, strict=True):
+            # Same order, except where two rows' scores tie to float32 rounding (a matrix
+            # product over a block and a dot product per row round differently).
+            assert got == want or (
+                got in scores and abs(scores[got][0] - scores[want][0]) <= TIE
+            ), (case, got, want)
+        np.testing.assert_allclose(hits.cosine, [scores[i][1] for i in got_ids], atol=1e-5)
+        compared += len(want_ids)
     return compared
 
 

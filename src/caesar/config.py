@@ -163,12 +163,15 @@ class GatewaySettings(Section):
         return self
 
 
+BUNDLED_EMBEDDER = "all-MiniLM-L6-v2"  # what kind = "minilm" runs (minilm.MODEL_ID)
+
+
 class EmbedderSettings(Section):
     """`minilm` is the bundled all-MiniLM-L6-v2, run on ONNX Runtime (or torch)."""
 
     kind: Literal["minilm", "openai"] = "minilm"
     backend: Literal["onnx", "torch"] = "onnx"
-    model: str = "all-MiniLM-L6-v2"
+    model: str = BUNDLED_EMBEDDER
     base_url: str | None = None
     api_key: SecretStr | None = None
     # where the ONNX export lives; default <home>/models if that exists (installs before issue
@@ -179,6 +182,16 @@ class EmbedderSettings(Section):
     # 4.8 ms on one with one other busy process (concurrent turns, workers). A bulk job alone
     # on the machine (the recall-quality harness's first run) gains.
     threads: int = Field(default=1, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def _known_model(self) -> EmbedderSettings:
+        if self.kind == "minilm" and self.model != BUNDLED_EMBEDDER:
+            raise ValueError(
+                f'embedder.model {self.model!r} is unknown to kind = "minilm", which runs the '
+                f"bundled {BUNDLED_EMBEDDER} only: leave model unset, or for another model set "
+                'kind = "openai" and base_url to a server that has it'
+            )
+        return self
 
 
 class SemanticSettings(Section):
@@ -264,6 +277,13 @@ class EpisodesRecallSettings(Section):
     # One turn of an excerpt longer than this is cut to its sentences that match the message.
     excerpt_turn_chars: int = Field(default=600, ge=80, le=5_000)
     summary_chars: int = Field(default=200, ge=20, le=2_000)  # a summary line's length cap
+    # Where the episodes' vectors are searched (issue #24): "auto" — on PostgreSQL, pgvector's
+    # own HNSW index (nothing loaded per process, a forget gone for every process at once)
+    # once the vectors are migrated, the in-process index until then, or for good where
+    # pgvector cannot be used (a warning names the fix); on SQLite, the in-process index.
+    # "pgvector" is "auto" that refuses to start without pgvector; "in_process" keeps the
+    # index loaded by each process on PostgreSQL too.
+    vector_search: Literal["auto", "in_process", "pgvector"] = "auto"
 
 
 class MemorySettings(Section):
@@ -417,6 +437,18 @@ class Settings(BaseSettings):
                 "false; enable semantic (CAESAR_SEMANTIC__ENABLED=true) or turn summarising off"
             )
         return self._check_proactive()
+
+    @model_validator(mode="after")
+    def _check_vector_search(self) -> Settings:
+        if (
+            self.memory.episodes_recall.vector_search == "pgvector"
+            and not self.sqlalchemy_url.startswith("postgresql")
+        ):
+            raise ValueError(
+                'memory.episodes_recall.vector_search = "pgvector" needs PostgreSQL with '
+                "pgvector; set database_url to postgresql+psycopg://… or unset vector_search"
+            )
+        return self
 
     def _check_proactive(self) -> Settings:
         names = [p.name for p in self.proactive]

@@ -62,7 +62,60 @@ def upgrade_database(settings: Settings) -> None:
     after = migrate.current_revision(db)
     url = db.engine.url.render_as_string(hide_password=True)
     console.print(f"database {url}: {before or 'empty'} → {after}", soft_wrap=True, highlight=False)
+    if not db.is_sqlite and settings.memory.episodes_recall.vector_search != "in_process":
+        from caesar.memory.search import pgvector_migration
+
+        with db.read() as session:
+            status = pgvector_migration.status(session, "")
+        if not status.installed:
+            err.print(f"[yellow]warning:[/yellow] {escape(status.describe())}", highlight=False)
+        elif not status.copied:
+            console.print(
+                f"episode vectors: up to {status.left:,} to copy into pgvector; `caesar serve` "
+                "copies them in the background (recall goes on meanwhile), or run "
+                "`caesar db vectors`",
+                highlight=False,
+            )
     db.engine.dispose()
+
+
+@db_app.command("vectors")
+@friendly
+def db_vectors(
+    batch_size: int = typer.Option(
+        2_000, min=1, max=100_000, help="Episodes copied per transaction."
+    ),
+) -> None:
+    """PostgreSQL: copy the episodes' vectors into pgvector and build the embedding model's
+    HNSW index, with progress; safe to stop and run again (it resumes), and chat goes on
+    meanwhile. `caesar serve` does the same in the background after its warm-up."""
+    from caesar.errors import ConfigError
+    from caesar.memory.search import pgvector_migration as migration
+
+    built = services()
+    if built.db.is_sqlite:
+        raise ConfigError("caesar db vectors is for PostgreSQL; on SQLite recall needs nothing")
+    model = built.embedder.get().model_id
+    dimension = built.episodes.embed_query("dimension").shape[-1]
+
+    def say(line: str) -> None:
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
+
+    status = migration.migrate(
+        built.db,
+        model,
+        dimension=lambda: int(dimension),
+        progress=migration.progress_log(say, every=2.0),
+        batch=batch_size,
+        wait=True,
+    )
+    console.print(
+        f"episode vectors of {model}: {status.describe()}"
+        + ("" if status.ready else " (nothing of this model to index yet)"),
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 # -- models -----------------------------------------------------------------------------------
@@ -129,6 +182,7 @@ def serve(
     if upgrade:
         upgrade_database(settings)
     built = services(settings)
+    _refuse_missing_pgvector(settings, built)
     # Bound here, before anything loads: a taken port is one clear line and exit code 1, not
     # "listening" followed by a crash.
     sock = bind(settings.host, settings.port)
@@ -141,6 +195,7 @@ def serve(
     # of the embedder included).
     for name in (
         "caesar.warm",
+        "caesar.vectors",
         "caesar.minilm",
         "caesar.gateway.gguf_provider",
         "caesar.api.mcp_http",
@@ -161,6 +216,21 @@ def serve(
     finally:
         if process:
             process.stop()
+
+
+def _refuse_missing_pgvector(settings: Any, built: Any) -> None:
+    """vector_search = "pgvector" on a database where it cannot be used: one line naming the
+    fix, before listening (with "auto" the summary says it, and recall stays in-process)."""
+    from caesar.cli.summary import vector_status
+    from caesar.errors import ConfigError
+
+    if settings.memory.episodes_recall.vector_search != "pgvector":
+        return
+    status = vector_status(settings, built)
+    if status is not None and not status.usable:
+        raise ConfigError(
+            f'memory.episodes_recall.vector_search = "pgvector", but {status.problem}'
+        )
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -187,7 +257,8 @@ EMBEDDER, EPISODE_INDEX, CHAT_MODEL = "embedder", "episode index", "chat model"
 def _warm(built: Any) -> None:
     """The embedder and the episode index in this thread, the chat model in another: on two
     cores the two loads overlap (the first start's ready time is the longer one, not the sum).
-    Returns when both are done."""
+    Then, ready and serving, it moves the episodes' vectors into pgvector if they are not
+    there yet (PostgreSQL); returns when that is done too."""
     model = threading.Thread(target=_warm_chat_model, args=(built,), daemon=True, name="warm-chat")
     model.start()
     if built.settings.semantic.enabled:
@@ -197,6 +268,8 @@ def _warm(built: Any) -> None:
             count = built.episodes.warm()
             logging.getLogger("caesar.warm").info("episode index ready: %d episodes", count)
     model.join()
+    if built.settings.semantic.enabled:
+        _migrate_vectors(built)
 
 
 def _warm_chat_model(built: Any) -> None:
@@ -219,6 +292,23 @@ def _warming(built: Any, *parts: str) -> Iterator[None]:
     finally:
         for part in parts:
             built.readiness.done(part)
+
+
+def _migrate_vectors(built: Any) -> None:
+    """Ready and serving: move the episodes' vectors where the database searches them (on
+    PostgreSQL with pgvector), recall searching the in-process index until they are."""
+    from caesar.memory.search.pgvector_migration import progress_log
+
+    log = logging.getLogger("caesar.vectors")
+    try:
+        built.episodes.migrate_vectors(progress_log(log.info))
+    except CaesarError as exc:
+        log.warning("episode vectors not migrated: %s", exc)
+    except Exception:
+        log.exception(
+            "episode vectors: the migration stopped (recall keeps the in-process index); "
+            "the next start resumes it, or run `caesar db vectors`"
+        )
 
 
 # -- chat -------------------------------------------------------------------------------------

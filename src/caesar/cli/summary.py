@@ -7,6 +7,7 @@ from datetime import tzinfo
 from typing import Any
 
 from caesar.config import Settings
+from caesar.memory.search.pgvector_migration import VectorStatus
 
 
 def startup_summary(settings: Settings, built: Any, run_workers: bool) -> list[str]:
@@ -31,6 +32,8 @@ def startup_summary(settings: Settings, built: Any, run_workers: bool) -> list[s
     lines.append(f"workers    {', '.join(on) + where if on else 'none in this process'}")
     lines.append(f"timezone   {_zone_line(settings)}")
     lines.append(f"recall     {_recall_line(settings)}")
+    if settings.semantic.enabled:
+        lines.append(f"search     {_search_line(settings, vector_status(settings, built))}")
     lines.append(f"retention  {_retention_line(settings, run_workers)}")
     return lines
 
@@ -58,6 +61,31 @@ def _recall_line(settings: Settings) -> str:
     return (
         f"conversations older than {recall.max_age_days} days are not recalled "
         "(memory.episodes_recall.max_age_days)"
+    )
+
+
+def vector_status(settings: Settings, built: Any) -> VectorStatus | None:
+    """Where the embedder's episode vectors stand in PostgreSQL; None where they are searched
+    in this process by choice (SQLite, or vector_search = "in_process")."""
+    if built.db.is_sqlite or settings.memory.episodes_recall.vector_search == "in_process":
+        return None
+    from caesar.memory.search import pgvector_migration
+
+    with built.db.read() as session:
+        return pgvector_migration.status(session, settings.embedder.model)
+
+
+def _search_line(settings: Settings, status: VectorStatus | None) -> str:
+    if status is None:
+        engine = "FTS5" if settings.sqlalchemy_url.startswith("sqlite") else "tsvector"
+        return f"{engine} and an index of the episodes' vectors in this process"
+    if status.ready:
+        return f"tsvector and {status.describe()}: nothing loaded in this process"
+    if not status.installed:
+        return f"tsvector and an index in this process — {status.describe()}"
+    return (
+        "tsvector and an index in this process until the vectors are in pgvector "
+        f"({status.describe()}): moved after warm-up, in the background"
     )
 
 

@@ -16,14 +16,27 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 
 def unmanaged_tables() -> frozenset[str]:
     """Tables migrations create that are not SQLAlchemy models (full-text indexes, FTS5 shadow
-    tables): autogenerate and the schema-vs-models test skip them."""
+    tables, pgvector's copy of the embeddings): autogenerate and the schema-vs-models test
+    skip them."""
     from caesar.memory.search.hybrid import KEYWORD_TABLES
+    from caesar.memory.search.pgvector_migration import VECTOR_TABLES
 
-    return frozenset(KEYWORD_TABLES)
+    return frozenset(KEYWORD_TABLES + VECTOR_TABLES)
+
+
+def unmanaged_indexes() -> frozenset[str]:
+    """Indexes migrations create on model tables outside the models (PostgreSQL's for
+    pgvector's search)."""
+    from caesar.memory.search.pgvector_migration import RECALLS_INDEX
+
+    return frozenset({RECALLS_INDEX})
 
 
 def include_name(name: str | None, type_: str, _parent_names: object) -> bool:
-    """Alembic's `include_name` hook: compare everything but the unmanaged tables."""
+    """Alembic's `include_name` hook: compare everything but the unmanaged tables and
+    indexes."""
+    if type_ == "index":
+        return name not in unmanaged_indexes()
     return not (type_ == "table" and name in unmanaged_tables())
 
 

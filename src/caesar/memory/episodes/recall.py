@@ -36,7 +36,9 @@ from caesar.memory.importance import (
     freshness,
     recall_weight,
 )
+from caesar.memory.search.backend import SearchBackend, search_backend
 from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, Ranking, hybrid_search
+from caesar.memory.search.pgvector_migration import Progress, VectorStatus
 from caesar.memory.search.question import Asked, read_question
 from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
 from caesar.memory.transcript import conversation_turns
@@ -207,20 +209,29 @@ class EpisodeMemory:
             lambda: self.embedder.get().model_id,
             extra_filter=EpisodeSummary.summary != "",
         )
+        # chosen once, by engine: what recall searches the episodes with
+        self.backend: SearchBackend = search_backend(
+            db.engine.dialect.name,
+            self._indexes,
+            settings.vector_search,
+            dimension=lambda: int(self.embed_query("dimension").shape[-1]),
+        )
 
     def index(self) -> VectorIndex:
         return self._indexes.get()
 
     def warm(self) -> int:
-        """Load the index now (start-up), rather than on the first turn."""
-        index = self.index()
-        with self.db.read() as session:
-            index.refresh(session)
-        return len(index)
+        """Ready the search now (start-up), rather than on the first turn."""
+        return self.backend.warm(self.db)
+
+    def migrate_vectors(self, progress: Progress | None = None) -> VectorStatus | None:
+        """Move the vectors where the database searches them, if it does (PostgreSQL with
+        pgvector): batched, resumable; recall goes on meanwhile."""
+        return self.backend.migrate(self.db, progress)
 
     def forget(self, episode_ids: list[int]) -> None:
-        """Drop episodes deleted by retention from the in-process index."""
-        self._indexes.forget(episode_ids)
+        """Never recall episodes deleted by retention again (the in-process index drops them)."""
+        self.backend.forget(episode_ids)
 
     def conversations(self, audit_ids: list[int]) -> dict[int, list[Message]]:
         """The user/assistant turns of these chats (audit row id → turns), reply included:
@@ -248,12 +259,14 @@ class EpisodeMemory:
         query_text: str | None = None,
         asked: Asked | None = None,
     ) -> list[RecalledEpisode]:
-        index = self.index()
         if params.fusion != "dense" and query_text:
             asked = asked or self.read(query_text, now)
             with self.db.read() as session:
-                fused = hybrid_search(session, index, query_text, query_vector, now, params, asked)
+                fused = hybrid_search(
+                    session, self.backend, query_text, query_vector, now, params, asked
+                )
             return [RecalledEpisode(**vars(hit)) for hit in fused]  # (asdict deep-copies)
+        backend = self.backend
         now_s = epoch_seconds(now)
         min_created = None
         if params.max_age_days is not None:
@@ -264,8 +277,9 @@ class EpisodeMemory:
         # lets the rows behind them take their slots (rarely more than one retry).
         for _attempt in range(3):
             with self.db.read() as session:
-                index.refresh(session)
-                hits = index.search(
+                backend.refresh(session)
+                hits = backend.search(
+                    session,
                     query_vector,
                     limit=params.top_k * OVERFETCH,
                     threshold=params.similarity_threshold,
@@ -275,7 +289,7 @@ class EpisodeMemory:
                     # lets the IVF stage stop early without changing the result.
                     factor_range=(
                         0.0,
-                        recall_weight(index.max_recall_count, params.recall_weight_scale),
+                        recall_weight(backend.max_recall_count, params.recall_weight_scale),
                     ),
                 )
                 if hits.ids.size == 0:
@@ -286,7 +300,7 @@ class EpisodeMemory:
             gone = [i for i in ids if i not in found]
             if not gone:
                 break
-            index.forget(gone)
+            backend.forget(gone)
         cosines = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
         return rank_episodes([tuple(r) for r in rows], cosines, now, params)  # type: ignore[misc]
 

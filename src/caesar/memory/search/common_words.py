@@ -14,17 +14,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory.search.keywords import (
-    COMMON_MIN_DOCS,
-    fts5_match,
-    is_sqlite,
-    keyword_scores,
-    tsquery_text,
-)
+from caesar.memory.search.backend import FullTextSearch, full_text
+from caesar.memory.search.keywords import COMMON_MIN_DOCS, keyword_scores
 
 # About this many postings of the matched words are scored among the newest episodes.
 SCORE_BUDGET = 4000
@@ -50,22 +45,26 @@ def common_words_pool(
     min_created: datetime | None,
     share: float,
     budget: int = SCORE_BUDGET,
+    backend: FullTextSearch | None = None,
 ) -> dict[int, float]:
     """The keyword pool (keyword_scores' best `pool`) of a query made only of common words
     (see recent_share): the episodes holding all of them — the newest of them, if even they
     exceed `budget` — topped up with the best of the newest `share` of episodes holding any.
-    Every score is the one keyword_scores gives; only which episodes are scored is bounded."""
-    first, last = _indexed_id_range(session)
+    Every score is the one keyword_scores gives; only which episodes are scored is bounded.
+    `backend`: the search backend (by default, that of the session's engine)."""
+    text = backend or full_text(session)
+    first, last = text.indexed_id_range(session)
 
     def since(fraction: float) -> int:
         return last - int((last - first) * fraction)
 
     scores: dict[int, float] = {}
-    holding = _count_holding_all(session, terms) if len(terms) > 1 else 0
+    holding = text.count_holding_all(session, terms) if len(terms) > 1 else 0
     if holding:
         newest = None if holding <= budget else since(budget / holding)
         scores = _checked_pool(
             session,
+            text,
             terms,
             every=True,
             model_id=model_id,
@@ -76,6 +75,7 @@ def common_words_pool(
     if len(scores) < pool:
         anyword = _checked_pool(
             session,
+            text,
             terms,
             every=False,
             model_id=model_id,
@@ -90,6 +90,7 @@ def common_words_pool(
 
 def _checked_pool(
     session: Session,
+    text: FullTextSearch,
     terms: list[str],
     *,
     every: bool,
@@ -103,7 +104,14 @@ def _checked_pool(
     when the index's best 2 × pool hold fewer than `pool` that pass, the joined query decides."""
     wide = 2 * pool
     ranked = keyword_scores(
-        session, "", model_id=None, limit=wide, terms=terms, min_id=min_id, every=every
+        session,
+        "",
+        model_id=None,
+        limit=wide,
+        terms=terms,
+        min_id=min_id,
+        every=every,
+        backend=text,
     )
     if not ranked:
         return {}
@@ -123,28 +131,7 @@ def _checked_pool(
             terms=terms,
             min_id=min_id,
             every=every,
+            backend=text,
         )
     best = sorted(passing, key=lambda i: (ranked[i], i), reverse=True)[:pool]
     return {i: ranked[i] for i in best}
-
-
-def _count_holding_all(session: Session, terms: list[str]) -> int:
-    """Indexed episodes holding every term: a walk of the doclists, no scoring (~1 ms for two
-    words in 17k episodes each)."""
-    if is_sqlite(session):
-        sql = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :q"
-        q = fts5_match(terms, every=True)
-    else:
-        sql = "SELECT count(*) FROM episode_fts WHERE document @@ to_tsquery('english', :q)"
-        q = tsquery_text(terms, every=True)
-    return int(session.execute(text(sql), {"q": q}).scalar() or 0)
-
-
-def _indexed_id_range(session: Session) -> tuple[int, int]:
-    # Two subqueries: each reads one end of the primary key (min and max in one SELECT scan).
-    table, key = (
-        ("episode_fts_docsize", "id") if is_sqlite(session) else ("episode_fts", "episode_id")
-    )
-    sql = f"SELECT (SELECT min({key}) FROM {table}), (SELECT max({key}) FROM {table})"
-    first, last = session.execute(text(sql)).one()
-    return int(first or 0), int(last or 0)

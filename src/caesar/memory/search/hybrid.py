@@ -50,16 +50,15 @@ from caesar.memory.importance import (
     recency_among_comparable,
 )
 from caesar.memory.search import passages, window_keywords
+from caesar.memory.search.backend import FullTextSearch, SearchBackend, full_text
 from caesar.memory.search.common_words import SCORE_BUDGET, common_words_pool, recent_share
 from caesar.memory.search.dates import Span
 from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
     KEYWORD_TABLES,
     coverage,
-    driver_rows,
     keyword_relevance,
     keyword_scores,
     known_share,
-    marks,
     match_terms,
     named_words,
     names_unknown,
@@ -68,7 +67,8 @@ from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migr
     term_counts,
 )
 from caesar.memory.search.question import Asked, read_question
-from caesar.memory.search.vectors import epoch_seconds, from_row
+from caesar.memory.search.sql import driver_rows, marks
+from caesar.memory.search.vectors import epoch_seconds
 from caesar.memory.search.window_keywords import fused_keyword
 
 Fusion = Literal["hybrid", "rrf", "dense"]
@@ -315,26 +315,28 @@ def rank_candidates(
 
 def hybrid_search(
     session: Session,
-    index: Any,
+    backend: SearchBackend,
     query_text: str,
     query_vector: np.ndarray,
     now: datetime,
     params: HybridParams,
     asked: Asked | None = None,
 ) -> list[HybridHit]:
-    """Recall by fused relevance. `index` is the episodes' VectorIndex (memory/search/vectors.py):
-    it supplies the dense pool, the RECENT_POOL last-written episodes and the summary
-    cosines of keyword-only candidates; the database supplies the keyword pool and the
-    candidates' rows with their windows. `asked`: what the message says of time and
+    """Recall by fused relevance. `backend` is the engine's search backend
+    (memory/search/backend.py): its vectors supply the dense pool, the RECENT_POOL
+    last-written episodes and the summary cosines of keyword-only candidates, its full text
+    the keyword pool and the windows' keyword scores; the candidates' rows with their windows'
+    vectors are read here. `asked`: what the message says of time and
     gathering (memory/search/question.py; read from `query_text` in UTC when not given)."""
     if asked is None:
         asked = read_question(query_text, now)
     if asked.time_only and params.fusion == "hybrid":
-        return time_search(session, index, query_vector, now, params, asked)
+        return time_search(session, backend, query_vector, now, params, asked)
     pool = max(MIN_POOL, 4 * params.top_k)
     min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
-    index.refresh(session)
-    hits = index.search(
+    backend.refresh(session)
+    dense = backend.search(
+        session,
         query_vector,
         limit=pool,
         threshold=dense_pool_threshold(params),
@@ -342,13 +344,14 @@ def hybrid_search(
         rank=episode_rank(epoch_seconds(now), *pool_factors(params)),
         # freshness ≤ 1 and recall_weight ≤ its value at the largest count (lets an
         # approximate stage of the index stop early without changing the result)
-        factor_range=(0.0, recall_weight(index.max_recall_count, params.recall_weight_scale)),
+        factor_range=(0.0, recall_weight(backend.max_recall_count, params.recall_weight_scale)),
     )
-    cosine = {int(i): float(c) for i, c in zip(hits.ids, hits.cosine, strict=True)}
+    cosine = {int(i): float(c) for i, c in zip(dense.ids, dense.cosine, strict=True)}
     match = KeywordMatch.empty()
     dated: set[int] = set()
     if params.fusion != "dense":
-        recent = index.newest(
+        recent = backend.newest(
+            session,
             query_vector,
             limit=RECENT_POOL,
             min_created=None if min_created is None else epoch_seconds(min_created),
@@ -356,35 +359,37 @@ def hybrid_search(
         for i, c in zip(recent.ids, recent.cosine, strict=True):
             cosine.setdefault(int(i), float(c))
         spans = [(s.start, s.end) for s in asked.time.spans]
-        dated = dated_episodes(session, spans, index.model_id, min_created, params)
+        dated = dated_episodes(session, spans, backend.model_id, min_created, params)
         fresh_ids = [i for i in dated if i not in cosine]
-        cosine.update(index.cosines(fresh_ids, query_vector))
+        cosine.update(backend.cosines(session, fresh_ids, query_vector))
         # Every candidate gets its episode-level keyword score, the recent ones included: one
         # left unscored would have only its best window's half of the keyword mean.
         match = keyword_stage(
             session,
             asked.time.rest if asked.time.spans else query_text,
-            model_id=index.model_id,
+            model_id=backend.model_id,
             pool=pool,
             min_created=min_created,
             candidates=cosine.keys(),
+            backend=backend,
         )
     keyword = match.relevance
     ids = sorted(set(cosine) | set(keyword))
     if not ids:
         return []
     rows = candidate_rows(session, ids)
-    # Keyword-only and recent candidates' summary vectors are in the index; the database is
-    # read only for one it lacks: committed after the refresh (PostgreSQL's statements each see
-    # the latest commits), or of a size it skipped.
+    # Keyword-only and recent candidates' summary vectors are in the backend's search; a row
+    # is read only for one it lacks: committed after the refresh (PostgreSQL's statements each
+    # see the latest commits), or of a size it skipped.
     missing = [r[0] for r in rows if r[0] not in cosine]
-    cosine.update(index.cosines(missing, query_vector))
-    cosine.update(vector_cosines(session, [i for i in missing if i not in cosine], query_vector))
+    cosine.update(backend.cosines(session, missing, query_vector))
+    unseen = [i for i in missing if i not in cosine]
+    cosine.update(backend.stored_cosines(session, unseen, query_vector))
     if params.fusion == "dense":
         return rank_candidates(rows, cosine, keyword, now, params)
     each_cosine = window_cosines(rows, query_vector)
     passage = {i: float(v.max()) for i, v in each_cosine.items()}
-    each_keyword = window_keyword_relevance(session, match, rows)
+    each_keyword = window_keyword_relevance(session, match, rows, backend)
     window = {i: max(v.values(), default=0.0) for i, v in each_keyword.items()}
     hits = rank_candidates(
         rows,
@@ -404,7 +409,7 @@ def hybrid_search(
 
 def time_search(
     session: Session,
-    index: Any,
+    backend: SearchBackend,
     query_vector: np.ndarray,
     now: datetime,
     params: HybridParams,
@@ -412,16 +417,16 @@ def time_search(
 ) -> list[HybridHit]:
     """A message that names a span of time and nothing else: the span's conversations (up to
     TIME_POOL, newest first), whatever their relevance — there is no topic to match."""
-    index.refresh(session)
+    backend.refresh(session)
     min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
     spans = [(s.start, s.end) for s in asked.time.spans]
-    dated = dated_episodes(session, spans, index.model_id, min_created, params, TIME_POOL)
+    dated = dated_episodes(session, spans, backend.model_id, min_created, params, TIME_POOL)
     rows = candidate_rows(session, sorted(dated))
     if not rows:
         return []
-    cosine = index.cosines([r[0] for r in rows], query_vector)
+    cosine = backend.cosines(session, [r[0] for r in rows], query_vector)
     missing = [r[0] for r in rows if r[0] not in cosine]
-    cosine.update(vector_cosines(session, missing, query_vector))
+    cosine.update(backend.stored_cosines(session, missing, query_vector))
     each_cosine = window_cosines(rows, query_vector)
     passage = {i: float(v.max()) for i, v in each_cosine.items()}
     hits = rank_candidates(rows, cosine, {}, now, params, passage, {}, 1.0, dated, False, asked)
@@ -496,24 +501,30 @@ def pool_factors(params: HybridParams) -> tuple[float, float]:
 
 
 def window_keyword_stage(
-    session: Session, match: KeywordMatch, rows: list[Any]
+    session: Session,
+    match: KeywordMatch,
+    rows: list[Any],
+    backend: FullTextSearch | None = None,
 ) -> dict[int, float]:
     """Best-window keyword relevance of the candidates whose windows are indexed (those with
     window vectors: both are written together), 0 for one with no matching window; candidates
     without windows are absent (their keyword relevance stays the episode's)."""
-    each = window_keyword_relevance(session, match, rows)
+    each = window_keyword_relevance(session, match, rows, backend)
     return {i: max(v.values(), default=0.0) for i, v in each.items()}
 
 
 def window_keyword_relevance(
-    session: Session, match: KeywordMatch, rows: list[Any]
+    session: Session,
+    match: KeywordMatch,
+    rows: list[Any],
+    backend: FullTextSearch | None = None,
 ) -> dict[int, dict[int, float]]:
     """{episode: {window number: keyword relevance}} of the candidates whose windows are
     indexed ({} for one with no matching window); candidates without windows are absent."""
     indexed = [r[0] for r in rows if r[PASSAGES]]
     if not indexed:
         return {}
-    scores = window_keywords.each_window_score(session, match.terms, indexed)
+    scores = window_keywords.each_window_score(session, match.terms, indexed, backend)
     # the same shape as the episode level (keyword_relevance): a share of the best window,
     # times the best episode match's coverage
     flat = {(i, k): v for i, per in scores.items() for k, v in per.items()}
@@ -564,15 +575,18 @@ def keyword_stage(
     min_created: datetime | None,
     candidates: Collection[int],
     budget: int = SCORE_BUDGET,
+    backend: FullTextSearch | None = None,
 ) -> KeywordMatch:
     """Normalised keyword relevance ∈ (0, 1] of the keyword pool — the best `pool` matches
     created ≥ min_created — and of the dense `candidates` that match (`.relevance`:
     {episode_id: relevance}; an episode absent from it has no keyword match, or is in neither
-    set), with the words matched and the best match's coverage. `budget`: see recent_share."""
+    set), with the words matched and the best match's coverage. `budget`: see recent_share.
+    `backend`: the search backend (by default, that of the session's engine)."""
     terms = query_terms(query)
     if not terms:
         return KeywordMatch.empty()
-    total, counts = term_counts(session, terms)
+    text = backend or full_text(session)
+    total, counts = term_counts(session, terms, text)
     names = named_words(query, terms)
     known = known_share(total, terms, counts, names)
     stranger = names_unknown(terms, counts, names)
@@ -583,7 +597,13 @@ def keyword_stage(
     share = recent_share([by_term[t] for t in matched], budget)
     if share is None:
         scores = keyword_scores(
-            session, query, model_id=model_id, limit=pool, min_created=min_created, terms=matched
+            session,
+            query,
+            model_id=model_id,
+            limit=pool,
+            min_created=min_created,
+            terms=matched,
+            backend=text,
         )
     else:
         scores = common_words_pool(
@@ -594,6 +614,7 @@ def keyword_stage(
             min_created=min_created,
             share=share,
             budget=budget,
+            backend=text,
         )
     # A pool that is neither full nor bounded holds every match in the window, where the dense
     # candidates are: the ones it lacks have no keyword score to find.
@@ -607,12 +628,13 @@ def keyword_stage(
                 limit=len(unscored),
                 ids=unscored,
                 terms=matched,
+                backend=text,
             )
         )
     if not scores:
         return KeywordMatch({}, [], 0.0, known, stranger)
     best_id = max(scores, key=lambda i: (scores[i], i))
-    has = probe_contains(session, terms, best_id)
+    has = probe_contains(session, terms, best_id, text)
     strength = coverage(total, list(zip(counts, has, strict=True)))
     return KeywordMatch(keyword_relevance(scores, strength), matched, strength, known, stranger)
 
@@ -672,22 +694,3 @@ def window_cosines(rows: list[Any], query_vector: np.ndarray) -> dict[int, np.nd
     counts = [len(blob) // row_bytes for _, blob in found]
     parts = np.split(matrix @ query, np.cumsum(counts[:-1]))
     return {i: part for (i, _), part in zip(found, parts, strict=True)}
-
-
-def vector_cosines(session: Session, ids: list[int], query_vector: np.ndarray) -> dict[int, float]:
-    """Cosine of each of `ids` with the query, read from the database (the float32 copy, or
-    the JSON record for a row written without one): for rows the index does not hold. 0 for a
-    vector of another size."""
-    if not ids:
-        return {}
-    rows = session.execute(
-        select(EpisodeSummary.id, EpisodeSummary.embedding_f32, EpisodeSummary.embedding).where(
-            EpisodeSummary.id.in_(ids)
-        )
-    )
-    query = np.asarray(query_vector, dtype=np.float32)
-    out = {}
-    for i, blob, record in rows:
-        vector = from_row(blob, record)
-        out[int(i)] = float(vector @ query) if vector.shape == query.shape else 0.0
-    return out

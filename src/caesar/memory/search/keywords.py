@@ -1,7 +1,8 @@
-"""The keyword stage of hybrid recall (memory/search/hybrid.py): full-text relevance of past episodes to
-a message, from the database's own index — SQLite FTS5 (`bm25()`) or PostgreSQL (`ts_rank`
-over a GIN-indexed tsvector), kept in step with `episode_summaries` by triggers (migration
-0002) over the summary and the source conversation.
+"""The keyword stage of hybrid recall (memory/search/hybrid.py): full-text relevance of past
+episodes to a message, from the database's own index, asked through the engine's search
+backend (memory/search/backend.py: SQLite FTS5 `bm25()`, PostgreSQL `ts_rank` over a
+GIN-indexed tsvector), kept in step with `episode_summaries` by triggers (migration 0002) over
+the summary and the source conversation.
 
 hybrid.keyword_stage gives each episode it scores a relevance ∈ [0, 1]: its full-text score as
 a share of the query's best one, times how much of the query's information (idf-weighted share
@@ -9,29 +10,29 @@ of its words) that best match holds — so a message that only shares common wor
 stays near 0 (see `coverage`).
 
 Cost on large histories: BM25 must score every episode the MATCH finds, so
-- per-word document counts come from the index's vocabulary (migration 0003), not a COUNT, and
-  are remembered while the index is unchanged;
+- per-word document counts come from the index's vocabulary (SQLite, migration 0003), not a
+  COUNT, and are remembered while the index is unchanged;
 - query words in a large share of the history (idf ≈ 0 next to the query's rarest word) are left
   out of the MATCH (`match_terms`);
 - a query whose every word is common scores a bounded set of episodes (memory/search/common_words.py);
-- the dense candidates the pool left out are scored with the rowid filter kept out of FTS5
-  (`+rowid IN`): pushed into it, FTS5 restarts — and bm25 recounts every word's documents —
-  once per id.
+- the dense candidates the pool left out are scored by id, the way each engine does it cheaply
+  (memory/search/sqlite.py).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.orm import Session
 
+from caesar.memory.search.backend import FullTextSearch, full_text
 from caesar.memory.search.dates import MONTHS
+from caesar.memory.search.postgres import tsquery_text  # noqa: F401 - re-exported
+from caesar.memory.search.sqlite import fts5_match, indexed_rows  # noqa: F401 - re-exported
 
 K = TypeVar("K")  # what is scored: an episode id, or (episode id, window number)
 
@@ -53,11 +54,6 @@ KEYWORD_TABLES = (
     "episode_window_fts_config",
 )
 
-# The summary is what recall shows; a word there counts double a word in the conversation.
-SUMMARY_WEIGHT = 2.0
-CONVERSATION_WEIGHT = 1.0
-# PostgreSQL ts_rank weights for labels {D, C, B, A}; A = summary, B = conversation.
-_PG_WEIGHTS = "{0.1, 0.2, 0.5, 1.0}"
 MAX_QUERY_TERMS = 32
 # A query word in at least COMMON_MIN_DOCS episodes whose idf is under COMMON_IDF_SHARE of the
 # query's rarest word's is left out of the MATCH (see match_terms): next to a rare word it adds
@@ -66,12 +62,6 @@ MAX_QUERY_TERMS = 32
 # counts in `coverage`. Below the floor a doclist is cheap to score and nothing is left out.
 COMMON_IDF_SHARE = 0.4
 COMMON_MIN_DOCS = 500
-# Must equal migration 0002's FTS5 tokenizer: query words are tokenized with it to look their
-# document counts up in the index's vocabulary (porter stems "hiking" to "hike").
-SQLITE_TOKENIZE = "porter unicode61 remove_diacritics 2"
-_TOKEN_CACHE_SIZE = 10_000
-_DATABASES_CACHED = 16
-_token_cache: dict[str, tuple[str, ...]] = {}
 
 _TERM = re.compile(r"[^\W_]+", re.UNICODE)
 # Function words only: every question has them and they would make every episode a match.
@@ -105,43 +95,6 @@ def query_terms(query: str) -> list[str]:
     return list(seen)
 
 
-def fts5_match(terms: Iterable[str], *, every: bool = False) -> str:
-    """An FTS5 MATCH expression: any of the terms (every one if `every`). Quoted, so no term is
-    read as syntax."""
-    return (" AND " if every else " OR ").join(f'"{t}"' for t in terms)
-
-
-def tsquery_text(terms: Iterable[str], *, every: bool = False) -> str:
-    """A to_tsquery() argument: any of the terms, or every one (letters and digits only)."""
-    return (" & " if every else " | ").join(terms)
-
-
-def is_sqlite(session: Session) -> bool:
-    return session.get_bind().dialect.name == "sqlite"
-
-
-def driver_rows(session: Session, sql: str, params: Sequence[object]) -> list[Any]:
-    """Rows of `sql`, sent to the driver as written with positional parameters (write the
-    placeholders with `marks`): for the hot statements of a recall, SQLAlchemy's compile-cache
-    lookup, expanding-list processing and row wrapping cost more than SQLite's own work."""
-    return list(session.connection().exec_driver_sql(sql, tuple(params)).fetchall())
-
-
-def marks(session: Session, n: int) -> str:
-    """n positional placeholders in the driver's style: sqlite3 '?', psycopg '%s'."""
-    return ", ".join(["?" if is_sqlite(session) else "%s"] * n)
-
-
-@functools.lru_cache(maxsize=1024)
-def statement(sql: str, *expanding: str) -> TextClause:
-    """text(sql), built once per statement, with `expanding` parameters taking lists: a new
-    text() is parsed (its bind parameters found by regex) and its cache key built on every
-    execution. Lists go in as parameters, never formatted into the statement, so statements
-    repeat and SQLAlchemy's compiled cache is hit."""
-    clause = text(sql)
-    return clause.bindparams(*(bindparam(n, expanding=True) for n in expanding))
-
-
 def keyword_scores(
     session: Session,
     query: str,
@@ -153,177 +106,46 @@ def keyword_scores(
     terms: list[str] | None = None,
     min_id: int | None = None,
     every: bool = False,
+    backend: FullTextSearch | None = None,
 ) -> dict[int, float]:
     """Best `limit` episodes (of `model_id` unless None, created ≥ min_created, id ≥ min_id,
     among `ids` if given, holding every term if `every`) by keyword relevance to `query`:
     {episode_id: score > 0}. `terms`, if given, replaces the query's own words (the stage passes
     the ones worth matching). A score depends on the episode and the terms only — not on the
     filters, nor on `every` (bm25 and ts_rank weigh each term by the whole index's counts).
-    With neither model_id nor min_created the index is read alone, without the episode rows."""
+    With neither model_id nor min_created the index is read alone, without the episode rows.
+    `backend`: the search backend (by default, that of the session's engine)."""
     terms = query_terms(query) if terms is None else terms
     id_list = None if ids is None else sorted({int(i) for i in ids})
     if not terms or id_list == []:
         return {}
-    sqlite = is_sqlite(session)
-    key = "f.rowid" if sqlite else "f.episode_id"
-    params: dict[str, object] = {"limit": limit}
-    where = []
-    if model_id is not None:
-        where.append("e.model = :model")
-        params["model"] = model_id
-    if min_created is not None:
-        where.append("e.created_at >= :min_created")
-        params["min_created"] = min_created
-    join = (f"JOIN episode_summaries AS e ON e.id = {key}",) if where else ()
-    if min_id is not None:
-        where.append(f"{key} >= :min_id")
-        params["min_id"] = min_id
-    if id_list is not None:
-        # On SQLite the list is kept out of FTS5 (unary +: see the module doc); the range
-        # around it is pushed into it.
-        params.update(ids=id_list, lo=id_list[0], hi=id_list[-1])
-        if sqlite:
-            where.append("f.rowid BETWEEN :lo AND :hi")
-        where.append(f"+{key} IN :ids" if sqlite else f"{key} IN :ids")
-    if sqlite:
-        params["match"] = fts5_match(terms, every=every)
-        score = f"-bm25(episode_fts, {SUMMARY_WEIGHT}, {CONVERSATION_WEIGHT})"
-        tables = ["episode_fts AS f", *join]
-        where.insert(0, "episode_fts MATCH :match")
-    else:
-        params["tsquery"] = tsquery_text(terms)
-        score = f"ts_rank('{_PG_WEIGHTS}', f.document, q.query, 1)"
-        tables = ["episode_fts AS f", *join, ", to_tsquery('english', :tsquery) AS q(query)"]
-        where.insert(0, "f.document @@ q.query")
-        if every:  # filtered by the all-words query, ranked by the any-word one (as ever)
-            params["every"] = tsquery_text(terms, every=True)
-            where.append("f.document @@ to_tsquery('english', :every)")
-    sql = f"""
-        SELECT {key} AS id, {score} AS score FROM {" ".join(tables)}
-        WHERE {" AND ".join(where)} ORDER BY score DESC, {key} DESC LIMIT :limit"""
-    rows = session.execute(statement(sql, *(("ids",) if id_list is not None else ())), params)
-    return {int(i): float(score) for i, score in rows if score > 0}
+    return (backend or full_text(session)).keyword_scores(
+        session,
+        terms,
+        limit=limit,
+        model_id=model_id,
+        ids=id_list,
+        min_created=min_created,
+        min_id=min_id,
+        every=every,
+    )
 
 
-def sqlite_tokens(session: Session, words: list[str]) -> dict[str, tuple[str, ...]]:
-    """Each word as the index's tokenizer makes it, read back through a per-connection temporary
-    FTS5 table with the same tokenizer (SQLite has no tokenize() function). Cached: the mapping
-    depends only on the tokenizer."""
-    missing = [w for w in words if w not in _token_cache]
-    if missing:
-        for sql in (
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.caesar_query_fts USING fts5(word, tokenize = '{SQLITE_TOKENIZE}')",
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.caesar_query_vocab USING fts5vocab(temp, caesar_query_fts, 'instance')",
-            "DELETE FROM temp.caesar_query_fts",
-        ):
-            session.execute(text(sql))
-        session.execute(
-            text("INSERT INTO temp.caesar_query_fts (rowid, word) VALUES (:i, :w)"),
-            [{"i": i, "w": w} for i, w in enumerate(missing)],
-        )
-        sql = "SELECT doc, term FROM temp.caesar_query_vocab ORDER BY doc, offset"
-        tokens: dict[int, list[str]] = {}
-        for doc, term in session.execute(text(sql)):
-            tokens.setdefault(int(doc), []).append(str(term))
-        session.execute(text("DELETE FROM temp.caesar_query_fts"))
-        if len(_token_cache) + len(missing) > _TOKEN_CACHE_SIZE:
-            _token_cache.clear()
-        _token_cache.update((w, tuple(tokens.get(i, ()))) for i, w in enumerate(missing))
-    return {w: _token_cache[w] for w in words}
-
-
-def term_counts(session: Session, terms: list[str]) -> tuple[int, list[int]]:
+def term_counts(
+    session: Session, terms: list[str], backend: FullTextSearch | None = None
+) -> tuple[int, list[int]]:
     """(indexed episodes, [episodes containing each term]), by the index's own tokenizer, so
-    stemming and stop words agree with the keyword search. SQLite reads the counts from the
-    index's vocabulary (episode_fts_vocab; see _sqlite_doc_counts) and the total from FTS5's
-    averages record (count(*) on episode_fts reads every row: ~35 ms at 100k episodes)."""
-    if is_sqlite(session):
-        tokens = sqlite_tokens(session, terms)
-        n, docs = _sqlite_doc_counts(session, {t[0] for t in tokens.values() if len(t) == 1})
-        # A word the tokenizer splits in several tokens (or none) is counted as a phrase.
-        per_term = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :term"
-        return n, [
-            docs[tokens[t][0]]
-            if len(tokens[t]) == 1
-            else int(session.execute(text(per_term), {"term": fts5_match([t])}).scalar() or 0)
-            for t in terms
-        ]
-    n = int(session.execute(text("SELECT count(*) FROM episode_fts")).scalar() or 0)
-    per_term = "SELECT count(*) FROM episode_fts WHERE document @@ to_tsquery('english', :term)"
-    return n, [
-        int(session.execute(text(per_term), {"term": tsquery_text([t])}).scalar() or 0)
-        for t in terms
-    ]
+    stemming and stop words agree with the keyword search."""
+    return (backend or full_text(session)).term_counts(session, terms)
 
 
-# Per database: the index's state and the token document counts read in that state. The
-# vocabulary counts a token's documents by reading its whole doclist (~0.5 ms for a word in 17k
-# episodes), and a chat's common words come back turn after turn.
-_doc_counts: dict[str, tuple[tuple[object, ...], dict[str, int]]] = {}
-# FTS5's averages record (rowid 1: rows, then tokens per column) and structure record (rowid
-# 10: its segments and a write counter) are rewritten by every commit that changes the index.
-_INDEX_STATE = """SELECT (SELECT block FROM episode_fts_data WHERE id = 1),
-    (SELECT block FROM episode_fts_data WHERE id = 10)"""
-
-
-def _sqlite_doc_counts(session: Session, tokens: set[str]) -> tuple[int, dict[str, int]]:
-    """(indexed episodes, {token: episodes holding it}), remembered while the index is
-    unchanged (the read session's snapshot holds it still between the two reads). The number
-    of episodes is the averages record's first field, as FTS5's own bm25() reads it: counting
-    the docsize table instead read 100k rows a search (0.4 ms)."""
-    state = tuple(session.execute(statement(_INDEX_STATE)).one())
-    key = str(session.get_bind().engine.url)
-    cached = _doc_counts.get(key)
-    if cached is None or cached[0] != state:
-        if len(_doc_counts) >= _DATABASES_CACHED:
-            _doc_counts.clear()
-        cached = _doc_counts[key] = (state, {})
-    counts = cached[1]
-    missing = {f"t{i}": t for i, t in enumerate(tokens - counts.keys())}
-    if missing:
-        if len(counts) + len(missing) > _TOKEN_CACHE_SIZE:
-            counts.clear()
-        sql = f"SELECT term, doc FROM episode_fts_vocab WHERE term IN ({', '.join(':' + k for k in missing)})"
-        counts.update(dict.fromkeys(missing.values(), 0))
-        counts.update({str(r.term): int(r.doc) for r in session.execute(text(sql), missing)})
-    return indexed_rows(state[0]), {t: counts[t] for t in tokens}
-
-
-def indexed_rows(averages: bytes | None) -> int:
-    """The row count at the head of an FTS5 averages record (an SQLite varint: big-endian
-    7-bit groups, the high bit set on all but the last; a 9th byte carries 8 bits). An empty
-    index has no record: 0. Pure."""
-    value = 0
-    for at, byte in enumerate(averages or b""):
-        if at == 8:
-            return (value << 8) | byte
-        value = (value << 7) | (byte & 0x7F)
-        if not byte & 0x80:
-            return value
-    return value
-
-
-def probe_contains(session: Session, terms: list[str], probe_id: int) -> list[bool]:
-    """Whether episode `probe_id` contains each term (by the index's tokenizer). One statement:
-    a cheap lookup per term (no bm25, the rowid pushed into FTS5)."""
+def probe_contains(
+    session: Session, terms: list[str], probe_id: int, backend: FullTextSearch | None = None
+) -> list[bool]:
+    """Whether episode `probe_id` contains each term (by the index's tokenizer)."""
     if not terms:
         return []
-    params: dict[str, object] = {"probe": probe_id}
-    checks = []
-    for i, term in enumerate(terms):
-        if is_sqlite(session):
-            params[f"t{i}"] = fts5_match([term])
-            checks.append(
-                f"EXISTS (SELECT 1 FROM episode_fts WHERE episode_fts MATCH :t{i} AND rowid = :probe)"
-            )
-        else:
-            params[f"t{i}"] = tsquery_text([term])
-            checks.append(
-                "EXISTS (SELECT 1 FROM episode_fts "
-                f"WHERE episode_id = :probe AND document @@ to_tsquery('english', :t{i}))"
-            )
-    row = session.execute(statement(f"SELECT {', '.join(checks)}"), params).one()
-    return [bool(v) for v in row]
+    return (backend or full_text(session)).probe_contains(session, terms, probe_id)
 
 
 def term_document_counts(

@@ -536,6 +536,9 @@ class CurrentModelIndex:
         self._index: VectorIndex | None = None
         self._lock = threading.Lock()
 
+    def current_model(self) -> str:
+        return self._model_id()
+
     def get(self) -> VectorIndex:
         model_id = self._model_id()
         with self._lock:
@@ -555,3 +558,9 @@ class CurrentModelIndex:
         them missing after they have taken candidate slots."""
         if self._index is not None and ids:
             self._index.forget(list(ids))
+
+    def release(self) -> None:
+        """Let go of the loaded index (its memory), e.g. once PostgreSQL searches the vectors;
+        `get` loads a fresh one if asked again."""
+        with self._lock:
+            self._index = None

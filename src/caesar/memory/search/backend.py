@@ -1,0 +1,218 @@
+"""The search backend: the one seam between recall and the engine it runs on.
+
+Recall (memory/search/hybrid.py) asks two kinds of question of the stored episodes — which
+vectors are nearest a message, and which texts hold its words — and fuses, ranks and excerpts
+the answers itself. A `SearchBackend` answers both kinds, for one database engine; the fusion,
+ranking, excerpt and date code never asks which engine it runs on. It is chosen once, by
+engine (`search_backend`, called by `Services`):
+
+- SQLite (`memory/search/sqlite.py`): FTS5 full text + the in-process vector index
+  (memory/search/vectors.py) — the fast embedded default;
+- PostgreSQL (`memory/search/pgvector.py`): `tsvector` full text + the vectors searched in
+  PostgreSQL itself (pgvector's HNSW, nothing held per process) once they are migrated, the
+  in-process index until then, or for good where pgvector cannot be used
+  (`memory.episodes_recall.vector_search`: "auto", the default; "pgvector" insists;
+  "in_process" keeps today's index, `memory/search/postgres.py`).
+
+Code that holds a session and nothing else (migrations, `caesar episodes reembed`, the keyword
+helpers of memory/search/keywords.py) reaches the engine's full-text half with `full_text`.
+
+Score rules (every backend, so the fusion can compare numbers across engines):
+- a vector score is the cosine of the stored vector with the query, in [-1, 1], higher =
+  better — exact, as `vector @ query` over unit vectors, to float32 rounding: an approximate
+  backend may miss a row, never misreport one;
+- a full-text score is > 0, higher = better, and compares within one query only (BM25 and
+  ts_rank scales differ); it depends on the episode and the words only, not on the filters
+  (keywords.keyword_relevance turns it into a share of the best match).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Literal, Protocol
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from caesar.db.engine import Database
+from caesar.memory.search.in_process import IndexSource
+from caesar.memory.search.pgvector import PgvectorSearch
+from caesar.memory.search.pgvector_migration import Progress, VectorStatus
+from caesar.memory.search.postgres import PostgresFullText, PostgresSearch
+from caesar.memory.search.sqlite import SqliteFullText, SqliteSearch
+from caesar.memory.search.vector_math import Hits
+from caesar.memory.search.vectors import Rank
+
+
+class VectorSearch(Protocol):
+    """Nearest episodes to a query vector, among those of one embedding model (`model_id`)
+    with a non-empty summary. Every `cosine` follows the module's score rule."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def max_recall_count(self) -> float:
+        """The largest recall count of any episode searched (bounds what `rank` can give)."""
+        ...
+
+    def refresh(self, session: Session) -> None:
+        """See the episodes committed since the last search (a no-op where the database
+        itself is searched)."""
+        ...
+
+    def warm(self, db: Database) -> int:
+        """Make the first search fast — load what this process holds, or build the current
+        model's index where the database searches — and return how many episodes it
+        searches."""
+        ...
+
+    def forget(self, ids: Sequence[int]) -> None:
+        """Never return these deleted episodes again: drop them from any copy this process
+        holds (a no-op where the database itself is searched)."""
+        ...
+
+    def migrate(self, db: Database, progress: Progress | None = None) -> VectorStatus | None:
+        """Bring the database's own vector search up to date (pgvector: copy the vectors
+        written before it, build the model's index), batched and resumable, while searches
+        go on; None where there is nothing of the kind."""
+        ...
+
+    def search(
+        self,
+        session: Session,
+        query: np.ndarray,
+        *,
+        limit: int,
+        threshold: float | None = None,
+        min_created: float | None = None,
+        rank: Rank | None = None,
+        factor_range: tuple[float, float] = (1.0, 1.0),
+    ) -> Hits:
+        """Episodes with cosine ≥ threshold created ≥ min_created (epoch seconds), ordered by
+        `rank(cosine, created, recall_count)` (default: the cosine), best `limit` first.
+        `rank` is cosine × a factor within `factor_range` (both bounds ≥ 0): a backend that
+        cannot run it where the vectors are over-fetches by the cosine and re-ranks."""
+        ...
+
+    def newest(
+        self, session: Session, query: np.ndarray, *, limit: int, min_created: float | None = None
+    ) -> Hits:
+        """The `limit` newest episodes (highest ids) created ≥ min_created, with their
+        cosine to the query; newest first."""
+        ...
+
+    def cosines(self, session: Session, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        """The cosine of each of `ids` that `search` can see; the others are absent."""
+        ...
+
+    def stored_cosines(
+        self, session: Session, ids: Sequence[int], query: np.ndarray
+    ) -> dict[int, float]:
+        """The cosine of each of `ids` read from its row, for one `search` cannot see yet
+        (committed since the refresh): 0 for a vector of another size."""
+        ...
+
+
+class FullTextSearch(Protocol):
+    """The episodes' words (summary and conversation) and their 3-turn windows' words, in the
+    database's own full-text index, kept in step with the rows (triggers; windows by their
+    writer). Every score follows the module's score rule. `terms` are query words
+    (keywords.query_terms), matched by the index's own tokenizer and stemmer."""
+
+    def keyword_scores(
+        self,
+        session: Session,
+        terms: Sequence[str],
+        *,
+        limit: int,
+        model_id: str | None = None,
+        ids: Sequence[int] | None = None,
+        min_created: datetime | None = None,
+        min_id: int | None = None,
+        every: bool = False,
+    ) -> dict[int, float]:
+        """Best `limit` episodes holding any of `terms` (every one if `every`), of `model_id`
+        unless None, created ≥ min_created, id ≥ min_id, among `ids` (sorted, non-empty) if
+        given: {episode_id: score}. With neither model_id nor min_created the index is read
+        alone, without the episode rows."""
+        ...
+
+    def term_counts(self, session: Session, terms: Sequence[str]) -> tuple[int, list[int]]:
+        """(indexed episodes, [episodes holding each term])."""
+        ...
+
+    def probe_contains(self, session: Session, terms: Sequence[str], probe_id: int) -> list[bool]:
+        """Whether episode `probe_id` holds each term."""
+        ...
+
+    def count_holding_all(self, session: Session, terms: Sequence[str]) -> int:
+        """Indexed episodes holding every term (no scoring)."""
+        ...
+
+    def indexed_id_range(self, session: Session) -> tuple[int, int]:
+        """(smallest, largest) indexed episode id; (0, 0) when none is."""
+        ...
+
+    def window_scores(
+        self, session: Session, terms: Sequence[str], ids: Sequence[int]
+    ) -> dict[int, dict[int, float]]:
+        """{episode_id: {window number: score}} for the windows of episodes `ids` (sorted,
+        non-empty) holding any of `terms`."""
+        ...
+
+    def has_windows(self, session: Session, episode_id: int) -> bool: ...
+
+    def add_windows(self, session: Session, episode_id: int, windows: Sequence[str]) -> int:
+        """Index the episode's window texts (it has none indexed); returns rows written."""
+        ...
+
+    def forget_windows(self, session: Session, episode_ids: Sequence[int]) -> int:
+        """Remove the windows' words of episodes about to be deleted, in the caller's
+        transaction; returns rows removed (0 where they go with their episode's row)."""
+        ...
+
+
+class SearchBackend(VectorSearch, FullTextSearch, Protocol):
+    """Both halves, for one engine: what hybrid recall reads."""
+
+
+_TEXT: dict[str, FullTextSearch] = {"sqlite": SqliteFullText(), "postgresql": PostgresFullText()}
+VectorStore = Literal["auto", "in_process", "pgvector"]
+Dimension = Callable[[], int] | None
+_BACKENDS: dict[tuple[str, VectorStore], Callable[[IndexSource, Dimension], SearchBackend]] = {
+    ("sqlite", "auto"): lambda indexes, _dim: SqliteSearch(indexes),
+    ("sqlite", "in_process"): lambda indexes, _dim: SqliteSearch(indexes),
+    ("postgresql", "in_process"): lambda indexes, _dim: PostgresSearch(indexes),
+    ("postgresql", "auto"): lambda indexes, dim: PgvectorSearch(indexes, dimension=dim),
+    ("postgresql", "pgvector"): lambda indexes, dim: PgvectorSearch(
+        indexes, dimension=dim, required=True
+    ),
+}
+
+
+def search_backend(
+    engine: str,
+    indexes: IndexSource,
+    vectors: VectorStore = "auto",
+    dimension: Dimension = None,
+) -> SearchBackend:
+    """The backend of database engine `engine` (SQLAlchemy's dialect name) whose vectors are
+    searched where `vectors` says: in this process (`indexes.get()`, the current embedding
+    model's index) or in the database (`indexes.current_model()`'s rows); "auto" is the
+    database where it can (PostgreSQL with pgvector). `dimension`: the embedder's, for an
+    index built before the model has vectors."""
+    try:
+        return _BACKENDS[engine, vectors](indexes, dimension)
+    except KeyError:
+        raise ValueError(f"no search backend for {vectors} vectors on {engine!r}") from None
+
+
+def full_text(session: Session) -> FullTextSearch:
+    """The full-text half of the backend of the engine `session` is bound to."""
+    engine = session.get_bind().dialect.name
+    try:
+        return _TEXT[engine]
+    except KeyError:
+        raise ValueError(f"no search backend for database engine {engine!r}") from None

@@ -1,0 +1,129 @@
+"""PostgreSQL's search backend: `tsvector` full text (`ts_rank`) and, for now, the in-process
+vector index (pgvector next: issue #24).
+
+Tables (migrations 0002, 0005): `episode_fts` holds each episode's GIN-indexed tsvector
+(summary labelled A, conversation B; trigger-maintained), `episode_window_fts` one tsvector per
+3-turn window (episode_id, window_no), written by the windows' writer; both go with their
+episode (ON DELETE CASCADE).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from caesar.memory.search.in_process import InProcessVectors
+from caesar.memory.search.sql import (
+    all_exist,
+    by_window,
+    count,
+    driver_rows,
+    episode_filters,
+    int_pair,
+    marks,
+    statement,
+)
+
+# ts_rank weights for labels {D, C, B, A}; A = summary, B = conversation: a word in the
+# summary counts double one in the conversation, as on SQLite.
+_WEIGHTS = "{0.1, 0.2, 0.5, 1.0}"
+
+
+def tsquery_text(terms: Iterable[str], *, every: bool = False) -> str:
+    """A to_tsquery() argument: any of the terms, or every one (letters and digits only)."""
+    return (" & " if every else " | ").join(terms)
+
+
+class PostgresFullText:
+    """`FullTextSearch` (memory/search/backend.py) over tsvector columns."""
+
+    def keyword_scores(
+        self,
+        session: Session,
+        terms: Sequence[str],
+        *,
+        limit: int,
+        model_id: str | None = None,
+        ids: Sequence[int] | None = None,
+        min_created: datetime | None = None,
+        min_id: int | None = None,
+        every: bool = False,
+    ) -> dict[int, float]:
+        join, where, params = episode_filters(
+            "f.episode_id", model_id=model_id, min_created=min_created, min_id=min_id
+        )
+        params.update(limit=limit, tsquery=tsquery_text(terms))
+        if ids is not None:
+            params["ids"] = list(ids)
+            where.append("f.episode_id IN :ids")
+        if every:  # filtered by the all-words query, ranked by the any-word one (as ever)
+            params["every"] = tsquery_text(terms, every=True)
+            where.append("f.document @@ to_tsquery('english', :every)")
+        score = f"ts_rank('{_WEIGHTS}', f.document, q.query, 1)"
+        sql = f"""
+            SELECT f.episode_id AS id, {score} AS score FROM episode_fts AS f {" ".join(join)}
+            , to_tsquery('english', :tsquery) AS q(query)
+            WHERE {" AND ".join(["f.document @@ q.query", *where])}
+            ORDER BY score DESC, f.episode_id DESC LIMIT :limit"""
+        rows = session.execute(statement(sql, *(("ids",) if ids is not None else ())), params)
+        return {int(i): float(score) for i, score in rows if score > 0}
+
+    def term_counts(self, session: Session, terms: Sequence[str]) -> tuple[int, list[int]]:
+        per_term = "SELECT count(*) FROM episode_fts WHERE document @@ to_tsquery('english', :term)"
+        return count(session, "SELECT count(*) FROM episode_fts"), [
+            count(session, per_term, {"term": tsquery_text([t])}) for t in terms
+        ]
+
+    def probe_contains(self, session: Session, terms: Sequence[str], probe_id: int) -> list[bool]:
+        params: dict[str, object] = {"probe": probe_id}
+        checks = []
+        for i, term in enumerate(terms):
+            params[f"t{i}"] = tsquery_text([term])
+            checks.append(
+                "EXISTS (SELECT 1 FROM episode_fts "
+                f"WHERE episode_id = :probe AND document @@ to_tsquery('english', :t{i}))"
+            )
+        return all_exist(session, checks, params)
+
+    def count_holding_all(self, session: Session, terms: Sequence[str]) -> int:
+        sql = "SELECT count(*) FROM episode_fts WHERE document @@ to_tsquery('english', :q)"
+        return count(session, sql, {"q": tsquery_text(terms, every=True)})
+
+    def indexed_id_range(self, session: Session) -> tuple[int, int]:
+        return int_pair(
+            session,
+            "SELECT (SELECT min(episode_id) FROM episode_fts), (SELECT max(episode_id) FROM episode_fts)",
+        )
+
+    def window_scores(
+        self, session: Session, terms: Sequence[str], ids: Sequence[int]
+    ) -> dict[int, dict[int, float]]:
+        """ts_rank with normalisation 1, as the episode level."""
+        sql = f"""
+            SELECT f.episode_id, f.window_no, ts_rank(f.document, q.query, 1)
+            FROM episode_window_fts AS f, to_tsquery('english', %s) AS q(query)
+            WHERE f.episode_id IN ({marks(session, len(ids))}) AND f.document @@ q.query"""
+        return by_window(driver_rows(session, sql, [tsquery_text(terms), *ids]))
+
+    def has_windows(self, session: Session, episode_id: int) -> bool:
+        sql = "SELECT 1 FROM episode_window_fts WHERE episode_id = :id LIMIT 1"
+        return session.execute(statement(sql), {"id": episode_id}).first() is not None
+
+    def add_windows(self, session: Session, episode_id: int, windows: Sequence[str]) -> int:
+        sql = (
+            "INSERT INTO episode_window_fts (episode_id, window_no, document) "
+            "VALUES (:id, :k, to_tsvector('english', :body)) ON CONFLICT DO NOTHING"
+        )
+        rows = [{"id": episode_id, "k": k, "body": w} for k, w in enumerate(windows)]
+        session.execute(text(sql), rows)
+        return len(rows)
+
+    def forget_windows(self, session: Session, episode_ids: Sequence[int]) -> int:
+        return 0  # ON DELETE CASCADE: they go with their episode
+
+
+class PostgresSearch(InProcessVectors, PostgresFullText):
+    """PostgreSQL's `SearchBackend`: tsvector and the in-process vector index."""

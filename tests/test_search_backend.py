@@ -1,0 +1,264 @@
+"""The contract every search backend (memory/search/backend.py) passes, on fixed data, on each
+engine it serves: a vector search answers as an exact brute force over the same rows does —
+with thresholds, age filters and a rank (test_vectors.CASES), rows added after the first
+search, deletes, and a change of embedding model.
+
+Backends: SQLite and PostgreSQL with the in-process index; PostgreSQL's own vector search
+(pgvector) without an index (an exact scan: the SQL's filters and over-fetch, checked exactly)
+and PostgreSQL's backend as it runs, once the vectors are migrated and the HNSW index built.
+
+Tolerance: exact backends give the same ids in the same order, except rows whose scores tie to
+float32 rounding (test_vectors.TIE, 1e-6), which may come in either order, and every cosine
+within 1e-5 of the reference's. pgvector's HNSW index is approximate: over all cases and
+queries it returns at least HNSW_RECALL of the exact top k's ids, every one it returns passes
+the filters with its exact cosine, in the ranking's order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+from test_vectors import (
+    DIM,
+    MODEL,
+    NOW_S,
+    TIE,
+    Corpus,
+    check,
+    queries_for,
+    searches,
+)
+
+from caesar.db import Database, migrate
+from caesar.db.models import EpisodeSummary
+from caesar.memory.importance import SECONDS_PER_DAY
+from caesar.memory.search.backend import VectorSearch, search_backend
+from caesar.memory.search.pgvector import PgvectorSearch, PgvectorVectors
+from caesar.memory.search.pgvector_migration import index_name
+from caesar.memory.search.vectors import CurrentModelIndex, epoch_seconds
+
+OTHER = "other-model"
+# measured at 5,000 rows: 0.978 (hnsw.ef_search 40), 0.982 (100, the backend's), 0.987 (200)
+HNSW_RECALL = 0.95
+BACKENDS = ["sqlite", "postgresql", "pgvector", "pgvector-hnsw"]
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    """(migrated database, backend name) for each backend."""
+    url = (
+        f"sqlite:///{tmp_path / 'caesar.db'}"
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
+    db = Database(url)
+    migrate.upgrade(db)
+    yield db, request.param
+    db.dispose()
+
+
+class Bound:
+    """A backend and a read session in VectorIndex.search's shape, for test_vectors.check."""
+
+    def __init__(self, backend: VectorSearch, session: Any) -> None:
+        self.backend, self.session = backend, session
+
+    def search(self, query: np.ndarray, **kwargs: Any) -> Any:
+        return self.backend.search(self.session, query, **kwargs)
+
+
+def _backend(db: Database, name: str, model: list[str]) -> VectorSearch:
+    """Backend `name`, searching the vectors of model `model[0]` (changed in place)."""
+    if name == "pgvector":
+        return PgvectorVectors(lambda: model[0])
+    indexes = CurrentModelIndex(
+        EpisodeSummary, lambda: model[0], extra_filter=EpisodeSummary.summary != ""
+    )
+    vectors = "pgvector" if name == "pgvector-hnsw" else "in_process"
+    return search_backend(db.engine.dialect.name, indexes, vectors, dimension=lambda: DIM)
+
+
+def _check(
+    store: tuple[Database, str], backend: VectorSearch, corpus: Corpus, model: str = MODEL
+) -> int:
+    db, name = store
+    if name != "pgvector-hnsw":
+        with db.read() as session:
+            backend.refresh(session)
+            return check(Bound(backend, session), corpus, queries_for(corpus), model)
+    assert isinstance(backend, PgvectorSearch)
+    assert backend.migrate(db).ready  # type: ignore[union-attr]  # builds the model's index
+    with db.read() as session:
+        assert backend.searches_database(session)
+    scans = _index_scans(db, model)
+    with db.read() as session:
+        # at these sizes the planner would rather read and sort the model's rows: the index
+        # is what is tested here
+        for plan in ("seqscan", "bitmapscan", "sort"):
+            session.execute(text(f"SET LOCAL enable_{plan} = off"))
+        backend.refresh(session)
+        compared = check_recall(Bound(backend, session), corpus, queries_for(corpus), model)
+        session.execute(text("SELECT pg_stat_force_next_flush()"))
+    assert _index_scans(db, model) > scans  # the searches went through the HNSW index
+    return compared
+
+
+def _index_scans(db: Database, model: str) -> int:
+    sql = "SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = :name"
+    with db.read() as session:
+        return int(session.execute(text(sql), {"name": index_name(model, DIM)}).scalar() or 0)
+
+
+def check_recall(search: Bound, corpus: Corpus, queries: np.ndarray, model: str) -> int:
+    """An approximate search against brute force (see the module doc): the share of the
+    exact ids it finds, and every hit exact. Returns how many hits compared."""
+    found = wanted = 0
+    for case, hits, want, scores in searches(search, corpus, queries, model):
+        got = [int(i) for i in hits.ids]
+        assert all(i in scores for i in got), case  # each passes the filters
+        keys = [scores[i][0] for i in got]
+        assert all(a >= b - TIE for a, b in zip(keys, keys[1:], strict=False)), case
+        np.testing.assert_allclose(hits.cosine, [scores[i][1] for i in got], atol=1e-5)
+        found += len(set(got) & set(want))
+        wanted += len(want)
+    assert found >= HNSW_RECALL * wanted, (found, wanted)
+    return wanted
+
+
+def test_same_top_k_as_exact_search_through_growth_deletes_and_a_model_change(store):
+    db, name = store
+    corpus = Corpus(db, seed=4)
+    corpus.add(900)
+    corpus.add(300, model=OTHER)
+    model = [MODEL]
+    backend = _backend(db, name, model)
+    assert _check(store, backend, corpus) > 100
+
+    corpus.add(200)  # written after the first search
+    assert _check(store, backend, corpus) > 100
+
+    # Delete the best rows of every query, as retention or a forget would: never returned
+    # again, and the rows behind them move up.
+    gone: set[int] = set()
+    for query in queries_for(corpus):
+        gone.update(corpus.brute_force(query, limit=4, threshold=0.2)[0])
+    corpus.delete(sorted(gone))
+    backend.forget(sorted(gone))
+    assert _check(store, backend, corpus) > 100
+
+    # The embedder changes: only the new model's vectors are searched, deletes included.
+    model[0] = OTHER
+    assert backend.model_id == OTHER
+    assert _check(store, backend, corpus, model=OTHER) > 100
+    best = corpus.brute_force(queries_for(corpus)[0], limit=3, model=OTHER)[0]
+    corpus.delete(best)
+    backend.forget(best)
+    assert _check(store, backend, corpus, model=OTHER) > 100
+
+
+def test_newest_and_cosines_answer_as_the_rows_do(store):
+    db, name = store
+    corpus = Corpus(db, seed=5)
+    corpus.add(400)
+    corpus.add(50, model=OTHER)
+    backend = _backend(db, name, [MODEL])
+    query = queries_for(corpus)[0]
+    corpus.delete([400, 399])
+    backend.forget([400, 399])
+    min_created = NOW_S - 30 * SECONDS_PER_DAY
+    with db.read() as session:
+        backend.refresh(session)
+        newest = backend.newest(session, query, limit=10, min_created=min_created)
+        live = [i for i in sorted(corpus.vectors, reverse=True) if corpus.model[i] == MODEL]
+        young = [i for i in live if epoch_seconds(corpus.created[i]) >= min_created]
+        assert [int(i) for i in newest.ids] == young[:10]
+        np.testing.assert_allclose(
+            newest.cosine, [corpus.vectors[i] @ query for i in young[:10]], atol=1e-5
+        )
+        # another model's rows and deleted ones are not seen; the rest exactly
+        asked = [1, 2, 3, 399, 420]
+        seen = backend.cosines(session, asked, query)
+        assert sorted(seen) == [1, 2, 3]
+        for i, cosine in seen.items():
+            assert cosine == pytest.approx(float(corpus.vectors[i] @ query), abs=1e-5)
+    # written after the refresh: read from their rows (a tenth have only the JSON record)
+    added = corpus.add(20)
+    with db.read() as session:
+        stored = backend.stored_cosines(session, added, query)
+    assert sorted(stored) == added
+    for i, cosine in stored.items():
+        assert cosine == pytest.approx(float(corpus.vectors[i] @ query), abs=1e-5)
+
+
+def test_a_query_of_the_wrong_dimension_is_a_clear_error(store):
+    db, name = store
+    backend = _backend(db, name, [MODEL])
+    with db.read() as session:
+        backend.refresh(session)
+        assert backend.search(session, np.ones(DIM, dtype=np.float32), limit=3).ids.size == 0
+    Corpus(db).add(10)
+    with db.read() as session, pytest.raises(ValueError, match="dims"):
+        backend.refresh(session)
+        backend.search(session, np.ones(DIM + 1, dtype=np.float32), limit=3)
+
+
+# -- through Services: the setting chooses, and recall answers the same -----------------------
+CHATS = [
+    [("user", "I am planning the garden beds for spring tomatoes."), ("assistant", "Water them.")],
+    [("user", "Can you help me write a cover letter?"), ("assistant", "Open with the role.")],
+    [("user", "My dog Biscuit hates the vet."), ("assistant", "Try treats before the visit.")],
+    [("user", "Which kayak should I buy for the lake?"), ("assistant", "A stable touring one.")],
+]
+QUERIES = ["what tomatoes did I plant?", "the vet and my dog", "a kayak for the lake", "taxes"]
+
+
+def test_recall_through_pgvector_answers_as_the_in_process_index_does(make_services, pg_url):
+    from caesar.importer import import_conversations
+    from caesar.memory.search.pgvector import PgvectorSearch
+    from caesar.memory.search.postgres import PostgresSearch
+    from caesar.workers import run_until_caught_up
+
+    def build(vector_search: str) -> Any:
+        return make_services(
+            database_url=pg_url,
+            gateway={"routes": {"memory_summarise": "offline:textrank"}},
+            memory={
+                "episodes_summarise": {"enabled": True},
+                "episodes_recall": {"vector_search": vector_search},
+            },
+        )
+
+    in_process, in_database = build("in_process"), build("pgvector")
+    assert isinstance(in_process.episodes.backend, PostgresSearch)
+    assert isinstance(in_database.episodes.backend, PgvectorSearch)
+    import_conversations(
+        in_process,
+        [
+            {
+                "created_at": f"2026-05-{10 + i}T12:00:00",
+                "messages": [{"role": r, "content": c} for r, c in chat],
+            }
+            for i, chat in enumerate(CHATS)
+        ],
+    )
+    run_until_caught_up(in_process.workers["memory.summarise"])
+    status = in_database.episodes.migrate_vectors()  # builds the model's HNSW index
+    assert status is not None and status.ready and status.dims == 384
+    assert in_database.episodes.warm() == len(CHATS)
+    with in_database.db.read() as session:
+        assert in_database.episodes.backend.searches_database(session)
+    for query in QUERIES:
+        for fusion in ("hybrid", "dense"):
+            want = in_process.episodes.preview(query, fusion=fusion, similarity_threshold=0.0)
+            got = in_database.episodes.preview(query, fusion=fusion, similarity_threshold=0.0)
+            assert [e.episode_id for e in got] == [e.episode_id for e in want], (query, fusion)
+            for a, b in zip(got, want, strict=True):
+                assert a.relevance == pytest.approx(b.relevance, abs=1e-5)
+
+
+def test_pgvector_is_refused_on_sqlite(make_settings):
+    with pytest.raises(ValueError, match="needs PostgreSQL"):
+        make_settings(memory={"episodes_recall": {"vector_search": "pgvector"}})
