@@ -98,3 +98,24 @@ def test_old_episodes_get_their_float32_copy_once_in_the_background(make_service
         assert np.array_equal(copy, np.asarray(row.embedding, np.float32))
     [hit, *_] = services.episodes.preview("my kayak", similarity_threshold=None)
     assert "kayak" in hit.summary
+
+
+def test_a_worker_process_started_from_a_passing_thread_outlives_it():
+    """serve starts the worker process from its warm-up thread, which then ends; the child's
+    exit-with-the-server signal follows the thread that spawned it, so that thread must not be
+    the warm-up thread (the first child was killed at once, and replaced, before the fix)."""
+    import sys
+    import threading
+
+    process = WorkerProcess(5, command=[sys.executable, "-c", "import time; time.sleep(60)"])
+    starter = threading.Thread(target=process.start)
+    starter.start()
+    starter.join()
+    try:
+        first = process.pid
+        assert first is not None
+        time.sleep(1.5)  # the signal, if it came, came at once
+        assert process.pid == first and process.restarts == 0
+        assert not _zombie(first)
+    finally:
+        process.stop()

@@ -55,6 +55,7 @@ class WorkerProcess:
         self.env = env
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopping = threading.Event()
+        self._spawned = threading.Event()
         self._thread = threading.Thread(target=self._supervise, name="worker-process", daemon=True)
         self.restarts = 0
 
@@ -63,8 +64,13 @@ class WorkerProcess:
         return self._proc.pid if self._proc else None
 
     def start(self) -> WorkerProcess:
-        self._spawn()
+        """Spawn the child (from the supervising thread, which lives as long as this does:
+        the child's "exit with the server" signal fires when the thread that spawned it
+        ends, not the process), and return once it runs."""
+        if self._stopping.is_set():  # the server stopped before it was warm
+            return self
         self._thread.start()
+        self._spawned.wait()
         return self
 
     def _spawn(self) -> None:
@@ -77,6 +83,10 @@ class WorkerProcess:
         log.info("memory workers: process %d, nice %+d", self._proc.pid, self.nice)
 
     def _supervise(self) -> None:
+        try:
+            self._spawn()
+        finally:
+            self._spawned.set()
         backoff = 1.0
         while not self._stopping.is_set():
             assert self._proc is not None

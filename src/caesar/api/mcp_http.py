@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -26,7 +27,7 @@ from caesar.api.auth_limit import AuthLocked
 from caesar.api.deps import bearer, check_token
 
 PATH = "/mcp"
-WAIT_S = 60.0  # a request that comes while the server loads waits this long for it
+WAIT_S = 60.0  # the first request waits this long for the server to load
 log = logging.getLogger(__name__)
 
 
@@ -35,10 +36,10 @@ class Mount:
     afresh each time the app starts (`running`), since a session manager runs only once and
     an app may be started more than once (tests do).
 
-    The server is built (`build`, which imports the MCP SDK: ~1.5 s of pydantic models) in a
-    thread once the app has started, not before it listens: a first start's other loads go
-    on meanwhile. A request that comes before it is ready waits for it (about a second on a
-    first start); /healthz does not wait for it, since nothing is refused meanwhile."""
+    The server is built (`build`, which imports the MCP SDK: ~1.5 s of pydantic models, which
+    hold the GIL) in a thread on the first /mcp request, not at start: a start's own loads
+    are not slowed by it, and a server no MCP client uses never pays for it. That first
+    request waits for it."""
 
     def __init__(self, build: Callable[[], Any], settings: Any) -> None:
         self.build = build
@@ -47,17 +48,30 @@ class Mount:
         self.host = settings.host
         self.inner: ASGIApp | None = None
         self.loaded: anyio.Event | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
         self.route = Route(PATH, endpoint=self)
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        self.loaded = anyio.Event()
+        self.loaded = None
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._serve, self.loaded)
+            self._tasks = tasks
             try:
                 yield
             finally:
+                self._tasks = None
                 tasks.cancel_scope.cancel()
+
+    async def _started(self) -> None:
+        """Build and run the server on the first request (of this start of the app), and
+        wait until it serves (or failed: then `inner` stays None)."""
+        if self.loaded is None:
+            if self._tasks is None:  # the app was not started (no lifespan)
+                return
+            self.loaded = anyio.Event()
+            self._tasks.start_soon(self._serve, self.loaded)
+        with anyio.move_on_after(WAIT_S):
+            await self.loaded.wait()
 
     async def _serve(self, loaded: anyio.Event) -> None:
         try:
@@ -115,9 +129,7 @@ class Mount:
             )
             await refusal(scope, receive, send)
             return
-        if self.loaded is not None and not self.loaded.is_set():
-            with anyio.move_on_after(WAIT_S):
-                await self.loaded.wait()
+        await self._started()
         if self.inner is None:
             await JSONResponse(
                 {"error": {"type": "unavailable", "message": "the MCP server is not running"}},

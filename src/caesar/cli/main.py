@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -168,9 +168,6 @@ def serve(
     ] = False,
 ) -> None:
     """Run the HTTP server (and the enabled background workers)."""
-    import uvicorn
-
-    from caesar.api import create_app
     from caesar.worker_process import WorkerProcess
 
     overrides: dict[str, Any] = {}
@@ -187,12 +184,13 @@ def serve(
     # "listening" followed by a crash.
     sock = bind(settings.host, settings.port)
     run_workers = settings.run_workers if workers is None else workers
-    # In a niced child process by default (worker_process.py), so a backlog does not slow chat.
+    # In a niced child process by default (worker_process.py), so a backlog does not slow chat;
+    # started once the server is warm, so that its start does not slow the server's.
     child = run_workers and settings.workers_process and bool(built.enabled_workers())
-    app_ = create_app(settings, built, run_workers=run_workers and not settings.workers_process)
-    # Load the embedder, the episode index and the chat model in the background; /healthz says
-    # "warming" until they are, and the log says what each step did (the one-off ONNX export
-    # of the embedder included).
+    process = WorkerProcess(settings.workers_nice) if child else None
+    # Load the embedder, the episode index and the chat model in the background, starting now
+    # (the app is built meanwhile); /healthz says "warming" until they are, and the log says
+    # what each step did (the one-off ONNX export of the embedder included).
     for name in (
         "caesar.warm",
         "caesar.vectors",
@@ -204,13 +202,19 @@ def serve(
     if settings.semantic.enabled:
         built.readiness.pending(EMBEDDER, EPISODE_INDEX)
     built.readiness.pending(CHAT_MODEL)
-    threading.Thread(target=_warm, args=(built,), daemon=True, name="warm").start()
+    threading.Thread(
+        target=_warm, args=(built, process.start if process else None), daemon=True, name="warm"
+    ).start()
+    import uvicorn
+
+    from caesar.api import create_app
+
+    app_ = create_app(settings, built, run_workers=run_workers and not settings.workers_process)
     for line in startup_summary(settings, built, run_workers):
         console.print(line, highlight=False, markup=False)
     for line in where_to_open(settings):
         console.print(line, highlight=False, markup=False)
     config = uvicorn.Config(app_, log_level="warning")
-    process = WorkerProcess(settings.workers_nice).start() if child else None
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
@@ -254,11 +258,12 @@ def bind(host: str, port: int) -> socket.socket:
 EMBEDDER, EPISODE_INDEX, CHAT_MODEL = "embedder", "episode index", "chat model"
 
 
-def _warm(built: Any) -> None:
+def _warm(built: Any, when_ready: Callable[[], object] | None = None) -> None:
     """The embedder and the episode index in this thread, the chat model in another: on two
     cores the two loads overlap (the first start's ready time is the longer one, not the sum).
-    Then, ready and serving, it moves the episodes' vectors into pgvector if they are not
-    there yet (PostgreSQL); returns when that is done too."""
+    Then `when_ready` (serve: start the worker process), and, ready and serving, it moves the
+    episodes' vectors into pgvector if they are not there yet (PostgreSQL); returns when that
+    is done too."""
     model = threading.Thread(target=_warm_chat_model, args=(built,), daemon=True, name="warm-chat")
     model.start()
     if built.settings.semantic.enabled:
@@ -268,6 +273,8 @@ def _warm(built: Any) -> None:
             count = built.episodes.warm()
             logging.getLogger("caesar.warm").info("episode index ready: %d episodes", count)
     model.join()
+    if when_ready is not None:
+        when_ready()
     if built.settings.semantic.enabled:
         _migrate_vectors(built)
 
