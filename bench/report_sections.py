@@ -411,6 +411,39 @@ def first_start(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def pgvector(results: dict[str, Any]) -> list[str]:
+    """Recall's vector search in PostgreSQL with pgvector (bench/bench_pgvector.py)."""
+    data = results.get("perf_pgvector") or {}
+    if "top5_ms" not in data:
+        return []
+    dense, top5 = data["dense_pool_ms"], data["top5_ms"]
+    return [
+        "## pgvector: recall's vector search in PostgreSQL (issue #24)",
+        "",
+        f"{data['episodes']:,} episodes ({data['dims']} dims, 64 topic clusters, two years, "
+        f"{data['server']}) written as an install from before pgvector, migrated as `caesar "
+        "serve` does, then searched one read transaction per query. Targets (at 1M, not "
+        "measured here): p50 ≤ 20 ms, p95 ≤ 50 ms; top-5 overlap with exact ≥ 0.98 on the dev "
+        "quality sets (these vectors are synthetic clusters, a harder case).",
+        "",
+        "| measure | figure |",
+        "|---|---|",
+        f"| migration: copy / HNSW build | {data['migration_copy_s']} s / "
+        f"{data['migration_index_s']} s |",
+        f"| start: pgvector (nothing loaded) / in-process index (every vector loaded) | "
+        f"{data['start_pgvector_ms']:.0f} ms / {data['start_in_process_ms']:.0f} ms |",
+        f"| hybrid recall's dense pool (40, threshold, ranking), p50 / p95 | "
+        f"{dense['p50']:.1f} / {dense['p95']:.1f} ms |",
+        f"| plain top 5 by cosine, p50 / p95 | {top5['p50']:.1f} / {top5['p95']:.1f} ms |",
+        f"| top-5 overlap with exact | {data['top5_overlap_with_exact']:.3f} |",
+        "",
+        f"Load average {data.get('load', '?')}, host speed "
+        f"{data.get('host_speed_ms', float('nan')):.0f} ms; {data.get('not_measured', '')} "
+        "not measured.",
+        "",
+    ]
+
+
 def startup(results: dict[str, Any]) -> list[str]:
     """Index load and IVF build per size: what a start (or a model change) costs."""
     sizes = get(results, "perf_recall", "sizes") or []
