@@ -7,17 +7,18 @@ then the workers learn them (`caesar worker --once`, as the serve's own workers 
 later), then 20 questions, each in a new chat, sent as a client sends them (POST
 /v1/chat/completions, no conversation id).
 
-A reply is right when it names the value told (all its words, case and punctuation aside;
-"14th" counts as "14"). Also counted: replies cut at `max_tokens` (finish_reason "length",
+A reply is right when its first two sentences name the value told (all its words, case and
+punctuation aside; "14th" counts as "14"). Also counted: replies cut at `max_tokens` (finish_reason "length",
 the loops a tiny model falls into) and replies not in English (more stop words of another
 language than of English, by sumy's lists). Targets: >= 80 % right, none cut, none switched.
 
 The only settings changed from the shipped ones: the serve runs no workers of its own (they
 run once, between the telling and the asking, so every run learns the same things), and a
-chat is summarised at once rather than after 5 quiet minutes. `--before` runs the embedded
-model as caesar shipped it before issue #25 (its prompt and sampling, as settings).
+chat is summarised at once rather than after 5 quiet minutes. `--before SRC` first runs the
+caesar in SRC, e.g. an export of the commit before issue #25's change (see docs/recall-quality.md):
 
-    .venv/bin/python bench/probe_first_five.py [--runs 3] [--before] [--json]
+    git archive a0e98cf src | tar -x -C /tmp/before
+    .venv/bin/python bench/probe_first_five.py [--runs 3] [--before /tmp/before/src] [--json]
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ PROBE = (
 )
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 # Stop words that say nothing of a value ("St Mary's": "st", "mary").
 _NOISE = frozenset({"s", "the", "a", "an", "my", "your"})
@@ -122,10 +124,17 @@ def words(text: str) -> list[str]:
     return out
 
 
+def lead(reply: str, sentences: int = 2) -> str:
+    """The reply's first sentences: an answer is what it says first, not a name that turns up
+    somewhere in a long ramble."""
+    return " ".join(_SENTENCE.split(reply.strip(), maxsplit=sentences)[:sentences])
+
+
 def names(reply: str, answer: str, also: tuple[str, ...] = ()) -> bool:
-    """Whether `reply` names the answer (or one of its other spellings): all its words."""
-    said = set(words(reply))
-    return any(set(w for w in words(value) if w not in _NOISE) <= said for value in (answer, *also))
+    """Whether `reply` names the answer (or one of its other spellings) in its first two
+    sentences: every word of it."""
+    said = set(words(lead(reply)))
+    return any({w for w in words(value) if w not in _NOISE} <= said for value in (answer, *also))
 
 
 def _stop_words() -> dict[str, frozenset[str]]:
@@ -150,30 +159,16 @@ def language(reply: str) -> str:
     return best if counts[best] > counts["english"] and counts[best] >= 2 else "english"
 
 
-# The embedded model as caesar shipped it before issue #25: its prompt and its sampling.
-BEFORE = """
-[gateway.providers.embedded]
-kind = "gguf"
-prompt = "full"
-temperature = 0.3
-repeat_penalty = 1.1
-max_tokens = 512
-"""
-
-
-def environment(home: Path, before: bool) -> dict[str, str]:
+def environment(home: Path, src: Path) -> dict[str, str]:
     config = home / "caesar.toml"
-    config.write_text(
-        "run_workers = false\n\n"
-        "[memory.episodes_summarise]\nquiet_seconds = 0\n" + (BEFORE if before else "")
-    )
+    config.write_text("run_workers = false\n\n[memory.episodes_summarise]\nquiet_seconds = 0\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAESAR_")}
     env.update(
         CAESAR_HOME=str(home),
         CAESAR_CONFIG=str(config),
         HF_HUB_OFFLINE="1",
-        # the caesar of this checkout, whatever the venv's editable install points at
-        PYTHONPATH=str(benchlib.ROOT / "src"),
+        # this checkout's caesar (or --before's), whatever the venv's editable install is
+        PYTHONPATH=str(src),
     )
     return env
 
@@ -234,12 +229,12 @@ def facts(home: Path) -> dict[str, str]:
         return dict(db.execute("SELECT key, value FROM facts ORDER BY key").fetchall())
 
 
-def run_once(before: bool, verbose: bool, keep: Path | None = None) -> dict[str, Any]:
+def run_once(src: Path, verbose: bool, keep: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="caesar-first-five-") as tmp:
         if keep is not None:  # the home is kept there, for a look at what was learned
             tmp = str(keep)
             keep.mkdir(parents=True)
-        env = environment(Path(tmp), before)
+        env = environment(Path(tmp), src)
         process, url = start(env)
         try:
             with httpx.Client(base_url=url, timeout=REPLY_TIMEOUT_S) as client:
@@ -319,21 +314,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="fresh homes, one after another")
     parser.add_argument(
-        "--before", action="store_true", help="also run caesar's embedded model as before #25"
+        "--before", type=Path, help="first run the caesar in this src folder (labelled before)"
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--quiet", action="store_true", help="no per-question rows")
     parser.add_argument("--keep", type=Path, help="keep the (last) run's home in this new folder")
     args = parser.parse_args()
-    labels = (["before"] if args.before else []) + ["shipped"]
-    results: dict[str, Any] = {"load_before": benchlib.load_avg(), "probe": len(PROBE)}
+    sources = {"shipped": benchlib.ROOT / "src"}
+    if args.before:
+        sources = {"before": args.before.resolve(), **sources}
+    labels = list(sources)
+    results: dict[str, Any] = {
+        "load_before": benchlib.load_avg(),
+        "probe": len(PROBE),
+        "sources": {label: str(src) for label, src in sources.items()},
+    }
     for label in labels:
         runs = []
         for i in range(args.runs):
             if not args.quiet:
                 print(f"-- {label}, run {i + 1} of {args.runs}", flush=True)
             last = label == labels[-1] and i == args.runs - 1
-            run = run_once(label == "before", not args.quiet, args.keep if last else None)
+            run = run_once(sources[label], not args.quiet, args.keep if last else None)
             runs.append(run)
             print(
                 f"{label} run {i + 1}: {run['right']} of {run['questions']} right, "
