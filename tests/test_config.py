@@ -120,7 +120,7 @@ def test_defaults_chat_on_the_embedded_model_and_remember_offline(monkeypatch, t
     }
     assert providers["embedded"].kind == "gguf" and providers["embedded"].model_path is None
     assert providers["embedded"].threads == 1
-    assert reply_limit(providers["embedded"]) == 512  # the kind's default
+    assert reply_limit(providers["embedded"]) == 256  # the kind's default
     assert reply_limit(providers["local"]) == 1024
     assert providers["local"].kind == "openai"
     assert providers["local"].base_url == "http://127.0.0.1:11434/v1"

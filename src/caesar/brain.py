@@ -4,7 +4,9 @@
     2. embed the message, auto-recall episodes, with the excerpts of each that match, under
        one character budget                          (past conversations block)
        (both gathered by memory/context/build.py)
-    3. system prompt = base + facts + episodes + operator prompt
+    3. system prompt = base + facts + episodes + operator prompt; for a small model (the
+       chat route's `prompt`, "small" for the embedded one): a short system prompt, and the
+       memory as plain sentences in the operator's turn (memory/context/plain.py)
     4. gateway.complete(messages, task="chat")
     5. one write transaction: chat.completed (or chat.failed), memory.episode.recalled rows,
        recall counters bumped, the turn joined to its conversation (memory/conversations.py)
@@ -36,7 +38,14 @@ from caesar.gateway.base import (
     join_tool_calls,
 )
 from caesar.memory import conversations
-from caesar.memory.context.build import facts_for_prompt, recall_for_prompt
+from caesar.memory.context import plain
+from caesar.memory.context.build import (
+    SentenceVectors,
+    TurnMemory,
+    facts_for_prompt,
+    plain_memory,
+    recall_for_prompt,
+)
 from caesar.memory.context.render import system_prompt
 from caesar.memory.episodes.recall import RecalledEpisode
 from caesar.memory.search.question import NOTHING, Asked
@@ -121,6 +130,8 @@ class Brain:
     def __init__(self, services: Services) -> None:
         self.services = services
         self.settings = services.settings
+        self.small = self.settings.chat_prompt() == "small"
+        self._vectors = SentenceVectors(services.embedder) if services.embedder.enabled else None
 
     # -- step 1-3 ---------------------------------------------------------------------------
     def prepare(
@@ -145,7 +156,8 @@ class Brain:
             with self.services.db.read() as session:
                 sent = conversations.transcript_of(session, conversation) or []
         history = sent[-MAX_HISTORY_TURNS:]
-        memory = facts_for_prompt(self.services.facts, self.settings.memory.facts_inject, now)
+        inject = self.settings.memory.facts_inject
+        memory = facts_for_prompt(self.services.facts, inject, now, sentences=self.small)
         recall = self.settings.memory.episodes_recall
         if recall.enabled and self.services.embedder.enabled:
             recall_for_prompt(self.services.episodes, recall, message, now, memory)
@@ -156,18 +168,29 @@ class Brain:
         ctx.tail = list(tail or [])
         ctx.recalled, ctx.recall_error = memory.recalled, memory.recall_error
         ctx.asked = memory.asked
-        facts_text, episodes_text = memory.facts_text, memory.episodes_text
-        prompt = system_prompt(
-            self.settings.system_prompt, facts_text, episodes_text, self.settings.operator_prompt
-        )
+        system, said = self._prompt(memory, message, now)
         ctx.messages = [
-            {"role": "system", "content": prompt},
+            {"role": "system", "content": system},
             *(history if wire is None else wire[-MAX_HISTORY_TURNS:]),
-            {"role": "user", "content": message},
+            {"role": "user", "content": said},
             *ctx.tail,
         ]
         ctx.memory_ms = (time.perf_counter() - started) * 1000
         return ctx
+
+    def _prompt(self, memory: TurnMemory, message: str, now: datetime) -> tuple[str, str]:
+        """(system prompt, the operator's turn as the model reads it)."""
+        operator = self.settings.operator_prompt
+        if not self.small:
+            facts, episodes = memory.facts_text, memory.episodes_text
+            return system_prompt(self.settings.system_prompt, facts, episodes, operator), message
+        # the operator's own base prompt, if they set one; else the short one
+        chosen = "system_prompt" in self.settings.model_fields_set
+        base = self.settings.system_prompt if chosen else plain.SMALL_SYSTEM_PROMPT
+        zone = self.services.episodes.zone
+        block = plain_memory(memory, message, now, zone, self._vectors)
+        system = "\n\n".join(part for part in (base, operator) if part)
+        return system, plain.with_memory(block, message)
 
     def prepare_background(self, messages: list[Message]) -> TurnContext:
         """A client's background request (api/background.py): its own messages, no memory."""

@@ -65,10 +65,17 @@ class ProviderSettings(Section):
     # The longest reply, in tokens, sent with every request (a client's own max_tokens may only
     # lower it). None: by kind (`reply_limit`). A 135M model without a cap ran 181 s.
     max_tokens: int | None = Field(default=None, ge=1, le=131_072)
-    # Sampling of the gguf kind. llama.cpp's defaults (0.8, no penalty) let the 135M model
-    # loop ("lil' lil' lil' …") until max_tokens; with these, 0 of 8 test replies were cut.
-    temperature: float = Field(default=0.3, ge=0, le=2)
-    repeat_penalty: float = Field(default=1.1, ge=1, le=2)
+    # Sampling of the gguf kind: greedy, with no repeat penalty (DRY stops the loops;
+    # gguf_provider.py). The penalty and any temperature cost the 135M model right answers: a
+    # repeat penalty kept it from saying the name it was asked for ("Biscuzzle"), and 0.2
+    # instead of greedy answered 8–16 of 20 on bench/probe_first_five.py against 17.
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    repeat_penalty: float = Field(default=1.0, ge=1, le=2)
+    # How a chat turn's prompt is built when this provider answers it: "full" (the facts as
+    # `key: value` lines and the past conversations in the system prompt, for models that
+    # read well) or "small" (plain sentences in the operator's turn under a short system
+    # prompt: memory/context/plain.py). None: by kind (PROMPT_BY_KIND).
+    prompt: Literal["full", "small"] | None = None
     # Characters of past conversations a chat turn gets when this provider answers it (the
     # chat route's): None: by kind (RECALL_CHARS_BY_KIND). An explicit
     # memory.episodes_recall.prompt_chars wins over both.
@@ -79,6 +86,16 @@ class ProviderSettings(Section):
 # model reads little well, a large model can use more. Measured in docs/recall-quality.md
 # ("Budget by route").
 RECALL_CHARS_BY_KIND = {"gguf": 2500, "openai": 6000, "anthropic": 6000, "offline": 2500}
+
+
+# The prompt by the kind of the chat route's provider: only the embedded model is small.
+# Measured in docs/recall-quality.md ("The embedded model's answers").
+PROMPT_BY_KIND: dict[str, Literal["full", "small"]] = {
+    "gguf": "small",
+    "openai": "full",
+    "anthropic": "full",
+    "offline": "full",
+}
 
 
 def _default_providers() -> dict[str, ProviderSettings]:
@@ -101,7 +118,8 @@ def _default_routes() -> dict[str, str]:
     }
 
 
-DEFAULT_REPLY_TOKENS = {"gguf": 512, "openai": 1024, "anthropic": 4096, "offline": 0}
+# gguf: 256, not more: a 135M model that has not answered in 256 tokens is looping.
+DEFAULT_REPLY_TOKENS = {"gguf": 256, "openai": 1024, "anthropic": 4096, "offline": 0}
 
 
 def reply_limit(provider: ProviderSettings) -> int:
@@ -463,6 +481,14 @@ class Settings(BaseSettings):
         if provider is None:
             return RECALL_CHARS_BY_KIND["gguf"]
         return provider.recall_chars or RECALL_CHARS_BY_KIND[provider.kind]
+
+    def chat_prompt(self) -> Literal["full", "small"]:
+        """The prompt a chat turn gets from the chat route's provider (its `prompt`, or its
+        kind's)."""
+        provider = self.gateway.providers.get(self.gateway.routes[CHAT_TASK].partition(":")[0])
+        if provider is None:
+            return PROMPT_BY_KIND["gguf"]
+        return provider.prompt or PROMPT_BY_KIND[provider.kind]
 
     @property
     def sqlalchemy_url(self) -> str:

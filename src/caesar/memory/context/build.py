@@ -8,11 +8,17 @@ and the turn goes on with the facts alone.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, tzinfo
+
+import numpy as np
 
 from caesar.config import EpisodesRecallSettings, FactsInjectSettings
-from caesar.memory.context import excerpts
+from caesar.embeddings import EmbedderHandle, normalise
+from caesar.memory.context import excerpts, plain
 from caesar.memory.context.render import EpisodeLine, FactLine, facts_block
 from caesar.memory.episodes.recall import EpisodeMemory, RecalledEpisode, RecallParams
 from caesar.memory.facts.store import FactsStore
@@ -33,15 +39,24 @@ class TurnMemory:
     recall_error: str | None = None
     # what the message says of time and gathering (the spans it named …), for the audit row
     asked: Asked = NOTHING
+    # the small-model prompt (memory/context/plain.py): the facts as sentences, in `facts` order
+    sentences: list[str] = field(default_factory=list)
 
     @property
     def fact_keys(self) -> list[str]:
         return [f.key for f in self.facts]
 
 
-def facts_for_prompt(facts: FactsStore, inject: FactsInjectSettings, now: datetime) -> TurnMemory:
+def facts_for_prompt(
+    facts: FactsStore, inject: FactsInjectSettings, now: datetime, *, sentences: bool = False
+) -> TurnMemory:
+    """The facts for a turn's prompt, most important first, within `inject`'s caps: as the
+    facts block, or (`sentences`, the small-model prompt) as plain sentences."""
     ranked = facts.list_all(now, limit=inject.max_facts) if inject.max_facts else []
     lines = [FactLine(f.key, f.value) for f in ranked]
+    if sentences:
+        said = plain.fact_sentences(lines, max_facts=inject.max_facts, max_chars=inject.max_chars)
+        return TurnMemory("", len(said), lines[: len(said)], sentences=said)
     text = facts_block(
         lines,
         max_facts=inject.max_facts,
@@ -124,3 +139,47 @@ def preview(
     _text, shown = with_excerpts(episodes, settings, ranked, query, now, episodes.read(query, now))
     by_id = {e.episode_id: e for e in shown}
     return [by_id.get(e.episode_id, e) for e in ranked]
+
+
+class SentenceVectors:
+    """The small-model prompt puts the facts that match the message first. Their sentences'
+    vectors are kept (a fact rarely changes; embedding thirty of them on every turn would cost
+    more than the rest of the turn's memory work), the least recently used dropped first."""
+
+    def __init__(self, embedder: EmbedderHandle, size: int = 4096) -> None:
+        self._embedder = embedder
+        self._size = size
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def rank(self, message: str, sentences: Sequence[str]) -> list[str]:
+        """`sentences` by cosine to `message`, best first (ties: in the order given)."""
+        if len(sentences) < 2:
+            return list(sentences)
+        with self._lock:  # embedding under it too: turns on a small model come one at a time
+            missing = [s for s in dict.fromkeys(sentences) if s not in self._vectors]
+            fresh = normalise(self._embedder.get().embed_batch([message, *missing]))
+            for sentence, vector in zip(missing, fresh[1:], strict=True):
+                self._vectors[sentence] = vector
+            for sentence in sentences:
+                self._vectors.move_to_end(sentence)
+            matrix = np.stack([self._vectors[s] for s in sentences])
+            while len(self._vectors) > self._size:
+                self._vectors.popitem(last=False)
+        scores = matrix @ fresh[0]
+        order = sorted(range(len(sentences)), key=lambda i: (-float(scores[i]), i))
+        return [sentences[i] for i in order]
+
+
+def plain_memory(
+    memory: TurnMemory,
+    message: str,
+    now: datetime,
+    zone: tzinfo,
+    vectors: SentenceVectors | None,
+) -> str:
+    """The small-model prompt's memory block (memory/context/plain.py): what the operator said
+    in the recalled conversations, then the facts, those that match `message` first (in
+    importance order without the embedder)."""
+    facts = vectors.rank(message, memory.sentences) if vectors else memory.sentences
+    return plain.memory_block(plain.said_lines(memory.recalled, now, zone) + facts)

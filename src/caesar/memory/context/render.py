@@ -52,12 +52,13 @@ class EpisodeLine:
     summary: str
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _fence(text: str) -> str:
-    # A stored string must not be able to close the fence around it.
+def fence(text: str) -> str:
+    """`text` with anything that would open or close a memory fence defused: a stored string
+    must not be able to close the fence around it."""
     return text.replace(MEMORY_CLOSE, "</ memory>").replace(MEMORY_OPEN, "< memory>")
 
 
@@ -69,7 +70,7 @@ def facts_block(facts: Sequence[FactLine], *, max_facts: int, max_chars: int) ->
     lines: list[str] = []
     used = frame
     for fact in facts[:max_facts]:
-        line = _fence(f"- {_one_line(fact.key)}: {_one_line(fact.value)}")
+        line = fence(f"- {one_line(fact.key)}: {one_line(fact.value)}")
         if used + 1 + len(line) > max_chars:
             break
         lines.append(line)
@@ -121,16 +122,16 @@ def episode_header(
 ) -> str:
     """'- <time anchor>[ (note)]: <summary>', the summary on one line and cut to `max_summary`
     characters at a word boundary (with …)."""
-    summary = _one_line(episode.summary)
+    summary = one_line(episode.summary)
     if max_summary is not None and len(summary) > max_summary:
         summary = summary[: max_summary - 1].rsplit(" ", 1)[0] + "…"
     note = f" ({note})" if note else ""
-    return _fence(f"- {time_anchor(episode.created_at, now, zone)}{note}: {summary}")
+    return fence(f"- {time_anchor(episode.created_at, now, zone)}{note}: {summary}")
 
 
 def excerpt_line(role: str, text: str) -> str:
     """One turn of an excerpt, under its episode's line: who said it, then what."""
-    return _fence(f"  {SPEAKERS.get(role, role)}: {_one_line(text)}")
+    return fence(f"  {SPEAKERS.get(role, role)}: {one_line(text)}")
 
 
 GAP_LINE = "  …"  # between two excerpts of one conversation that do not touch
