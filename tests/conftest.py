@@ -173,3 +173,15 @@ def migrated_db(db_url: str) -> Iterator[Database]:
     migrate.upgrade(db)
     yield db
     db.dispose()
+
+
+@pytest.fixture
+def secured(make_services) -> Iterator[tuple[Any, Any]]:
+    """A token-guarded app and its client (the dashboard's tests log in to it)."""
+    from fastapi.testclient import TestClient
+
+    from caesar.api import create_app
+
+    services = make_services(api_token=TEST_TOKEN)
+    with TestClient(create_app(services.settings, services, run_workers=False)) as c:
+        yield services, c

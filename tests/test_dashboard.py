@@ -29,13 +29,6 @@ from caesar.workers import run_until_caught_up
 XSS = "<script>alert(1)</script>"
 
 
-@pytest.fixture
-def secured(make_services) -> Iterator[tuple[Any, TestClient]]:
-    services = make_services(api_token=TEST_TOKEN)
-    with TestClient(create_app(services.settings, services, run_workers=False)) as c:
-        yield services, c
-
-
 def _login(c: TestClient) -> None:
     response = c.post("/dashboard/login", data={"token": TEST_TOKEN}, follow_redirects=False)
     assert response.status_code == 303, response.text

@@ -89,19 +89,24 @@ def learning_server(make_services) -> Iterator[tuple[str, Any]]:
 
 
 @pytest.fixture
-def page() -> Iterator[Any]:
+def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: run scripts/install-browser (make test does)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
+        launched = p.chromium.launch(
             executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
         )
         try:
-            yield browser.new_page()
+            yield launched
         finally:
-            browser.close()
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Any:
+    return browser.new_page()
 
 
 def _seed(services: Any) -> None:
@@ -623,48 +628,37 @@ def test_chat_panel_edits_a_fact_and_forgets_a_conversation(server, page, llm):
     assert "I tried the thermostat" not in page.locator("nav.conversations").inner_text()
 
 
-def test_chat_on_a_phone_and_without_javascript(server, llm):
+def test_chat_on_a_phone_and_without_javascript(server, llm, browser):
     base, services = server
     _seed_memory(services)
     llm.replies.append("Yes: take the 28 tram early in the morning, before the crowds.")
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-browser (make test does)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            # a phone-sized screen, with scripts off: the form posts, the page comes back
-            context = browser.new_context(
-                java_script_enabled=False,
-                viewport={"width": 390, "height": 844},
-                device_scale_factor=2,
-                is_mobile=True,
-                has_touch=True,
-            )
-            page = context.new_page()
-            _login(page, base)
-            page.goto(f"{base}/dashboard/chat")
-            page.get_by_role("textbox", name="Message").fill("Any tips for the trams in Lisbon?")
-            page.get_by_role("button", name="Send").click()
-            page.wait_for_url(f"{base}/dashboard/chat/*")
-            texts = page.locator("ol.chat-log p.text").all_inner_texts()
-            assert texts == [
-                "Any tips for the trams in Lisbon?",
-                "Yes: take the 28 tram early in the morning, before the crowds.",
-            ]
-            panel = page.locator("details.remembered")
-            assert "past conversation" in panel.locator(":scope > summary").inner_text()
-            assert PAST[0][1] in panel.locator("li.remembered-episode p.summary").all_inner_texts()
-            # one column: nothing wider than the screen
-            width = page.evaluate("document.documentElement.scrollWidth")
-            assert width <= 390, width
-            box = page.get_by_role("textbox", name="Message").bounding_box()
-            assert box is not None and box["width"] > 300
-            # the screen as the operator sees it, scrolled to the reply
-            page.locator("li.msg-assistant").last.evaluate("e => e.scrollIntoView()")
-            _shoot(page, "dashboard-chat-phone.png", full_page=False)
-        finally:
-            browser.close()
+    # a phone-sized screen, with scripts off: the form posts, the page comes back
+    context = browser.new_context(
+        java_script_enabled=False,
+        viewport={"width": 390, "height": 844},
+        device_scale_factor=2,
+        is_mobile=True,
+        has_touch=True,
+    )
+    page = context.new_page()
+    _login(page, base)
+    page.goto(f"{base}/dashboard/chat")
+    page.get_by_role("textbox", name="Message").fill("Any tips for the trams in Lisbon?")
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_url(f"{base}/dashboard/chat/*")
+    texts = page.locator("ol.chat-log p.text").all_inner_texts()
+    assert texts == [
+        "Any tips for the trams in Lisbon?",
+        "Yes: take the 28 tram early in the morning, before the crowds.",
+    ]
+    panel = page.locator("details.remembered")
+    assert "past conversation" in panel.locator(":scope > summary").inner_text()
+    assert PAST[0][1] in panel.locator("li.remembered-episode p.summary").all_inner_texts()
+    # one column: nothing wider than the screen
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, width
+    box = page.get_by_role("textbox", name="Message").bounding_box()
+    assert box is not None and box["width"] > 300
+    # the screen as the operator sees it, scrolled to the reply
+    page.locator("li.msg-assistant").last.evaluate("e => e.scrollIntoView()")
+    _shoot(page, "dashboard-chat-phone.png", full_page=False)

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from conftest import TEST_TOKEN
-from fastapi.testclient import TestClient
 from sqlalchemy import select
+from test_dashboard import _csrf, _login  # the dashboard tests' login and CSRF reading
 
 from caesar import audit
-from caesar.api import create_app
 from caesar.api.dashboard_render import back_to
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Conversation
@@ -34,24 +32,6 @@ PAST_CHAT = [
 PAST_REPLY = "Try lowering the thermostat to 65°F and track your sleep for a week."
 PAST_SUMMARY = "The operator sleeps badly; caesar suggested lowering the bedroom thermostat."
 STREAM = {"Accept": "text/event-stream"}
-
-
-@pytest.fixture
-def secured(make_services) -> Iterator[tuple[Any, TestClient]]:
-    services = make_services(api_token=TEST_TOKEN)
-    with TestClient(create_app(services.settings, services, run_workers=False)) as c:
-        yield services, c
-
-
-def _login(c: TestClient) -> None:
-    response = c.post("/dashboard/login", data={"token": TEST_TOKEN}, follow_redirects=False)
-    assert response.status_code == 303, response.text
-
-
-def _csrf(html: str) -> str:
-    match = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
-    assert match, "no CSRF token in the page"
-    return match.group(1)
 
 
 def _past_conversation(services: Any, days: float = 3) -> tuple[int, int]:
