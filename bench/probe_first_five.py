@@ -109,6 +109,89 @@ PROBE = (
     Item("", "What breed is my dog?", "beagle"),  # asked of the dog's chat, not a fact
 )
 
+# The same telling with every value changed: the prompt was tuned on PROBE, so this is the
+# nearest thing to held-out data.
+SWAPPED = (
+    Item("Hi! My name is Priya. I'm setting up this assistant today.", "What is my name?", "Priya"),
+    Item(
+        "My dog is called Pepper. He is a collie and loves long walks.",
+        "What is my dog called?",
+        "Pepper",
+    ),
+    Item(
+        "My cat is named Mochi, she sleeps on my keyboard all day.",
+        "What is my cat's name?",
+        "Mochi",
+    ),
+    Item("I live in Bergen, near the harbour."),
+    Item("I work as an electrician for the city.", "What is my job?", "electrician"),
+    Item("I work at Harbour Electric.", "Which company do I work at?", "Harbour Electric"),
+    Item(
+        "My sister's name is Ines and she lives in Madrid.",
+        "What is my sister's name?",
+        "Ines",
+    ),
+    Item("My brother is called Felix. We talk every Sunday.", "What is my brother called?", "Felix"),
+    Item("My son's name is Arlo, he just turned six.", "What is my son's name?", "Arlo"),
+    Item("My partner's name is Jordan.", "What is my partner's name?", "Jordan"),
+    Item("My favourite food is paella.", "What is my favourite food?", "paella"),
+    Item("My favourite colour is purple.", "What is my favourite colour?", "purple"),
+    Item("My favourite band is Coldplay.", "What is my favourite band?", "Coldplay"),
+    Item(
+        "I'm allergic to shellfish, so I always check labels.",
+        "What am I allergic to?",
+        "shellfish",
+    ),
+    Item("My birthday is on 2 October.", "When is my birthday?", "2 October"),
+    Item("I play the violin in a community orchestra.", "Which instrument do I play?", "violin"),
+    Item("I'm planning a trip to Peru in June.", "Where am I travelling in June?", "Peru"),
+    Item("Next Sunday I'm running a 10k race.", "What race am I running next Sunday?", "10k"),
+    Item(
+        "I love swimming in the lake at weekends.",
+        "What do I like to do at weekends?",
+        "swimming",
+        ("swim",),
+    ),
+    Item("I moved last month! Now I live in Oslo.", "Which city do I live in?", "Oslo"),
+    Item("", "What breed is my dog?", "collie"),
+)
+
+# How a newcomer actually talks: several things in one message (the issue's own first chat),
+# as two people, each in a home of their own.
+NEWCOMER = (
+    Item(
+        "Hi! My name is Dana and my dog is called Biscuit. I have been struggling with sleep "
+        "lately."
+    ),
+    Item("I live in Lisbon and I work as a nurse."),
+    Item("My sister is called Maya. My favourite food is ramen."),
+    Item("I'm planning a trip to Japan in May with my partner Sam."),
+    Item("I play the cello, and my cat Miso hates it."),
+    Item("", "What is my name?", "Dana"),
+    Item("", "What is my dog called?", "Biscuit"),
+    Item("", "Which city do I live in?", "Lisbon"),
+    Item("", "What is my job?", "nurse"),
+    Item("", "What is my sister's name?", "Maya"),
+    Item("", "What is my favourite food?", "ramen"),
+    Item("", "Where am I travelling in May?", "Japan"),
+    Item("", "What is my partner's name?", "Sam"),
+    Item("", "Which instrument do I play?", "cello"),
+    Item("", "What is my cat's name?", "Miso"),
+)
+NEWCOMER2 = (
+    Item("Hello, I'm Omar. I live in Leeds with my wife Fatima and our cat Pixel."),
+    Item("I teach maths at a secondary school. I love biryani."),
+    Item("My brother Karim is visiting next week."),
+    Item("", "What is my name?", "Omar"),
+    Item("", "Which city do I live in?", "Leeds"),
+    Item("", "What is my wife's name?", "Fatima"),
+    Item("", "What is my cat called?", "Pixel"),
+    Item("", "What subject do I teach?", "maths", ("math", "mathematics")),
+    Item("", "What food do I love?", "biryani"),
+    Item("", "What is my brother's name?", "Karim"),
+)
+SETS = {"probe": PROBE, "swapped": SWAPPED, "newcomer": NEWCOMER, "newcomer2": NEWCOMER2}
+
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
@@ -229,7 +312,9 @@ def facts(home: Path) -> dict[str, str]:
         return dict(db.execute("SELECT key, value FROM facts ORDER BY key").fetchall())
 
 
-def run_once(src: Path, verbose: bool, keep: Path | None = None) -> dict[str, Any]:
+def run_once(
+    src: Path, verbose: bool, keep: Path | None = None, probe: tuple[Item, ...] = PROBE
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="caesar-first-five-") as tmp:
         if keep is not None:  # the home is kept there, for a look at what was learned
             tmp = str(keep)
@@ -238,11 +323,11 @@ def run_once(src: Path, verbose: bool, keep: Path | None = None) -> dict[str, An
         process, url = start(env)
         try:
             with httpx.Client(base_url=url, timeout=REPLY_TIMEOUT_S) as client:
-                told = [say(client, item.told) for item in PROBE if item.told]
+                told = [say(client, item.told) for item in probe if item.told]
                 learn(env)
                 learned = facts(Path(tmp))
                 asked = []
-                for item in PROBE:
+                for item in probe:
                     if item.question is None:
                         continue
                     reply = say(client, item.question)
@@ -259,6 +344,7 @@ def run_once(src: Path, verbose: bool, keep: Path | None = None) -> dict[str, An
             process.terminate()
             process.wait(timeout=30)
             # the last run's server log, for a reply that failed
+            benchlib.OUT.mkdir(parents=True, exist_ok=True)
             (benchlib.OUT / "first_five_serve.log").write_bytes(
                 (Path(tmp) / "serve.log").read_bytes()
             )
@@ -319,23 +405,32 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--quiet", action="store_true", help="no per-question rows")
     parser.add_argument("--keep", type=Path, help="keep the (last) run's home in this new folder")
+    parser.add_argument(
+        "--sets",
+        nargs="+",
+        choices=sorted(SETS),
+        default=["probe"],
+        help="which probes: the dev probe, it with every value swapped, newcomers' first chats",
+    )
     args = parser.parse_args()
     sources = {"shipped": benchlib.ROOT / "src"}
     if args.before:
         sources = {"before": args.before.resolve(), **sources}
-    labels = list(sources)
+    labels = [f"{source} {name}" for source in sources for name in args.sets]
     results: dict[str, Any] = {
         "load_before": benchlib.load_avg(),
-        "probe": len(PROBE),
+        "probe": {name: len(SETS[name]) for name in args.sets},
         "sources": {label: str(src) for label, src in sources.items()},
     }
     for label in labels:
+        source, name = label.split()
         runs = []
         for i in range(args.runs):
             if not args.quiet:
                 print(f"-- {label}, run {i + 1} of {args.runs}", flush=True)
             last = label == labels[-1] and i == args.runs - 1
-            run = run_once(sources[label], not args.quiet, args.keep if last else None)
+            keep = args.keep if last else None
+            run = run_once(sources[source], not args.quiet, keep, SETS[name])
             runs.append(run)
             print(
                 f"{label} run {i + 1}: {run['right']} of {run['questions']} right, "

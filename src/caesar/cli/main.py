@@ -261,7 +261,7 @@ EMBEDDER, EPISODE_INDEX, CHAT_MODEL = "embedder", "episode index", "chat model"
 def _warm(built: Any, when_ready: Callable[[], object] | None = None) -> None:
     """The embedder and the episode index in this thread, the chat model in another: on two
     cores the two loads overlap (the first start's ready time is the longer one, not the sum).
-    Then `when_ready` (serve: start the worker process), and, ready and serving, it moves the
+    Then the chat model's client, `when_ready` (serve: start the worker process), and, ready and serving, it moves the
     episodes' vectors into pgvector if they are not there yet (PostgreSQL); returns when that
     is done too."""
     model = threading.Thread(target=_warm_chat_model, args=(built,), daemon=True, name="warm-chat")
@@ -273,6 +273,7 @@ def _warm(built: Any, when_ready: Callable[[], object] | None = None) -> None:
             count = built.episodes.warm()
             logging.getLogger("caesar.warm").info("episode index ready: %d episodes", count)
     model.join()
+    _connect_chat_model(built)
     if when_ready is not None:
         when_ready()
     if built.settings.semantic.enabled:
@@ -286,6 +287,18 @@ def _warm_chat_model(built: Any) -> None:
         if start is not None:
             start()
             logging.getLogger("caesar.warm").info("chat model ready: %s", provider.name)
+
+
+def _connect_chat_model(built: Any) -> None:
+    """Ready: now the in-process model's client (the openai SDK's import, ~0.9 s of the GIL,
+    kept off the first start's ready time), so that the first chat does not wait for it."""
+    provider, _model = built.gateway.route("chat")
+    connect = getattr(provider, "connect", None)
+    if connect is not None:
+        try:
+            connect()
+        except Exception:  # the first chat reports it, as any provider failure
+            logging.getLogger("caesar.warm").exception("the chat model's client failed")
 
 
 @contextlib.contextmanager

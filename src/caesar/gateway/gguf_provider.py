@@ -29,12 +29,14 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from caesar.config import ProviderSettings, reply_limit
 from caesar.errors import ConfigError, ProviderError
 from caesar.gateway.base import Completion, Generation, Message, StreamChunk, Usage
-from caesar.gateway.openai_provider import OpenAIProvider
+
+if TYPE_CHECKING:
+    from caesar.gateway.openai_provider import OpenAIProvider
 
 log = logging.getLogger(__name__)
 
@@ -157,14 +159,17 @@ class GGUFProvider:
         self._settings = settings
         self._lock = threading.Lock()
         self._server: Any = None
+        self._address = ""
         self._client: OpenAIProvider | None = None
         self._takes: frozenset[str] = frozenset({"response_format"})
         self.turns = Turns()
 
     def start(self) -> None:
-        """Load the model and start its server (once; the first request does it otherwise)."""
+        """Load the model and start its server (once; the first request does it otherwise).
+        The client that speaks to it is made by `connect`: importing the openai SDK takes
+        ~0.9 s of the GIL, which serve's warm-up does after /healthz says ready (issue #25)."""
         with self._lock:
-            if self._client is not None:
+            if self._server is not None:
                 return
             import xllamacpp
 
@@ -196,34 +201,40 @@ class GGUFProvider:
                 params.n_ctx,
             )
             self._server = xllamacpp.Server(params)
-            address = str(self._server.listening_address).rstrip("/")
-            self._client = OpenAIProvider(
-                self.name,
-                ProviderSettings(
-                    kind="openai",
-                    base_url=f"{address}/v1",
-                    timeout_seconds=self._settings.timeout_seconds,
-                    max_retries=0,  # in-process: a retry cannot help
-                    max_tokens=reply_limit(self._settings),
-                ),
-            )
-            caps = _template_caps(address)
+            self._address = str(self._server.listening_address).rstrip("/")
+            caps = _template_caps(self._address)
             if caps.get("supports_tool_calls") and caps.get("supports_tools"):
                 self._takes |= TOOL_PARAMETERS
             log.info("chat template takes tools: %s", "tools" in self._takes)
+
+    def connect(self) -> OpenAIProvider:
+        """The client for the model's server, made once (loading the model first if needed)."""
+        self.start()
+        with self._lock:
+            if self._client is None:
+                from caesar.gateway.openai_provider import OpenAIProvider
+
+                self._client = OpenAIProvider(
+                    self.name,
+                    ProviderSettings(
+                        kind="openai",
+                        base_url=f"{self._address}/v1",
+                        timeout_seconds=self._settings.timeout_seconds,
+                        max_retries=0,  # in-process: a retry cannot help
+                        max_tokens=reply_limit(self._settings),
+                    ),
+                )
+            return self._client
 
     @property
     def takes(self) -> frozenset[str]:
         """Measured, not assumed: what llama.cpp says the model's chat template handles (the
         bundled SmolLM2's: no tools). Loads the model if it is not loaded yet."""
-        self._ready()
+        self.start()
         return self._takes
 
     def _ready(self) -> OpenAIProvider:
-        if self._client is None:
-            self.start()
-        assert self._client is not None
-        return self._client
+        return self._client if self._client is not None else self.connect()
 
     def complete(
         self,
