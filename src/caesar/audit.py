@@ -56,6 +56,11 @@ MCP_TOOL_CALLED = "mcp.tool_called"  # an MCP client called a tool: which, and w
 MEMORY_FORGOTTEN = "memory.forgotten"  # conversations the operator forgot: ids and counts
 WORKER_CRASHED = "worker.crashed"
 AUTH_LIMITED = "auth.limited"  # an address locked out after too many wrong API tokens
+# People (caesar.people): who and what changed, never a token or its hash
+PERSON_ADDED = "person.added"
+PERSON_RENAMED = "person.renamed"
+PERSON_ROTATED = "person.rotated"  # a new token; the old one no longer opens anything
+PERSON_REMOVED = "person.removed"
 
 # Conversations that memory workers learn from.
 CONVERSATION_EVENTS = (CHAT_COMPLETED,)
