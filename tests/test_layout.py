@@ -9,6 +9,7 @@ under `if TYPE_CHECKING:` are left out: they never run.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -149,3 +150,94 @@ def test_search_machinery_imports_nothing_above_it() -> None:
         if any(target == top or target.startswith(top + ".") for top in ABOVE_SEARCH)
     )
     assert not upward, "search imports a concept above it: " + "; ".join(upward)
+
+
+# -- the edges reach the tables through the stores ---------------------------------------------
+EDGES = ("caesar.api", "caesar.cli", "caesar.mcp_server")
+# SQLAlchemy's exceptions are what a store raises; catching one is not reaching a table.
+_EDGE_MAY_IMPORT = ("sqlalchemy.exc",)
+# Calls that only a database session or connection answers, on whatever it is named ...
+_SQL_CALLS = {"execute", "exec_driver_sql", "scalar", "scalars", "query", "raw_connection"}
+# ... and the ORM's own verbs, on anything named like a session or connection.
+_SESSION_CALLS = {"get", "add", "add_all", "delete", "merge", "flush", "refresh", "connect"}
+_SQL_TEXT = re.compile(
+    r"\b(?:SELECT\s[\s\S]*?\sFROM|INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+\w+\s+SET|PRAGMA)\b"
+)
+
+
+def _is_edge(module: str) -> bool:
+    return any(module == edge or module.startswith(edge + ".") for edge in EDGES)
+
+
+def _imported_names(tree: ast.AST) -> list[str]:
+    names: list[str] = []
+    for node in _import_nodes(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif node.level == 0 and node.module:
+            names += [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def _is_session_like(node: ast.expr) -> bool:
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", "")
+    return name.endswith(("session", "connection", "engine"))
+
+
+def table_access(path: Path) -> list[str]:
+    """Where a module reaches the database itself: an import of the models or of SQLAlchemy
+    (its exceptions aside), a session or connection call, a string of SQL. `if TYPE_CHECKING:`
+    imports (annotations naming a row type) are allowed: they never run."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for name in _imported_names(tree):
+        if name.startswith("caesar.db.models") or (
+            (name == "sqlalchemy" or name.startswith("sqlalchemy."))
+            and not name.startswith(_EDGE_MAY_IMPORT)
+        ):
+            found.append(f"imports {name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            verb, receiver = node.func.attr, node.func.value
+            if verb in _SQL_CALLS or (verb in _SESSION_CALLS and _is_session_like(receiver)):
+                found.append(f"line {node.lineno}: calls .{verb}()")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if _SQL_TEXT.search(node.value):
+                found.append(f"line {node.lineno}: SQL text {node.value[:40]!r}")
+    return found
+
+
+def test_the_edge_rule_sees_what_it_forbids(tmp_path: Path) -> None:
+    # A guard on the rule itself, on a module written the way the edges used to be.
+    sample = tmp_path / "edge.py"
+    sample.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from sqlalchemy import select\n"
+        "from sqlalchemy.exc import SQLAlchemyError\n"
+        "if TYPE_CHECKING:\n"
+        "    from caesar.db.models import Fact\n"
+        "def f(session, services):\n"
+        "    from caesar.db.models import AuditLog\n"
+        "    session.get(AuditLog, 1)\n"
+        "    services.db.engine.connect()\n"
+        "    row = {}.get('a')\n"
+        "    return session.execute('SELECT id FROM facts')\n"
+    )
+    assert set(table_access(sample)) == {
+        "imports caesar.db.models.AuditLog",
+        "imports sqlalchemy.select",
+        "line 8: calls .get()",
+        "line 9: calls .connect()",
+        "line 11: calls .execute()",
+        "line 11: SQL text 'SELECT id FROM facts'",
+    }
+
+
+def test_the_edges_touch_no_table() -> None:
+    """The API, the dashboard, the CLI and the MCP server read and write memory through the
+    stores (audit, conversations, facts, forget, …), never the tables: the one place a
+    person's scope will be added (issue #23)."""
+    edges = {m: p for m, p in _modules().items() if _is_edge(m)}
+    assert "caesar.mcp_server" in edges and "caesar.api.dashboard_audit" in edges
+    found = sorted(f"{m}: {what}" for m, p in edges.items() for what in table_access(p))
+    assert not found, "an edge reaches the database itself:\n" + "\n".join(found)

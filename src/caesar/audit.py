@@ -6,20 +6,28 @@ any configured secret (API keys, the API token) is cut out of every string where
 Counts that merely mention tokens (`prompt_tokens`, `max_tokens`) are data and stay. NUL
 characters become U+FFFD: PostgreSQL's JSONB cannot store them, and the same payload must be
 writable on both engines.
+
+The reads every front end makes of the log are here too (`get`, `timeline`, `about`,
+`subjects`, `types_of`, `recalled_in_turn`): the API, the dashboard, the CLI and the MCP
+server reach the tables only through the stores (tests/test_layout.py).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Table, func, insert, select, text
+from sqlalchemy import Row, Table, Text, exists, func, insert, or_, select, text
+from sqlalchemy import cast as sa_cast
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog
+from caesar.memory.episodes.listing import like_pattern
 
 CHAT_COMPLETED = "chat.completed"
 CHAT_FAILED = "chat.failed"
@@ -48,6 +56,11 @@ MCP_TOOL_CALLED = "mcp.tool_called"  # an MCP client called a tool: which, and w
 MEMORY_FORGOTTEN = "memory.forgotten"  # conversations the operator forgot: ids and counts
 WORKER_CRASHED = "worker.crashed"
 AUTH_LIMITED = "auth.limited"  # an address locked out after too many wrong API tokens
+# People (caesar.people): who and what changed, never a token or its hash
+PERSON_ADDED = "person.added"
+PERSON_RENAMED = "person.renamed"
+PERSON_ROTATED = "person.rotated"  # a new token; the old one no longer opens anything
+PERSON_REMOVED = "person.removed"
 
 # Conversations that memory workers learn from.
 CONVERSATION_EVENTS = (CHAT_COMPLETED,)
@@ -214,3 +227,114 @@ def count_by_subject_key(session: Session, event_type: str) -> dict[str, int]:
         .group_by(AuditLog.subject_key)
     )
     return {str(key): int(count) for key, count in rows}
+
+
+def get(session: Session, audit_id: int | None) -> AuditLog | None:
+    """One row by id; None when there is none (or `audit_id` is None)."""
+    return session.get(AuditLog, audit_id) if audit_id else None
+
+
+def subjects(session: Session, ids: Iterable[int]) -> dict[int, int | None]:
+    """row id → its `subject_id` (a chat row's conversation), for those of `ids` still there."""
+    wanted = list(set(ids))
+    if not wanted:
+        return {}
+    rows = session.execute(select(AuditLog.id, AuditLog.subject_id).where(AuditLog.id.in_(wanted)))
+    return {int(i): (int(s) if s is not None else None) for i, s in rows}
+
+
+def types_of(session: Session, ids: Iterable[int]) -> dict[int, str]:
+    """row id → its event type, for those of `ids` still there (not swept by retention)."""
+    wanted = list(set(ids))
+    if not wanted:
+        return {}
+    rows = session.execute(select(AuditLog.id, AuditLog.event_type).where(AuditLog.id.in_(wanted)))
+    return {int(i): str(t) for i, t in rows}
+
+
+def about(
+    session: Session, subject_id: int, event_types: Sequence[str]
+) -> Sequence[Row[int, str, datetime, str | None]]:
+    """(id, event_type, created_at, subject_key) of the rows of `event_types` about row
+    `subject_id` (their `subject_id`), oldest first: what came of a chat."""
+    return session.execute(
+        select(AuditLog.id, AuditLog.event_type, AuditLog.created_at, AuditLog.subject_key)
+        .where(AuditLog.event_type.in_(event_types), AuditLog.subject_id == subject_id)
+        .order_by(AuditLog.id)
+    ).all()
+
+
+# A turn's memory.episode.recalled rows are written in its transaction, right after it.
+_RECALLED_SPAN = 200
+
+
+def recalled_in_turn(session: Session, turn_id: int) -> list[dict[str, Any]]:
+    """The payloads of the memory.episode.recalled rows that name turn `turn_id`, read from
+    just after it, in order."""
+    found = session.execute(
+        select(AuditLog.payload)
+        .where(
+            AuditLog.event_type == EPISODE_RECALLED,
+            AuditLog.id > turn_id,
+            AuditLog.id <= turn_id + _RECALLED_SPAN,
+        )
+        .order_by(AuditLog.id)
+    ).scalars()
+    return [p for p in found if isinstance(p, dict) and p.get("turn_audit_id") == turn_id]
+
+
+class TimelinePage(NamedTuple):
+    rows: list[AuditLog]
+    has_newer: bool
+    has_older: bool
+
+
+def _spellings(text: str) -> set[str]:
+    """How `text` can appear in a payload's JSON text: as typed; JSON-escaped with non-ASCII
+    as `\\uXXXX` (SQLite stores what `json.dumps` writes); JSON-escaped with non-ASCII kept
+    (PostgreSQL's JSONB prints quotes and backslashes escaped, and the rest as it is)."""
+    return {text, json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}
+
+
+def timeline(
+    session: Session,
+    *,
+    event_type: str | None = None,
+    search: str | None = None,
+    before_id: int | None = None,
+    after_id: int | None = None,
+    limit: int = 100,
+) -> TimelinePage:
+    """One page of the log, newest first, keyset-paginated by id both ways (`before_id`: the
+    page older than it; `after_id`: the page newer than it), and whether there are rows newer
+    and older than the page. `search` matches, case-insensitively, a row's subject key or its
+    payload's JSON text (no index: it scans, newest first, until the page is full)."""
+    matching: list[ColumnElement[bool]] = []
+    if event_type:
+        matching.append(AuditLog.event_type == event_type)
+    if search and search.strip():
+        needle = search.strip()
+        payload = sa_cast(AuditLog.payload, Text)
+        matching.append(
+            or_(
+                AuditLog.subject_key.ilike(like_pattern(needle), escape="\\"),
+                *(payload.ilike(like_pattern(s), escape="\\") for s in _spellings(needle)),
+            )
+        )
+
+    def beyond(condition: ColumnElement[bool]) -> bool:
+        return bool(session.scalar(select(exists().where(*matching, condition))))
+
+    query = select(AuditLog).where(*matching)
+    if after_id is None:
+        if before_id is not None:
+            query = query.where(AuditLog.id < before_id)
+        rows = list(session.scalars(query.order_by(AuditLog.id.desc()).limit(limit + 1)))
+        has_older, rows = len(rows) > limit, rows[:limit]
+        has_newer = before_id is not None and beyond(AuditLog.id >= before_id)
+    else:
+        query = query.where(AuditLog.id > after_id).order_by(AuditLog.id).limit(limit + 1)
+        rows = list(session.scalars(query))
+        has_newer, rows = len(rows) > limit, rows[:limit][::-1]
+        has_older = beyond(AuditLog.id <= after_id)
+    return TimelinePage(rows, has_newer, has_older)

@@ -32,11 +32,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
-from sqlalchemy import select
 
 from caesar import __version__, audit
 from caesar.clock import to_naive_utc, utcnow
-from caesar.db.models import AuditLog
 from caesar.errors import CaesarError
 from caesar.importer import import_conversations
 from caesar.memory import conversations
@@ -112,10 +110,7 @@ class _Calls:
 def _conversation_ids(services: Any, audit_ids: list[int]) -> dict[int, int | None]:
     """chat row id → its conversation."""
     with services.db.read() as session:
-        rows = session.execute(
-            select(AuditLog.id, AuditLog.subject_id).where(AuditLog.id.in_(audit_ids))
-        ).all()
-    return {int(i): (int(c) if c is not None else None) for i, c in rows}
+        return audit.subjects(session, audit_ids)
 
 
 def _episodes_json(services: Any, found: list[Any]) -> list[dict[str, Any]]:

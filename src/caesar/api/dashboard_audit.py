@@ -10,25 +10,23 @@ into a turn's prompt.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as FastAPIPath
 from fastapi.responses import Response
-from sqlalchemy import Text, cast, exists, or_, select
-from sqlalchemy.orm import Session
-from sqlalchemy.sql.elements import ColumnElement
 
 from caesar import audit
 from caesar.api.dashboard_render import MAX_ID, PAGE_SIZE, HtmlErrors, page, url
 from caesar.api.dashboard_session import ViewerDep
 from caesar.api.deps import ServicesDep
 from caesar.api.turn_memory import read_turn_memory
-from caesar.db.models import AuditLog
 from caesar.errors import InputError, NotFound
 from caesar.memory.context.render import SPEAKERS
-from caesar.memory.episodes.listing import like_pattern
 from caesar.memory.transcript import conversation_turns
+
+if TYPE_CHECKING:
+    from caesar.db.models import AuditLog
 
 TIMELINE_PAYLOAD_CHARS = 1500
 
@@ -91,13 +89,7 @@ def references(row: AuditLog) -> list[tuple[str, int]]:
 def _resolve(session: Any, rows: list[AuditLog]) -> dict[int, list[dict[str, Any]]]:
     """Each row's references with the event type they point at (None: swept by retention)."""
     refs = {row.id: references(row) for row in rows}
-    wanted = {target for pairs in refs.values() for _label, target in pairs}
-    types: dict[int, str] = {}
-    if wanted:
-        found = session.execute(
-            select(AuditLog.id, AuditLog.event_type).where(AuditLog.id.in_(wanted))
-        )
-        types = {i: t for i, t in found}
+    types = audit.types_of(session, (target for pairs in refs.values() for _l, target in pairs))
     return {
         row_id: [
             {"label": label, "id": target, "event_type": types.get(target)}
@@ -105,51 +97,6 @@ def _resolve(session: Any, rows: list[AuditLog]) -> dict[int, list[dict[str, Any
         ]
         for row_id, pairs in refs.items()
     }
-
-
-def _timeline(
-    session: Session,
-    *,
-    event_type: str | None,
-    search: str | None,
-    before_id: int | None,
-    after_id: int | None,
-    limit: int,
-) -> tuple[list[AuditLog], bool, bool]:
-    """One page of the timeline, newest first, keyset-paginated by id both ways:
-    (rows, has_newer, has_older). `search` is a LIKE over the payload's JSON text (no index:
-    it scans, newest first, until the page is full)."""
-    matching: list[ColumnElement[bool]] = []
-    if event_type:
-        matching.append(AuditLog.event_type == event_type)
-    if search and search.strip():
-        text = search.strip()
-        # JSON text escapes quotes, and SQLite's non-ASCII too: look for either spelling.
-        spellings = {text, json.dumps(text)[1:-1]}
-        payload = cast(AuditLog.payload, Text)
-        matching.append(
-            or_(
-                AuditLog.subject_key.ilike(like_pattern(text), escape="\\"),
-                *(payload.ilike(like_pattern(s), escape="\\") for s in spellings),
-            )
-        )
-
-    def beyond(condition: ColumnElement[bool]) -> bool:
-        return bool(session.scalar(select(exists().where(*matching, condition))))
-
-    query = select(AuditLog).where(*matching)
-    if after_id is None:
-        if before_id is not None:
-            query = query.where(AuditLog.id < before_id)
-        rows = list(session.scalars(query.order_by(AuditLog.id.desc()).limit(limit + 1)))
-        has_older, rows = len(rows) > limit, rows[:limit]
-        has_newer = before_id is not None and beyond(AuditLog.id >= before_id)
-    else:
-        query = query.where(AuditLog.id > after_id).order_by(AuditLog.id).limit(limit + 1)
-        rows = list(session.scalars(query))
-        has_newer, rows = len(rows) > limit, rows[:limit][::-1]
-        has_older = beyond(AuditLog.id <= after_id)
-    return rows, has_newer, has_older
 
 
 @router.get("/audit")
@@ -167,7 +114,7 @@ def audit_page(
         raise InputError("give before_id or after_id, not both")
     event_type, q = event_type or None, (q or "").strip() or None
     with services.db.read() as session:
-        rows, has_newer, has_older = _timeline(
+        rows, has_newer, has_older = audit.timeline(
             session,
             event_type=event_type,
             search=q,
@@ -207,15 +154,11 @@ def audit_row(
     audit_id: Annotated[int, FastAPIPath(ge=1, le=MAX_ID)],
 ) -> Response:
     with services.db.read() as session:
-        row = session.get(AuditLog, audit_id)
+        row = audit.get(session, audit_id)
         if row is None:
             raise NotFound(f"no audit row #{audit_id} (it may have been swept by retention)")
         refs = _resolve(session, [row])[row.id]
-        derived = session.execute(
-            select(AuditLog.id, AuditLog.event_type, AuditLog.created_at, AuditLog.subject_key)
-            .where(AuditLog.event_type.in_(_DERIVED), AuditLog.subject_id == audit_id)
-            .order_by(AuditLog.id)
-        ).all()
+        derived = audit.about(session, audit_id, _DERIVED)
         remembered = read_turn_memory(session, row)
     payload = row.payload if isinstance(row.payload, dict) else {}
     context = {

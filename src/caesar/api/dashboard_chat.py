@@ -23,13 +23,11 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi import Path as FastAPIPath
 from fastapi.responses import Response, StreamingResponse
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from caesar import audit
 from caesar.api.dashboard_episodes import forgotten_row
@@ -46,12 +44,16 @@ from caesar.api.deps import BrainDep, ServicesDep
 from caesar.api.routes_chat import MAX_MESSAGE_CHARS
 from caesar.api.turn_memory import read_turn_memory
 from caesar.brain import Brain, TurnContext
-from caesar.db.models import AuditLog, Conversation
 from caesar.errors import CaesarError, InputError, NotFound
 from caesar.memory import conversations
 from caesar.memory.context.render import SPEAKERS
 from caesar.memory.transcript import conversation_turns
 from caesar.services import Services
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from caesar.db.models import AuditLog
 
 log = logging.getLogger(__name__)
 router = APIRouter(route_class=HtmlErrors)
@@ -126,11 +128,7 @@ def _turns(session: Session, conversation_id: int) -> list[dict[str, Any]]:
     panel of the row that answered it. A reply with no row of its own (an imported
     conversation's, or one shared with the conversation it forked from) has none, nor has one
     whose row kept no record of its prompt's memory (an import's)."""
-    rows = session.scalars(
-        select(AuditLog)
-        .where(AuditLog.event_type == audit.CHAT_COMPLETED, AuditLog.subject_id == conversation_id)
-        .order_by(AuditLog.id)
-    ).all()
+    rows = conversations.turn_rows(session, conversation_id)
     # where each row's reply sits in the transcript: after the turns it was sent
     answered = {len(conversation_turns(r.payload)) - 1: r for r in rows}
     transcript = conversation_turns(rows[-1].payload) if rows else []
@@ -150,12 +148,7 @@ def _panel(session: Session, row: AuditLog) -> dict[str, Any]:
     chats = [
         p["audit_log_id"] for p in remembered.recalled if isinstance(p.get("audit_log_id"), int)
     ]
-    conversation_of: dict[int, int | None] = {}
-    if chats:
-        found = session.execute(
-            select(AuditLog.id, AuditLog.subject_id).where(AuditLog.id.in_(chats))
-        ).all()
-        conversation_of = {int(i): s for i, s in found}
+    conversation_of = audit.subjects(session, chats)
     memory = remembered.memory or {}
     named = memory.get("episodes_recalled")
     recalled = [
@@ -185,7 +178,7 @@ def turn_memory(
     """The panel of one answered turn, alone: what the chat page's script puts beside a reply
     it has just streamed."""
     with services.db.read() as session:
-        row = session.get(AuditLog, audit_id)
+        row = audit.get(session, audit_id)
         if row is None or row.event_type != audit.CHAT_COMPLETED:
             raise NotFound(f"no answered chat turn #{audit_id}")
         panel = _panel(session, row)
@@ -212,7 +205,7 @@ def send(
     key: str | None = uuid.uuid4().hex  # a new conversation, named before its first turn
     if conversation_id is not None:
         with services.db.read() as session:
-            key = session.scalar(select(Conversation.key).where(Conversation.id == conversation_id))
+            key = conversations.key_of(session, conversation_id)
         if key is None:
             raise NotFound(f"no conversation #{conversation_id} (it may have been forgotten)")
     # Named, and no history sent: the conversation's own turns are the history.
@@ -227,7 +220,7 @@ def send(
 
 def _conversation_of(services: Services, audit_id: int) -> int | None:
     with services.db.read() as session:
-        row = session.get(AuditLog, audit_id)
+        row = audit.get(session, audit_id)
         return row.subject_id if row is not None else None
 
 
@@ -235,7 +228,7 @@ def _conversation_named(services: Services, key: str | None) -> int | None:
     if key is None:
         return None
     with services.db.read() as session:
-        return session.scalar(select(Conversation.id).where(Conversation.key == key))
+        return conversations.id_of(session, key)
 
 
 def _event(kind: str, **data: Any) -> str:

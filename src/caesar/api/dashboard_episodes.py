@@ -12,11 +12,10 @@ does after forgetting the conversations a deleted fact came from.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
-from sqlalchemy.orm import Session
 
 from caesar import audit
 from caesar.api.dashboard_render import (
@@ -30,9 +29,13 @@ from caesar.api.dashboard_render import (
 )
 from caesar.api.dashboard_session import FormViewerDep, ViewerDep
 from caesar.api.deps import ServicesDep
-from caesar.db.models import AuditLog
 from caesar.memory.episodes.listing import Cursor, list_episodes
 from caesar.memory.forget import ForgetRequest, forget
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from caesar.db.models import AuditLog
 
 router = APIRouter(route_class=HtmlErrors)
 
@@ -40,7 +43,7 @@ router = APIRouter(route_class=HtmlErrors)
 def forgotten_row(session: Session, audit_id: int | None) -> AuditLog | None:
     """The memory.forgotten row a page was sent back with (`?forgot=`), to say what went; None
     for any other row, so a tampered id says nothing."""
-    row = session.get(AuditLog, audit_id) if audit_id else None
+    row = audit.get(session, audit_id)
     return row if row is not None and row.event_type == audit.MEMORY_FORGOTTEN else None
 
 

@@ -18,21 +18,23 @@ API and the CLI use too.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import Response
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from caesar.api.dashboard_episodes import forgotten_row
 from caesar.api.dashboard_render import MAX_ID, HtmlErrors, back_to, page, redirect, url
 from caesar.api.dashboard_session import FormViewerDep, Viewer, ViewerDep
 from caesar.api.deps import ServicesDep
-from caesar.db.models import AuditLog, Conversation
 from caesar.errors import InputError, NotFound
-from caesar.memory.forget import ForgetRequest, delete_fact, forget
+from caesar.memory.forget import ForgetRequest, delete_fact, existing_conversations, forget
 from caesar.services import Services
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from caesar.db.models import AuditLog
 
 MAX_OFFERED = 100
 _IDS_CHARS = MAX_OFFERED * 21  # 19 digits and a comma each, and some room for spaces
@@ -67,10 +69,7 @@ def parse_ids(text: str, field: str) -> list[int]:
 
 def _still_there(session: Session, ids: list[int]) -> list[int]:
     """Those of `ids` not yet forgotten (or swept by retention)."""
-    if not ids:
-        return []
-    found = session.scalars(select(Conversation.id).where(Conversation.id.in_(ids)))
-    return sorted(int(i) for i in found)
+    return existing_conversations(session, ids) if ids else []
 
 
 def _gone(ids: list[int]) -> str:

@@ -10,17 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from typing import TYPE_CHECKING, Any
 
 from caesar import audit
-from caesar.db.models import AuditLog, Fact
+from caesar.memory.facts.store import by_keys
 from caesar.named_time import span_said
 
-# A turn's memory.episode.recalled rows are written in its transaction, right after it.
-_RECALLED_SPAN = 200
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from caesar.db.models import AuditLog
 
 
 @dataclass(frozen=True)
@@ -56,26 +55,18 @@ def _facts_in_prompt(
     if not isinstance(keys, list):
         return None
     keys = [k for k in keys if isinstance(k, str)]
-    now = {f.key: f for f in session.scalars(select(Fact).where(Fact.key.in_(keys)))}
+    now = by_keys(session, keys)
     return [{"key": k, "fact": now.get(k)} for k in keys]
 
 
 def _recalled_in_turn(
     session: Session, row: AuditLog, memory: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
-    """The memory.episode.recalled rows that name this turn, read from just after it."""
+    """The memory.episode.recalled rows that name this turn (none to look for when its own
+    record names no episode)."""
     if memory is None or not memory.get("episodes_recalled"):
         return []
-    found = session.execute(
-        select(AuditLog.payload)
-        .where(
-            AuditLog.event_type == audit.EPISODE_RECALLED,
-            AuditLog.id > row.id,
-            AuditLog.id <= row.id + _RECALLED_SPAN,
-        )
-        .order_by(AuditLog.id)
-    ).scalars()
-    return [p for p in found if isinstance(p, dict) and p.get("turn_audit_id") == row.id]
+    return audit.recalled_in_turn(session, row.id)
 
 
 def _held(payload: dict[str, Any]) -> datetime | None:

@@ -55,13 +55,12 @@ CONVERSATION_COLUMNS = (
 @friendly
 def show_command(conversation_id: int) -> None:
     """A conversation's turns."""
-    from caesar.db.models import Conversation
     from caesar.errors import NotFound
     from caesar.memory import conversations
 
     built = services()
     with built.db.read() as session:
-        if session.get(Conversation, conversation_id) is None:
+        if conversations.key_of(session, conversation_id) is None:
             raise NotFound(f"no conversation with id {conversation_id}")
         turns = conversations.transcript_by_id(session, conversation_id)
     for turn in turns:

@@ -22,7 +22,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from caesar.cli import conversations, data, mcp_command, memory
+from caesar.cli import conversations, data, mcp_command, memory, people
 from caesar.cli.common import (
     AsJson,
     Column,
@@ -610,12 +610,14 @@ def episodes_reembed(
         console.print("restart `caesar serve` so recall loads the re-embedded episodes")
 
 
-# -- import, semantic-recall, proactive (memory.py); db backup, export (data.py) ---------------
+# -- import, semantic-recall, proactive (memory.py); conversations, forget (conversations.py);
+# mcp (mcp_command.py); db backup, export (data.py); people (people.py) ----------------------
 # Registered after the commands above, so `caesar --help` lists them in this order.
 memory.register(app)
 conversations.register(app)
 mcp_command.register(app)
 data.register(app, db_app)
+people.register(app)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     DateTime,
     Float,
     ForeignKey,
@@ -183,6 +184,31 @@ class SemanticChunk(Base):
     __table_args__ = (
         UniqueConstraint("audit_log_id", "chunk_index", name="uq_semantic_chunks_audit_chunk"),
         Index("idx_semantic_chunks_model_id", "model", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+
+class Person(Base):
+    """Someone caesar remembers for (issue #23, docs/people.md). `token_hash` is the SHA-256
+    (hex) of the person's token, never the token; the owner has none, because the owner's
+    token is the `api_token` setting. Exactly one owner, created by migration 0008."""
+
+    __tablename__ = "people"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), nullable=False, unique=True)
+    token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True)
+    is_owner: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+
+    __table_args__ = (
+        Index(
+            "uq_people_owner",
+            "is_owner",
+            unique=True,
+            sqlite_where=text("is_owner"),
+            postgresql_where=text("is_owner"),
+        ),
         {"sqlite_autoincrement": True},
     )
 

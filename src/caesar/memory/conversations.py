@@ -216,6 +216,27 @@ def recent(session: Session, ids: Sequence[int] | None = None, limit: int = 50) 
     return out
 
 
+def key_of(session: Session, conversation_id: int) -> str | None:
+    """A conversation's key (its client's name for it), None if there is no such one."""
+    key = session.scalar(select(Conversation.key).where(Conversation.id == conversation_id))
+    return None if key is None else str(key)
+
+
+def id_of(session: Session, key: str) -> int | None:
+    """The id of the conversation named `key`, None if there is none."""
+    found = session.scalar(select(Conversation.id).where(Conversation.key == key))
+    return None if found is None else int(found)
+
+
+def turn_rows(session: Session, conversation_id: int) -> Sequence[AuditLog]:
+    """A conversation's answered turns (its `chat.completed` rows), oldest first."""
+    return session.scalars(
+        select(AuditLog)
+        .where(AuditLog.event_type == audit.CHAT_COMPLETED, AuditLog.subject_id == conversation_id)
+        .order_by(AuditLog.id)
+    ).all()
+
+
 def transcript_of(session: Session, named: str) -> list[Message] | None:
     """A named conversation's turns so far (its tip's row), for a client that sends the id
     and not the history; None for a conversation caesar has not seen."""

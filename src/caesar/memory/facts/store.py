@@ -132,6 +132,13 @@ def edit_counts(session: Session, key: str | None = None) -> dict[str, int]:
     return {str(k): int(n) for k, n in rows}
 
 
+def by_keys(session: Session, keys: Sequence[str]) -> dict[str, Fact]:
+    """The facts of `keys` as they are now, by key (a key with no fact is absent)."""
+    if not keys:
+        return {}
+    return {f.key: f for f in session.scalars(select(Fact).where(Fact.key.in_(list(keys))))}
+
+
 def _raw(column: Any) -> Any:
     """A timestamp as the driver returns it: on SQLite the stored ISO text, parsed below with
     the C `fromisoformat` (SQLAlchemy's own SQLite parser is several times slower); on

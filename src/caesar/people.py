@@ -1,0 +1,217 @@
+"""People: who caesar remembers for (issue #23, docs/people.md).
+
+A person has a name and a token. The token is shown once, when it is made (`add`, `rotate`);
+caesar keeps only its SHA-256, so a copy of the database opens nothing. The owner is the
+person migration 0008 created: their token is the `api_token` setting, never stored here, and
+they cannot be removed. Every change is one audit row (`person.added` / `renamed` / `rotated`
+/ `removed`) with the person's id and name, never a token or its hash.
+
+Not yet: a person's own memory. Every row of memory is still the one memory there is, and no
+route asks `by_token` who is calling; both arrive with the person parameter (docs/people.md,
+"Design").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from caesar import audit
+from caesar.clock import utcnow
+from caesar.db.models import Person
+from caesar.errors import InputError, NotFound
+
+OWNER_NAME = "owner"  # what migration 0008 names the owner
+MAX_NAME = 100
+TOKEN_BYTES = 32  # 43 URL-safe characters
+
+
+def normalise_name(raw: str) -> str:
+    """A name as kept: runs of whitespace folded to one space, none at the ends; 1–100
+    characters, no control characters. Anything else is an InputError, never rewritten."""
+    name = " ".join(str(raw).split())
+    if not name:
+        raise InputError("a person's name must not be empty")
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
+        raise InputError("a person's name must not contain control characters")
+    if len(name) > MAX_NAME:
+        raise InputError(f"a person's name must be at most {MAX_NAME} characters")
+    return name
+
+
+def hash_token(token: str) -> str:
+    """What is kept of a token: its SHA-256, hex. A token is 256 random bits, so a plain hash
+    is enough (no salt or slow hash: there is no guessable password behind it)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A person as `caesar people list` shows them: never a token, nor its hash."""
+
+    id: int
+    name: str
+    is_owner: bool
+    created_at: datetime
+    has_token: bool  # the owner's: whether api_token is set
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "is_owner": self.is_owner,
+            "created_at": self.created_at.isoformat(),
+            "has_token": self.has_token,
+        }
+
+
+def everyone(session: Session, api_token: str | None = None) -> list[Listed]:
+    """Everyone, the owner first, then in the order they were added."""
+    rows = session.scalars(select(Person).order_by(Person.is_owner.desc(), Person.id))
+    return [
+        Listed(
+            p.id,
+            p.name,
+            p.is_owner,
+            p.created_at,
+            bool(api_token) if p.is_owner else p.token_hash is not None,
+        )
+        for p in rows
+    ]
+
+
+def owner(session: Session) -> Person:
+    found = session.scalar(select(Person).where(Person.is_owner.is_(True)))
+    if found is None:  # migration 0008 creates the owner; nothing removes them
+        raise NotFound("no owner: run `caesar db upgrade`")
+    return found
+
+
+def named(session: Session, name: str) -> Person:
+    """The person called `name` (as typed, whitespace folded); NotFound names who there is."""
+    wanted = normalise_name(name)
+    found = session.scalar(select(Person).where(Person.name == wanted))
+    if found is None:
+        known = ", ".join(session.scalars(select(Person.name).order_by(Person.id)))
+        raise NotFound(f"no person named {wanted!r} (there are: {known})")
+    return found
+
+
+def by_token(session: Session, token: str, api_token: str | None) -> Person | None:
+    """The person whose token `token` is: the owner for `api_token`, else the person whose
+    stored hash it matches; None for any other. Hashes are compared in constant time; the
+    lookup by hash is indexed, which tells a timing observer nothing of the token itself."""
+    if not token:
+        return None
+    digest = hash_token(token)
+    if api_token and hmac.compare_digest(digest, hash_token(api_token)):
+        return owner(session)
+    found = session.scalar(select(Person).where(Person.token_hash == digest))
+    if found is None or found.token_hash is None:
+        return None
+    return found if hmac.compare_digest(found.token_hash, digest) else None
+
+
+def _refuse_taken(session: Session, name: str) -> None:
+    if session.scalar(select(Person.id).where(Person.name == name)) is not None:
+        raise InputError(f"there is already a person named {name!r}")
+
+
+def _flush(session: Session, name: str) -> None:
+    """Write now, so that a name taken meanwhile (another process) is this error, not a
+    failed commit."""
+    try:
+        with session.begin_nested():
+            session.flush()
+    except IntegrityError:
+        raise InputError(f"there is already a person named {name!r}") from None
+
+
+def add(session: Session, audit_log: audit.Audit, raw_name: str) -> tuple[Person, str]:
+    """A new person, in the caller's write transaction: (the person, their token). The token
+    is returned here and nowhere else, ever."""
+    name = normalise_name(raw_name)
+    audit.serialise_appends(session)
+    _refuse_taken(session, name)
+    token = new_token()
+    person = Person(name=name, token_hash=hash_token(token), is_owner=False, created_at=utcnow())
+    session.add(person)
+    _flush(session, name)
+    _record(session, audit_log, audit.PERSON_ADDED, person, {"name": name})
+    return person, token
+
+
+def rename(session: Session, audit_log: audit.Audit, old: str, new: str) -> Person:
+    audit.serialise_appends(session)
+    person = named(session, old)
+    name = normalise_name(new)
+    if name == person.name:
+        raise InputError(f"{person.name!r} is already called that")
+    _refuse_taken(session, name)
+    was, person.name = person.name, name
+    _flush(session, name)
+    _record(session, audit_log, audit.PERSON_RENAMED, person, {"from": was, "to": name})
+    return person
+
+
+def rotate(session: Session, audit_log: audit.Audit, name: str) -> tuple[Person, str]:
+    """A new token for `name`; the old one stops working at commit. The owner's token is the
+    `api_token` setting: changed there, not here."""
+    audit.serialise_appends(session)
+    person = named(session, name)
+    if person.is_owner:
+        raise InputError(
+            f"{person.name!r} is the owner, whose token is the api_token setting "
+            "(CAESAR_API_TOKEN): change it there and restart caesar"
+        )
+    token = new_token()
+    person.token_hash = hash_token(token)
+    session.flush()
+    _record(session, audit_log, audit.PERSON_ROTATED, person, {"name": person.name})
+    return person, token
+
+
+def remove(session: Session, audit_log: audit.Audit, name: str) -> Listed:
+    """Remove `name` and their token. Their memory is not theirs yet (every row is still the
+    one memory), so nothing else goes; forgetting it with them arrives with the person
+    parameter. The owner cannot be removed."""
+    audit.serialise_appends(session)
+    person = named(session, name)
+    if person.is_owner:
+        raise InputError(
+            f"{person.name!r} is the owner and cannot be removed; the owner manages the others"
+        )
+    gone = Listed(person.id, person.name, False, person.created_at, person.token_hash is not None)
+    _record(session, audit_log, audit.PERSON_REMOVED, person, {"name": person.name})
+    session.delete(person)
+    session.flush()
+    return gone
+
+
+def _record(
+    session: Session,
+    audit_log: audit.Audit,
+    event_type: str,
+    person: Person,
+    payload: dict[str, Any],
+) -> None:
+    audit_log.append(
+        session,
+        event_type,
+        {"person_id": person.id, **payload},
+        subject_id=person.id,
+        subject_key=person.name,
+    )
