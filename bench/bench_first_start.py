@@ -12,6 +12,10 @@ Then one chat turn (POST /v1/chat), and after `--settle` seconds the resident me
 of the serve process and its worker process, and whether either has torch mapped.
 
     .venv/bin/python bench/bench_first_start.py [--starts 3] [--settle 5]
+
+`--compare SRC` also starts the caesar in SRC (e.g. `git archive <commit> src | tar -x -C
+/tmp/before`) from the same install, alternating with this checkout's start for start, so that
+both see the same load; it prints both medians and their ratio.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ CAESAR = str(Path(sys.executable).with_name("caesar"))
 TIMEOUT_S = 300.0
 
 
-def environment(home: Path, cache: Path) -> dict[str, str]:
+def environment(home: Path, cache: Path, src: Path | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAESAR_")}
     env.update(CAESAR_HOME=str(home), XDG_CACHE_HOME=str(cache), HF_HUB_OFFLINE="1")
+    env["PYTHONPATH"] = str(src or benchlib.ROOT / "src")
     return env
 
 
@@ -63,10 +68,10 @@ def has_torch(pid: int) -> bool:
     return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
 
 
-def first_start(cache: Path, settle: float) -> dict[str, Any]:
+def first_start(cache: Path, settle: float, src: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="caesar-first-") as tmp:
         home = Path(tmp) / "home"
-        env = environment(home, cache)
+        env = environment(home, cache, src)
         port = benchlib.free_port()
         started = time.perf_counter()
         process = subprocess.Popen(
@@ -112,7 +117,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=3, help="first starts after an install")
     parser.add_argument("--settle", type=float, default=5.0, help="seconds after the chat")
+    parser.add_argument("--compare", type=Path, help="a src folder to start in turn with this one")
     args = parser.parse_args()
+    if args.compare:
+        compare(args.compare.resolve(), args.starts, args.settle)
+        return
     results: dict[str, Any] = {"load_before": benchlib.load_avg()}
     with tempfile.TemporaryDirectory(prefix="caesar-cache-") as tmp:
         results["first serve exports"] = [first_start(Path(tmp) / "cache", args.settle)]
@@ -151,6 +160,30 @@ def main() -> None:
         f"load {results['load_before']} -> {results['load_after']}"
     )
     benchlib.write_result("first_start", results)
+
+
+def compare(src: Path, starts: int, settle: float) -> None:
+    """SRC's first start and this checkout's, in turn, from one install."""
+    with tempfile.TemporaryDirectory(prefix="caesar-cache-") as tmp:
+        cache = Path(tmp) / "cache"
+        home = Path(tmp) / "install-home"
+        env = environment(home, cache)
+        subprocess.run([CAESAR, "models", "prepare"], env=env, check=True, capture_output=True)
+        runs: dict[str, list[dict[str, Any]]] = {"compared": [], "this": []}
+        load_before = benchlib.load_avg()
+        for _ in range(starts):
+            runs["compared"].append(first_start(cache, settle, src))
+            runs["this"].append(first_start(cache, settle))
+            print(f"compared {runs['compared'][-1]}\nthis     {runs['this'][-1]}", flush=True)
+    ready = {k: statistics.median(r["ready_s"] for r in v) for k, v in runs.items()}
+    rss = {k: statistics.median(r["rss_total_mb"] for r in v) for k, v in runs.items()}
+    print(
+        f"ready (median of {starts}): {src} {ready['compared']:.2f} s, this checkout "
+        f"{ready['this']:.2f} s (ratio {ready['this'] / ready['compared']:.2f}); resident "
+        f"{rss['compared']:.0f} → {rss['this']:.0f} MB; load {load_before} -> "
+        f"{benchlib.load_avg()}"
+    )
+    benchlib.write_result("first_start_compare", {"src": str(src), **runs})
 
 
 if __name__ == "__main__":

@@ -305,3 +305,48 @@ def test_offline_patterns_know_a_pet_by_what_it_is_called():
         "dog_name": "Biscuit",
         "cat_name": "Miso",
     }
+
+
+@pytest.mark.parametrize(
+    ("said", "learned"),
+    [
+        # how newcomers say things: several at once, names right after who they are
+        (
+            "Hello, I'm Omar. I live in Leeds with my wife Fatima and our cat Pixel.",
+            {"name": "Omar", "home_location": "Leeds", "wife_name": "Fatima", "cat_name": "Pixel"},
+        ),
+        (
+            "I teach maths at a secondary school. I love biryani.",
+            {"teaches": "maths at a secondary school", "loves": "biryani"},
+        ),
+        ("My brother Karim is visiting next week.", {"brother_name": "Karim"}),
+        (
+            "I'm planning a trip to Japan in May with my partner Sam.",
+            {"plans": "a trip to Japan in May", "partner_name": "Sam"},
+        ),
+        ("I play the cello, and my cat Miso hates it.", {"plays": "the cello", "cat_name": "Miso"}),
+        ("I'm from Brazil.", {"home_country": "Brazil"}),
+        ("I moved to Berlin last year.", {"home_location": "Berlin"}),
+        # and what is not a fact
+        ("I love it!", {}),
+        ("hi there i'm tired", {}),
+        ("Hey, I'm Spanish but I moved to Berlin last year.", {"home_location": "Berlin"}),
+        ("I saw my mum Tuesday and my dad I think.", {}),
+        ("my sister likes ramen", {}),
+    ],
+)
+def test_offline_patterns_read_a_newcomers_first_chats(said, learned):
+    """Issue #25: "I live in Leeds with my wife Fatima and our cat Pixel" was learned as one
+    fact, home_location = "Leeds with my wife Fatima"."""
+    from caesar.gateway.offline import extract_facts
+
+    facts = extract_facts([{"role": "user", "content": said}])
+    assert {f["key"]: f["value"] for f in facts} == learned
+
+
+def test_the_new_keys_read_as_sentences():
+    from caesar.memory.context.plain import fact_sentence
+
+    assert fact_sentence("plays", "the cello") == "The user plays the cello."
+    assert fact_sentence("wife_name", "Fatima") == "The user's wife is called Fatima."
+    assert fact_sentence("plans", "a trip to Japan") == "The user is planning a trip to Japan."

@@ -40,7 +40,9 @@ def _small_services(make_services, **overrides):
 @pytest.mark.parametrize(
     ("key", "value", "sentence"),
     [
-        ("name", "Dana", "The user's name is Dana."),
+        # "is called", not "name is": "The user's name is Dana" drew "What is my sister's
+        # name?" to Dana (bench/probe_first_five.py)
+        ("name", "Dana", "The user is called Dana."),
         ("dog_name", "Biscuit", "The user's dog is called Biscuit."),
         ("sister_name", "Maya", "The user's sister is called Maya."),
         ("favourite_food", "ramen", "The user's favourite food is ramen."),
@@ -48,7 +50,9 @@ def _small_services(make_services, **overrides):
         ("employer", "St Mary's Hospital", "The user works at St Mary's Hospital."),
         ("allergy", "peanuts", "The user is allergic to peanuts."),
         ("preferred_name", "Dee", "The user likes to be called Dee."),
-        ("occupation", "nurse", "The user's occupation is nurse."),
+        ("occupation", "nurse", "The user works as a nurse."),
+        ("occupation", "engineer", "The user works as an engineer."),
+        ("occupation", "the head of IT", "The user works as the head of IT."),
         ("birthday", "14 March.", "The user's birthday is 14 March."),  # no second full stop
         ("car", "a red\nVolvo", "The user's car is a red Volvo."),  # one line
     ],
@@ -60,11 +64,11 @@ def test_a_fact_reads_as_a_sentence(key, value, sentence):
 def test_sentences_keep_the_most_important_within_the_caps():
     facts = [FactLine("name", "Dana"), FactLine("dog_name", "Biscuit"), FactLine("a", "b")]
     assert plain.fact_sentences(facts, max_facts=2, max_chars=1000) == [
-        "The user's name is Dana.",
+        "The user is called Dana.",
         "The user's dog is called Biscuit.",
     ]
     # stops at the first that does not fit: the ones dropped are the least important
-    assert plain.fact_sentences(facts, max_facts=30, max_chars=40) == ["The user's name is Dana."]
+    assert plain.fact_sentences(facts, max_facts=30, max_chars=40) == ["The user is called Dana."]
 
 
 def test_the_kind_decides_the_prompt_unless_the_provider_says(tmp_path):
@@ -178,3 +182,24 @@ def test_facts_keep_their_order_without_the_embedder(make_services):
     services.facts.set_by_operator("dog_name", "Biscuit")
     said = Brain(services).prepare("What is my cat called?").messages[-1]["content"]
     assert said.index("dog is called") < said.index("cat is called")  # importance order
+
+
+def test_what_was_said_goes_a_sentence_a_line_ranked_with_the_facts(make_services):
+    """A newcomer says several things at once; the sentences that answer come first, whether
+    facts or things said, and "Hi!" does not drag its neighbours along."""
+    services = _small_services(make_services)
+    add_chat(
+        services,
+        "Hi! My dog is called Biscuit. I play the cello in a community orchestra.",
+        "How lovely!",
+    )
+    for name in ("memory.extract", "memory.summarise", "memory.passages"):
+        run_until_caught_up(services.workers[name])
+    said = Brain(services).prepare("Which instrument do I play?").messages[-1]["content"]
+    lines = said.split("\n")
+    memory = lines[lines.index(MEMORY_OPEN) + 1 : lines.index(MEMORY_CLOSE)]
+    assert set(memory[:2]) == {
+        'Today the user said: "I play the cello in a community orchestra."',
+        "The user plays the cello in a community orchestra.",
+    }
+    assert {'Today the user said: "Hi!"', "The user's dog is called Biscuit."} <= set(memory)

@@ -72,11 +72,29 @@ def summarise(turns: list[Message]) -> str:
 
 
 _VALUE = r"([^.!?,;\n]{1,80}?)"
-_END = r"(?=[.!?,;\n]|$| and | but )"
+# "I live in Leeds with my wife Fatima": the place ends before the people
+_END = r"(?=[.!?,;\n]|$| and | but | with (?:my|our) )"
+# A place ends before when: "I moved to Berlin last year"
+_END_PLACE = _END[:-1] + r"| last | this | next | in \d| a few | a couple )"
+# A name as people write one: capitalised ("my wife Fatima", not "my wife likes…").
+_NAME = r"([A-Z][\w'’-]+)"
+# "my wife Fatima", "our cat Pixel": the relations and pets a name may follow directly
+_KIN = (
+    "wife|husband|partner|boyfriend|girlfriend|fiancée|fiancee|fiance|fiancé|brother|sister|"
+    "son|daughter|mother|mum|mom|father|dad|grandmother|grandfather|grandma|grandpa|"
+    "niece|nephew|dog|cat|puppy|kitten|rabbit|hamster|parrot|horse"
+)
+# Capitalised words that follow "my sister" without naming her ("my sister Monday", "my dad I")
+_NOT_NAMES = frozenset(
+    "I Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April "
+    "May June July August September October November December The This That And But".split()
+)
+# "I love it": a pronoun is no value
+_PRONOUNS = frozenset("it this that you them him her these those".split())
 _PATTERNS: list[tuple[re.Pattern[str], str | None]] = [
     (re.compile(r"\bmy name is " + _VALUE + _END, re.IGNORECASE), "name"),
     (re.compile(r"\bcall me " + _VALUE + _END, re.IGNORECASE), "preferred_name"),
-    (re.compile(r"\bi live in " + _VALUE + _END, re.IGNORECASE), "home_location"),
+    (re.compile(r"\bi live in " + _VALUE + _END_PLACE, re.IGNORECASE), "home_location"),
     (re.compile(r"\bi work (?:as an?|as) " + _VALUE + _END, re.IGNORECASE), "occupation"),
     (re.compile(r"\bi work (?:at|for) " + _VALUE + _END, re.IGNORECASE), "employer"),
     (re.compile(r"\bi(?:'m| am) allergic to " + _VALUE + _END, re.IGNORECASE), "allergy"),
@@ -93,6 +111,26 @@ _PATTERNS: list[tuple[re.Pattern[str], str | None]] = [
     ),
     # "my favourite colour is green"
     (re.compile(r"\bmy favou?rite ([a-z]+) is " + _VALUE + _END, re.IGNORECASE), "favourite_{0}"),
+    # "Hello, I'm Omar": a name right after a greeting (not "I'm tired")
+    (
+        re.compile(
+            r"(?i:\b(?:hi|hello|hey)(?: there)?[,!.]* (?:i'm|i’m|i am)) "
+            + _NAME
+            + r"(?=[.,!;]|$| and | here)"
+        ),
+        "name",
+    ),
+    # "my wife Fatima", "our cat Pixel"
+    (re.compile(rf"(?i:\b(?:my|our) ({_KIN})) " + _NAME + r"(?![\w'’-])"), "{0}_name"),
+    (re.compile(r"\bi play " + _VALUE + _END, re.IGNORECASE), "plays"),
+    (re.compile(r"\bi teach " + _VALUE + _END, re.IGNORECASE), "teaches"),
+    (re.compile(r"\bi (?:really )?love " + _VALUE + _END, re.IGNORECASE), "loves"),
+    (re.compile(r"\bi(?:'m|’m| am) planning " + _VALUE + _END, re.IGNORECASE), "plans"),
+    (re.compile(r"\bi(?:'m|’m| am) from " + _VALUE + _END, re.IGNORECASE), "home_country"),
+    (
+        re.compile(r"\bi(?:'ve| have)? moved to " + _VALUE + _END_PLACE, re.IGNORECASE),
+        "home_location",
+    ),
 ]
 
 
@@ -115,6 +153,8 @@ def extract_facts(turns: list[Message]) -> list[dict[str, object]]:
                     key = _snake(key_template or "")
                     value = groups[0]
                 value = value.strip().strip("\"'“”")
+                if value in _NOT_NAMES or value.lower() in _PRONOUNS:
+                    continue
                 if key and value:
                     facts[key] = {"key": key, "value": value, "confidence": 0.8}
     return list(facts.values())

@@ -178,8 +178,8 @@ def plain_memory(
     zone: tzinfo,
     vectors: SentenceVectors | None,
 ) -> str:
-    """The small-model prompt's memory block (memory/context/plain.py): what the operator said
-    in the recalled conversations, then the facts, those that match `message` first (in
-    importance order without the embedder)."""
-    facts = vectors.rank(message, memory.sentences) if vectors else memory.sentences
-    return plain.memory_block(plain.said_lines(memory.recalled, now, zone) + facts)
+    """The small-model prompt's memory block (memory/context/plain.py): the facts and what the
+    operator said in the recalled conversations, a sentence a line, those that match `message`
+    first (without the embedder: what was said, in recall order, then the facts by importance)."""
+    lines = plain.said_lines(memory.recalled, now, zone) + memory.sentences
+    return plain.memory_block(vectors.rank(message, lines) if vectors and lines else lines)

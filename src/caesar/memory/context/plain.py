@@ -18,6 +18,7 @@ by kind: `gguf` → "small", the others → "full", today's prompt, unchanged).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime, tzinfo
 
@@ -35,18 +36,28 @@ WHO = "The user"
 # Keys the offline extractor writes (gateway/offline.py) and the LLM one is shown
 # (facts/extract.py), as sentences; any other key reads "The user's <key words> is <value>."
 _SENTENCES = {
-    "name": "{who}'s name is {value}.",
+    "name": "{who} is called {value}.",
     "preferred_name": "{who} likes to be called {value}.",
     "home_location": "{who} lives in {value}.",
     "home_city": "{who} lives in {value}.",
     "employer": "{who} works at {value}.",
     "allergy": "{who} is allergic to {value}.",
+    "home_country": "{who} is from {value}.",
+    "plays": "{who} plays {value}.",
+    "teaches": "{who} teaches {value}.",
+    "loves": "{who} loves {value}.",
+    "plans": "{who} is planning {value}.",
 }
 
 
 def fact_sentence(key: str, value: str) -> str:
     """'dog_name', 'Biscuit' → "The user's dog is called Biscuit." (one line)."""
     key, value = one_line(key), one_line(value).rstrip(".")
+    if key == "occupation":  # "nurse on the night shift": the article the pattern took off
+        article = "" if value.lower().startswith(("a ", "an ", "the ")) else "a "
+        if article and value[:1].lower() in "aeiou":
+            article = "an "
+        return f"{WHO} works as {article}{value}."
     template = _SENTENCES.get(key)
     if template is not None:
         return template.format(who=WHO, value=value)
@@ -71,18 +82,26 @@ def fact_sentences(facts: Sequence[FactLine], *, max_facts: int, max_chars: int)
     return lines
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
 def said_lines(recalled: Sequence[RecalledEpisode], now: datetime, zone: tzinfo) -> list[str]:
-    """What the operator said in the excerpts of the recalled conversations, best first, each
-    dated: 'Yesterday the user said: "…"'. caesar's own replies are left out: a small model
-    repeats them as facts, and they are often invented."""
+    """What the operator said in the excerpts of the recalled conversations, a sentence a line,
+    each dated: 'Yesterday the user said: "I play the cello."'. One sentence a line, so that the
+    one that answers can be put first ("I play the cello, and my cat Miso hates it" told in one
+    message). caesar's own replies are left out: a small model repeats them as facts, and they
+    are often invented."""
     lines: list[str] = []
     for episode in recalled:
-        when = relative_time(local(episode.created_at, zone), local(now, zone))
+        when = relative_time(local(episode.created_at, zone), local(now, zone)).capitalize()
         for excerpt in episode.excerpts:
             for role, text in excerpt.turns:
-                line = f'{when.capitalize()} the user said: "{one_line(text)}"'
-                if role == "user" and line not in lines:
-                    lines.append(line)
+                if role != "user":
+                    continue
+                for sentence in _SENTENCE_END.split(one_line(text)):
+                    line = f'{when} the user said: "{sentence.strip()}"'
+                    if sentence.strip() and line not in lines:
+                        lines.append(line)
     return lines
 
 
