@@ -7,8 +7,9 @@ dog's name is Dana." Measured on bench/probe_first_five.py, what it answers best
 
 - each fact as a sentence ("The user's dog is called Biscuit."), the facts that match the
   message first (the model takes the first that looks right);
-- of the past conversations, only what the operator said, each line dated ("Today the user
-  said: "…""), before the facts: recall already picked them for this message;
+- of the past conversations, only what the operator said, a sentence a line, dated ("Today
+  the user said: "…""), ranked with the facts by the message (48 of 57 on the probe and three
+  held-out-like sets, against 35 with whole messages before the facts);
 - all of it in the operator's turn, just before the question, under a short system prompt
   (in the system prompt it answered fewer right on the probe).
 
