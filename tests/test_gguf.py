@@ -191,3 +191,29 @@ def test_a_fact_told_in_one_chat_is_answered_in_a_new_one(make_services):
     answer = brain.turn("What is my sister's name?")  # a new chat: no history
     assert "maya" in answer.reply.lower()
     assert answer.finish_reason == "stop"
+
+
+def test_the_model_loads_without_the_openai_sdk_which_comes_with_the_client():
+    """Issue #25: importing the openai SDK took ~0.9 s of the GIL on the first start's ready
+    path; loading the model does not import it, and serve's warm-up makes the client after
+    /healthz says ready (cli/main.py `_connect_chat_model`)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from caesar.config import ProviderSettings\n"
+        "from caesar.gateway.gguf_provider import GGUFProvider\n"
+        "p = GGUFProvider('embedded', ProviderSettings(kind='gguf', max_tokens=4))\n"
+        "p.start()\n"
+        "print('openai' in sys.modules)\n"
+        "client = p.connect()\n"
+        "print('openai' in sys.modules, client is p.connect())\n"
+        "said = [{'role': 'user', 'content': 'Hi'}]\n"
+        "print(bool(p.complete(said, 'm', task='chat').text))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["False", "True True", "True"]
