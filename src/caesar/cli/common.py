@@ -84,12 +84,18 @@ def friendly(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def services(settings: Settings | None = None, *, check_schema: bool = True) -> Any:
+def services(
+    settings: Settings | None = None,
+    *,
+    check_schema: bool = True,
+    embedder: Any = None,
+    gateway: Any = None,
+) -> Any:
     from caesar.db import migrate
     from caesar.errors import ConfigError
     from caesar.services import Services
 
-    built = Services.build(settings or load_settings())
+    built = Services.build(settings or load_settings(), embedder=embedder, gateway=gateway)
     if check_schema and not migrate.is_current(built.db):
         raise ConfigError(
             f"the database at {built.db.engine.url.render_as_string(hide_password=True)} is not "
