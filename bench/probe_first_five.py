@@ -131,7 +131,9 @@ SWAPPED = (
         "What is my sister's name?",
         "Ines",
     ),
-    Item("My brother is called Felix. We talk every Sunday.", "What is my brother called?", "Felix"),
+    Item(
+        "My brother is called Felix. We talk every Sunday.", "What is my brother called?", "Felix"
+    ),
     Item("My son's name is Arlo, he just turned six.", "What is my son's name?", "Arlo"),
     Item("My partner's name is Jordan.", "What is my partner's name?", "Jordan"),
     Item("My favourite food is paella.", "What is my favourite food?", "paella"),
