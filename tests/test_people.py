@@ -62,6 +62,7 @@ def test_a_fresh_database_has_its_owner_and_no_one_else(migrated_db):
         [owner] = people.everyone(session)
         assert people.owner(session).id == owner.id
     assert owner.name == people.OWNER_NAME and owner.is_owner and not owner.has_token
+    assert owner.id == OWNER  # what the other tests act as (conftest.OWNER)
     assert stored_hashes(migrated_db) == {people.OWNER_NAME: None}
 
 
