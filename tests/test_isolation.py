@@ -298,3 +298,67 @@ def test_every_route_as_the_other_person_leaks_nothing_and_changes_nothing_of_th
     assert episode["id"] == world.a_episode
     recalled = world.services.episodes.preview("Zanzibar spice market", person=OWNER)
     assert [e.episode_id for e in recalled][:1] == [world.a_episode]
+
+
+# -- MCP: every tool and resource as the other person ------------------------------------------
+def _mcp_text(result: Any) -> str:
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+MCP_TOOLS: dict[str, Callable[[World], dict[str, Any]]] = {
+    "recall": lambda w: {"text": "where did I fly with my dog?"},
+    "search": lambda w: {"query": "spice market Zanzibar"},
+    "remember": lambda w: {"key": "dog_name", "text": "Rex"},
+    "list_facts": lambda w: {},
+    "set_fact": lambda w: {"key": "dog_name", "value": "Rex"},
+    "delete_fact": lambda w: {"key": "trip"},  # A's key alone: not found for B
+    "list_conversations": lambda w: {"matching": "spring"},
+    "forget_conversation": lambda w: {"conversation_id": w.a_conversation},  # A's: not found
+    "save_conversation": lambda w: {
+        "messages": [
+            {"role": "user", "content": B_SAYS},
+            {"role": "assistant", "content": "ok"},
+        ]
+    },
+}
+# the tools that must refuse B (A's objects): the others answer with B's memory
+MCP_REFUSED = {"delete_fact", "forget_conversation"}
+MCP_RESOURCES = {"caesar://facts", "caesar://episodes/recent"}
+
+
+def test_every_mcp_tool_and_resource_as_the_other_person(world):
+    """MCP over HTTP with B's token (the real SDK client): every tool and resource the server
+    lists is in the tables above (a new one fails this), none answers with A's words, and A's
+    objects are not found."""
+    import anyio
+    import httpx2
+    from live_server import live_server
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def as_b(url: str) -> tuple[set[str], set[str]]:
+        headers = {"Authorization": f"Bearer {world.b}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            transport = streamable_http_client(f"{url}/mcp", http_client=http)
+            async with Client(transport, read_timeout_seconds=30) as client:
+                tools = {t.name for t in (await client.list_tools()).tools}
+                resources = {str(r.uri) for r in (await client.list_resources()).resources}
+                for name, arguments in MCP_TOOLS.items():
+                    result = await client.call_tool(name, arguments(world))
+                    said = _mcp_text(result)
+                    assert not [w for w in A_WORDS if w in said], (name, said)
+                    assert result.is_error is (name in MCP_REFUSED), (name, said)
+                for uri in sorted(MCP_RESOURCES):
+                    text = str((await client.read_resource(uri)).contents[0].text)
+                    assert not [w for w in A_WORDS if w in text], (uri, text)
+                return tools, resources
+
+    with live_server(world.services) as url:
+        tools, resources = anyio.run(as_b, url)
+    assert tools == set(MCP_TOOLS), tools ^ set(MCP_TOOLS)
+    assert resources == MCP_RESOURCES, resources ^ MCP_RESOURCES
+    a = {"Authorization": f"Bearer {TEST_TOKEN}"}
+    facts = world.client.get("/v1/facts", headers=a).json()["facts"]
+    assert {f["key"]: f["value"] for f in facts}["trip"] == "Zanzibar"
+    [kept] = world.client.get("/v1/conversations", headers=a).json()["conversations"]
+    assert kept["id"] == world.a_conversation
