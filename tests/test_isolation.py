@@ -4,10 +4,10 @@ first's data in reach. For each route, person B never receives A's words, A's id
 B, and what B forgets or deletes leaves A untouched (checked once all routes have run). The
 prompt B's chat turns send holds nothing of A's.
 
-The table is the test: `MATRIX` has one entry per (method, path) of the app, and a route the
-app has that the table lacks fails the test (so does an entry for a route that is gone). MCP
-over HTTP is one route here; its tools are checked as two people in tests/test_mcp.py. On
-SQLite and PostgreSQL.
+The tables are the test: `MATRIX` has one entry per (method, path) of the app, and a route the
+app has that the table lacks fails the test (so does an entry for a route that is gone);
+`MCP_TOOLS` and `MCP_RESOURCES` do the same for what the MCP server lists, called over HTTP
+with B's token through the real SDK client. On SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
