@@ -121,7 +121,7 @@ def run(mode: str, said: list[str], replies: list[str]) -> dict[str, Any]:
 
     live_steps = 0
     for message in said:
-        result = brain.turn(message, history)
+        result = brain.turn(message, history, person=benchlib.OWNER)
         history += [
             {"role": "user", "content": message},
             {"role": "assistant", "content": result.reply},

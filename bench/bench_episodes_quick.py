@@ -111,6 +111,7 @@ def bench_summarise(llm: FakeLLMServer, chats: int) -> dict[str, Any]:
                         ],
                         "reply": "Try lowering the thermostat to 65°F and track your sleep for a week.",
                     },
+                    person=benchlib.OWNER,
                 )
         worker = services.workers["memory.summarise"]
         started, cpu_started = time.perf_counter(), time.process_time()
@@ -152,7 +153,11 @@ def bench_recall(llm: FakeLLMServer, episodes: int, runs: int) -> dict[str, Any]
             for summary, vector in zip(texts, vectors, strict=True):
                 created = now - timedelta(days=float(rng.uniform(0, 120)))
                 row = services.audit.append(
-                    session, audit.CHAT_COMPLETED, {"messages": [], "reply": ""}, created_at=created
+                    session,
+                    audit.CHAT_COMPLETED,
+                    {"messages": [], "reply": ""},
+                    created_at=created,
+                    person=benchlib.OWNER,
                 )
                 session.add(
                     episode_row(
@@ -162,6 +167,7 @@ def bench_recall(llm: FakeLLMServer, episodes: int, runs: int) -> dict[str, Any]
                         model=embedder.model_id,
                         created_at=created,
                         recall_count=int(rng.integers(0, 5)),
+                        person=benchlib.OWNER,
                     )
                 )
         memory = services.episodes
@@ -175,22 +181,38 @@ def bench_recall(llm: FakeLLMServer, episodes: int, runs: int) -> dict[str, Any]
         params = RecallParams.from_settings(services.settings.memory.episodes_recall)
         query = "I tried the thermostat thing you suggested"
         vector = memory.embed_query(query)
-        found = memory.search(vector, utcnow(), params)
-        search_ms = benchlib.time_calls(lambda: memory.search(vector, utcnow(), params), runs)
+        found = memory.search(vector, utcnow(), params, person=benchlib.OWNER)
+        search_ms = benchlib.time_calls(
+            lambda: memory.search(vector, utcnow(), params, person=benchlib.OWNER), runs
+        )
         full_ms = benchlib.time_calls(
-            lambda: memory.search(memory.embed_query(query), utcnow(), params), runs
+            lambda: memory.search(
+                memory.embed_query(query), utcnow(), params, person=benchlib.OWNER
+            ),
+            runs,
         )
         embed_ms = benchlib.time_calls(lambda: memory.embed_query(query), runs)
 
         def bookkeeping() -> None:
             with services.db.write() as session:
-                memory.record_recalls(session, found, now=utcnow(), context={"turn_audit_id": 0})
+                memory.record_recalls(
+                    session,
+                    found,
+                    now=utcnow(),
+                    context={"turn_audit_id": 0},
+                    person=benchlib.OWNER,
+                )
 
         record_ms = benchlib.time_calls(bookkeeping, min(runs, 50))
         cpu = {
-            "search_cpu_p50_ms": cpu_ms(lambda: memory.search(vector, utcnow(), params), runs),
+            "search_cpu_p50_ms": cpu_ms(
+                lambda: memory.search(vector, utcnow(), params, person=benchlib.OWNER), runs
+            ),
             "embed_plus_search_cpu_p50_ms": cpu_ms(
-                lambda: memory.search(memory.embed_query(query), utcnow(), params), runs
+                lambda: memory.search(
+                    memory.embed_query(query), utcnow(), params, person=benchlib.OWNER
+                ),
+                runs,
             ),
         }
         services.close()

@@ -48,6 +48,7 @@ def build(path: Path, n: int, seed: int = 0) -> Database:
                 "confidence": round(rng.uniform(0.3, 1.0), 3),
                 "created_at": when,
                 "updated_at": when,
+                "person_id": benchlib.OWNER,
             }
         )
         if i % 10 == 0:
@@ -67,6 +68,7 @@ def _event(event_type: str, key: str, when: object) -> dict[str, object]:
         "created_at": when,
         "payload": {"key": key},
         "subject_key": key,
+        "person_id": benchlib.OWNER,
     }
 
 
@@ -84,14 +86,14 @@ def measure(n: int, runs: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         db = build(Path(tmp) / "facts.db", n)
         store = FactsStore(db, FactsImportanceSettings(), Audit())
-        top = store.list_all(limit=inject.max_facts)
+        top = store.list_all(limit=inject.max_facts, person=benchlib.OWNER)
 
         def block(facts: list = top) -> str:
             lines = [FactLine(f.key, f.value) for f in facts]
             return facts_block(lines, max_facts=inject.max_facts, max_chars=inject.max_chars)
 
         def both() -> str:  # what brain.prepare runs
-            return block(store.list_all(limit=inject.max_facts))
+            return block(store.list_all(limit=inject.max_facts, person=benchlib.OWNER))
 
         result = {
             "facts": n,

@@ -65,14 +65,15 @@ def fill(conninfo: str, count: int, rng: np.random.Generator, centres: np.ndarra
             recalls = rng.geometric(0.6, stop - start) - 1
             with conn.cursor() as cur:
                 with cur.copy(
-                    "COPY audit_log (id, event_type, created_at, payload) FROM STDIN"
+                    "COPY audit_log (id, event_type, created_at, payload, person_id) FROM STDIN"
                 ) as copy:
                     for j in range(stop - start):
                         created = NOW - timedelta(seconds=float(ages[j]))
-                        copy.write_row((start + j + 1, "chat.completed", created, "{}"))
+                        row = (start + j + 1, "chat.completed", created, "{}", benchlib.OWNER)
+                        copy.write_row(row)
                 with cur.copy(
                     "COPY episode_summaries (id, audit_log_id, summary, embedding, model, "
-                    "created_at, recall_count, embedding_f32) FROM STDIN"
+                    "created_at, recall_count, embedding_f32, person_id) FROM STDIN"
                 ) as copy:
                     for j in range(stop - start):
                         i = start + j + 1
@@ -88,6 +89,7 @@ def fill(conninfo: str, count: int, rng: np.random.Generator, centres: np.ndarra
                                 created,
                                 int(recalls[j]),
                                 vector.astype("<f4").tobytes(),
+                                benchlib.OWNER,
                             )
                         )
             conn.commit()
@@ -190,10 +192,11 @@ def main() -> None:
         for i, query in enumerate(queries):
             with db.read() as session:
                 t0 = time.perf_counter()
-                pgvector.refresh(session)
+                pgvector.refresh(session, person=benchlib.OWNER)
                 pgvector.search(
                     session,
                     query,
+                    person=benchlib.OWNER,
                     limit=pool,
                     threshold=hybrid.dense_pool_threshold(params),
                     rank=episode_rank(now_s, *hybrid.pool_factors(params)),
@@ -203,7 +206,7 @@ def main() -> None:
                     ),
                 )
                 t1 = time.perf_counter()
-                hits = pgvector.search(session, query, limit=5)
+                hits = pgvector.search(session, query, person=benchlib.OWNER, limit=5)
                 t2 = time.perf_counter()
             if i >= 5:  # the first few warm the caches
                 dense_ms.append(benchlib.ms(t1 - t0))
@@ -219,7 +222,7 @@ def main() -> None:
             for query in queries:
                 with db.read() as session:
                     t0 = time.perf_counter()
-                    hits = pgvector.search(session, query, limit=5)
+                    hits = pgvector.search(session, query, person=benchlib.OWNER, limit=5)
                     took.append(benchlib.ms(time.perf_counter() - t0))
                 exact = np.argsort(-(written @ query), kind="stable")[:5] + 1
                 agree.append(len(set(exact.tolist()) & set(hits.ids.tolist())) / 5)

@@ -88,7 +88,7 @@ def build_history(sessions: list[dict[str, Any]]) -> tuple[Services, dict[str, A
     if fresh:
         migrate.upgrade(services.db)
         started = time.perf_counter()
-        report = import_conversations(services, sessions)
+        report = import_conversations(services, sessions, person=benchlib.OWNER)
         info["import_s"] = round(time.perf_counter() - started, 1)
         info["imported"] = report.imported
         started = time.perf_counter()
@@ -109,11 +109,12 @@ def recall_figures(services: Services, questions: list[dict[str, Any]]) -> dict[
 
     def one() -> int:
         i = next(it) % len(questions)
-        return len(memory.search(vectors[i], questions[i]["date"], params))
+        return len(memory.search(vectors[i], questions[i]["date"], params, person=benchlib.OWNER))
 
     wall, cpu = benchlib.time_calls_cpu(one, 200)
     found = [
-        len(memory.search(v, q["date"], params)) for v, q in zip(vectors, questions, strict=True)
+        len(memory.search(v, q["date"], params, person=benchlib.OWNER))
+        for v, q in zip(vectors, questions, strict=True)
     ]
     return {
         "episodes": len(memory.index()),

@@ -78,7 +78,7 @@ def reference_top(
     services: Services, query: np.ndarray, now: datetime, params: RecallParams
 ) -> list[int]:
     """Exact brute force over the loaded matrix (numpy), same filters and score."""
-    index = services.episodes.index()
+    index = services.episodes.index(person=benchlib.OWNER)
     n = index._n
     cos = index._vectors[:n] @ query
     created = index._created[:n]
@@ -111,18 +111,20 @@ def run_size(episodes: int, queries: int, baseline_runs: int) -> dict[str, objec
 
     def cycle(batch: np.ndarray) -> object:
         it = iter(range(10**9))
-        return lambda: memory.search(batch[next(it) % len(batch)], now, params)
+        return lambda: memory.search(
+            batch[next(it) % len(batch)], now, params, person=benchlib.OWNER
+        )
 
     memory.index().wait_for_ivf()  # serve warms it in the background; timed separately
     ivf_s = time.perf_counter() - started - load_s
     hit_times, hit_cpu = benchlib.time_calls_cpu(cycle(vectors), runs=max(queries, 100), warmup=5)
     miss_times, miss_cpu = benchlib.time_calls_cpu(cycle(misses), runs=max(queries, 100), warmup=5)
-    found = [len(memory.search(v, now, params)) for v in vectors[:20]]
+    found = [len(memory.search(v, now, params, person=benchlib.OWNER)) for v in vectors[:20]]
 
     params5 = RecallParams.from_settings(services.settings.memory.episodes_recall, top_k=5)
     overlaps = []
     for v in vectors:
-        got = [e.episode_id for e in memory.search(v, now, params5)]
+        got = [e.episode_id for e in memory.search(v, now, params5, person=benchlib.OWNER)]
         want = reference_top(services, v, now, params5)
         if want:
             overlaps.append(len(set(got) & set(want)) / len(want))

@@ -151,7 +151,7 @@ def cycle(
 
     def one() -> object:
         i = next(it) % len(texts)
-        return memory.search(vectors[i], now, params, query_text=texts[i])
+        return memory.search(vectors[i], now, params, query_text=texts[i], person=benchlib.OWNER)
 
     return one
 
@@ -175,7 +175,7 @@ def run_size(episodes: int, runs: int) -> dict[str, object]:
             one = cycle(memory, texts, vectors, now, params)
             wall, cpu = benchlib.time_calls_cpu(one, runs, warmup=len(texts))
             found = [
-                len(memory.search(v, now, params, query_text=t))
+                len(memory.search(v, now, params, query_text=t, person=benchlib.OWNER))
                 for v, t in zip(vectors, texts, strict=True)
             ]
             row[f"{name}_{label}_ms"] = benchlib.summary(wall)

@@ -78,7 +78,7 @@ def run(chats: int, batch_size: int, items: list[dict[str, Any]]) -> dict[str, A
     )
     services = Services.build(settings)
     migrate.upgrade(services.db)
-    report = import_conversations(services, items)
+    report = import_conversations(services, items, person=benchlib.OWNER)
     provider = SummaryProvider("local")
     install(services, provider)
     worker = services.workers["memory.summarise"]

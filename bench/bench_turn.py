@@ -96,6 +96,7 @@ def add_facts(db: Database, count: int, seed: int = 0) -> None:
                 "confidence": rng.uniform(0.3, 1.0),
                 "created_at": updated - timedelta(days=rng.uniform(0, 30)),
                 "updated_at": updated,
+                "person_id": benchlib.OWNER,
             }
         )
         for _ in range(rng.choice([0] * 9 + [1, 2, 3])):
@@ -105,6 +106,7 @@ def add_facts(db: Database, count: int, seed: int = 0) -> None:
                     "created_at": updated,
                     "payload": {"key": key, "value": "edited"},
                     "subject_key": key,
+                    "person_id": benchlib.OWNER,
                 }
             )
     with db.write() as session:
@@ -125,7 +127,15 @@ def one_episode_db(path: Path) -> str:
     with db.write() as session:
         session.execute(
             AuditLog.__table__.insert(),
-            [{"id": 1, "event_type": "chat.completed", "created_at": now, "payload": {}}],
+            [
+                {
+                    "id": 1,
+                    "event_type": "chat.completed",
+                    "created_at": now,
+                    "payload": {},
+                    "person_id": benchlib.OWNER,
+                }
+            ],
         )
         session.execute(
             EpisodeSummary.__table__.insert(),
@@ -138,6 +148,7 @@ def one_episode_db(path: Path) -> str:
                     "model": MODEL_ID,
                     "created_at": now - timedelta(days=2),
                     "recall_count": 0,
+                    "person_id": benchlib.OWNER,
                 }
             ],
         )
@@ -165,16 +176,16 @@ def run_case(label: str, url: str, turns: int, fusion: str = "dense") -> dict[st
     provider = InstantProvider("local")
     install(services, provider)
     services.episodes.warm()
-    services.episodes.index().wait_for_ivf()
+    services.episodes.index(person=benchlib.OWNER).wait_for_ivf()
     brain = Brain(services)
     messages = history.topic_messages()
     for message in messages[:10]:  # warm-up: embedder, caches, first writes
-        brain.turn(message)
+        brain.turn(message, person=benchlib.OWNER)
     total, memory, memory_cpu, recalled = [], [], [], []
     for i in range(turns):
         provider.seconds = 0.0
         c0, started = time.thread_time(), time.perf_counter()
-        result = brain.turn(messages[i % len(messages)])
+        result = brain.turn(messages[i % len(messages)], person=benchlib.OWNER)
         elapsed, cpu = time.perf_counter() - started, time.thread_time() - c0
         total.append(benchlib.ms(elapsed))
         memory.append(benchlib.ms(elapsed - provider.seconds))
@@ -188,23 +199,29 @@ def run_case(label: str, url: str, turns: int, fusion: str = "dense") -> dict[st
     day = f"{then:%B} {then.day}, {then.year}"
 
     def recall(i: int) -> object:
-        return services.episodes.search(vectors[i], now, params, query_text=messages[i])
+        return services.episodes.search(
+            vectors[i], now, params, query_text=messages[i], person=benchlib.OWNER
+        )
 
     def nxt() -> int:
         return next(it) % len(messages)
 
     timed = {
         "facts_list_all": lambda: services.facts.list_all(
-            now, limit=services.settings.memory.facts_inject.max_facts
+            now, limit=services.settings.memory.facts_inject.max_facts, person=benchlib.OWNER
         ),
         "query_embedding": lambda: services.episodes.embed_query(messages[nxt()]),
         "recall_search": lambda: recall(nxt()),
-        "prepare": lambda: brain.prepare(messages[nxt()]),
+        "prepare": lambda: brain.prepare(messages[nxt()], person=benchlib.OWNER),
         # the messages naming a day 20 days back, whose conversations join the candidates
         # (memory/search/dates.py), and the same words without the day: their difference is
         # what a named day costs
-        "prepare_dated": lambda: brain.prepare(f"{messages[nxt()]} What did we say on {day}?"),
-        "prepare_undated": lambda: brain.prepare(f"{messages[nxt()]} What did we say then?"),
+        "prepare_dated": lambda: brain.prepare(
+            f"{messages[nxt()]} What did we say on {day}?", person=benchlib.OWNER
+        ),
+        "prepare_undated": lambda: brain.prepare(
+            f"{messages[nxt()]} What did we say then?", person=benchlib.OWNER
+        ),
     }
     parts, parts_cpu = {}, {}
     for name, fn in timed.items():
@@ -212,7 +229,7 @@ def run_case(label: str, url: str, turns: int, fusion: str = "dense") -> dict[st
     row = {
         "case": label,
         "fusion": fusion,
-        "episodes": len(services.episodes.index()),
+        "episodes": len(services.episodes.index(person=benchlib.OWNER)),
         "turn_ms": benchlib.summary(total),
         "memory_work_ms": benchlib.summary(memory),
         "memory_work_cpu_ms": benchlib.summary(memory_cpu),

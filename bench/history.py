@@ -345,6 +345,7 @@ def build(episodes: int, *, quiet: bool = False) -> History:
                             "provider": "bench",
                             "model": "synthetic",
                         },
+                        "person_id": benchlib.OWNER,
                     }
                 )
                 summaries.append(
@@ -358,6 +359,7 @@ def build(episodes: int, *, quiet: bool = False) -> History:
                         "model": MODEL_ID,
                         "created_at": created,
                         "recall_count": int(recalls[i]),
+                        "person_id": benchlib.OWNER,
                     }
                 )
             # The one window's words, as memory.passages indexes them (window_keywords).

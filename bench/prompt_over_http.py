@@ -166,7 +166,9 @@ enabled = true
                         prompt = Recorder.prompts[-1]
                         from caesar.brain import Brain
 
-                        own = Brain(built.services).prepare(q.text, now=q.now)
+                        own = Brain(built.services).prepare(
+                            q.text, now=q.now, person=benchlib.OWNER
+                        )
                         n += 1
                         outside += bool(present(q.answer, set(toks(prompt))))
                         inside += bool(present(q.answer, set(toks(own.messages[0]["content"]))))

@@ -30,6 +30,7 @@ from rank_bm25 import BM25Okapi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "shared" / "eval"))
 from answer_match import present, toks  # noqa: E402
+from benchlib import OWNER
 
 from caesar.brain import Brain  # noqa: E402
 from caesar.config import EpisodesRecallSettings  # noqa: E402
@@ -98,13 +99,18 @@ def prompts(
 ) -> dict[str, tuple[str, int]]:
     """system → (the prompt, or the baseline's memory text; memory characters). `ctx`: the
     turn `Brain.prepare` already built for this question and time, if any."""
-    ctx = ctx or Brain(services).prepare(question, now=now)
+    ctx = ctx or Brain(services).prepare(question, now=now, person=OWNER)
     settings = services.settings
     shipped = settings.memory.episodes_recall
     facts_text = ""  # the bench runs no fact extraction: the shipped default is off
     caesar_chars = memory_chars(ctx.messages[0]["content"])
     old = recall_for_prompt(
-        services.episodes, summary_only_settings(shipped), question, now, TurnMemory("", 0)
+        services.episodes,
+        summary_only_settings(shipped),
+        question,
+        now,
+        TurnMemory("", 0),
+        person=OWNER,
     )
     old_prompt = system_prompt(
         settings.system_prompt, facts_text, old.episodes_text, settings.operator_prompt

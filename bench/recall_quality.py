@@ -54,6 +54,7 @@ sys.path.insert(0, str(SRC))
 import numpy as np
 import prompt_quality
 import shown
+from benchlib import OWNER
 from rank_bm25 import BM25Okapi
 from recall_report import DOC, curve_section, parse_budgets, report, shown_section, write_doc
 from sqlalchemy import select
@@ -311,7 +312,9 @@ def build(
     chats = [(s.key, importable(s.messages), s.created_at) for s in haystack.sessions]
     valid = [(key, turns, when) for key, turns, when in chats if turns is not None]
     report = import_conversations(
-        services, [{"created_at": when.isoformat(), "messages": turns} for _, turns, when in valid]
+        services,
+        [{"created_at": when.isoformat(), "messages": turns} for _, turns, when in valid],
+        person=OWNER,
     )
     bad_lines = {e.line for e in report.errors}
     accepted = [v for i, v in enumerate(valid, start=1) if i not in bad_lines]
@@ -346,7 +349,9 @@ def recall_ranker(**overrides: Any) -> Ranker:
     """EpisodeMemory.preview with these overrides: the POST /v1/memory/recall path."""
 
     def rank(built: Built, q: Question) -> list[str]:
-        hits = built.services.episodes.preview(q.text, q.now, max_age_days=None, **overrides)
+        hits = built.services.episodes.preview(
+            q.text, q.now, max_age_days=None, **overrides, person=OWNER
+        )
         return [built.session_of_episode[h.episode_id] for h in hits]
 
     return rank
@@ -388,6 +393,7 @@ def hybrid_ranker(**overrides: Any) -> Ranker:
                 memory.embed_query(q.text),
                 q.now,
                 _HybridParams(**values),
+                person=OWNER,
             )
         return [built.session_of_episode[h.episode_id] for h in hits]
 
@@ -524,7 +530,9 @@ def ask(
     for q in haystack.questions:
         evidence_text = "\n".join(built.sessions_text.get(k, "") for k in q.evidence)
         answerable = prompt_quality.answerable(q.answer, evidence_text)
-        contexts = [Brain(s).prepare(q.text, now=q.now) for s in (built.services, *others)]
+        contexts = [
+            Brain(s).prepare(q.text, now=q.now, person=OWNER) for s in (built.services, *others)
+        ]
         for services, ctx in zip((built.services, *others), contexts, strict=True):
             shown.score(
                 notes["shown"],
@@ -570,7 +578,7 @@ def ask(
                 tally.offtopic_n += 1
                 tally.offtopic += bool(auto(built, probe))
         # the real turn: does an off-topic message inject anything?
-        ctx = Brain(built.services).prepare(probe.text, now=probe.now)
+        ctx = Brain(built.services).prepare(probe.text, now=probe.now, person=OWNER)
         notes[f"{ds}:offtopic_turns"] += 1
         notes[f"{ds}:offtopic_injected"] += bool(ctx.recalled)
     previous[ds] = haystack.questions

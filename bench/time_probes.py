@@ -58,6 +58,7 @@ import recall_quality as rq  # puts the caesar under test on the path
 import recall_report
 import shown
 import time_history as th
+from benchlib import OWNER
 from time_probe_set import NOW_A, NOW_B, ROBUST, ZONE, Probe, Scenario, scenarios
 
 import caesar
@@ -113,7 +114,7 @@ def ask(
 
 def one(brain: Brain, scenario: Scenario, probe: Probe, now: datetime, built: Any) -> Outcome:
     try:
-        ctx = brain.prepare(probe.text, now=now)
+        ctx = brain.prepare(probe.text, now=now, person=OWNER)
     except Exception as exc:  # noqa: BLE001 - a probe that breaks the turn is what is counted
         return Outcome(scenario, probe, [], 0, f"{type(exc).__name__}: {exc}")
     keys = shown.shown_sessions(ctx.recalled, built.sessions_of_episode)

@@ -25,6 +25,10 @@ from caesar.services import Services
 # The ONNX export of the model is made once and kept between runs (gitignored).
 MODEL_CACHE = ROOT / ".caesar-test" / "models"
 TEST_TOKEN = "test-token-0123456789abcdef"
+# The owner's person id in every database the migrations make: migration 0008 creates the owner
+# first, and nothing removes them (tests/test_people.py checks it). Tests that do not care about
+# people act as the owner, as a one-person install does.
+OWNER = 1
 PROVIDER_KEY = "sk-test-provider-key-987654"
 
 

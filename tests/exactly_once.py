@@ -15,6 +15,8 @@ import threading
 from collections import Counter
 from typing import Any
 
+from conftest import OWNER
+
 FACT_ATTRS = ("colour", "city", "pet")
 _CHAT_N = re.compile(r"chat (\d+):")
 
@@ -75,7 +77,9 @@ def backfill(services: Any, count: int, start: int = 0) -> list[int]:
 
     with services.db.write() as session:
         return [
-            conversations.add_finished(session, services.audit, chat_payload(n), utcnow())
+            conversations.add_finished(
+                session, services.audit, chat_payload(n), utcnow(), person=OWNER
+            )
             for n in range(start, start + count)
         ]
 

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from conftest import OWNER
 from sqlalchemy import func, select
 
 from caesar.clock import utcnow
@@ -27,6 +28,7 @@ def add_chat(services: Any, user: str, reply: str, created_at: datetime | None =
             services.audit,
             {"messages": [{"role": "user", "content": user}], "reply": reply},
             created_at or utcnow(),
+            person=OWNER,
         )
 
 
@@ -45,6 +47,7 @@ def add_episode(
             model=embedder.model_id,
             created_at=created_at,
             recall_count=recall_count,
+            person=OWNER,
         )
         session.add(row)
         session.flush()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from conftest import PROVIDER_KEY, TEST_TOKEN
+from conftest import OWNER, PROVIDER_KEY, TEST_TOKEN
 from memory_helpers import add_episode, days_ago, events
 from sqlalchemy import select
 
@@ -39,11 +39,12 @@ def test_append_many_writes_what_append_writes(migrated_db):
                 subject_id=e.subject_id,
                 subject_key=e.subject_key,
                 created_at=e.created_at,
+                person=OWNER,
             ).id
             for e in entries
         ]
-        batch = log.append_many(session, entries)
-        assert log.append_many(session, []) == []
+        batch = log.append_many(session, entries, person=OWNER)
+        assert log.append_many(session, [], person=OWNER) == []
     assert batch == sorted(batch) and min(batch) > max(singles)
     with migrated_db.read() as session:
         rows = {r.id: r for r in session.scalars(select(AuditLog))}
@@ -62,7 +63,7 @@ def test_append_many_ids_follow_the_order_given(migrated_db):
     log = Audit()
     entries = [AuditEntry("test.row", {"n": n}) for n in range(25)]
     with migrated_db.write() as session:
-        ids = log.append_many(session, entries)
+        ids = log.append_many(session, entries, person=OWNER)
     with migrated_db.read() as session:
         stored = {r.id: r.payload["n"] for r in session.scalars(select(AuditLog))}
     assert [stored[i] for i in ids] == list(range(25))
@@ -72,10 +73,12 @@ def test_append_many_ids_follow_the_order_given(migrated_db):
 def test_a_failed_transaction_leaves_none_of_the_batch(migrated_db):
     log = Audit()
     with pytest.raises(RuntimeError), migrated_db.write() as session:
-        log.append_many(session, [AuditEntry("test.row", {}), AuditEntry("test.row", {})])
+        log.append_many(
+            session, [AuditEntry("test.row", {}), AuditEntry("test.row", {})], person=OWNER
+        )
         raise RuntimeError("the rest of the turn failed")
     with migrated_db.read() as session:
-        assert audit.list_events(session) == []
+        assert audit.list_events(session, person=OWNER) == []
 
 
 SLEEP = "We discussed the operator's trouble sleeping; caesar suggested lowering the thermostat."
@@ -88,7 +91,7 @@ def test_a_turn_writes_its_row_first_then_one_row_per_recall(make_services, llm)
     older, _ = add_episode(services, SLEEP, days_ago(20))
     newer, _ = add_episode(services, SLEEP + " Again.", days_ago(2))
     llm.replies.append("Glad it helped.")
-    result = Brain(services).turn("I tried the thermostat thing you suggested")
+    result = Brain(services).turn("I tried the thermostat thing you suggested", person=OWNER)
 
     assert [e.episode_id for e in result.recalled] == [newer, older]  # fresher ranks first
     [chat] = events(services, audit.CHAT_COMPLETED)[-1:]

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import PROVIDER_KEY, TEST_TOKEN
+from conftest import OWNER, PROVIDER_KEY, TEST_TOKEN
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from starlette.routing import Mount, Route
@@ -152,7 +152,7 @@ SECRETS = (TEST_TOKEN, PROVIDER_KEY)
 
 def _all_payloads(services: Any) -> str:
     with services.db.read() as session:
-        rows = audit.list_events(session, limit=10_000)
+        rows = audit.list_events(session, limit=10_000, person=OWNER)
         return json.dumps([r.payload for r in rows])
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import TEST_TOKEN
+from conftest import OWNER, TEST_TOKEN
 from fastapi.testclient import TestClient
 
 from caesar import audit
@@ -42,7 +42,7 @@ def limited(make_services) -> Iterator[tuple[Any, TestClient]]:
 
 def _limited_rows(services: Any) -> list[Any]:
     with services.db.read() as session:
-        return list(audit.list_events(session, event_type=audit.AUTH_LIMITED))
+        return list(audit.list_events(session, event_type=audit.AUTH_LIMITED, person=OWNER))
 
 
 def _lock_out(client: TestClient) -> None:

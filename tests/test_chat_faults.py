@@ -12,7 +12,7 @@ import socket
 import time
 
 import pytest
-from conftest import TEST_TOKEN
+from conftest import OWNER, TEST_TOKEN
 from fastapi.testclient import TestClient
 
 from caesar import audit
@@ -61,7 +61,7 @@ def chat_client(make_services, llm):
 
 def _failed_rows(services) -> list:
     with services.db.read() as session:
-        return list(audit.list_events(session, event_type=audit.CHAT_FAILED))
+        return list(audit.list_events(session, event_type=audit.CHAT_FAILED, person=OWNER))
 
 
 @pytest.mark.parametrize("route", ["local", "claude"])
@@ -179,9 +179,11 @@ def test_failing_memory_tasks_never_block_chat(make_services, llm):
         while True:
             with services.db.read() as session:
                 summarise_failed = audit.list_events(
-                    session, event_type=audit.EPISODE_SUMMARISE_FAILED
+                    session, event_type=audit.EPISODE_SUMMARISE_FAILED, person=OWNER
                 )
-                extract_failed = audit.list_events(session, event_type=audit.EXTRACT_FAILED)
+                extract_failed = audit.list_events(
+                    session, event_type=audit.EXTRACT_FAILED, person=OWNER
+                )
             if len(summarise_failed) == 12 and len(extract_failed) == 12:
                 break
             assert time.monotonic() < deadline, (len(summarise_failed), len(extract_failed))
@@ -192,4 +194,4 @@ def test_failing_memory_tasks_never_block_chat(make_services, llm):
     assert {r.subject_id for r in extract_failed} == chats
     assert all("dead" in r.payload["error"] for r in summarise_failed)
     with services.db.read() as session:
-        assert audit.list_events(session, event_type=audit.WORKER_CRASHED) == []
+        assert audit.list_events(session, event_type=audit.WORKER_CRASHED, person=OWNER) == []

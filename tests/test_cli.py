@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MODEL_CACHE, PROVIDER_KEY
+from conftest import MODEL_CACHE, OWNER, PROVIDER_KEY
 from typer.testing import CliRunner
 
 from caesar import audit
@@ -72,7 +72,7 @@ def events(home: Path, event_type: str) -> list[Any]:
     db = Database(f"sqlite:///{home / 'caesar.db'}")
     try:
         with db.read() as session:
-            return list(audit.list_events(session, event_type=event_type))
+            return list(audit.list_events(session, event_type=event_type, person=OWNER))
     finally:
         db.dispose()
 
@@ -290,6 +290,7 @@ def test_episodes_reembed_fills_in_missing_windows(upgraded):
                     "messages": [{"role": "user", "content": "I adopted a cat"}],
                     "reply": "Congrats!",
                 },
+                person=OWNER,
             )
             session.add(
                 episode_row(
@@ -298,6 +299,7 @@ def test_episodes_reembed_fills_in_missing_windows(upgraded):
                     vector=None,
                     model="older-model",
                     created_at=chat.created_at,
+                    person=OWNER,
                 )
             )
         result = run("episodes", "reembed")

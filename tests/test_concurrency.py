@@ -18,7 +18,7 @@ import exactly_once
 import httpx
 import pytest
 import uvicorn
-from conftest import PROVIDER_KEY, TEST_TOKEN
+from conftest import OWNER, PROVIDER_KEY, TEST_TOKEN
 from sqlalchemy import func, select
 
 from caesar import audit
@@ -189,7 +189,9 @@ def test_postgresql_cursor_never_skips_a_chat_committed_late(pg_url, tmp_path, l
             time.sleep(0.01)
 
     with services.db.write() as slow:
-        services.audit.append(slow, audit.CHAT_COMPLETED, exactly_once.chat_payload(1))
+        services.audit.append(
+            slow, audit.CHAT_COMPLETED, exactly_once.chat_payload(1), person=OWNER
+        )
         second = threading.Thread(target=exactly_once.backfill, args=(services, 1, 2))
         second.start()
         settle(second, 1)
@@ -290,7 +292,7 @@ def test_recording_recalls_locks_episodes_in_id_order(pg_url, make_services):
             # a larger table's plan, on two rows: a scan in physical order, not by the index
             for knob in ("enable_indexscan", "enable_bitmapscan", "enable_indexonlyscan"):
                 session.execute(text(f"SET LOCAL {knob} = off"))
-            svc.episodes.record_recalls(session, recalled, now=now, context={})
+            svc.episodes.record_recalls(session, recalled, now=now, context={}, person=OWNER)
     except BaseException as exc:  # noqa: BLE001 - reported below
         errors.append(exc)
     thread.join(10)

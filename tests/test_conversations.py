@@ -10,7 +10,7 @@ from typing import Any
 import openai
 import pytest
 import sqlalchemy as sa
-from conftest import TEST_TOKEN
+from conftest import OWNER, TEST_TOKEN
 from fastapi.testclient import TestClient
 from live_server import live_server
 from memory_helpers import events
@@ -128,7 +128,8 @@ def test_a_resumed_conversation_replaces_its_episode_and_keeps_its_recalls(learn
         _summarise(learning)
         [before] = _episodes(learning)
         assert [
-            h.episode_id for h in learning.episodes.preview("kayak", similarity_threshold=None)
+            h.episode_id
+            for h in learning.episodes.preview("kayak", similarity_threshold=None, person=OWNER)
         ] == [before.id]
         with learning.db.write() as session:
             session.execute(update(EpisodeSummary).values(recall_count=3))
@@ -140,7 +141,7 @@ def test_a_resumed_conversation_replaces_its_episode_and_keeps_its_recalls(learn
     [after] = _episodes(learning)
     assert after.id != before.id and after.recall_count == 3
     assert "kayak" in after.summary and "telescope" in after.summary
-    hits = learning.episodes.preview("kayak telescope", similarity_threshold=None)
+    hits = learning.episodes.preview("kayak telescope", similarity_threshold=None, person=OWNER)
     assert [h.episode_id for h in hits] == [after.id]  # the old row left the in-process index
     [summarised, replaced] = events(learning, audit.EPISODE_SUMMARISED)[::-1]
     assert summarised.payload["replaces_episode_id"] == before.id

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from conftest import TEST_TOKEN
+from conftest import OWNER, TEST_TOKEN
 from fastapi.testclient import TestClient
 from memory_helpers import add_chat, days_ago
 from sqlalchemy import select, update
@@ -124,7 +124,7 @@ def test_bearer_header_works_instead_of_the_cookie(secured):
         follow_redirects=False,
     )
     assert saved.status_code == 303
-    assert services.facts.get("dog_name").value == "Biscuit"
+    assert services.facts.get("dog_name", person=OWNER).value == "Biscuit"
 
 
 def test_logout_clears_the_cookie(secured):
@@ -153,17 +153,17 @@ def test_post_forms_need_the_sessions_csrf_token(secured, make_services):
     theirs = _csrf(other.get("/dashboard/facts").text)
     assert theirs != token
     assert c.post("/dashboard/facts", data={**form, "csrf": theirs}).status_code == 403
-    assert services.facts.list_all() == []
+    assert services.facts.list_all(person=OWNER) == []
     assert c.post("/dashboard/facts/dog_name/delete", data={}).status_code == 403
 
     ok = c.post("/dashboard/facts", data={**form, "csrf": token}, follow_redirects=False)
     assert ok.status_code == 303 and ok.headers["location"] == "/dashboard/facts?saved=dog_name"
-    assert services.facts.get("dog_name").value == "Biscuit"
+    assert services.facts.get("dog_name", person=OWNER).value == "Biscuit"
     deleted = c.post(
         "/dashboard/facts/dog_name/delete", data={"csrf": token}, follow_redirects=False
     )
     assert deleted.status_code == 303
-    assert services.facts.list_all() == []
+    assert services.facts.list_all(person=OWNER) == []
 
 
 def test_open_mode_needs_no_login_but_still_csrf(client, services):
@@ -179,7 +179,7 @@ def test_open_mode_needs_no_login_but_still_csrf(client, services):
         fresh.post("/dashboard/facts", data={"key": "a", "value": "b", "csrf": "x"}).status_code
         == 403
     )
-    assert services.facts.list_all() == []
+    assert services.facts.list_all(person=OWNER) == []
     ok = client.post("/dashboard/facts", data={"key": "a", "value": "b", "csrf": _csrf(page.text)})
     assert ok.status_code == 200 and _row_keys(ok.text) == ["a"]
 
@@ -187,7 +187,7 @@ def test_open_mode_needs_no_login_but_still_csrf(client, services):
 # -- pages --------------------------------------------------------------------------------------
 def test_stored_values_are_rendered_escaped(secured):
     services, c = secured
-    services.facts.set_by_operator("dog_name", XSS)
+    services.facts.set_by_operator("dog_name", XSS, person=OWNER)
     _login(c)
     for path in ("/dashboard/facts", "/dashboard/audit", "/dashboard/audit/1"):
         html = c.get(path).text
@@ -204,7 +204,7 @@ def test_bad_form_input_shows_the_form_again(client, services):
     assert response.status_code == 400
     assert "invalid fact key" in response.text
     assert XSS not in response.text and "&lt;script&gt;" in response.text  # the draft, escaped
-    assert services.facts.list_all() == []
+    assert services.facts.list_all(person=OWNER) == []
     missing = client.post("/dashboard/facts/nope/delete", data={"csrf": token})
     assert missing.status_code == 404 and "no fact with key" in missing.text
 
@@ -219,6 +219,7 @@ def test_facts_table_is_sorted_by_importance_and_links_to_the_source(client, ser
             confidence=0.6,
             source_audit_id=chat_id,
             said_at=session.get(AuditLog, chat_id).created_at,
+            person=OWNER,
         )
         services.facts.upsert_extracted(
             session,
@@ -227,6 +228,7 @@ def test_facts_table_is_sorted_by_importance_and_links_to_the_source(client, ser
             confidence=0.9,
             source_audit_id=chat_id,
             said_at=session.get(AuditLog, chat_id).created_at,
+            person=OWNER,
         )
     html = client.get("/dashboard/facts").text
     assert _row_keys(html) == ["home_city", "dog_name"]
@@ -257,10 +259,11 @@ def test_audit_timeline_filter_paging_and_source_links(client, services):
             {"key": "dog_name", "source_audit_id": chat_id},
             subject_id=chat_id,
             subject_key="dog_name",
+            person=OWNER,
         )
         for i in range(5):
             services.audit.append(
-                session, audit.FACT_USER_EDITED, {"key": f"k{i}"}, subject_key=f"k{i}"
+                session, audit.FACT_USER_EDITED, {"key": f"k{i}"}, subject_key=f"k{i}", person=OWNER
             )
 
     html = client.get("/dashboard/audit").text
@@ -314,9 +317,9 @@ def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
     turn = client.post("/v1/chat", json={"message": "My dog is called Biscuit."}).json()
     llm.fail_next("status", status=503)
     assert client.post("/v1/chat", json={"message": "Are you there?"}).status_code == 503
-    services.facts.set_by_operator("home_city", "Lisbon")
-    services.facts.set_by_operator("home_city", "Porto")
-    services.facts.delete("home_city")
+    services.facts.set_by_operator("home_city", "Lisbon", person=OWNER)
+    services.facts.set_by_operator("home_city", "Porto", person=OWNER)
+    services.facts.delete("home_city", person=OWNER)
     with services.db.write() as session:
         chat = turn["audit_id"]
         services.audit.append(
@@ -324,6 +327,7 @@ def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
             audit.EPISODE_SUMMARISED,
             {"audit_log_id": chat, "summary": "The operator named the dog Biscuit.", "model": "m"},
             subject_id=chat,
+            person=OWNER,
         )
         services.audit.append(
             session,
@@ -340,14 +344,18 @@ def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
                 "turn_audit_id": chat,
             },
             subject_id=chat,
+            person=OWNER,
         )
         services.audit.append(
             session,
             audit.EXTRACT_FAILED,
             {"audit_log_id": chat, "error": "not JSON: 'Sure!'", "raw": "Sure!"},
             subject_id=chat,
+            person=OWNER,
         )
-        services.audit.append(session, audit.RETENTION_SWEPT, {"audit_rows": 4, "episodes": 1})
+        services.audit.append(
+            session, audit.RETENTION_SWEPT, {"audit_rows": 4, "episodes": 1}, person=OWNER
+        )
     html = client.get("/dashboard/audit").text
     rows = {
         t: int(i)
@@ -386,8 +394,8 @@ def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
 def test_timeline_search_over_payloads(client, services):
     first = add_chat(services, "I moved to Lisbon, café on the corner", "Nice")
     add_chat(services, "What's the weather?", "Sunny")
-    services.facts.set_by_operator("home_city", "Lisbon")
-    services.facts.set_by_operator("note", '100% "quoted"')
+    services.facts.set_by_operator("home_city", "Lisbon", person=OWNER)
+    services.facts.set_by_operator("note", '100% "quoted"', person=OWNER)
 
     def found(**params: object) -> list[str]:
         html = client.get("/dashboard/audit", params=params).text
@@ -431,7 +439,7 @@ def _add_episode_row(
     its chat row."""
     payload = payload or {"messages": [{"role": "user", "content": f"(chat: {summary})"}]}
     with services.db.write() as session:
-        chat_id = conversations.add_finished(session, services.audit, payload, when)
+        chat_id = conversations.add_finished(session, services.audit, payload, when, person=OWNER)
         row = episode_row(
             audit_log_id=chat_id,
             summary=summary,
@@ -439,6 +447,7 @@ def _add_episode_row(
             model=model,
             created_at=when,
             recall_count=recalls,
+            person=OWNER,
         )
         row.conversation_id = session.get(AuditLog, chat_id).subject_id
         session.add(row)
@@ -459,15 +468,15 @@ def add_past_conversation(services: Any, days: float = 3) -> int:
 
 def test_a_turn_shows_the_facts_and_excerpts_in_its_prompt(client, services, llm):
     for key, value in [("dog_name", "Biscuit"), ("home_city", "Lisbon"), ("employer", "ACME")]:
-        services.facts.set_by_operator(key, value)
+        services.facts.set_by_operator(key, value, person=OWNER)
     past = add_past_conversation(services)
     llm.replies.append("Did the cooler room help?")
     turn = client.post("/v1/chat", json={"message": "I tried the thermostat thing you suggested"})
     assert turn.status_code == 200, turn.text
     assert turn.json()["recalled"] == [past]
     turn_id = turn.json()["audit_id"]
-    services.facts.delete("home_city")
-    services.facts.set_by_operator("dog_name", "Biscuit the beagle")
+    services.facts.delete("home_city", person=OWNER)
+    services.facts.set_by_operator("dog_name", "Biscuit the beagle", person=OWNER)
 
     html = client.get(f"/dashboard/audit/{turn_id}").text
     facts = re.findall(
@@ -523,6 +532,7 @@ def test_an_older_turn_shows_only_how_many_facts_it_had(client, services):
                 "reply": "hello",
                 "memory": {"facts_injected": 3, "episodes_recalled": []},
             },
+            person=OWNER,
         )
     html = client.get(f"/dashboard/audit/{old.id}").text
     assert "3 facts injected; this turn predates the record of which." in html
@@ -699,7 +709,7 @@ def test_deleting_a_fact_offers_to_forget_its_conversations(learning, llm):
     _third, other = _tell(c, "I live in Porto.")
     assert run_until_caught_up(services.workers["memory.extract"]) == 3
     assert run_until_caught_up(services.workers["memory.summarise"]) == 3
-    assert services.facts.get("dog_name").value == "Rex"
+    assert services.facts.get("dog_name", person=OWNER).value == "Rex"
 
     location = _delete(c, "dog_name")
     assert location == f"/dashboard/facts?deleted=dog_name&learned_from={told}%2C{renamed}"
@@ -768,7 +778,7 @@ def test_deleting_a_fact_offers_to_forget_its_conversations(learning, llm):
 
 def test_a_fact_with_no_source_conversation_offers_nothing(learning):
     services, c = learning
-    services.facts.set_by_operator("dog_name", "Biscuit")
+    services.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
     location = _delete(c, "Dog Name")
     assert location == "/dashboard/facts?deleted=dog_name"
     page = c.get(location).text
@@ -849,14 +859,23 @@ def test_references_point_at_source_chats():
         event_type=audit.CHAT_COMPLETED,
         subject_id=2,  # its conversation's id: no audit row
         payload={"memory": {"episodes_recalled": [3, 4, True, "5"]}},
+        person_id=OWNER,
     )
     assert references(row) == [("recalled", 3), ("recalled", 4)]
     recalled = AuditLog(
-        id=11, event_type=audit.EPISODE_RECALLED, subject_id=3, payload={"turn_audit_id": 10}
+        id=11,
+        event_type=audit.EPISODE_RECALLED,
+        subject_id=3,
+        payload={"turn_audit_id": 10},
+        person_id=OWNER,
     )
     assert references(recalled) == [("subject", 3), ("turn", 10)]
     extracted = AuditLog(
-        id=12, event_type=audit.FACT_EXTRACTED, subject_id=3, payload={"source_audit_id": 3}
+        id=12,
+        event_type=audit.FACT_EXTRACTED,
+        subject_id=3,
+        payload={"source_audit_id": 3},
+        person_id=OWNER,
     )
     assert references(extracted) == [("source", 3)]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import TEST_TOKEN
+from conftest import OWNER, TEST_TOKEN
 from sqlalchemy import select
 
 from caesar.clock import utcnow
@@ -121,7 +121,14 @@ def _seed(services: Any) -> None:
         ]:
             when = now - timedelta(days=age)
             session.add(
-                Fact(key=key, value=value, confidence=confidence, created_at=when, updated_at=when)
+                Fact(
+                    key=key,
+                    value=value,
+                    confidence=confidence,
+                    created_at=when,
+                    updated_at=when,
+                    person_id=OWNER,
+                )
             )
 
 
@@ -244,7 +251,7 @@ def _seed_memory(services: Any) -> list[int]:
     """Facts set by hand and three summarised past conversations, their windows indexed, as
     the workers leave them: the chat row ids of the conversations, oldest first."""
     for key, value in [("home_city", "Porto"), ("dog_name", "Biscuit"), ("employer", "ACME")]:
-        services.facts.set_by_operator(key, value)
+        services.facts.set_by_operator(key, value, person=OWNER)
     embedder = services.embedder.get()
     chats = []
     for days, summary, turns in PAST:
@@ -254,13 +261,16 @@ def _seed_memory(services: Any) -> list[int]:
             "reply": turns[-1][1],
         }
         with services.db.write() as session:
-            chat_id = conversations.add_finished(session, services.audit, payload, when)
+            chat_id = conversations.add_finished(
+                session, services.audit, payload, when, person=OWNER
+            )
             episode = episode_row(
                 audit_log_id=chat_id,
                 summary=summary,
                 vector=embedder.embed_batch([summary])[0],
                 model=embedder.model_id,
                 created_at=when,
+                person=OWNER,
             )
             episode.conversation_id = session.get(AuditLog, chat_id).subject_id
             session.add(episode)
@@ -290,7 +300,7 @@ def test_timeline_reads_as_words_and_pages_both_ways(server, page, llm):
     assert _chat(base, "I tried the thermostat thing you suggested").status_code == 200
     llm.fail_next("status", status=503)
     assert _chat(base, "And what about naps?").status_code == 503
-    services.facts.set_by_operator("home_city", "Lisbon")
+    services.facts.set_by_operator("home_city", "Lisbon", person=OWNER)
     page.set_viewport_size({"width": 1280, "height": 900})
     _login(page, base)
 
@@ -339,7 +349,7 @@ def test_a_turn_shows_its_facts_and_excerpts(server, page, llm):
     llm.replies.append("Did the cooler room help you sleep?")
     response = _chat(base, "I tried the thermostat thing you suggested")
     assert response.status_code == 200 and response.json()["recalled"] == [chats[2]]
-    services.facts.delete("employer")
+    services.facts.delete("employer", person=OWNER)
     page.set_viewport_size({"width": 1280, "height": 900})
     _login(page, base)
 
@@ -436,8 +446,8 @@ def test_forget_removes_an_episode_for_good(server, page):
 def test_deleting_a_fact_offers_to_forget_its_conversations(learning_server, page, llm):
     base, services = learning_server
     llm.reply = lambda body, protocol: "Noted."
-    services.facts.set_by_operator("home_city", "Porto")
-    services.facts.set_by_operator("employer", "ACME")
+    services.facts.set_by_operator("home_city", "Porto", person=OWNER)
+    services.facts.set_by_operator("employer", "ACME", person=OWNER)
     chats = [
         _chat(base, message).json()["audit_id"]
         for message in (
@@ -606,7 +616,7 @@ def test_chat_panel_edits_a_fact_and_forgets_a_conversation(server, page, llm):
     assert page.locator("p.notice").inner_text().startswith("Saved dog_name.")
     value = page.locator('li.remembered-fact[data-key="dog_name"] span.value')
     assert value.inner_text() == "Biscuit the beagle"
-    assert services.facts.get("dog_name").value == "Biscuit the beagle"
+    assert services.facts.get("dog_name", person=OWNER).value == "Biscuit the beagle"
 
     # forget the past conversation it recalled: gone for good, and the panel says so
     episode = page.locator("li.remembered-episode")

@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from conftest import TEST_TOKEN
+from conftest import OWNER, TEST_TOKEN
 from sqlalchemy import select
 from test_dashboard import _csrf, _login  # the dashboard tests' login and CSRF reading
 
@@ -41,7 +41,11 @@ def _past_conversation(services: Any, days: float = 3) -> tuple[int, int]:
     embedder = services.embedder.get()
     with services.db.write() as session:
         chat_id = conversations.add_finished(
-            session, services.audit, {"messages": PAST_CHAT, "reply": PAST_REPLY}, when
+            session,
+            services.audit,
+            {"messages": PAST_CHAT, "reply": PAST_REPLY},
+            when,
+            person=OWNER,
         )
         conversation_id = session.get(AuditLog, chat_id).subject_id
         row = episode_row(
@@ -50,6 +54,7 @@ def _past_conversation(services: Any, days: float = 3) -> tuple[int, int]:
             vector=embedder.embed_batch([PAST_SUMMARY])[0],
             model=embedder.model_id,
             created_at=when,
+            person=OWNER,
         )
         row.conversation_id = conversation_id
         session.add(row)
@@ -139,7 +144,7 @@ def test_sending_needs_the_sessions_csrf_token(client, services, llm):
 
 # -- a turn, with and without the script --------------------------------------------------------
 def test_a_turn_without_the_script_is_a_normal_chat_turn(client, services, llm):
-    services.facts.set_by_operator("dog_name", "Biscuit")
+    services.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
     page = client.get("/dashboard/chat").text
     assert "None yet." in page and '<label for="message">Message</label>' in page
     llm.replies.append("Your dog is called Biscuit.")
@@ -209,7 +214,7 @@ def _system(llm: Any) -> str:
 
 def test_a_streamed_turn_and_what_was_remembered_for_it(client, services, llm):
     for key, value in [("dog_name", "Biscuit"), ("home_city", "Lisbon")]:
-        services.facts.set_by_operator(key, value)
+        services.facts.set_by_operator(key, value, person=OWNER)
     past, past_conversation = _past_conversation(services)
     page = client.get("/dashboard/chat").text
     reply = "Did lowering the thermostat help you sleep?"
@@ -310,7 +315,7 @@ def test_a_model_that_fails_says_so_and_is_audited(client, services, llm):
 
 # -- escaping -----------------------------------------------------------------------------------
 def test_everything_said_and_remembered_is_escaped(client, services, llm):
-    services.facts.set_by_operator("note", XSS)
+    services.facts.set_by_operator("note", XSS, person=OWNER)
     page = client.get("/dashboard/chat").text
     llm.replies.append(f"You said {XSS}")
     events = _events(
@@ -329,7 +334,7 @@ def test_everything_said_and_remembered_is_escaped(client, services, llm):
 
 # -- forget and edit from beside a reply --------------------------------------------------------
 def test_forget_and_edit_forms_return_to_the_chat_page(client, services, llm):
-    services.facts.set_by_operator("dog_name", "Biscuit")
+    services.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
     _past, past_conversation = _past_conversation(services)
     page = client.get("/dashboard/chat").text
     llm.replies.append("Did it help?")
@@ -351,7 +356,7 @@ def test_forget_and_edit_forms_return_to_the_chat_page(client, services, llm):
     assert edited.headers["location"] == f"{here}?saved=dog_name"
     after = client.get(edited.headers["location"]).text
     assert "Saved dog_name." in after and "Biscuit the beagle" in after
-    assert services.facts.get("dog_name").value == "Biscuit the beagle"
+    assert services.facts.get("dog_name", person=OWNER).value == "Biscuit the beagle"
 
     forgot = client.post(
         "/dashboard/episodes/forget",

@@ -18,7 +18,7 @@ from typing import Self
 import crashkit
 import exactly_once
 import pytest
-from conftest import PROVIDER_KEY
+from conftest import OWNER, PROVIDER_KEY
 from sqlalchemy import func, select, text
 from typer.testing import CliRunner
 
@@ -101,7 +101,11 @@ def test_sweep_racing_the_memory_workers_leaves_zero_orphans(make_services, llm,
     with services.db.write() as session:
         for n in range(300):
             services.audit.append(
-                session, audit.CHAT_COMPLETED, exactly_once.chat_payload(n), created_at=old
+                session,
+                audit.CHAT_COMPLETED,
+                exactly_once.chat_payload(n),
+                created_at=old,
+                person=OWNER,
             )
     services.workers["retention.sweep"].batch_size = 25  # many small sweeps: many interleavings
     runner = WorkerRunner(services.enabled_workers())
@@ -132,7 +136,8 @@ def test_sweep_racing_the_memory_workers_leaves_zero_orphans(make_services, llm,
     with services.db.read() as session:
         orphans = {table: session.scalar(text(sql)) for table, sql in ORPHANS.items()}
         crashed = [
-            r.payload["error"] for r in audit.list_events(session, event_type=audit.WORKER_CRASHED)
+            r.payload["error"]
+            for r in audit.list_events(session, event_type=audit.WORKER_CRASHED, person=OWNER)
         ]
         surviving = set(
             session.scalars(select(AuditLog.id).where(AuditLog.event_type == audit.CHAT_COMPLETED))
@@ -166,7 +171,10 @@ class _Writer:
         while not self._stop.is_set():
             with self.services.db.write() as session:
                 chat = self.services.audit.append(
-                    session, audit.CHAT_COMPLETED, exactly_once.chat_payload(self.pairs)
+                    session,
+                    audit.CHAT_COMPLETED,
+                    exactly_once.chat_payload(self.pairs),
+                    person=OWNER,
                 )
                 session.add(
                     episode_row(
@@ -175,6 +183,7 @@ class _Writer:
                         vector=vector,
                         model="all-MiniLM-L6-v2",
                         created_at=utcnow(),
+                        person=OWNER,
                     )
                 )
             self.pairs += 1
@@ -251,8 +260,8 @@ def test_backup_on_postgresql_prints_pg_dump_without_the_password(services, tmp_
 # -- export --------------------------------------------------------------------------------------
 def _seed(services) -> None:
     exactly_once.backfill(services, 30)
-    services.facts.set_by_operator("dog_name", "Biscuit")
-    services.facts.set_by_operator("home_city", "Lisbon — “quoted” ünïcode")
+    services.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
+    services.facts.set_by_operator("home_city", "Lisbon — “quoted” ünïcode", person=OWNER)
     vector = services.embedder.get().embed_batch(["we talked about the dog"])[0]
     with services.db.write() as session:
         for chat_id in (1, 2, 3):
@@ -264,6 +273,7 @@ def _seed(services) -> None:
                     model="all-MiniLM-L6-v2",
                     created_at=utcnow(),
                     recall_count=chat_id,
+                    person=OWNER,
                 )
             )
 
@@ -332,7 +342,7 @@ def test_export_is_one_snapshot_while_writes_happen(make_services, db_url, tmp_p
     _seed(services)
     with (
         _Writer(services) as writer,
-        Export(services.db) as export,
+        Export(services.db, person=OWNER) as export,
         (tmp_path / "live.jsonl").open("w") as out,
     ):
         # More pairs are committed after the snapshot began and before a row is read: none

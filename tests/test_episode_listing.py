@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from conftest import OWNER
 from memory_helpers import add_chat
 
 from caesar.db.models import AuditLog, EpisodeSummary
@@ -31,6 +32,7 @@ def _add(services, summary: str, created_at: datetime, recall_count: int = 0) ->
             model="m",
             created_at=created_at,
             recall_count=recall_count,
+            person=OWNER,
         )
         row.conversation_id = session.get(AuditLog, chat_id).subject_id
         session.add(row)
@@ -40,7 +42,7 @@ def _add(services, summary: str, created_at: datetime, recall_count: int = 0) ->
 
 def _page(services, **kwargs) -> EpisodePage:
     with services.db.read() as session:
-        return list_episodes(session, **kwargs)
+        return list_episodes(session, **kwargs, person=OWNER)
 
 
 def _summaries(page: EpisodePage) -> list[str]:

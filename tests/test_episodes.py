@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
+from conftest import OWNER
 from memory_helpers import add_episode, cosine, days_ago, events
 from sqlalchemy import select
 
@@ -103,7 +104,7 @@ def _params(services, **overrides):
 
 def _search(services, query, **overrides):
     return services.episodes.search(
-        services.episodes.embed_query(query), utcnow(), _params(services, **overrides)
+        services.episodes.embed_query(query), utcnow(), _params(services, **overrides), person=OWNER
     )
 
 

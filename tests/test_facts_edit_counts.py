@@ -8,6 +8,7 @@ import random
 from datetime import timedelta
 
 import pytest
+from conftest import OWNER
 
 from caesar import audit
 from caesar.audit import Audit
@@ -21,7 +22,9 @@ from caesar.retention import RetentionWorker
 def _append(db, event_type: str, key: str, *, days_ago: float = 0.0) -> int:
     when = utcnow() - timedelta(days=days_ago)
     with db.write() as session:
-        row = Audit().append(session, event_type, {"key": key}, subject_key=key, created_at=when)
+        row = Audit().append(
+            session, event_type, {"key": key}, subject_key=key, created_at=when, person=OWNER
+        )
         return row.id
 
 
@@ -50,19 +53,30 @@ def test_edit_counts_match_the_adr_read_literally(migrated_db):
     expected = _reference_counts(migrated_db)
     assert expected, "the sequence must leave some edits standing"
     with migrated_db.read() as session:
-        assert edit_counts(session) == expected
+        assert edit_counts(session, person=OWNER) == expected
         for key in keys:
-            assert edit_counts(session, key) == ({key: expected[key]} if key in expected else {})
+            assert edit_counts(session, key, person=OWNER) == (
+                {key: expected[key]} if key in expected else {}
+            )
 
 
 def _fact(db, key: str, days_ago: float = 10.0) -> None:
     when = utcnow() - timedelta(days=days_ago)
     with db.write() as session:
-        session.add(Fact(key=key, value="v", confidence=0.8, created_at=when, updated_at=when))
+        session.add(
+            Fact(
+                key=key,
+                value="v",
+                confidence=0.8,
+                created_at=when,
+                updated_at=when,
+                person_id=OWNER,
+            )
+        )
 
 
 def _counts(store: FactsStore) -> dict[str, int]:
-    return {f.key: f.edit_count for f in store.list_all()}
+    return {f.key: f.edit_count for f in store.list_all(person=OWNER)}
 
 
 def test_reused_counts_follow_edits_and_deletions_made_through_the_store(migrated_db):
@@ -70,11 +84,11 @@ def test_reused_counts_follow_edits_and_deletions_made_through_the_store(migrate
     _fact(migrated_db, "city")
     assert _counts(store) == {"city": 0}
     assert _counts(store) == {"city": 0}  # served again from the kept counts
-    store.set_by_operator("city", "Lyon")
-    store.set_by_operator("city", "Lyon")  # the same value is still an edit
+    store.set_by_operator("city", "Lyon", person=OWNER)
+    store.set_by_operator("city", "Lyon", person=OWNER)  # the same value is still an edit
     assert _counts(store) == {"city": 2}
-    store.delete("city")
-    store.set_by_operator("city", "Paris")
+    store.delete("city", person=OWNER)
+    store.set_by_operator("city", "Paris", person=OWNER)
     assert _counts(store) == {"city": 1}
 
 
@@ -84,16 +98,16 @@ def test_another_process_editing_is_seen_at_once(make_services):
     first = make_services()
     second = make_services(settings=first.settings)
     assert first.db is not second.db
-    first.facts.set_by_operator("dog_name", "Biscuit")
+    first.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
     assert _counts(first.facts) == {"dog_name": 1}
 
-    second.facts.set_by_operator("dog_name", "Rex")
+    second.facts.set_by_operator("dog_name", "Rex", person=OWNER)
     assert _counts(first.facts) == {"dog_name": 2}
-    assert first.facts.list_all()[0].value == "Rex"
+    assert first.facts.list_all(person=OWNER)[0].value == "Rex"
 
-    second.facts.delete("dog_name")
-    assert first.facts.list_all() == []
-    second.facts.set_by_operator("dog_name", "Rex")
+    second.facts.delete("dog_name", person=OWNER)
+    assert first.facts.list_all(person=OWNER) == []
+    second.facts.set_by_operator("dog_name", "Rex", person=OWNER)
     assert _counts(first.facts) == {"dog_name": 1}
 
 
@@ -104,15 +118,25 @@ def test_another_process_refreshing_a_fact_silently_is_seen_at_once(make_service
     second = make_services(settings=first.settings)
     said = utcnow() - timedelta(days=40)
     with first.db.write() as session:
-        chat = first.audit.append(session, audit.CHAT_COMPLETED, {"reply": "ok"}, created_at=said)
-        first.facts.upsert_extracted(
-            session, key="city", value="Lyon", confidence=0.6, source_audit_id=chat.id, said_at=said
+        chat = first.audit.append(
+            session, audit.CHAT_COMPLETED, {"reply": "ok"}, created_at=said, person=OWNER
         )
-    [before] = first.facts.list_all()
+        first.facts.upsert_extracted(
+            session,
+            key="city",
+            value="Lyon",
+            confidence=0.6,
+            source_audit_id=chat.id,
+            said_at=said,
+            person=OWNER,
+        )
+    [before] = first.facts.list_all(person=OWNER)
 
     later = utcnow() - timedelta(days=1)
     with second.db.write() as session:
-        chat = second.audit.append(session, audit.CHAT_COMPLETED, {"reply": "ok"}, created_at=later)
+        chat = second.audit.append(
+            session, audit.CHAT_COMPLETED, {"reply": "ok"}, created_at=later, person=OWNER
+        )
         outcome = second.facts.upsert_extracted(
             session,
             key="city",
@@ -120,10 +144,11 @@ def test_another_process_refreshing_a_fact_silently_is_seen_at_once(make_service
             confidence=0.9,
             source_audit_id=chat.id,
             said_at=later,
+            person=OWNER,
         )
     assert outcome is None  # no audit row for a refresh
 
-    [after] = first.facts.list_all()
+    [after] = first.facts.list_all(person=OWNER)
     assert (after.confidence, after.updated_at) == (0.9, later)
     assert after.importance > before.importance
 
@@ -165,8 +190,10 @@ def test_kept_counts_never_change_the_ranking(migrated_db, limit):
     for i, key in enumerate(["a_fact", "b_fact", "c_fact"]):
         _fact(migrated_db, key, days_ago=10 * i)
     now = utcnow()
-    store.list_all(now, limit=limit)  # fills the kept counts
+    store.list_all(now, limit=limit, person=OWNER)  # fills the kept counts
     _append(migrated_db, audit.FACT_USER_EDITED, "c_fact")
     _append(migrated_db, audit.FACT_USER_EDITED, "c_fact")
-    assert store.list_all(now, limit=limit) == fresh.list_all(now, limit=limit)
-    assert store.list_all(now)[0].key == "c_fact"
+    assert store.list_all(now, limit=limit, person=OWNER) == fresh.list_all(
+        now, limit=limit, person=OWNER
+    )
+    assert store.list_all(now, person=OWNER)[0].key == "c_fact"

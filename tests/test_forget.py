@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from conftest import OWNER
 from fastapi.testclient import TestClient
 from memory_helpers import events
 from sqlalchemy import select
@@ -92,11 +93,11 @@ def test_a_forgotten_conversation_leaves_no_trace(learning, llm):
             )
         recalled = events(services, audit.EPISODE_RECALLED)
         assert any(SECRET in str(r.payload).casefold() for r in recalled)
-        assert services.facts.get("dog_name").value.casefold() == SECRET
+        assert services.facts.get("dog_name", person=OWNER).value.casefold() == SECRET
         assert "facts" in traces(services, SECRET) and "episode_summaries" in traces(
             services, SECRET
         )
-        assert services.episodes.preview(f"{SECRET} beach", similarity_threshold=None)
+        assert services.episodes.preview(f"{SECRET} beach", similarity_threshold=None, person=OWNER)
 
         response = client.delete(f"/v1/conversations/{conversation.id}")
         assert response.status_code == 200, response.text
@@ -110,9 +111,13 @@ def test_a_forgotten_conversation_leaves_no_trace(learning, llm):
     if services.db.is_sqlite:
         assert file_traces(services, SECRET) == []
     # No query brings it back: auto-recall, the preview, the semantic index, the facts.
-    hits = services.episodes.preview(f"{SECRET} dog beach dawn", similarity_threshold=None)
+    hits = services.episodes.preview(
+        f"{SECRET} dog beach dawn", similarity_threshold=None, person=OWNER
+    )
     assert all(SECRET not in h.summary.casefold() for h in hits)
-    assert all(SECRET not in c.text.casefold() for c in services.semantic.recall(SECRET, 10))
+    assert all(
+        SECRET not in c.text.casefold() for c in services.semantic.recall(SECRET, 10, person=OWNER)
+    )
     with services.db.read() as session:
         assert session.scalar(select(Fact).where(Fact.key == "dog_name")) is None
         kept_episode = session.scalars(
@@ -163,7 +168,7 @@ def test_deleting_a_fact_offers_to_forget_its_conversations(learning, llm):
         _learn(services)
         offered = client.delete("/v1/facts/dog_name").json()
         assert offered["learned_from"] and "forgotten" not in offered
-        services.facts.set_by_operator("dog_name", "Rex")
+        services.facts.set_by_operator("dog_name", "Rex", person=OWNER)
         both = client.delete("/v1/facts/dog_name", params={"forget_sources": True}).json()
     # the operator's own value has no conversation behind it; the chat was already offered
     assert both["learned_from"] == offered["learned_from"]
@@ -235,7 +240,7 @@ def test_a_forget_waits_for_what_a_worker_is_writing_from_the_chat(learning, mon
     results: list[Any] = []
     forgetting = threading.Thread(
         target=lambda: results.append(
-            forget(services, ForgetRequest(conversation_ids=[conversation]))
+            forget(services, ForgetRequest(conversation_ids=[conversation], person=OWNER))
         )
     )
     forgetting.start()
@@ -265,7 +270,7 @@ def test_a_turn_arriving_while_its_conversation_is_forgotten_starts_a_new_one(le
 
     services = learning
     llm.reply = lambda body, protocol: "Sure."
-    Brain(services).turn("Plan a trip to Lisbon with me.", conversation="trip")
+    Brain(services).turn("Plan a trip to Lisbon with me.", conversation="trip", person=OWNER)
     with services.db.read() as session:
         [old] = session.scalars(select(Conversation).where(Conversation.key == "trip"))
     turns: list[int] = []
@@ -275,7 +280,9 @@ def test_a_turn_arriving_while_its_conversation_is_forgotten_starts_a_new_one(le
         session.execute(delete(Conversation).where(Conversation.id == old.id))
         arriving = threading.Thread(
             target=lambda: turns.append(
-                Brain(services).turn("And a day in Sintra?", conversation="trip").audit_id
+                Brain(services)
+                .turn("And a day in Sintra?", conversation="trip", person=OWNER)
+                .audit_id
             )
         )
         arriving.start()

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import OWNER
 
 from caesar.brain import Brain
 from caesar.config import ProviderSettings, Settings
@@ -116,9 +117,9 @@ def test_a_turn_sends_the_memory_block_to_the_model(make_services):
         }
     )
     brain = Brain(services)
-    bare = brain.turn("What's my dog called?")
-    services.facts.set_by_operator("dog_name", "Biscuit")
-    informed = brain.turn("What's my dog called?")
+    bare = brain.turn("What's my dog called?", person=OWNER)
+    services.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
+    informed = brain.turn("What's my dog called?", person=OWNER)
     # the facts block reached the model: its prompt grew by it
     assert informed.usage.prompt_tokens > bare.usage.prompt_tokens + 10
     assert informed.reply.strip() and informed.usage.completion_tokens <= LIMIT
@@ -185,10 +186,12 @@ def test_a_fact_told_in_one_chat_is_answered_in_a_new_one(make_services):
     )
     assert services.settings.chat_prompt() == "small"
     brain = Brain(services)
-    brain.turn("My sister's name is Maya and she lives in Toronto.")
+    brain.turn("My sister's name is Maya and she lives in Toronto.", person=OWNER)
     run_until_caught_up(services.workers["memory.extract"])
-    assert {f.key: f.value for f in services.facts.list_all()} == {"sister_name": "Maya"}
-    answer = brain.turn("What is my sister's name?")  # a new chat: no history
+    assert {f.key: f.value for f in services.facts.list_all(person=OWNER)} == {
+        "sister_name": "Maya"
+    }
+    answer = brain.turn("What is my sister's name?", person=OWNER)  # a new chat: no history
     assert "maya" in answer.reply.lower()
     assert answer.finish_reason == "stop"
 

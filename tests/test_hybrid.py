@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
+from conftest import OWNER
 from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import text
@@ -37,12 +38,21 @@ class Params:
 # -- the keyword index, kept by triggers, on SQLite (FTS5) and PostgreSQL (tsvector) ----------
 def _chat(session, messages, reply, when=NOW):
     payload = {"messages": messages, "reply": reply}
-    return audit.Audit().append(session, audit.CHAT_COMPLETED, payload, created_at=when).id
+    return (
+        audit.Audit()
+        .append(session, audit.CHAT_COMPLETED, payload, created_at=when, person=OWNER)
+        .id
+    )
 
 
 def _episode(session, audit_id, summary, when=NOW):
     row = EpisodeSummary(
-        audit_log_id=audit_id, summary=summary, embedding=[1.0], model="m", created_at=when
+        audit_log_id=audit_id,
+        summary=summary,
+        embedding=[1.0],
+        model="m",
+        created_at=when,
+        person_id=OWNER,
     )
     session.add(row)
     session.flush()
@@ -51,7 +61,9 @@ def _episode(session, audit_id, summary, when=NOW):
 
 def _search(db, query, **kwargs):
     with db.read() as session:
-        return keywords.keyword_scores(session, query, model_id="m", limit=10, **kwargs)
+        return keywords.keyword_scores(
+            session, query, model_id="m", limit=10, **kwargs, person=OWNER
+        )
 
 
 def test_index_follows_episodes_on_both_engines(migrated_db):
@@ -103,7 +115,9 @@ def test_more_matching_words_score_higher_on_both_engines(migrated_db):
     scores = _search(migrated_db, "Lisbon with Alice?")
     assert set(scores) == {one, both} and scores[both] > scores[one] > 0
     with migrated_db.read() as session:
-        total, counts = keywords.term_document_counts(session, ["lisbon", "alice", "unheard"], both)
+        total, counts = keywords.term_document_counts(
+            session, ["lisbon", "alice", "unheard"], both, person=OWNER
+        )
     assert total == 3 and counts == [(2, True), (1, True), (0, False)]
 
 
@@ -120,8 +134,8 @@ def test_term_counts_follow_the_index_tokenizer_on_both_engines(migrated_db):
 
     def check(expected_total):
         with migrated_db.read() as session:
-            total, counts = keywords.term_counts(session, words)
-            has = keywords.probe_contains(session, words, ids[0])
+            total, counts = keywords.term_counts(session, words, person=OWNER)
+            has = keywords.probe_contains(session, words, ids[0], person=OWNER)
         assert total == expected_total
         assert counts == [len(_search(migrated_db, w)) for w in words]
         assert has == [ids[0] in _search(migrated_db, w) for w in words]
@@ -363,6 +377,7 @@ def test_keyword_only_match_is_recalled_that_dense_alone_misses(make_services):
             }
             for chat in chats
         ],
+        person=OWNER,
     )
     assert report.imported == 2
     run_until_caught_up(services.workers["memory.summarise"])
@@ -375,9 +390,11 @@ def test_keyword_only_match_is_recalled_that_dense_alone_misses(make_services):
 
     with services.db.read() as session:
         dense = hybrid.hybrid_search(
-            session, memory.backend, query, vector, NOW, Params(fusion="dense")
+            session, memory.backend, query, vector, NOW, Params(fusion="dense"), person=OWNER
         )
-        found = hybrid.hybrid_search(session, memory.backend, query, vector, NOW, Params())
+        found = hybrid.hybrid_search(
+            session, memory.backend, query, vector, NOW, Params(), person=OWNER
+        )
     assert dense == []  # the summary does not mention her: no cosine clears 0.45
     assert [h.audit_log_id for h in found] == [garden]
     hit = found[0]

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
+from conftest import OWNER
 from sqlalchemy import delete, insert, update
 from test_hybrid import NOW, Params
 
@@ -33,6 +34,7 @@ def _add(db, episodes):
                     "event_type": "chat.completed",
                     "created_at": when,
                     "payload": {"messages": [{"role": "user", "content": chat}], "reply": "ok"},
+                    "person_id": OWNER,
                 }
                 for i, chat, _, _, _, when in episodes
             ],
@@ -50,6 +52,7 @@ def _add(db, episodes):
                     ),
                     "model": model,
                     "created_at": when,
+                    "person_id": OWNER,
                 }
                 for i, _, summary, vector, model, when in episodes
             ],
@@ -60,20 +63,25 @@ def test_restricted_and_index_only_scores_equal_the_full_ranking_on_both_engines
     chats = ["kayak trip", "kayak kayak lake", "tax forms", "lake house kayak", "kayak", "tea"]
     _add(migrated_db, [(i, c, "x", None, "m", NOW) for i, c in enumerate(chats, start=1)])
     with migrated_db.read() as session:
-        full = keywords.keyword_scores(session, "kayak lake", model_id="m", limit=10)
+        full = keywords.keyword_scores(session, "kayak lake", model_id="m", limit=10, person=OWNER)
         assert set(full) == {1, 2, 4, 5}
         for ids in ([2], [1, 5], [3, 4, 6], [5, 1, 2, 4]):
             restricted = keywords.keyword_scores(
-                session, "kayak lake", model_id="m", limit=10, ids=ids
+                session, "kayak lake", model_id="m", limit=10, ids=ids, person=OWNER
             )
             assert restricted == pytest.approx({i: full[i] for i in ids if i in full})
         newest = keywords.keyword_scores(
-            session, "kayak lake", model_id=None, limit=10, min_id=4
+            session, "kayak lake", model_id=None, limit=10, min_id=4, person=OWNER
         )  # the index alone, no episode rows read
         assert newest == pytest.approx({i: s for i, s in full.items() if i >= 4})
-        both = keywords.keyword_scores(session, "kayak lake", model_id="m", limit=10, every=True)
+        both = keywords.keyword_scores(
+            session, "kayak lake", model_id="m", limit=10, every=True, person=OWNER
+        )
         assert both == pytest.approx({i: full[i] for i in (2, 4)})  # same scores, fewer rows
-        assert keywords.keyword_scores(session, "kayak", model_id="other", limit=10) == {}
+        assert (
+            keywords.keyword_scores(session, "kayak", model_id="other", limit=10, person=OWNER)
+            == {}
+        )
 
 
 def test_term_counts_follow_every_change_of_the_index_on_both_engines(migrated_db):
@@ -83,7 +91,7 @@ def test_term_counts_follow_every_change_of_the_index_on_both_engines(migrated_d
 
     def counts():
         with migrated_db.read() as session:
-            return keywords.term_counts(session, ["alpha", "bravo", "kayak"])
+            return keywords.term_counts(session, ["alpha", "bravo", "kayak"], person=OWNER)
 
     assert counts() == counts() == (1, [1, 0, 1])
     with migrated_db.write() as session:
@@ -140,8 +148,12 @@ def test_common_word_query_is_bounded_on_both_engines(migrated_db):
     _add(migrated_db, rows)
     stage = {"model_id": "m", "pool": 5, "min_created": None, "candidates": [1]}
     with migrated_db.read() as session:
-        bounded = hybrid.keyword_stage(session, "sleep thermostat?", budget=100, **stage).relevance
-        whole = hybrid.keyword_stage(session, "sleep thermostat?", budget=10 * n, **stage).relevance
+        bounded = hybrid.keyword_stage(
+            session, "sleep thermostat?", budget=100, **stage, person=OWNER
+        ).relevance
+        whole = hybrid.keyword_stage(
+            session, "sleep thermostat?", budget=10 * n, **stage, person=OWNER
+        ).relevance
     newest = [n - 20, n - 21, n - 22]  # of model m
     assert set(bounded) == {1, 2, 3, *newest}
     assert bounded[3] == pytest.approx(1.0) and bounded[2] == pytest.approx(1.0)
@@ -155,7 +167,7 @@ def _index(db):
     index = VectorIndex(EpisodeSummary, "m", EpisodeSummary.summary != "", background=False)
     with db.read() as session:
         index.refresh(session)
-    return search_backend(db.engine.dialect.name, FixedIndex(index))
+    return search_backend(db.engine.dialect.name, FixedIndex(index, person=OWNER))
 
 
 def test_keyword_only_candidate_is_scored_from_the_json_record_on_both_engines(migrated_db):
@@ -170,7 +182,9 @@ def test_keyword_only_candidate_is_scored_from_the_json_record_on_both_engines(m
     )
     index = _index(migrated_db)
     with migrated_db.read() as session:
-        hits = hybrid.hybrid_search(session, index, "the kayak?", query, NOW, Params())
+        hits = hybrid.hybrid_search(
+            session, index, "the kayak?", query, NOW, Params(), person=OWNER
+        )
     assert {h.episode_id: round(h.cosine, 6) for h in hits} == {1: 0.28, 2: 0.8}
     kayak = next(h for h in hits if h.episode_id == 1)
     assert kayak.keyword == pytest.approx(1.0) and kayak.relevance >= 0.45
@@ -204,7 +218,7 @@ def test_threshold_bound_dense_pool_changes_no_recall_on_both_engines(migrated_d
         for k, query in enumerate(["kayak lake", "piano recital", "dog", "budget tax garden"]):
             vector = vectors[k] * 0.6 + rng.standard_normal(8) * 0.3
             vector /= np.linalg.norm(vector)
-            got = hybrid.hybrid_search(session, index, query, vector, NOW, params)
+            got = hybrid.hybrid_search(session, index, query, vector, NOW, params, person=OWNER)
             ranked = hybrid.hybrid_search(
                 session,
                 index,
@@ -212,6 +226,7 @@ def test_threshold_bound_dense_pool_changes_no_recall_on_both_engines(migrated_d
                 vector,
                 NOW,
                 replace(params, similarity_threshold=None, top_k=50),
+                person=OWNER,
             )
             passing = [h for h in ranked if h.relevance >= params.similarity_threshold]
             # (a row's cosine is float32 arithmetic either way, from the index or from its row)

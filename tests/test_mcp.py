@@ -15,16 +15,16 @@ import anyio
 import crashkit
 import httpx2
 import pytest
-from conftest import PROVIDER_KEY, TEST_TOKEN
+from conftest import OWNER, PROVIDER_KEY, TEST_TOKEN
 from live_server import live_server
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from memory_helpers import events
 from sqlalchemy import func, select
 
-from caesar import audit
+from caesar import audit, people
 from caesar.config import Settings
-from caesar.db.models import Conversation, Fact
+from caesar.db.models import AuditLog, Conversation, Fact
 from caesar.workers import run_until_caught_up
 
 CAESAR = str(Path(sys.executable).parent / "caesar")
@@ -252,3 +252,61 @@ def test_http_forget_through_mcp_is_the_forget_of_the_api(served):
     assert after["conversations"] == []
     [row] = events(services, audit.MEMORY_FORGOTTEN)
     assert row.id == forgot["audit_id"]
+
+
+def test_http_each_persons_token_is_their_own_memory(served):
+    """Two people over MCP/HTTP, the real SDK client: each token reaches its person's memory,
+    the same fact key holds each one's value, and one's conversation is not found by the
+    other (issue #23)."""
+    services, url = served
+    with services.db.write() as session:
+        anna, token = people.add(session, services.audit, "Anna")
+        anna_id = anna.id
+
+    async def as_(who: str, key: str, value: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        async with _http(url, who) as client:
+            await client.call_tool("set_fact", {"key": key, "value": value})
+            saved = _data(await client.call_tool("save_conversation", {"messages": KAYAK}))
+            return saved, _data(await client.call_tool("list_facts", {}))
+
+    async def forget_as(who: str, conversation_id: int) -> Any:
+        async with _http(url, who) as client:
+            return await client.call_tool(
+                "forget_conversation", {"conversation_id": conversation_id}
+            )
+
+    mine, my_facts = anyio.run(as_, TEST_TOKEN, "dog_name", "Biscuit")
+    hers, her_facts = anyio.run(as_, token, "dog_name", "Rex")
+    assert [(f["key"], f["value"]) for f in my_facts["facts"]] == [("dog_name", "Biscuit")]
+    assert [(f["key"], f["value"]) for f in her_facts["facts"]] == [("dog_name", "Rex")]
+    assert not hers["already_saved"]  # the same conversation, saved by another person
+    refused = anyio.run(forget_as, token, mine["conversation_id"])
+    assert refused.is_error and "no conversation" in refused.content[0].text
+    with services.db.read() as session:
+        kinds = session.execute(select(Conversation.person_id).order_by(Conversation.id)).scalars()
+        assert list(kinds) == [OWNER, anna_id]
+    with services.db.read() as session:
+        calls = session.execute(
+            select(AuditLog.person_id, AuditLog.payload).where(
+                AuditLog.event_type == audit.MCP_TOOL_CALLED
+            )
+        ).all()
+    assert {person for person, _payload in calls} == {OWNER, anna_id}
+    assert token not in str([payload for _person, payload in calls])
+
+
+def test_stdio_as_a_person(stdio, tmp_path):
+    services, params = stdio
+    with services.db.write() as session:
+        anna_id = people.add(session, services.audit, "Anna")[0].id
+    as_anna = StdioServerParameters(
+        command=params.command, args=["--person", "Anna", *params.args], env=params.env
+    )
+
+    async def session() -> None:
+        async with Client(as_anna, read_timeout_seconds=60) as client:
+            await client.call_tool("remember", {"key": "dog_name", "text": "Rex"})
+
+    anyio.run(session)
+    assert services.facts.list_all(person=OWNER) == []
+    assert [f.value for f in services.facts.list_all(person=anna_id)] == ["Rex"]

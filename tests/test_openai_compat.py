@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 import pytest
-from conftest import TEST_TOKEN
+from conftest import OWNER, TEST_TOKEN
 from live_server import live_server
 
 
@@ -28,7 +28,7 @@ def events(services: Any, event_type: str) -> list[Any]:
     from caesar import audit
 
     with services.db.read() as session:
-        return list(audit.list_events(session, event_type=event_type))
+        return list(audit.list_events(session, event_type=event_type, person=OWNER))
 
 
 def test_completion(caesar_url, services, llm):

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
+from conftest import OWNER
 from memory_helpers import BrokenEmbedder, add_chat
 from sqlalchemy import select
 
@@ -194,11 +195,12 @@ def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_servi
                 "reply": KNEE_CHAT[-1][1],
             },
             NOW - timedelta(days=2),
+            person=OWNER,
         )
     llm.replies.append("The operator asked for weekend plans; caesar suggested a museum visit.")
     _summarise_and_window(svc)
     query = "What did you tell me to do about my sore joint after jogging?"
-    [hit] = svc.episodes.preview(query, NOW, similarity_threshold=None)
+    [hit] = svc.episodes.preview(query, NOW, similarity_threshold=None, person=OWNER)
     embedder = svc.embedder.get()
     q = embedder.embed_batch([query])[0]
     windows = embedder.embed_batch(
@@ -210,10 +212,14 @@ def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_servi
     assert hit.passage == pytest.approx(float((windows @ q).max()), abs=2e-3)
     assert hit.relevance == pytest.approx(hit.passage, abs=1e-6)
     # …and with the threshold at 0.4 auto-recall surfaces it; with the ADR's dense fusion not
-    assert [e.audit_log_id for e in svc.episodes.preview(query, NOW, similarity_threshold=0.4)] == [
-        chat
-    ]
-    assert svc.episodes.preview(query, NOW, similarity_threshold=0.4, fusion="dense") == []
+    assert [
+        e.audit_log_id
+        for e in svc.episodes.preview(query, NOW, similarity_threshold=0.4, person=OWNER)
+    ] == [chat]
+    assert (
+        svc.episodes.preview(query, NOW, similarity_threshold=0.4, fusion="dense", person=OWNER)
+        == []
+    )
 
 
 @pytest.mark.parametrize("n", [3, 10, 34, 35, 36, 64, 65, 200, 1001])

@@ -12,17 +12,14 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import TEST_TOKEN
+from conftest import OWNER, TEST_TOKEN
 from typer.testing import CliRunner
 
 from caesar import audit, people
 from caesar.cli.main import app
 from caesar.clock import utcnow
-from caesar.config import FactsImportanceSettings
 from caesar.db import Database, migrate
 from caesar.errors import InputError, NotFound
-from caesar.memory import conversations
-from caesar.memory.facts.store import FactsStore
 
 LOG = audit.Audit([TEST_TOKEN])
 PERSON_EVENTS = (
@@ -47,7 +44,9 @@ def everything_stored(db: Database) -> str:
 def person_rows(db: Database) -> list[Any]:
     with db.read() as session:
         return [
-            r for t in PERSON_EVENTS for r in audit.list_events(session, event_type=t, limit=1000)
+            r
+            for t in PERSON_EVENTS
+            for r in audit.list_events(session, event_type=t, limit=1000, person=OWNER)
         ]
 
 
@@ -63,6 +62,7 @@ def test_a_fresh_database_has_its_owner_and_no_one_else(migrated_db):
         [owner] = people.everyone(session)
         assert people.owner(session).id == owner.id
     assert owner.name == people.OWNER_NAME and owner.is_owner and not owner.has_token
+    assert owner.id == OWNER  # what the other tests act as (conftest.OWNER)
     assert stored_hashes(migrated_db) == {people.OWNER_NAME: None}
 
 
@@ -85,20 +85,37 @@ def _counts(db: Database) -> dict[str, list[int]]:
 
 
 def test_an_upgrade_keeps_every_row_and_creates_the_owner(at_0007):
-    with at_0007.write() as session:
-        for n in range(3):
-            conversations.add_finished(
-                session,
-                LOG,
-                {"messages": [{"role": "user", "content": f"chat {n}"}], "reply": "ok"},
-                utcnow(),
+    # written as revision 0007's schema had them (today's stores write a person's rows)
+    when = utcnow()
+    with at_0007.engine.begin() as c:
+        for n in range(1, 5):
+            c.execute(
+                sa.text(
+                    "INSERT INTO audit_log (id, event_type, created_at, payload) "
+                    "VALUES (:n, 'chat.completed', :t, :p)"
+                ),
+                {"n": n, "t": when, "p": json.dumps({"reply": f"chat {n}"})},
             )
-    FactsStore(at_0007, FactsImportanceSettings(), LOG).set_by_operator("dog_name", "Biscuit")
+        for n in range(1, 4):
+            c.execute(
+                sa.text(
+                    "INSERT INTO conversations (id, key, started_at, last_turn_at, touched_at, "
+                    "tip_audit_id) VALUES (:n, :k, :t, :t, :t, :n)"
+                ),
+                {"n": n, "k": f"chat-{n}", "t": when},
+            )
+        c.execute(
+            sa.text(
+                "INSERT INTO facts (key, value, confidence, source_audit_id, created_at, "
+                "updated_at) VALUES ('dog_name', 'Biscuit', 1.0, 4, :t, :t)"
+            ),
+            {"t": when},
+        )
     before = _counts(at_0007)
     assert len(before["audit_log"]) == 4 and len(before["conversations"]) == 3
     assert "people" not in sa.inspect(at_0007.engine).get_table_names()
 
-    migrate.upgrade(at_0007)
+    migrate.upgrade(at_0007, "0008")
 
     assert _counts(at_0007) == before
     with at_0007.read() as session:
@@ -320,7 +337,7 @@ def test_cli_remove_asks_first_and_never_removes_the_owner(cli):
     assert asked.exit_code == 1 and "[y/N]" not in asked.output
     assert list(stored_hashes(cli)) == [people.OWNER_NAME]
     help_text = run("people", "remove", "--help").output
-    assert "not kept per person yet" in " ".join(help_text.split())
+    assert "everything of theirs" in " ".join(help_text.split())
 
 
 def test_cli_audit_rows_hold_no_token(cli):

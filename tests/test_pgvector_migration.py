@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import OWNER
 from psycopg import sql
 from sqlalchemy import text
 from test_vectors import DIM, MODEL, Corpus, queries_for
@@ -153,15 +154,15 @@ def test_a_vector_of_another_size_is_stored_but_not_searched(upgraded_with_episo
     with db.write() as session:
         session.execute(
             text(
-                "INSERT INTO audit_log (id, event_type, created_at, payload) "
-                "VALUES (900, 'chat.completed', now(), '{}')"
+                "INSERT INTO audit_log (id, event_type, created_at, payload, person_id) "
+                f"VALUES (900, 'chat.completed', now(), '{{}}', {OWNER})"
             )
         )
         session.execute(
             text(
                 "INSERT INTO episode_summaries (id, audit_log_id, summary, embedding, model, "
-                "created_at, recall_count) VALUES (900, 900, 'odd', CAST(:e AS jsonb), :m, "
-                "now(), 0)"
+                "created_at, recall_count, person_id) VALUES (900, 900, 'odd', "
+                f"CAST(:e AS jsonb), :m, now(), 0, {OWNER})"
             ),
             {"e": str(odd), "m": MODEL},
         )
@@ -169,11 +170,11 @@ def test_a_vector_of_another_size_is_stored_but_not_searched(upgraded_with_episo
     vectors = PgvectorVectors(lambda: MODEL)
     query = queries_for(corpus)[0]
     with db.read() as session:
-        hits = vectors.search(session, query, limit=100)
+        hits = vectors.search(session, query, person=OWNER, limit=100)
         assert 900 not in hits.ids and hits.ids.size == 49
-        assert 900 not in vectors.cosines(session, [1, 2, 900], query)
+        assert 900 not in vectors.cosines(session, [1, 2, 900], query, person=OWNER)
         with pytest.raises(ValueError, match=f"query has {DIM + 3} dims, index has {DIM}"):
-            vectors.search(session, np.asarray(odd, dtype=np.float32), limit=3)
+            vectors.search(session, np.asarray(odd, dtype=np.float32), person=OWNER, limit=3)
 
 
 def test_caesar_db_vectors_killed_mid_copy_resumes_where_it_stopped(pg_url, tmp_path):
@@ -247,6 +248,7 @@ def _summarised(make_services: Any, database_url: str, vector_search: str = "aut
             }
             for i, chat in enumerate(CHATS)
         ],
+        person=OWNER,
     )
     run_until_caught_up(services.workers["memory.summarise"])
     return services
@@ -256,7 +258,9 @@ def _recalled(services: Any) -> list[list[tuple[int, float]]]:
     out = []
     for query in QUERIES:
         for fusion in ("hybrid", "dense"):
-            found = services.episodes.preview(query, fusion=fusion, similarity_threshold=0.0)
+            found = services.episodes.preview(
+                query, fusion=fusion, similarity_threshold=0.0, person=OWNER
+            )
             out.append([(e.episode_id, e.relevance) for e in found])
     return out
 
@@ -311,7 +315,7 @@ def test_recall_answers_the_same_before_during_and_after_the_migration(
     with services.db.read() as session:
         assert backend.searches_database(session)
     assert_same(_recalled(services), before)
-    assert backend.in_process._indexes.loaded is None  # let go: PostgreSQL searches now
+    assert backend.in_process._indexes.everyone_loaded() == []  # let go: PostgreSQL searches now
     other.episodes.warm()  # its next start, or its next check, sees it ready
     with other.db.read() as session:
         assert other.episodes.backend.searches_database(session)

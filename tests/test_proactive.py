@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from conftest import OWNER
 from memory_helpers import add_episode, days_ago, events, write_config
 from typer.testing import CliRunner
 
@@ -75,10 +76,10 @@ def test_settings_need_exactly_one_schedule():
 
 # -- a run ------------------------------------------------------------------------------------
 def test_run_goes_through_facts_and_recall_and_is_audited(svc, llm):
-    svc.facts.set_by_operator("bedroom_temperature", "72°F before the change")
+    svc.facts.set_by_operator("bedroom_temperature", "72°F before the change", person=OWNER)
     _, monday_chat = add_episode(svc, SLEEP, days_ago(3))
     llm.replies.append("How did the cooler bedroom work out?")
-    result = run_proactive(svc, "sleep-check")
+    result = run_proactive(svc, "sleep-check", person=OWNER)
     assert result.reply == "How did the cooler bedroom work out?"
     system = llm.requests[-1]["json"]["messages"][0]["content"]
     assert "bedroom_temperature: 72°F" in system
@@ -98,14 +99,14 @@ def test_run_goes_through_facts_and_recall_and_is_audited(svc, llm):
 def test_provider_failure_is_audited_as_proactive_failed(svc, llm):
     llm.fail_next("status", status=500)
     with pytest.raises(ProviderError):
-        run_proactive(svc, "morning")
+        run_proactive(svc, "morning", person=OWNER)
     [failed] = events(svc, audit.PROACTIVE_FAILED)
     assert failed.subject_key == "morning" and failed.payload["proactive"] == "morning"
 
 
 def test_unknown_name(svc):
     with pytest.raises(NotFound, match="sleep-check, morning"):
-        run_proactive(svc, "evening")
+        run_proactive(svc, "evening", person=OWNER)
 
 
 # -- scheduler --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
+from conftest import OWNER
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -308,7 +309,7 @@ def test_importer_imports_valid_lines_once_and_reports_the_rest_by_number(servic
         path = tmp_path / "import.jsonl"
         path.write_bytes(b"\n".join(raw) + b"\n")
 
-        report = import_file(services, path)
+        report = import_file(services, path, person=OWNER)
         bad = [n for n, (kind, _) in enumerate(lines, start=1) if kind in ("junk", "bytes")]
         assert [e.line for e in report.errors] == bad
         assert all(e.error for e in report.errors)
@@ -331,7 +332,7 @@ def test_importer_imports_valid_lines_once_and_reports_the_rest_by_number(servic
             }
         assert len(rows) == len(distinct) and stored == distinct
 
-        again = import_file(services, path)  # the same file twice adds nothing
+        again = import_file(services, path, person=OWNER)  # the same file twice adds nothing
         assert again.imported == 0 and again.duplicates == len(valid)
         assert [e.line for e in again.errors] == bad
 

@@ -8,6 +8,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from conftest import OWNER
 from fastapi.testclient import TestClient
 from memory_helpers import BrokenEmbedder, add_episode, days_ago, events, write_config
 from typer.testing import CliRunner
@@ -141,7 +142,7 @@ def test_second_recall_bumps_weight(client, services, llm):
     payloads = [e.payload for e in events(services, audit.EPISODE_RECALLED)]
     assert [p["recall_count"] for p in payloads] == [0, 1]  # the count each ranking saw
     assert payloads[1]["recall_weight"] == pytest.approx(1 + 0.25 * 0.693147, abs=1e-5)
-    [found] = services.episodes.preview("thermostat", similarity_threshold=None)
+    [found] = services.episodes.preview("thermostat", similarity_threshold=None, person=OWNER)
     assert found.recall_count == 2
 
 
@@ -160,14 +161,14 @@ def test_a_failed_turn_changes_no_recall_counter(client, services, llm):
     assert all(f.payload["memory"]["episodes_recalled"] for f in failed)
     # … but nothing was counted as recalled
     assert events(services, audit.EPISODE_RECALLED) == []
-    [found] = services.episodes.preview("thermostat", similarity_threshold=None)
+    [found] = services.episodes.preview("thermostat", similarity_threshold=None, person=OWNER)
     assert found.episode_id == episode_id and found.recall_count == 0
     llm.reset()  # faults the gateway did not retry
     answered = client.post(
         "/v1/chat", json={"message": "I tried the thermostat thing you suggested"}
     )
     assert answered.status_code == 200, answered.text
-    [found] = services.episodes.preview("thermostat", similarity_threshold=None)
+    [found] = services.episodes.preview("thermostat", similarity_threshold=None, person=OWNER)
     assert found.recall_count == 1  # an answered turn does count
 
 
@@ -210,19 +211,25 @@ def test_a_message_about_what_the_history_never_mentions_recalls_nothing(service
     add_episode(services, "The operator asked for a banana bread recipe.", when)
     add_episode(services, "We planned the operator's trip to Lisbon in May.", when)
 
-    off_topic = Brain(services).prepare("How many vintage coins do I have in my collection?")
+    off_topic = Brain(services).prepare(
+        "How many vintage coins do I have in my collection?", person=OWNER
+    )
     assert off_topic.recalled == []
     assert "Possibly relevant past conversations" not in off_topic.messages[0]["content"]
     # ...while a message about the car brings it back
-    on_topic = Brain(services).prepare("Where did you say to find parts for my Mustang?")
+    on_topic = Brain(services).prepare(
+        "Where did you say to find parts for my Mustang?", person=OWNER
+    )
     assert [e.episode_id for e in on_topic.recalled] == [car]
     # a person the history has never heard of: the shared words say nothing either
-    stranger = Brain(services).prepare("Where did Ottoline say to find parts?")
+    stranger = Brain(services).prepare("Where did Ottoline say to find parts?", person=OWNER)
     assert stranger.recalled == []
     # a date the conversations' words don't hold costs the match nothing
-    dated = Brain(services).prepare("What did we say in March about my vintage Mustang?")
+    dated = Brain(services).prepare(
+        "What did we say in March about my vintage Mustang?", person=OWNER
+    )
     assert [e.episode_id for e in dated.recalled] == [car]
-    undated = Brain(services).prepare("What did we say about my vintage Mustang?")
+    undated = Brain(services).prepare("What did we say about my vintage Mustang?", person=OWNER)
     assert dated.recalled[0].known == undated.recalled[0].known
 
 
@@ -245,7 +252,7 @@ def test_a_message_naming_a_day_recalls_that_days_conversation(make_services, db
         services, "The operator cooked a mushroom soup and asked how to keep it creamy.", newer_at
     )
     day = f"{older_at.day} {older_at:%B} {older_at.year}"
-    recalled = Brain(services).prepare(f"What did I cook on {day}?").recalled
+    recalled = Brain(services).prepare(f"What did I cook on {day}?", person=OWNER).recalled
     if date_weight:
         assert [e.episode_id for e in recalled][:1] == [older]
         assert recalled[0].dated and recalled[0].relevance > recalled[0].cosine
@@ -253,7 +260,7 @@ def test_a_message_naming_a_day_recalls_that_days_conversation(make_services, db
     else:
         assert recalled and recalled[0].episode_id == newer and not recalled[0].dated
     # a person the history has never heard of is not recalled by the date alone
-    assert Brain(services).prepare(f"What did Ottoline cook on {day}?").recalled == []
+    assert Brain(services).prepare(f"What did Ottoline cook on {day}?", person=OWNER).recalled == []
 
 
 def test_a_named_day_brings_a_conversation_no_other_pool_holds(make_services, db_url):
@@ -267,6 +274,6 @@ def test_a_named_day_brings_a_conversation_no_other_pool_holds(make_services, db
         tag = chr(97 + i % 26) + chr(97 + i // 26)
         add_episode(services, f"The operator shared a holiday photo tagged {tag}.", days_ago(i / 4))
     day = f"{old_at:%B} {old_at.day}, {old_at.year}"
-    recalled = Brain(services).prepare(f"What did we talk about on {day}?").recalled
+    recalled = Brain(services).prepare(f"What did we talk about on {day}?", person=OWNER).recalled
     assert [e.episode_id for e in recalled][:1] == [old] and recalled[0].dated
     assert recalled[0].cosine < services.settings.memory.episodes_recall.similarity_threshold

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from conftest import OWNER
 from memory_helpers import add_episode
 
 from caesar.brain import Brain
@@ -41,7 +42,7 @@ def test_what_did_we_talk_about_yesterday_brings_yesterdays_conversations(make_s
             topic = TOPICS[(back * 2 + k) % len(TOPICS)].replace(".", f", take {back * 2 + k}.")
             episode, _ = add_episode(services, topic, when)
             by_day.setdefault(back, []).append(episode)
-    ctx = Brain(services).prepare("What did we talk about yesterday?", now=NOW)
+    ctx = Brain(services).prepare("What did we talk about yesterday?", now=NOW, person=OWNER)
     # Auckland's Wednesday 2 December = UTC back=0 rows (14:00 and 19:00 local)
     assert _ids(ctx.recalled) == list(reversed(by_day[0]))
     assert all(e.dated for e in ctx.recalled)
@@ -50,12 +51,14 @@ def test_what_did_we_talk_about_yesterday_brings_yesterdays_conversations(make_s
     system = ctx.messages[0]["content"]
     assert "Wed 2 Dec 2026, yesterday" in system and EPISODES_HEADER in system
 
-    three = Brain(services).prepare("Remind me what we discussed three days ago.", now=NOW)
+    three = Brain(services).prepare(
+        "Remind me what we discussed three days ago.", now=NOW, person=OWNER
+    )
     assert sorted(_ids(three.recalled)) == sorted(by_day[2])
-    week = Brain(services).prepare("What did we chat about last week?", now=NOW)
+    week = Brain(services).prepare("What did we chat about last week?", now=NOW, person=OWNER)
     # Auckland's last week: Monday 23 – Sunday 29 November, local
     assert sorted(_ids(week.recalled)) == sorted(i for b in range(3, 10) for i in by_day[b])
-    nothing = Brain(services).prepare("What did we talk about next Tuesday?", now=NOW)
+    nothing = Brain(services).prepare("What did we talk about next Tuesday?", now=NOW, person=OWNER)
     assert nothing.recalled == []
 
 
@@ -76,7 +79,9 @@ def test_a_time_and_a_topic_rank_the_span_by_topic_first(make_services, db_url):
         "The operator asked about pacing a 10k run; caesar suggested a steady tempo.",
         NOW - timedelta(days=30),
     )
-    ctx = Brain(services).prepare("What did you suggest last week about my 10k run?", now=NOW)
+    ctx = Brain(services).prepare(
+        "What did you suggest last week about my 10k run?", now=NOW, person=OWNER
+    )
     ids = _ids(ctx.recalled)
     assert ids[0] == in_span_run and ctx.recalled[0].dated
     assert in_span_other in ids  # held last week: it comes, after the one on topic
@@ -98,8 +103,12 @@ def test_a_question_that_gathers_shows_every_matching_conversation(make_services
     for k in range(30):
         topic = TOPICS[k % len(TOPICS)].replace(".", f", take {k}.")
         add_episode(services, topic, NOW - timedelta(days=k + 0.5))
-    plain = Brain(services).prepare("What did I say about running along the river?", now=NOW)
-    gathered = Brain(services).prepare("How many times did I go running along the river?", now=NOW)
+    plain = Brain(services).prepare(
+        "What did I say about running along the river?", now=NOW, person=OWNER
+    )
+    gathered = Brain(services).prepare(
+        "How many times did I go running along the river?", now=NOW, person=OWNER
+    )
     assert set(runs) <= set(_ids(gathered.recalled))
     assert len(_ids(plain.recalled)) < len(runs)  # in depth, fewer conversations fit
     # one dated line each, newest first: the model can count them
@@ -117,5 +126,7 @@ def test_an_old_conversation_is_recalled_with_the_shipped_defaults(make_services
         "The operator's grandmother's secret plum dumpling recipe uses quark dough.",
         NOW - timedelta(days=400),
     )
-    ctx = Brain(services).prepare("How do I make grandmother's plum dumplings?", now=NOW)
+    ctx = Brain(services).prepare(
+        "How do I make grandmother's plum dumplings?", now=NOW, person=OWNER
+    )
     assert _ids(ctx.recalled) == [old]

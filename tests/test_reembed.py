@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import OWNER
 from memory_helpers import add_chat, days_ago
 from sqlalchemy import select, update
 
@@ -36,6 +37,7 @@ def _episode(svc, user, reply, summary, *, model, with_passages):
             created_at=days_ago(2),
             recall_count=3,
             passages=blob,
+            person=OWNER,
         )
         session.add(row)
         session.flush()
@@ -110,6 +112,7 @@ def test_trivial_episodes_are_not_reembedded(services):
                 vector=None,
                 model="old-model",
                 created_at=days_ago(1),
+                person=OWNER,
             )
         )
     assert reembed(svc.db, svc.embedder.get()).stale == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from conftest import OWNER
 from memory_helpers import add_chat, add_episode, count, days_ago, events
 from sqlalchemy import select, text, update
 from sqlalchemy.exc import IntegrityError
@@ -35,6 +36,7 @@ def _add_chunk(services, audit_id, text_, created_at):
                 embedding_f32=to_f32_bytes(vector),
                 model="all-MiniLM-L6-v2",
                 created_at=created_at,
+                person_id=OWNER,
             )
         )
 
@@ -50,6 +52,7 @@ def _add_fact(services, key, source_audit_id):
                 source_audit_id=source_audit_id,
                 created_at=now,
                 updated_at=now,
+                person_id=OWNER,
             )
         )
 
@@ -77,7 +80,7 @@ def test_foreign_keys_are_enforced(make_services, db_url):
             assert session.scalar(text("PRAGMA foreign_keys")) == 1
     now = utcnow()
     orphan = EpisodeSummary(
-        audit_log_id=424242, summary="", embedding=[], model="m", created_at=now
+        audit_log_id=424242, summary="", embedding=[], model="m", created_at=now, person_id=OWNER
     )
     with pytest.raises(IntegrityError, match="(?i)foreign key"), services.db.write() as session:
         session.add(orphan)
@@ -94,15 +97,17 @@ def test_sweep_cascades_with_zero_orphans(make_services, db_url):
     _add_fact(services, "dog_name", fresh_chat)
 
     # This process's index knows the old episode (max_age off so it would be returned).
-    assert {e.episode_id for e in services.episodes.preview(QUERY, max_age_days=None)} == {
+    assert {
+        e.episode_id for e in services.episodes.preview(QUERY, max_age_days=None, person=OWNER)
+    } == {
         old_episode,
         fresh_episode,
     }
-    assert len(services.semantic.recall("thermostat", 5)) == 2
+    assert len(services.semantic.recall("thermostat", 5, person=OWNER)) == 2
     other_process = Services.build(services.settings)  # a server that is not the sweeper
     other_process.embedder.set(services.embedder.get())
     try:
-        assert len(other_process.episodes.preview(QUERY, max_age_days=None)) == 2
+        assert len(other_process.episodes.preview(QUERY, max_age_days=None, person=OWNER)) == 2
 
         worker = services.workers["retention.sweep"]
         assert worker.enabled
@@ -130,13 +135,16 @@ def test_sweep_cascades_with_zero_orphans(make_services, db_url):
         )
 
         # Neither this process nor another one ever returns the swept episode or chunk.
-        assert [e.episode_id for e in services.episodes.preview(QUERY, max_age_days=None)] == [
-            fresh_episode
-        ]
-        assert [e.episode_id for e in other_process.episodes.preview(QUERY, max_age_days=None)] == [
-            fresh_episode
-        ]
-        assert [h.audit_log_id for h in services.semantic.recall("thermostat", 5)] == [fresh_chat]
+        assert [
+            e.episode_id for e in services.episodes.preview(QUERY, max_age_days=None, person=OWNER)
+        ] == [fresh_episode]
+        assert [
+            e.episode_id
+            for e in other_process.episodes.preview(QUERY, max_age_days=None, person=OWNER)
+        ] == [fresh_episode]
+        assert [
+            h.audit_log_id for h in services.semantic.recall("thermostat", 5, person=OWNER)
+        ] == [fresh_chat]
     finally:
         other_process.close()
 
@@ -176,7 +184,9 @@ def test_sqlite_ids_are_never_reused_after_a_full_sweep(make_services):
     assert count(services, EpisodeSummary) == 0
     episode_id, chat_id = add_episode(services, "a new conversation", utcnow())
     assert chat_id > newest_audit and episode_id > newest_episode
-    assert [e.episode_id for e in services.episodes.preview("a new conversation")] == [episode_id]
+    assert [
+        e.episode_id for e in services.episodes.preview("a new conversation", person=OWNER)
+    ] == [episode_id]
 
 
 def test_retention_respects_ttl_setting_and_disable(make_services):
@@ -218,7 +228,11 @@ def test_swept_failed_chats_are_not_retried(make_services, llm):
     add_chat(services, "new", "new")
     with services.db.write() as session:
         services.audit.append(
-            session, audit.EPISODE_SUMMARISE_FAILED, {"audit_log_id": chat}, subject_id=chat
+            session,
+            audit.EPISODE_SUMMARISE_FAILED,
+            {"audit_log_id": chat},
+            subject_id=chat,
+            person=OWNER,
         )
         session.execute(
             update(AuditLog)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import OWNER
 from sqlalchemy import text
 from test_vectors import (
     DIM,
@@ -32,10 +33,11 @@ from test_vectors import (
     searches,
 )
 
+from caesar.clock import utcnow
 from caesar.db import Database, migrate
-from caesar.db.models import EpisodeSummary
+from caesar.db.models import EpisodeSummary, Person
 from caesar.memory.importance import SECONDS_PER_DAY
-from caesar.memory.search.backend import VectorSearch, search_backend
+from caesar.memory.search.backend import VectorSearch, full_text, search_backend
 from caesar.memory.search.pgvector import PgvectorSearch, PgvectorVectors
 from caesar.memory.search.pgvector_migration import index_name
 from caesar.memory.search.vectors import CurrentModelIndex, epoch_seconds
@@ -63,11 +65,11 @@ def store(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
 class Bound:
     """A backend and a read session in VectorIndex.search's shape, for test_vectors.check."""
 
-    def __init__(self, backend: VectorSearch, session: Any) -> None:
-        self.backend, self.session = backend, session
+    def __init__(self, backend: VectorSearch, session: Any, person: int = OWNER) -> None:
+        self.backend, self.session, self.person = backend, session, person
 
     def search(self, query: np.ndarray, **kwargs: Any) -> Any:
-        return self.backend.search(self.session, query, **kwargs)
+        return self.backend.search(self.session, query, **kwargs, person=self.person)
 
 
 def _backend(db: Database, name: str, model: list[str]) -> VectorSearch:
@@ -82,13 +84,18 @@ def _backend(db: Database, name: str, model: list[str]) -> VectorSearch:
 
 
 def _check(
-    store: tuple[Database, str], backend: VectorSearch, corpus: Corpus, model: str = MODEL
+    store: tuple[Database, str],
+    backend: VectorSearch,
+    corpus: Corpus,
+    model: str = MODEL,
+    person: int = OWNER,
 ) -> int:
+    """`person`'s searches against brute force over `corpus` (their rows)."""
     db, name = store
     if name != "pgvector-hnsw":
         with db.read() as session:
-            backend.refresh(session)
-            return check(Bound(backend, session), corpus, queries_for(corpus), model)
+            backend.refresh(session, person=person)
+            return check(Bound(backend, session, person), corpus, queries_for(corpus), model)
     assert isinstance(backend, PgvectorSearch)
     assert backend.migrate(db).ready  # type: ignore[union-attr]  # builds the model's index
     with db.read() as session:
@@ -99,8 +106,8 @@ def _check(
         # is what is tested here
         for plan in ("seqscan", "bitmapscan", "sort"):
             session.execute(text(f"SET LOCAL enable_{plan} = off"))
-        backend.refresh(session)
-        compared = check_recall(Bound(backend, session), corpus, queries_for(corpus), model)
+        backend.refresh(session, person=person)
+        compared = check_recall(Bound(backend, session, person), corpus, queries_for(corpus), model)
         session.execute(text("SELECT pg_stat_force_next_flush()"))
     assert _index_scans(db, model) > scans  # the searches went through the HNSW index
     return compared
@@ -159,6 +166,46 @@ def test_same_top_k_as_exact_search_through_growth_deletes_and_a_model_change(st
     assert _check(store, backend, corpus, model=OTHER) > 100
 
 
+def test_a_person_searches_their_own_rows_alone_and_still_gets_k(store):
+    """Two people with the same vectors: Anna's rows are a copy of the owner's, under other
+    ids. Each one's every search answers as brute force over their own rows alone: never a row
+    of the other's, and as many as asked (the other's equal rows, filtered out after a top k,
+    would leave fewer). The full-text half counts, scores and returns their rows alone."""
+    db, name = store
+    with db.write() as session:  # not people.add: its audit row would take an id the corpus uses
+        session.add(person := Person(name="Anna", is_owner=False, created_at=utcnow()))
+        session.flush()
+        anna = person.id
+    mine = Corpus(db, seed=4)
+    mine.add(600)
+    theirs = Corpus(db, seed=4, person=anna)
+    theirs.next_id = 10_001
+    theirs.add(600)
+    assert all(np.array_equal(v, theirs.vectors[10_000 + i]) for i, v in mine.vectors.items())
+    backend = _backend(db, name, [MODEL])
+    assert _check(store, backend, theirs, person=anna) > 100
+    assert _check(store, backend, mine, person=OWNER) > 100
+    with db.read() as session:
+        query = queries_for(mine)[0]
+        newest = backend.newest(session, query, limit=10, person=anna)
+        assert [int(i) for i in newest.ids] == list(range(10_600, 10_590, -1))
+        assert sorted(backend.cosines(session, [1, 2, 10_001], query, person=anna)) == [10_001]
+        assert sorted(backend.stored_cosines(session, [1, 10_001], query, person=anna)) == [10_001]
+    if name in ("pgvector", "pgvector-hnsw"):
+        return  # the full text is the engine's, checked on the other two
+    with db.read() as session:
+        words = full_text(session)
+        # "episode 5" is the owner's summary word for word; Anna's best match is hers
+        found = words.keyword_scores(session, ["episode", "5"], limit=50, person=anna)
+        assert len(found) == 50 and all(i > 10_000 for i in found)
+        assert words.term_counts(session, ["episode", "5"], person=anna) == (600, [600, 0])
+        assert words.term_counts(session, ["episode", "5"], person=OWNER) == (600, [600, 1])
+        assert words.count_holding_all(session, ["episode"], person=anna) == 600
+        assert words.indexed_id_range(session, person=anna) == (10_001, 10_600)
+        assert words.probe_contains(session, ["episode"], 1, person=anna) == [False]
+        assert words.probe_contains(session, ["episode"], 10_001, person=anna) == [True]
+
+
 def test_newest_and_cosines_answer_as_the_rows_do(store):
     db, name = store
     corpus = Corpus(db, seed=5)
@@ -170,8 +217,8 @@ def test_newest_and_cosines_answer_as_the_rows_do(store):
     backend.forget([400, 399])
     min_created = NOW_S - 30 * SECONDS_PER_DAY
     with db.read() as session:
-        backend.refresh(session)
-        newest = backend.newest(session, query, limit=10, min_created=min_created)
+        backend.refresh(session, person=OWNER)
+        newest = backend.newest(session, query, limit=10, min_created=min_created, person=OWNER)
         live = [i for i in sorted(corpus.vectors, reverse=True) if corpus.model[i] == MODEL]
         young = [i for i in live if epoch_seconds(corpus.created[i]) >= min_created]
         assert [int(i) for i in newest.ids] == young[:10]
@@ -180,14 +227,14 @@ def test_newest_and_cosines_answer_as_the_rows_do(store):
         )
         # another model's rows and deleted ones are not seen; the rest exactly
         asked = [1, 2, 3, 399, 420]
-        seen = backend.cosines(session, asked, query)
+        seen = backend.cosines(session, asked, query, person=OWNER)
         assert sorted(seen) == [1, 2, 3]
         for i, cosine in seen.items():
             assert cosine == pytest.approx(float(corpus.vectors[i] @ query), abs=1e-5)
     # written after the refresh: read from their rows (a tenth have only the JSON record)
     added = corpus.add(20)
     with db.read() as session:
-        stored = backend.stored_cosines(session, added, query)
+        stored = backend.stored_cosines(session, added, query, person=OWNER)
     assert sorted(stored) == added
     for i, cosine in stored.items():
         assert cosine == pytest.approx(float(corpus.vectors[i] @ query), abs=1e-5)
@@ -197,12 +244,15 @@ def test_a_query_of_the_wrong_dimension_is_a_clear_error(store):
     db, name = store
     backend = _backend(db, name, [MODEL])
     with db.read() as session:
-        backend.refresh(session)
-        assert backend.search(session, np.ones(DIM, dtype=np.float32), limit=3).ids.size == 0
+        backend.refresh(session, person=OWNER)
+        assert (
+            backend.search(session, np.ones(DIM, dtype=np.float32), limit=3, person=OWNER).ids.size
+            == 0
+        )
     Corpus(db).add(10)
     with db.read() as session, pytest.raises(ValueError, match="dims"):
-        backend.refresh(session)
-        backend.search(session, np.ones(DIM + 1, dtype=np.float32), limit=3)
+        backend.refresh(session, person=OWNER)
+        backend.search(session, np.ones(DIM + 1, dtype=np.float32), limit=3, person=OWNER)
 
 
 # -- through Services: the setting chooses, and recall answers the same -----------------------
@@ -243,6 +293,7 @@ def test_recall_through_pgvector_answers_as_the_in_process_index_does(make_servi
             }
             for i, chat in enumerate(CHATS)
         ],
+        person=OWNER,
     )
     run_until_caught_up(in_process.workers["memory.summarise"])
     status = in_database.episodes.migrate_vectors()  # builds the model's HNSW index
@@ -252,8 +303,12 @@ def test_recall_through_pgvector_answers_as_the_in_process_index_does(make_servi
         assert in_database.episodes.backend.searches_database(session)
     for query in QUERIES:
         for fusion in ("hybrid", "dense"):
-            want = in_process.episodes.preview(query, fusion=fusion, similarity_threshold=0.0)
-            got = in_database.episodes.preview(query, fusion=fusion, similarity_threshold=0.0)
+            want = in_process.episodes.preview(
+                query, fusion=fusion, similarity_threshold=0.0, person=OWNER
+            )
+            got = in_database.episodes.preview(
+                query, fusion=fusion, similarity_threshold=0.0, person=OWNER
+            )
             assert [e.episode_id for e in got] == [e.episode_id for e in want], (query, fusion)
             for a, b in zip(got, want, strict=True):
                 assert a.relevance == pytest.approx(b.relevance, abs=1e-5)

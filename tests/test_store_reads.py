@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import TEST_TOKEN
+from conftest import OWNER, TEST_TOKEN
 
 from caesar import audit
 from caesar.clock import utcnow
@@ -29,17 +29,18 @@ def _chat(db: Database, user: str, reply: str = "ok", *, key: str | None = None)
             {"messages": [{"role": "user", "content": user}], "reply": reply},
             utcnow(),
             key=key,
+            person=OWNER,
         )
 
 
 def _append(db: Database, event_type: str, payload: dict[str, Any], **kw: Any) -> int:
     with db.write() as session:
-        return int(LOG.append(session, event_type, payload, **kw).id)
+        return int(LOG.append(session, event_type, payload, **kw, person=OWNER).id)
 
 
 def _conversation_of(db: Database, chat_id: int) -> int:
     with db.read() as session:
-        found = audit.subjects(session, [chat_id])[chat_id]
+        found = audit.subjects(session, [chat_id], person=OWNER)[chat_id]
     assert found is not None
     return found
 
@@ -48,10 +49,10 @@ def _conversation_of(db: Database, chat_id: int) -> int:
 def test_get_one_row_or_none(migrated_db):
     row_id = _append(migrated_db, audit.CHAT_FAILED, {"error": "x"}, subject_key="k")
     with migrated_db.read() as session:
-        row = audit.get(session, row_id)
+        row = audit.get(session, row_id, person=OWNER)
         assert row is not None and row.event_type == audit.CHAT_FAILED and row.subject_key == "k"
-        assert audit.get(session, row_id + 1) is None
-        assert audit.get(session, None) is None
+        assert audit.get(session, row_id + 1, person=OWNER) is None
+        assert audit.get(session, None, person=OWNER) is None
 
 
 def test_subjects_and_types_of_rows_still_there(migrated_db):
@@ -59,15 +60,18 @@ def test_subjects_and_types_of_rows_still_there(migrated_db):
     loose = _append(migrated_db, audit.MCP_TOOL_CALLED, {"tool": "recall"})
     conversation = _conversation_of(migrated_db, chat)
     with migrated_db.read() as session:
-        assert audit.subjects(session, [chat, loose, loose + 50]) == {
+        assert audit.subjects(session, [chat, loose, loose + 50], person=OWNER) == {
             chat: conversation,
             loose: None,
         }
-        assert audit.types_of(session, iter([chat, loose, chat, loose + 50])) == {
+        assert audit.types_of(session, iter([chat, loose, chat, loose + 50]), person=OWNER) == {
             chat: audit.CHAT_COMPLETED,
             loose: audit.MCP_TOOL_CALLED,
         }
-        assert audit.subjects(session, []) == {} and audit.types_of(session, []) == {}
+        assert (
+            audit.subjects(session, [], person=OWNER) == {}
+            and audit.types_of(session, [], person=OWNER) == {}
+        )
 
 
 def test_about_lists_what_came_of_a_chat_oldest_first(migrated_db):
@@ -80,7 +84,9 @@ def test_about_lists_what_came_of_a_chat_oldest_first(migrated_db):
     _append(migrated_db, audit.FACT_EXTRACTED, {}, subject_id=other, subject_key="x")
     _append(migrated_db, audit.MCP_TOOL_CALLED, {}, subject_id=chat)  # not of the types asked
     with migrated_db.read() as session:
-        found = audit.about(session, chat, (audit.FACT_EXTRACTED, audit.EPISODE_SUMMARISED))
+        found = audit.about(
+            session, chat, (audit.FACT_EXTRACTED, audit.EPISODE_SUMMARISED), person=OWNER
+        )
     assert [(r.id, r.event_type, r.subject_key) for r in found] == [
         (first, audit.FACT_EXTRACTED, "dog"),
         (second, audit.EPISODE_SUMMARISED, None),
@@ -96,8 +102,8 @@ def test_recalled_in_turn_reads_the_rows_naming_that_turn(migrated_db):
     _append(migrated_db, audit.FACT_EXTRACTED, {"turn_audit_id": turn})  # another kind of row
     _append(migrated_db, audit.EPISODE_RECALLED, {"turn_audit_id": turn, "episode_id": 3})
     with migrated_db.read() as session:
-        found = audit.recalled_in_turn(session, turn)
-        assert audit.recalled_in_turn(session, before) == []
+        found = audit.recalled_in_turn(session, turn, person=OWNER)
+        assert audit.recalled_in_turn(session, before, person=OWNER) == []
     assert [p["episode_id"] for p in found] == [1, 3]
 
 
@@ -109,15 +115,15 @@ def test_timeline_pages_both_ways(migrated_db):
     ids = [_append(migrated_db, audit.CHAT_FAILED, {"n": n}) for n in range(5)]
     other = _append(migrated_db, audit.MCP_TOOL_CALLED, {})
     with migrated_db.read() as session:
-        newest = audit.timeline(session, limit=2)
+        newest = audit.timeline(session, limit=2, person=OWNER)
         assert _ids(newest) == [other, ids[4]] and newest[1:] == (False, True)
-        older = audit.timeline(session, before_id=ids[4], limit=2)
+        older = audit.timeline(session, before_id=ids[4], limit=2, person=OWNER)
         assert _ids(older) == [ids[3], ids[2]] and older[1:] == (True, True)
-        oldest = audit.timeline(session, before_id=ids[2], limit=2)
+        oldest = audit.timeline(session, before_id=ids[2], limit=2, person=OWNER)
         assert _ids(oldest) == [ids[1], ids[0]] and oldest[1:] == (True, False)
-        back = audit.timeline(session, after_id=ids[1], limit=2)
+        back = audit.timeline(session, after_id=ids[1], limit=2, person=OWNER)
         assert _ids(back) == [ids[3], ids[2]] and back[1:] == (True, True)
-        failed = audit.timeline(session, event_type=audit.CHAT_FAILED, limit=10)
+        failed = audit.timeline(session, event_type=audit.CHAT_FAILED, limit=10, person=OWNER)
         assert _ids(failed) == ids[::-1] and failed[1:] == (False, False)
 
 
@@ -136,17 +142,17 @@ def test_timeline_search_finds_what_was_said_as_it_was_typed(migrated_db, needle
     wanted = _append(migrated_db, audit.CHAT_FAILED, {"messages": [{"content": said}]})
     _append(migrated_db, audit.CHAT_FAILED, {"messages": [{"content": "nothing of the kind"}]})
     with migrated_db.read() as session:
-        assert _ids(audit.timeline(session, search=needle)) == [wanted]
-        assert _ids(audit.timeline(session, search=f"  {needle} ")) == [wanted]
+        assert _ids(audit.timeline(session, search=needle, person=OWNER)) == [wanted]
+        assert _ids(audit.timeline(session, search=f"  {needle} ", person=OWNER)) == [wanted]
 
 
 def test_timeline_search_reads_the_subject_key_and_refuses_wildcards(migrated_db):
     keyed = _append(migrated_db, audit.FACT_USER_EDITED, {"value": "x"}, subject_key="home_city")
     _append(migrated_db, audit.FACT_USER_EDITED, {"value": "y"}, subject_key="homeXcity")
     with migrated_db.read() as session:
-        assert _ids(audit.timeline(session, search="home_city")) == [keyed]
-        assert _ids(audit.timeline(session, search="%")) == []
-        assert _ids(audit.timeline(session, search="nowhere")) == []
+        assert _ids(audit.timeline(session, search="home_city", person=OWNER)) == [keyed]
+        assert _ids(audit.timeline(session, search="%", person=OWNER)) == []
+        assert _ids(audit.timeline(session, search="nowhere", person=OWNER)) == []
 
 
 # -- conversations ----------------------------------------------------------------------------
@@ -154,47 +160,54 @@ def test_key_of_and_id_of_name_a_conversation_both_ways(migrated_db):
     chat = _chat(migrated_db, "hello", key="client-key-1")
     conversation = _conversation_of(migrated_db, chat)
     with migrated_db.read() as session:
-        assert conversations.key_of(session, conversation) == "client-key-1"
-        assert conversations.id_of(session, "client-key-1") == conversation
-        assert conversations.key_of(session, conversation + 1) is None
-        assert conversations.id_of(session, "no-such-key") is None
+        assert conversations.key_of(session, conversation, person=OWNER) == "client-key-1"
+        assert conversations.id_of(session, "client-key-1", person=OWNER) == conversation
+        assert conversations.key_of(session, conversation + 1, person=OWNER) is None
+        assert conversations.id_of(session, "no-such-key", person=OWNER) is None
 
 
 def test_turn_rows_are_the_answered_turns_oldest_first(migrated_db):
     now = utcnow()
     with migrated_db.write() as session:
-        ref = conversations.resolve(session, [], now, named="two-turns")
+        ref = conversations.resolve(session, [], now, named="two-turns", person=OWNER)
         turns = []
         for n in range(2):
-            row = LOG.append(session, audit.CHAT_COMPLETED, {"n": n}, subject_id=ref.id)
+            row = LOG.append(
+                session, audit.CHAT_COMPLETED, {"n": n}, subject_id=ref.id, person=OWNER
+            )
             conversations.record_turn(session, ref, row.id, now)
             turns.append(row.id)
-        LOG.append(session, audit.CHAT_FAILED, {"n": 2}, subject_id=ref.id)  # not answered
+        LOG.append(
+            session, audit.CHAT_FAILED, {"n": 2}, subject_id=ref.id, person=OWNER
+        )  # not answered
     elsewhere = _chat(migrated_db, "another conversation")
     with migrated_db.read() as session:
-        rows = conversations.turn_rows(session, ref.id)
+        rows = conversations.turn_rows(session, ref.id, person=OWNER)
         assert [r.id for r in rows] == turns and [r.payload["n"] for r in rows] == [0, 1]
-        assert [r.id for r in conversations.turn_rows(session, ref.id + 10)] == []
+        assert [r.id for r in conversations.turn_rows(session, ref.id + 10, person=OWNER)] == []
     assert elsewhere not in turns
 
 
 # -- facts, forget ----------------------------------------------------------------------------
 def test_by_keys_reads_the_facts_as_they_are_now(migrated_db):
     store = FactsStore(migrated_db, FactsImportanceSettings(), LOG)
-    store.set_by_operator("dog_name", "Rex")
-    store.set_by_operator("dog_name", "Biscuit")
-    store.set_by_operator("home_city", "Lisbon")
+    store.set_by_operator("dog_name", "Rex", person=OWNER)
+    store.set_by_operator("dog_name", "Biscuit", person=OWNER)
+    store.set_by_operator("home_city", "Lisbon", person=OWNER)
     with migrated_db.read() as session:
-        found = by_keys(session, ["dog_name", "gone_key", "home_city"])
+        found = by_keys(session, ["dog_name", "gone_key", "home_city"], person=OWNER)
         assert {k: f.value for k, f in found.items()} == {
             "dog_name": "Biscuit",
             "home_city": "Lisbon",
         }
-        assert by_keys(session, []) == {}
+        assert by_keys(session, [], person=OWNER) == {}
 
 
 def test_existing_conversations_are_those_not_forgotten(migrated_db):
     kept = [_conversation_of(migrated_db, _chat(migrated_db, f"chat {n}")) for n in range(3)]
     with migrated_db.read() as session:
-        assert existing_conversations(session, [kept[2], 999_999, kept[0]]) == [kept[0], kept[2]]
-        assert existing_conversations(session, []) == []
+        assert existing_conversations(session, [kept[2], 999_999, kept[0]], person=OWNER) == [
+            kept[0],
+            kept[2],
+        ]
+        assert existing_conversations(session, [], person=OWNER) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import OWNER
 from memory_helpers import BrokenEmbedder, add_chat, count, days_ago, events
 from sqlalchemy import select
 
@@ -84,7 +85,7 @@ def test_empty_answer_is_a_skip_row(svc, llm):
     [skip] = events(svc, audit.EPISODE_SUMMARISE_SKIPPED)
     assert skip.payload["audit_log_id"] == chat_id
     assert events(svc, audit.EPISODE_SUMMARISED) == []
-    assert svc.episodes.preview("what time is it?", similarity_threshold=None) == []
+    assert svc.episodes.preview("what time is it?", similarity_threshold=None, person=OWNER) == []
 
 
 def test_llm_failure_is_not_retried_in_a_loop_and_retry_failed_recovers(svc, llm):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import OWNER
 from fastapi.testclient import TestClient
 from memory_helpers import events
 from sqlalchemy import func, select
@@ -47,7 +48,7 @@ def _count(services, model) -> int:
 
 def test_a_temporary_chat_is_answered_with_memory_and_never_learned_from(learning, llm):
     services = learning
-    services.facts.set_by_operator("city", "Lisbon")
+    services.facts.set_by_operator("city", "Lisbon", person=OWNER)
     said = "My dog's name is Biscuit and I keep waking up at 3am because of him."
     with TestClient(create_app(services.settings, services, run_workers=False)) as client:
         llm.replies.append("Noted.")
@@ -76,7 +77,7 @@ def test_a_temporary_chat_is_answered_with_memory_and_never_learned_from(learnin
     skipped = events(services, audit.EPISODE_SUMMARISE_SKIPPED)
     assert [s.payload["reason"] for s in skipped] == ["temporary"]
     assert _count(services, SemanticChunk) == 0
-    assert services.episodes.preview("dog Biscuit", similarity_threshold=None) == []
+    assert services.episodes.preview("dog Biscuit", similarity_threshold=None, person=OWNER) == []
 
 
 def test_the_same_chat_not_temporary_is_learned_from(learning, llm):
@@ -90,4 +91,4 @@ def test_the_same_chat_not_temporary_is_learned_from(learning, llm):
         facts = {f.key for f in session.scalars(select(Fact))}
     assert facts  # the offline patterns found the dog
     assert _count(services, SemanticChunk) > 0
-    assert services.episodes.preview("dog Biscuit", similarity_threshold=None) != []
+    assert services.episodes.preview("dog Biscuit", similarity_threshold=None, person=OWNER) != []

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 import anyio
 import pytest
+from conftest import OWNER
 from fastapi.testclient import TestClient
 from mcp import Client
 from memory_helpers import add_episode, days_ago, events, write_config
@@ -217,6 +218,7 @@ def test_the_turn_view_escapes_what_a_row_says_was_named(berlin, client):
                     "episodes_in_span": [7],
                 },
             },
+            person=OWNER,
         )
         for chat, when in ((7, held), (8, held - timedelta(days=9))):
             berlin.audit.append(
@@ -233,6 +235,7 @@ def test_the_turn_view_escapes_what_a_row_says_was_named(berlin, client):
                     "summary": f"summary {chat}",
                     "excerpts": [],
                 },
+                person=OWNER,
             )
     for url in (f"/dashboard/audit/{turn.id}", "/dashboard/audit"):
         html = client.get(url).text
@@ -412,7 +415,9 @@ def test_the_mcp_recall_tool_says_which_span_the_text_named(berlin):
     _, held = add_episode(berlin, DINNER, _noon_in_berlin(yesterday))
 
     async def ask() -> dict[str, Any]:
-        async with Client(build(berlin, transport="stdio"), read_timeout_seconds=30) as client:
+        async with Client(
+            build(berlin, transport="stdio", person=OWNER), read_timeout_seconds=30
+        ) as client:
             result = await client.call_tool("recall", {"text": "What did we talk about yesterday?"})
             assert not result.is_error, result.content
             return json.loads(result.content[0].text)  # type: ignore[no-any-return]

@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 import pytest
-from conftest import PROVIDER_KEY
+from conftest import OWNER, PROVIDER_KEY
 from live_server import live_server
 from memory_helpers import events
 from sqlalchemy import select
@@ -209,7 +209,7 @@ def test_an_agents_tool_loop_completes_and_memory_holds_the_final_exchange(
     learning, llm, route, stream
 ):
     services = learning(route)
-    services.facts.set_by_operator("city", "Lisbon")
+    services.facts.set_by_operator("city", "Lisbon", person=OWNER)
     llm.reply = weather_then_answer
     with live_server(services) as url:
         reply, _ = run_tool_loop(sdk(url), "What is the weather where I live?", stream)

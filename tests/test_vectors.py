@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import OWNER
 from sqlalchemy import delete
+from sqlalchemy import inspect as sa_inspect
 
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
@@ -38,8 +40,9 @@ def unit(x: np.ndarray) -> np.ndarray:
 class Corpus:
     """Rows written into a real SQLite database, and the same rows kept here for brute force."""
 
-    def __init__(self, db: Database, seed: int = 0) -> None:
+    def __init__(self, db: Database, seed: int = 0, person: int = OWNER) -> None:
         self.db = db
+        self.person = person  # whose rows (on a database at migration 0009 or later)
         self.rng = np.random.default_rng(seed)
         self.centres = unit(self.rng.standard_normal((6, DIM)))
         self.vectors: dict[int, np.ndarray] = {}
@@ -70,7 +73,12 @@ class Corpus:
             self.vectors[row_id], self.created[row_id] = x[j], created
             self.recalls[row_id], self.model[row_id] = recalls, model
             audits.append(
-                {"id": row_id, "event_type": "chat.completed", "created_at": created, "payload": {}}
+                {
+                    "id": row_id,
+                    "event_type": "chat.completed",
+                    "created_at": created,
+                    "payload": {},
+                }
             )
             rows.append(
                 {
@@ -85,6 +93,10 @@ class Corpus:
                     "recall_count": recalls,
                 }
             )
+        columns = {c["name"] for c in sa_inspect(self.db.engine).get_columns("audit_log")}
+        if "person_id" in columns:  # written at an older revision too (migration tests)
+            for row in (*audits, *rows):
+                row["person_id"] = self.person
         with self.db.write() as session:
             session.execute(AuditLog.__table__.insert(), audits)
             session.execute(EpisodeSummary.__table__.insert(), rows)

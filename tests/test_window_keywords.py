@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
+from conftest import OWNER
 from sqlalchemy import select, text, update
 from test_passages import NOW
 
@@ -47,6 +48,7 @@ def _chat(svc, turns: list[str], days_ago: float) -> int:
                 "reply": turns[-1],
             },
             NOW - timedelta(days=days_ago),
+            person=OWNER,
         )
 
 
@@ -95,7 +97,9 @@ def test_windows_are_indexed_once_with_their_vectors(make_services, llm, db_url)
     assert report.done == 1
     assert _window_rows(svc.db, spread) == expected
     with svc.db.read() as session:
-        scores = window_keywords.window_scores(session, ["kayak"], [spread, spread + 1])
+        scores = window_keywords.window_scores(
+            session, ["kayak"], [spread, spread + 1], person=OWNER
+        )
     assert set(scores) == {spread} and scores[spread] > 0
 
 
@@ -106,7 +110,7 @@ def test_the_window_where_the_words_meet_outranks_words_spread_over_a_chat(
     them apart; the window level prefers the one where "kayak" and "lake" are in one exchange —
     and recall's keyword relevance, their mean, follows the window."""
     svc, [spread, together] = _services(make_services, llm, db_url, SPREAD, TOGETHER)
-    hits = svc.episodes.preview("kayak on the lake?", NOW, similarity_threshold=None)
+    hits = svc.episodes.preview("kayak on the lake?", NOW, similarity_threshold=None, person=OWNER)
     by_id = {h.episode_id: h for h in hits}
     assert set(by_id) == {spread, together}
     # the episode-level share, recovered from the mean
@@ -118,7 +122,7 @@ def test_the_window_where_the_words_meet_outranks_words_spread_over_a_chat(
     assert by_id[together].as_json()["window_keyword"] == pytest.approx(1.0)
     # the dense (ADR) ranking has no keyword side at all
     dense = svc.episodes.preview(
-        "kayak on the lake?", NOW, similarity_threshold=None, fusion="dense"
+        "kayak on the lake?", NOW, similarity_threshold=None, fusion="dense", person=OWNER
     )
     assert all(h.window_keyword is None and h.keyword == 0.0 for h in dense)
 
@@ -135,7 +139,9 @@ def test_an_episode_without_windows_keeps_its_episode_level_keyword(make_service
     together = _episode_of(svc_off, chat)
     hits = {
         h.episode_id: h
-        for h in svc.episodes.preview("kayak on the lake?", NOW, similarity_threshold=None)
+        for h in svc.episodes.preview(
+            "kayak on the lake?", NOW, similarity_threshold=None, person=OWNER
+        )
     }
     assert hits[together].window_keyword is None and hits[together].passage is None
     assert hits[together].keyword > 0  # not halved for lacking windows
@@ -167,7 +173,7 @@ def test_retention_removes_a_swept_chats_window_words(make_services, llm, db_url
                     "INSERT INTO episode_window_fts (episode_window_fts) VALUES ('integrity-check')"
                 )
             )
-    hits = svc.episodes.preview("kayak on the lake?", NOW, similarity_threshold=None)
+    hits = svc.episodes.preview("kayak on the lake?", NOW, similarity_threshold=None, person=OWNER)
     assert [h.episode_id for h in hits] == [spread]
     assert hits[0].window_keyword == pytest.approx(1.0)  # the best window left is its own
 
@@ -180,15 +186,15 @@ def test_the_migration_indexes_episodes_that_already_have_windows(db_url, shared
     vector = shared_embedder.embed_batch(["The operator chatted about the week."])[0]
     with db.write() as session:
         for audit_id, blob in ((1, passages.pack(shared_embedder.embed_batch(windows))), (2, None)):
-            session.add(
-                AuditLog(
+            # the tables as revision 0004 has them: no later column
+            session.execute(
+                sa.insert(AuditLog.__table__).values(
                     id=audit_id,
                     event_type="chat.completed",
                     payload={"messages": turns[:-1], "reply": TOGETHER[-1]},
                     created_at=NOW,
                 )
             )
-            session.flush()
             row = episode_row(
                 audit_log_id=audit_id,
                 summary="The operator chatted about the week.",
@@ -196,13 +202,12 @@ def test_the_migration_indexes_episodes_that_already_have_windows(db_url, shared
                 model=shared_embedder.model_id,
                 created_at=NOW,
                 passages=blob,
+                person=OWNER,
             )
             row.id = audit_id
-            # the table as revision 0004 has it: no later column
             table = EpisodeSummary.__table__
-            old = {
-                c.name: getattr(row, c.key) for c in table.columns if c.name != "conversation_id"
-            }
+            later = ("conversation_id", "person_id")
+            old = {c.name: getattr(row, c.key) for c in table.columns if c.name not in later}
             session.execute(sa.insert(table).values(old))
     migrate.upgrade(db)
     assert _window_rows(db, 1) == len(windows)

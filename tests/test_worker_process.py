@@ -11,7 +11,7 @@ from typing import Any
 
 import crashkit
 import numpy as np
-from conftest import PROVIDER_KEY
+from conftest import OWNER, PROVIDER_KEY
 from memory_helpers import add_chat, add_episode, days_ago
 from sqlalchemy import select, update
 
@@ -96,7 +96,7 @@ def test_old_episodes_get_their_float32_copy_once_in_the_background(make_service
         assert row.embedding_f32 is not None
         copy = from_row(row.embedding_f32, None)
         assert np.array_equal(copy, np.asarray(row.embedding, np.float32))
-    [hit, *_] = services.episodes.preview("my kayak", similarity_threshold=None)
+    [hit, *_] = services.episodes.preview("my kayak", similarity_threshold=None, person=OWNER)
     assert "kayak" in hit.summary
 
 

@@ -5,6 +5,7 @@ raised at once — on a real PostgreSQL, whose own errors are raised here with t
 from __future__ import annotations
 
 import pytest
+from conftest import OWNER
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
@@ -38,7 +39,7 @@ def test_a_deadlock_victim_is_run_again_and_written_once(pg_db, sqlstate):
 
     def work(session):
         attempts.append(1)
-        audit.Audit().append(session, "test.row", {"n": len(attempts)})
+        audit.Audit().append(session, "test.row", {"n": len(attempts)}, person=OWNER)
         if len(attempts) == 1:
             _raise(session, sqlstate)  # after a write: the rollback must take it back
         return len(attempts)

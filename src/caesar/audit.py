@@ -129,7 +129,10 @@ class Audit:
         subject_id: int | None = None,
         subject_key: str | None = None,
         created_at: datetime | None = None,
+        person: int,
     ) -> AuditLog:
+        """One row, recording who acted (`person`: whose chat, fact or forget it is; the
+        owner for what the server does of itself)."""
         _serialise_appends(session)
         row = AuditLog(
             event_type=event_type,
@@ -137,13 +140,16 @@ class Audit:
             payload=self.redact(payload),
             subject_id=subject_id,
             subject_key=subject_key,
+            person_id=person,
         )
         session.add(row)
         session.flush()
         return row
 
-    def append_many(self, session: Session, entries: Sequence[AuditEntry]) -> list[int]:
-        """`append` for several rows at once: their ids, in the order given (ids grow in that
+    def append_many(
+        self, session: Session, entries: Sequence[AuditEntry], *, person: int
+    ) -> list[int]:
+        """`append` for several rows of one person's at once: their ids, in the order given (ids grow in that
         order too). A chat turn appends up to 1 + top_k rows, and a core INSERT costs a
         fraction of the ORM flush `append` pays per row. The rows are inserted directly, not
         added to the session as objects (nothing here flushes it); on PostgreSQL the same
@@ -159,6 +165,7 @@ class Audit:
                 "payload": self.redact(entry.payload),
                 "subject_id": entry.subject_id,
                 "subject_key": entry.subject_key,
+                "person_id": person,
             }
             for entry in entries
         ]
@@ -198,13 +205,15 @@ def _serialise_appends(session: Session) -> None:
 def list_events(
     session: Session,
     *,
+    person: int,
     event_type: str | None = None,
     after_id: int = 0,
     before_id: int | None = None,
     limit: int = 100,
     newest_first: bool = False,
 ) -> Sequence[AuditLog]:
-    query = select(AuditLog).where(AuditLog.id > after_id)
+    """`person`'s rows (those they acted in) after `after_id`."""
+    query = select(AuditLog).where(AuditLog.id > after_id, AuditLog.person_id == person)
     if event_type:
         query = query.where(AuditLog.event_type == event_type)
     if before_id is not None:
@@ -213,53 +222,81 @@ def list_events(
     return session.scalars(query).all()
 
 
-def event_types(session: Session) -> list[str]:
+def event_types(session: Session, *, person: int) -> list[str]:
     return list(
-        session.scalars(select(AuditLog.event_type).distinct().order_by(AuditLog.event_type))
+        session.scalars(
+            select(AuditLog.event_type)
+            .where(AuditLog.person_id == person)
+            .distinct()
+            .order_by(AuditLog.event_type)
+        )
     )
 
 
-def count_by_subject_key(session: Session, event_type: str) -> dict[str, int]:
-    """Indexed aggregate (event_type, subject_key): e.g. operator edits per fact key."""
+def count_by_subject_key(session: Session, event_type: str, *, person: int) -> dict[str, int]:
+    """Indexed aggregate (event_type, subject_key) of `person`'s rows: e.g. their edits per
+    fact key."""
     rows = session.execute(
         select(AuditLog.subject_key, func.count())
-        .where(AuditLog.event_type == event_type, AuditLog.subject_key.is_not(None))
+        .where(
+            AuditLog.event_type == event_type,
+            AuditLog.subject_key.is_not(None),
+            AuditLog.person_id == person,
+        )
         .group_by(AuditLog.subject_key)
     )
     return {str(key): int(count) for key, count in rows}
 
 
-def get(session: Session, audit_id: int | None) -> AuditLog | None:
-    """One row by id; None when there is none (or `audit_id` is None)."""
-    return session.get(AuditLog, audit_id) if audit_id else None
+def get(session: Session, audit_id: int | None, *, person: int) -> AuditLog | None:
+    """`person`'s row `audit_id`; None when they have none such (another person's row is not
+    found, as none is), or `audit_id` is None."""
+    if not audit_id:
+        return None
+    row = session.get(AuditLog, audit_id)
+    return row if row is not None and row.person_id == person else None
 
 
-def subjects(session: Session, ids: Iterable[int]) -> dict[int, int | None]:
-    """row id → its `subject_id` (a chat row's conversation), for those of `ids` still there."""
+def subjects(session: Session, ids: Iterable[int], *, person: int) -> dict[int, int | None]:
+    """row id → its `subject_id` (a chat row's conversation), for those of `ids` still there
+    and `person`'s."""
     wanted = list(set(ids))
     if not wanted:
         return {}
-    rows = session.execute(select(AuditLog.id, AuditLog.subject_id).where(AuditLog.id.in_(wanted)))
+    rows = session.execute(
+        select(AuditLog.id, AuditLog.subject_id).where(
+            AuditLog.id.in_(wanted), AuditLog.person_id == person
+        )
+    )
     return {int(i): (int(s) if s is not None else None) for i, s in rows}
 
 
-def types_of(session: Session, ids: Iterable[int]) -> dict[int, str]:
-    """row id → its event type, for those of `ids` still there (not swept by retention)."""
+def types_of(session: Session, ids: Iterable[int], *, person: int) -> dict[int, str]:
+    """row id → its event type, for those of `ids` still there (not swept by retention) and
+    `person`'s."""
     wanted = list(set(ids))
     if not wanted:
         return {}
-    rows = session.execute(select(AuditLog.id, AuditLog.event_type).where(AuditLog.id.in_(wanted)))
+    rows = session.execute(
+        select(AuditLog.id, AuditLog.event_type).where(
+            AuditLog.id.in_(wanted), AuditLog.person_id == person
+        )
+    )
     return {int(i): str(t) for i, t in rows}
 
 
 def about(
-    session: Session, subject_id: int, event_types: Sequence[str]
+    session: Session, subject_id: int, event_types: Sequence[str], *, person: int
 ) -> Sequence[Row[int, str, datetime, str | None]]:
-    """(id, event_type, created_at, subject_key) of the rows of `event_types` about row
+    """(id, event_type, created_at, subject_key) of `person`'s rows of `event_types` about row
     `subject_id` (their `subject_id`), oldest first: what came of a chat."""
     return session.execute(
         select(AuditLog.id, AuditLog.event_type, AuditLog.created_at, AuditLog.subject_key)
-        .where(AuditLog.event_type.in_(event_types), AuditLog.subject_id == subject_id)
+        .where(
+            AuditLog.event_type.in_(event_types),
+            AuditLog.subject_id == subject_id,
+            AuditLog.person_id == person,
+        )
         .order_by(AuditLog.id)
     ).all()
 
@@ -268,15 +305,16 @@ def about(
 _RECALLED_SPAN = 200
 
 
-def recalled_in_turn(session: Session, turn_id: int) -> list[dict[str, Any]]:
-    """The payloads of the memory.episode.recalled rows that name turn `turn_id`, read from
-    just after it, in order."""
+def recalled_in_turn(session: Session, turn_id: int, *, person: int) -> list[dict[str, Any]]:
+    """The payloads of `person`'s memory.episode.recalled rows that name turn `turn_id`, read
+    from just after it, in order."""
     found = session.execute(
         select(AuditLog.payload)
         .where(
             AuditLog.event_type == EPISODE_RECALLED,
             AuditLog.id > turn_id,
             AuditLog.id <= turn_id + _RECALLED_SPAN,
+            AuditLog.person_id == person,
         )
         .order_by(AuditLog.id)
     ).scalars()
@@ -299,6 +337,7 @@ def _spellings(text: str) -> set[str]:
 def timeline(
     session: Session,
     *,
+    person: int,
     event_type: str | None = None,
     search: str | None = None,
     before_id: int | None = None,
@@ -308,8 +347,9 @@ def timeline(
     """One page of the log, newest first, keyset-paginated by id both ways (`before_id`: the
     page older than it; `after_id`: the page newer than it), and whether there are rows newer
     and older than the page. `search` matches, case-insensitively, a row's subject key or its
-    payload's JSON text (no index: it scans, newest first, until the page is full)."""
-    matching: list[ColumnElement[bool]] = []
+    payload's JSON text (no index: it scans, newest first, until the page is full). `person`'s
+    rows only: the ones they acted in."""
+    matching: list[ColumnElement[bool]] = [AuditLog.person_id == person]
     if event_type:
         matching.append(AuditLog.event_type == event_type)
     if search and search.strip():

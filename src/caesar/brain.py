@@ -68,6 +68,8 @@ class TurnContext:
     history: list[Message]
     messages: list[Message]
     facts_used: int
+    # whose turn it is (issue #23): their memory is read, their rows are written
+    person: int
     fact_keys: list[str] = field(default_factory=list)  # the facts injected, by key
     recalled: list[RecalledEpisode] = field(default_factory=list)
     recall_error: str | None = None
@@ -141,10 +143,12 @@ class Brain:
         now: datetime | None = None,
         conversation: str | None = None,
         *,
+        person: int,
         wire: list[Message] | None = None,
         tail: list[Message] | None = None,
     ) -> TurnContext:
-        """`conversation`: the client's id for it; with no `history`, the conversation's turns
+        """`person`'s turn: their memory alone is read for it. `conversation`: the client's
+        id for it; with no `history`, the conversation's turns
         so far are the history (a client may name the conversation instead of resending it).
         A client's tool loop: `history` is what was said (recognises the conversation), `wire`
         the same with its tool calls and results, as the model sees it, and `tail` the calls
@@ -154,15 +158,23 @@ class Brain:
         sent = list(history or [])
         if conversation is not None and not sent:
             with self.services.db.read() as session:
-                sent = conversations.transcript_of(session, conversation) or []
+                sent = conversations.transcript_of(session, conversation, person=person) or []
         history = sent[-MAX_HISTORY_TURNS:]
         inject = self.settings.memory.facts_inject
-        memory = facts_for_prompt(self.services.facts, inject, now, sentences=self.small)
+        memory = facts_for_prompt(
+            self.services.facts, inject, now, person=person, sentences=self.small
+        )
         recall = self.settings.memory.episodes_recall
         if recall.enabled and self.services.embedder.enabled:
-            recall_for_prompt(self.services.episodes, recall, message, now, memory)
+            recall_for_prompt(self.services.episodes, recall, message, now, memory, person=person)
         ctx = TurnContext(
-            now, message, history, [], facts_used=memory.facts_used, fact_keys=memory.fact_keys
+            now,
+            message,
+            history,
+            [],
+            facts_used=memory.facts_used,
+            person=person,
+            fact_keys=memory.fact_keys,
         )
         ctx.conversation, ctx.sent_history = conversation, sent
         ctx.tail = list(tail or [])
@@ -192,10 +204,13 @@ class Brain:
         system = "\n\n".join(part for part in (base, operator) if part)
         return system, plain.with_memory(block, message)
 
-    def prepare_background(self, messages: list[Message]) -> TurnContext:
-        """A client's background request (api/background.py): its own messages, no memory."""
+    def prepare_background(self, messages: list[Message], *, person: int) -> TurnContext:
+        """A client's background request (api/background.py): its own messages, no memory;
+        its row is `person`'s."""
         said = [m["content"] for m in messages if m["role"] == "user"]
-        return TurnContext(utcnow(), said[-1] if said else "", [], list(messages), facts_used=0)
+        return TurnContext(
+            utcnow(), said[-1] if said else "", [], list(messages), facts_used=0, person=person
+        )
 
     # -- step 5 -----------------------------------------------------------------------------
     def _record(
@@ -277,14 +292,14 @@ class Brain:
             entry, conversation = row, None
             if kind.conversational:
                 conversation = conversations.resolve(
-                    session, ctx.sent_history, ctx.now, ctx.conversation
+                    session, ctx.sent_history, ctx.now, ctx.conversation, person=ctx.person
                 )
                 key = None
                 if completion is not None:  # what the next turn's history will be
                     reply: Message = {"role": "assistant", "content": completion.text}
                     key = conversations.turns_key([*ctx.sent_history, question, reply])
                 entry = row._replace(subject_id=conversation.id, subject_key=key)
-            [turn_id] = self.services.audit.append_many(session, [entry])
+            [turn_id] = self.services.audit.append_many(session, [entry], person=ctx.person)
             if conversation is not None and completion is not None:
                 conversations.record_turn(session, conversation, turn_id, ctx.now)
             if ctx.recall_error:
@@ -296,6 +311,7 @@ class Brain:
                             {"error": ctx.recall_error, "turn_audit_id": turn_id},
                         )
                     ],
+                    person=ctx.person,
                 )
             # Only an answered turn counts as a recall: a failed one (and a client's automatic
             # retries of it) must not raise an episode's weight (issue #13). Its row still
@@ -303,7 +319,11 @@ class Brain:
             # turn began.
             if ctx.recalled and completion is not None and not ctx.tail:
                 self.services.episodes.record_recalls(
-                    session, ctx.recalled, now=ctx.now, context={"turn_audit_id": turn_id}
+                    session,
+                    ctx.recalled,
+                    now=ctx.now,
+                    context={"turn_audit_id": turn_id},
+                    person=ctx.person,
                 )
             return int(turn_id), (conversation.key if conversation else None)
 
@@ -334,10 +354,14 @@ class Brain:
 
         def write(session: Session) -> int:
             audit.serialise_appends(session)
-            [turn_id] = self.services.audit.append_many(session, [row])
+            [turn_id] = self.services.audit.append_many(session, [row], person=ctx.person)
             if ctx.recalled and not ctx.tail:
                 self.services.episodes.record_recalls(
-                    session, ctx.recalled, now=ctx.now, context={"turn_audit_id": turn_id}
+                    session,
+                    ctx.recalled,
+                    now=ctx.now,
+                    context={"turn_audit_id": turn_id},
+                    person=ctx.person,
                 )
             return int(turn_id)
 
@@ -375,7 +399,7 @@ class Brain:
 
         def write(session: Session) -> int:
             audit.serialise_appends(session)
-            [row_id] = self.services.audit.append_many(session, [entry])
+            [row_id] = self.services.audit.append_many(session, [entry], person=ctx.person)
             return int(row_id)
 
         return self.services.db.write_retrying(write)
@@ -388,10 +412,12 @@ class Brain:
         kind: TurnKind = CHAT,
         generation: Generation | None = None,
         conversation: str | None = None,
+        *,
+        person: int,
     ) -> TurnResult:
-        """`generation`: the caller's (never past the provider's own max_tokens);
-        `conversation`: the client's id for it (see `prepare`)."""
-        ctx = self.prepare(message, history, conversation=conversation)
+        """`person`'s turn. `generation`: the caller's (never past the provider's own
+        max_tokens); `conversation`: the client's id for it (see `prepare`)."""
+        ctx = self.prepare(message, history, conversation=conversation, person=person)
         return self.answer(ctx, kind, generation)
 
     def answer(

@@ -59,9 +59,10 @@ class ExportCounts:
         return {"fact": self.facts, "episode": self.episodes, "audit": self.audit}
 
 
-def _counts(session: Session) -> ExportCounts:
+def _counts(session: Session, person: int) -> ExportCounts:
     def count(model: Any) -> int:
-        return int(session.scalar(select(func.count()).select_from(model)) or 0)
+        mine = select(func.count()).select_from(model).where(model.person_id == person)
+        return int(session.scalar(mine) or 0)
 
     return ExportCounts(facts=count(Fact), episodes=count(EpisodeSummary), audit=count(AuditLog))
 
@@ -121,11 +122,14 @@ def audit_record(a: AuditLog) -> dict[str, Any]:
     }
 
 
-def _facts(session: Session) -> Iterator[dict[str, Any]]:
+def _facts(session: Session, person: int) -> Iterator[dict[str, Any]]:
     last = 0
     while True:
         batch = session.scalars(
-            select(Fact).where(Fact.id > last).order_by(Fact.id).limit(BATCH)
+            select(Fact)
+            .where(Fact.id > last, Fact.person_id == person)
+            .order_by(Fact.id)
+            .limit(BATCH)
         ).all()
         if not batch:
             return
@@ -135,14 +139,14 @@ def _facts(session: Session) -> Iterator[dict[str, Any]]:
         session.expunge_all()
 
 
-def _episodes(session: Session, with_embeddings: bool) -> Iterator[dict[str, Any]]:
+def _episodes(session: Session, with_embeddings: bool, person: int) -> Iterator[dict[str, Any]]:
     # Without embeddings the (large) vector columns are never even read.
     columns = (*_EPISODE_COLUMNS, EpisodeSummary.embedding) if with_embeddings else _EPISODE_COLUMNS
     last = 0
     while True:
         batch = session.execute(
             select(*columns)
-            .where(EpisodeSummary.id > last)
+            .where(EpisodeSummary.id > last, EpisodeSummary.person_id == person)
             .order_by(EpisodeSummary.id)
             .limit(BATCH)
         ).all()
@@ -153,11 +157,14 @@ def _episodes(session: Session, with_embeddings: bool) -> Iterator[dict[str, Any
         last = batch[-1].id
 
 
-def _audit(session: Session) -> Iterator[dict[str, Any]]:
+def _audit(session: Session, person: int) -> Iterator[dict[str, Any]]:
     last = 0
     while True:
         batch = session.scalars(
-            select(AuditLog).where(AuditLog.id > last).order_by(AuditLog.id).limit(BATCH)
+            select(AuditLog)
+            .where(AuditLog.id > last, AuditLog.person_id == person)
+            .order_by(AuditLog.id)
+            .limit(BATCH)
         ).all()
         if not batch:
             return
@@ -168,11 +175,13 @@ def _audit(session: Session) -> Iterator[dict[str, Any]]:
 
 
 class Export:
-    """`with Export(db) as export:` opens the snapshot; `export.counts` is known before the
-    first record is read (for a progress bar); `export.records()` streams them."""
+    """`with Export(db, person=…) as export:` opens the snapshot of `person`'s memory (their
+    facts, episodes and audit rows; nobody else's); `export.counts` is known before the first
+    record is read (for a progress bar); `export.records()` streams them."""
 
-    def __init__(self, db: Database, *, with_embeddings: bool = False) -> None:
+    def __init__(self, db: Database, *, person: int, with_embeddings: bool = False) -> None:
         self.db = db
+        self.person = person
         self.with_embeddings = with_embeddings
         self._stack = ExitStack()
         self._session: Session | None = None
@@ -183,7 +192,7 @@ class Export:
         if not self.db.is_sqlite:
             # One snapshot for every statement of the export (SQLite's read transaction is one already).
             self._session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-        self.counts = _counts(self._session)
+        self.counts = _counts(self._session, self.person)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -204,9 +213,9 @@ class Export:
         if self._session is None:
             raise RuntimeError("use `with Export(db) as export:` before reading records")
         yield self.header()
-        yield from _facts(self._session)
-        yield from _episodes(self._session, self.with_embeddings)
-        yield from _audit(self._session)
+        yield from _facts(self._session, self.person)
+        yield from _episodes(self._session, self.with_embeddings, self.person)
+        yield from _audit(self._session, self.person)
 
 
 def write_jsonl(
@@ -233,6 +242,7 @@ def export_to_path(
     db: Database,
     path: Path,
     *,
+    person: int,
     with_embeddings: bool = False,
     on_start: Callable[[ExportCounts], None] | None = None,
     on_record: Callable[[str], None] | None = None,
@@ -242,7 +252,7 @@ def export_to_path(
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
         with (
-            Export(db, with_embeddings=with_embeddings) as export,
+            Export(db, person=person, with_embeddings=with_embeddings) as export,
             tmp.open("w", encoding="utf-8") as out,
         ):
             if on_start:

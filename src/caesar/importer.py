@@ -160,10 +160,12 @@ def import_lines(
     services: Any,
     lines: Iterable[tuple[int, str | UnicodeDecodeError]],
     *,
+    person: int,
     batch_size: int = BATCH_SIZE,
     on_progress: ProgressFn | None = None,
 ) -> ImportReport:
-    """Import numbered JSONL lines; blank lines are ignored. `on_progress(n)` after each line."""
+    """Import numbered JSONL lines into `person`'s memory; blank lines are ignored.
+    `on_progress(n)` after each line."""
     report = ImportReport()
     retention = services.settings.retention
     ttl_cutoff = (
@@ -174,7 +176,7 @@ def import_lines(
     batch: list[tuple[ImportedConversation, str]] = []
 
     def flush() -> None:
-        _write_batch(services, batch, report, ttl_cutoff)
+        _write_batch(services, batch, report, ttl_cutoff, person)
         batch.clear()
 
     for number, text in lines:
@@ -203,13 +205,16 @@ def _write_batch(
     batch: list[tuple[ImportedConversation, str]],
     report: ImportReport,
     ttl_cutoff: datetime | None,
+    person: int,
 ) -> None:
     digests = list({digest for _, digest in batch})
     with services.db.write() as session:
         existing: dict[str, int] = dict(
             session.execute(
                 select(AuditLog.subject_key, AuditLog.id).where(
-                    AuditLog.event_type == audit.CHAT_COMPLETED, AuditLog.subject_key.in_(digests)
+                    AuditLog.event_type == audit.CHAT_COMPLETED,
+                    AuditLog.subject_key.in_(digests),
+                    AuditLog.person_id == person,  # another person's copy is theirs
                 )
             ).all()
         )
@@ -224,6 +229,7 @@ def _write_batch(
                 chat_payload(conversation, digest),
                 conversation.created_at,
                 subject_key=digest,
+                person=person,
             )
             existing[digest] = row_id
             report.imported += 1
@@ -236,12 +242,15 @@ def import_file(
     services: Any,
     path: Path,
     *,
+    person: int,
     batch_size: int = BATCH_SIZE,
     on_progress: ProgressFn | None = None,
 ) -> ImportReport:
     if not path.is_file():
         raise InputError(f"{path} is not a file")
-    return import_lines(services, _lines(path), batch_size=batch_size, on_progress=on_progress)
+    return import_lines(
+        services, _lines(path), person=person, batch_size=batch_size, on_progress=on_progress
+    )
 
 
 def _json_default(value: Any) -> Any:
@@ -251,7 +260,11 @@ def _json_default(value: Any) -> Any:
 
 
 def import_conversations(
-    services: Any, conversations: Iterable[dict[str, Any]], *, batch_size: int = BATCH_SIZE
+    services: Any,
+    conversations: Iterable[dict[str, Any]],
+    *,
+    person: int,
+    batch_size: int = BATCH_SIZE,
 ) -> ImportReport:
     """For benchmarks and scripts: the same import from already-parsed objects (index+1 is the
     "line" number in errors)."""
@@ -259,4 +272,4 @@ def import_conversations(
         (i, json.dumps(c, ensure_ascii=False, default=_json_default))
         for i, c in enumerate(conversations, start=1)
     )
-    return import_lines(services, numbered, batch_size=batch_size)
+    return import_lines(services, numbered, person=person, batch_size=batch_size)

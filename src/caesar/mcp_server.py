@@ -75,9 +75,10 @@ Value = Annotated[str, Field(min_length=1, max_length=MAX_VALUE)]
 class _Calls:
     """The audit of tool calls, and the translation of caesar's errors into tool errors."""
 
-    def __init__(self, services: Any, transport: str) -> None:
+    def __init__(self, services: Any, transport: str, person: int) -> None:
         self.services = services
         self.transport = transport
+        self.person = person
 
     @contextmanager
     def __call__(self, tool: str, arguments: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -101,30 +102,30 @@ class _Calls:
             try:
                 with self.services.db.write() as session:
                     self.services.audit.append(
-                        session, audit.MCP_TOOL_CALLED, row, subject_key=tool
+                        session, audit.MCP_TOOL_CALLED, row, subject_key=tool, person=self.person
                     )
             except Exception:  # noqa: BLE001 - the call's own outcome stands; the log says it
                 log.exception("mcp: could not audit a call of %s", tool)
 
 
-def _conversation_ids(services: Any, audit_ids: list[int]) -> dict[int, int | None]:
+def _conversation_ids(services: Any, audit_ids: list[int], person: int) -> dict[int, int | None]:
     """chat row id → its conversation."""
     with services.db.read() as session:
-        return audit.subjects(session, audit_ids)
+        return audit.subjects(session, audit_ids, person=person)
 
 
-def _episodes_json(services: Any, found: list[Any]) -> list[dict[str, Any]]:
-    owners = _conversation_ids(services, [e.audit_log_id for e in found])
+def _episodes_json(services: Any, found: list[Any], person: int) -> list[dict[str, Any]]:
+    owners = _conversation_ids(services, [e.audit_log_id for e in found], person)
     return [{**e.as_json(), "conversation_id": owners.get(e.audit_log_id)} for e in found]
 
 
-def build(services: Any, *, transport: str) -> MCPServer:
-    """The MCP server over `services`; `transport` ("stdio" or "http") is what its audit rows
-    say."""
+def build(services: Any, *, transport: str, person: int) -> MCPServer:
+    """The MCP server over `services`, for `person` (every tool and resource reads and writes
+    their memory alone); `transport` ("stdio" or "http") is what its audit rows say."""
     server: MCPServer = MCPServer(
         name="caesar", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
-    calls = _Calls(services, transport)
+    calls = _Calls(services, transport, person)
     recall_settings = services.settings.memory.episodes_recall
 
     @server.tool(annotations=READ_ONLY)
@@ -139,14 +140,16 @@ def build(services: Any, *, transport: str) -> MCPServer:
         with calls("recall", {"text": text, "top_k": top_k}) as touched:
             now = utcnow()
             overrides = {"top_k": top_k} if top_k else {}
-            found = preview(services.episodes, recall_settings, text, now, **overrides)
+            found = preview(
+                services.episodes, recall_settings, text, now, person=person, **overrides
+            )
             inject = services.settings.memory.facts_inject
-            facts = facts_for_prompt(services.facts, inject, now).facts
+            facts = facts_for_prompt(services.facts, inject, now, person=person).facts
             touched.update(episodes=[e.episode_id for e in found], facts=len(facts))
             asked = services.episodes.read(text, now)
             episodes = [
                 {**data, "in_span": asked.time.contains(e.created_at)}
-                for e, data in zip(found, _episodes_json(services, found), strict=True)
+                for e, data in zip(found, _episodes_json(services, found, person), strict=True)
             ]
             return {
                 "facts": [{"key": f.key, "value": f.value} for f in facts],
@@ -165,12 +168,13 @@ def build(services: Any, *, transport: str) -> MCPServer:
                 recall_settings,
                 query,
                 utcnow(),
+                person=person,
                 top_k=top_k,
                 similarity_threshold=None,
                 max_age_days=None,
             )
             touched["episodes"] = [e.episode_id for e in found]
-            return {"conversations": _episodes_json(services, found)}
+            return {"conversations": _episodes_json(services, found, person)}
 
     @server.tool(annotations=ADDS)
     def remember(
@@ -185,7 +189,7 @@ def build(services: Any, *, transport: str) -> MCPServer:
         certain, and stronger than anything extracted from chats."""
         with calls("remember", {"text": text, "key": key}) as touched:
             name = key if key is not None else _note_key(text)
-            fact, audit_id = services.facts.set_by_operator(name, text)
+            fact, audit_id = services.facts.set_by_operator(name, text, person=person)
             # a note's key holds its first words: the audit id says which, not the words
             touched.update(audit_id=audit_id, note=key is None)
             return {"key": fact.key, "value": fact.value, "audit_id": audit_id}
@@ -195,7 +199,7 @@ def build(services: Any, *, transport: str) -> MCPServer:
         """Every fact caesar knows about the user, most important first, with its importance,
         confidence and when it was last said. Read-only."""
         with calls("list_facts", {}) as touched:
-            facts = [f.as_json() for f in services.facts.list_all()]
+            facts = [f.as_json() for f in services.facts.list_all(person=person)]
             touched["facts"] = len(facts)
             return {"facts": facts}
 
@@ -204,7 +208,7 @@ def build(services: Any, *, transport: str) -> MCPServer:
         """Create or correct one fact about the user (key = snake_case attribute, value =
         short). The old value is kept in the fact's history, never injected again."""
         with calls("set_fact", {"key": key, "value": value}) as touched:
-            fact, audit_id = services.facts.set_by_operator(key, value)
+            fact, audit_id = services.facts.set_by_operator(key, value, person=person)
             # a note's key holds its first words: the audit id says which, not the words
             touched.update(audit_id=audit_id, note=key is None)
             return {"key": fact.key, "value": fact.value, "audit_id": audit_id}
@@ -214,7 +218,9 @@ def build(services: Any, *, transport: str) -> MCPServer:
         """Delete a fact. The conversations it was learned from still say it, so recall can
         bring it back: they are listed, and `forget_sources=true` forgets them too."""
         with calls("delete_fact", {"key": key, "forget_sources": forget_sources}) as touched:
-            out = forgetting.delete_fact(services, key, forget_sources=forget_sources)
+            out = forgetting.delete_fact(
+                services, key, person=person, forget_sources=forget_sources
+            )
             touched.update(
                 key=out["deleted"], audit_id=out["audit_id"], learned_from=out["learned_from"]
             )
@@ -231,7 +237,7 @@ def build(services: Any, *, transport: str) -> MCPServer:
         turns, summary and how it opened. Read-only."""
         with calls("list_conversations", {"matching": matching, "limit": limit}) as touched:
             with services.db.read() as session:
-                listed = forgetting.listed(session, matching=matching, limit=limit)
+                listed = forgetting.listed(session, matching=matching, limit=limit, person=person)
             touched["conversations"] = len(listed)
             return {"conversations": [c.as_json() for c in listed]}
 
@@ -242,7 +248,8 @@ def build(services: Any, *, transport: str) -> MCPServer:
         """Forget one past conversation for good: its messages, its summary, the facts learned
         from it and every index entry. Irreversible; one audit row records ids and counts."""
         with calls("forget_conversation", {"conversation_id": conversation_id}) as touched:
-            result = forget(services, ForgetRequest(conversation_ids=[conversation_id]))
+            request = ForgetRequest(conversation_ids=[conversation_id], person=person)
+            result = forget(services, request)
             touched.update(conversation_id=conversation_id, audit_id=result.audit_id)
             return result.as_json()
 
@@ -272,12 +279,14 @@ def build(services: Any, *, transport: str) -> MCPServer:
                 raise ToolError(f"a message is over {MAX_MESSAGE:,} characters")
             when = to_naive_utc(happened_at) if happened_at else utcnow()
             report = import_conversations(
-                services, [{"created_at": when.isoformat() + "Z", "messages": messages}]
+                services,
+                [{"created_at": when.isoformat() + "Z", "messages": messages}],
+                person=person,
             )
             if report.errors:
                 raise ToolError(f"not saved: {report.errors[0].error}")
             [audit_id] = report.audit_ids
-            owner = _conversation_ids(services, [audit_id]).get(audit_id)
+            owner = _conversation_ids(services, [audit_id], person).get(audit_id)
             touched.update(
                 audit_id=audit_id, conversation_id=owner, duplicate=report.duplicates > 0
             )
@@ -291,13 +300,14 @@ def build(services: Any, *, transport: str) -> MCPServer:
     def facts_resource() -> str:
         """The facts block exactly as caesar injects it into its system prompt now."""
         inject = services.settings.memory.facts_inject
-        return facts_for_prompt(services.facts, inject, utcnow()).facts_text or "(no facts yet)"
+        text = facts_for_prompt(services.facts, inject, utcnow(), person=person).facts_text
+        return text or "(no facts yet)"
 
     @server.resource(EPISODES_URI, name="recent episodes", mime_type="application/json")
     def episodes_resource() -> str:
         """The 20 most recent past conversations: id, dates, turns, summary."""
         with services.db.read() as session:
-            listed = conversations.recent(session, None, 20)
+            listed = conversations.recent(session, None, 20, person=person)
         return json.dumps([c.as_json() for c in listed], ensure_ascii=False)
 
     return server

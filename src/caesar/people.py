@@ -125,6 +125,18 @@ def by_token(session: Session, token: str, api_token: str | None) -> Person | No
     return found if hmac.compare_digest(found.token_hash, digest) else None
 
 
+def session_stamp(session: Session, person_id: int) -> str | None:
+    """What a dashboard session of `person_id` is bound to: None once they are removed, and a
+    new value once their token is rotated, so either ends their sessions. The owner's is
+    constant: their token is `api_token`, whose change changes the session key itself."""
+    person = session.get(Person, person_id)
+    if person is None:
+        return None
+    if person.is_owner:
+        return "owner"
+    return hashlib.sha256(f"session:{person.token_hash}".encode()).hexdigest()[:16]
+
+
 def _refuse_taken(session: Session, name: str) -> None:
     if session.scalar(select(Person.id).where(Person.name == name)) is not None:
         raise InputError(f"there is already a person named {name!r}")
@@ -185,9 +197,9 @@ def rotate(session: Session, audit_log: audit.Audit, name: str) -> tuple[Person,
 
 
 def remove(session: Session, audit_log: audit.Audit, name: str) -> Listed:
-    """Remove `name` and their token. Their memory is not theirs yet (every row is still the
-    one memory), so nothing else goes; forgetting it with them arrives with the person
-    parameter. The owner cannot be removed."""
+    """Remove `name` and their token. Someone who has memory (a chat, a fact) is refused for
+    now: forgetting it with them is not built yet (docs/people.md, "Not yet"). The owner
+    cannot be removed."""
     audit.serialise_appends(session)
     person = named(session, name)
     if person.is_owner:
@@ -197,7 +209,14 @@ def remove(session: Session, audit_log: audit.Audit, name: str) -> Listed:
     gone = Listed(person.id, person.name, False, person.created_at, person.token_hash is not None)
     _record(session, audit_log, audit.PERSON_REMOVED, person, {"name": person.name})
     session.delete(person)
-    session.flush()
+    try:
+        with session.begin_nested():
+            session.flush()
+    except IntegrityError:
+        raise InputError(
+            f"{person.name!r} has memory of their own (chats, facts): removing a person "
+            "with their memory is not built yet"
+        ) from None
     return gone
 
 
@@ -208,10 +227,12 @@ def _record(
     person: Person,
     payload: dict[str, Any],
 ) -> None:
+    # The owner manages people: the owner acted, whoever the row is about.
     audit_log.append(
         session,
         event_type,
         {"person_id": person.id, **payload},
         subject_id=person.id,
         subject_key=person.name,
+        person=owner(session).id,
     )

@@ -64,22 +64,30 @@ def next_run(spec: ProactiveSettings, last_run: datetime | None, since: datetime
     return croniter(spec.cron, base).get_next(datetime)  # type: ignore[no-any-return]
 
 
-def last_runs(session: Session, names: Iterable[str]) -> dict[str, datetime]:
+def last_runs(session: Session, names: Iterable[str], *, person: int) -> dict[str, datetime]:
+    """When each of `names` last ran as `person`."""
     rows = session.execute(
         select(AuditLog.subject_key, func.max(AuditLog.created_at))
-        .where(AuditLog.event_type.in_(RUN_EVENTS), AuditLog.subject_key.in_(list(names)))
+        .where(
+            AuditLog.event_type.in_(RUN_EVENTS),
+            AuditLog.subject_key.in_(list(names)),
+            AuditLog.person_id == person,
+        )
         .group_by(AuditLog.subject_key)
     ).all()
     return {str(key): value for key, value in rows}
 
 
-def run_proactive(services: Any, name: str, brain: Brain | None = None) -> TurnResult:
-    """Run `name` now. Every attempt leaves an audit row: the brain records provider failures
-    as `proactive.failed`; anything else that stops the turn is recorded here, then raised."""
+def run_proactive(
+    services: Any, name: str, brain: Brain | None = None, *, person: int
+) -> TurnResult:
+    """Run `name` now, as `person` (their memory, their rows). Every attempt leaves an audit
+    row: the brain records provider failures as `proactive.failed`; anything else that stops
+    the turn is recorded here, then raised."""
     spec = find(services.settings, name)
     brain = brain or Brain(services)
     try:
-        return brain.turn(spec.prompt, kind=proactive_kind(name))
+        return brain.turn(spec.prompt, kind=proactive_kind(name), person=person)
     except ProviderError:
         raise
     except CaesarError as exc:
@@ -89,6 +97,7 @@ def run_proactive(services: Any, name: str, brain: Brain | None = None) -> TurnR
                 audit.PROACTIVE_FAILED,
                 {"proactive": name, "error": str(exc)[:1000], "error_type": type(exc).__name__},
                 subject_key=name,
+                person=person,
             )
         raise
 
@@ -119,9 +128,11 @@ class ProactiveScheduler(Worker):
     def schedule(
         self, now: datetime | None = None
     ) -> list[tuple[ProactiveSettings, datetime | None, datetime]]:
-        """(spec, last run, next due) for every configured run."""
+        """(spec, last run, next due) for every configured run (the owner's: the runs are the
+        server's settings, which the owner keeps)."""
+        owner = self.services.owner_id()
         with self.db.read() as session:
-            last = last_runs(session, [s.name for s in self.specs])
+            last = last_runs(session, [s.name for s in self.specs], person=owner)
         return [
             (s, last.get(s.name), next_run(s, last.get(s.name), self.started_at))
             for s in self.specs
@@ -132,7 +143,8 @@ class ProactiveScheduler(Worker):
             if not self.db.is_sqlite:
                 key = zlib.crc32(f"caesar.proactive:{spec.name}".encode())
                 session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
-            last = last_runs(session, [spec.name]).get(spec.name)
+            owner = self.services.owner_id()
+            last = last_runs(session, [spec.name], person=owner).get(spec.name)
             if next_run(spec, last, self.started_at) > now:
                 return False  # another process ran it since we looked
             self.services.audit.append(
@@ -141,6 +153,7 @@ class ProactiveScheduler(Worker):
                 {"proactive": spec.name},
                 subject_key=spec.name,
                 created_at=now,
+                person=owner,
             )
             return True
 
@@ -152,7 +165,9 @@ class ProactiveScheduler(Worker):
                 continue
             self._brain = self._brain or Brain(self.services)
             try:
-                run_proactive(self.services, spec.name, self._brain)
+                run_proactive(
+                    self.services, spec.name, self._brain, person=self.services.owner_id()
+                )
             except CaesarError as exc:  # audited by run_proactive / the brain; next slot retries
                 log.warning("proactive %s failed: %s", spec.name, exc)
             ran += 1

@@ -130,6 +130,7 @@ class RetentionWorker(Worker):
                     "cutoff": cutoff.isoformat(),
                     "ttl_days": self.services.settings.retention.ttl_days,
                 },
+                person=self.services.owner_id(),  # the server's own sweep, for everyone
             )
         # This process's indexes drop them now; other processes find them missing on search.
         self.services.episodes.forget(episode_ids)

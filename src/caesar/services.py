@@ -68,6 +68,27 @@ class Services:
         services.workers = {w.name: w for w in _all_workers(services)}
         return services
 
+    def owner_id(self) -> int:
+        """The owner's person id (issue #23): who the server's own rows, the `api_token`
+        and, by default, the CLI act as. Read once: nothing changes or removes the owner."""
+        cached = self.__dict__.get("_owner_id")
+        if cached is None:
+            from caesar import people
+
+            with self.db.read() as session:
+                cached = self.__dict__["_owner_id"] = people.owner(session).id
+        return int(cached)
+
+    def person_id(self, name: str | None) -> int:
+        """The id of the person called `name`; the owner's for None. NotFound names who
+        there is."""
+        if name is None:
+            return self.owner_id()
+        from caesar import people
+
+        with self.db.read() as session:
+            return people.named(session, name).id
+
     def enabled_workers(self) -> list[Worker]:
         return [w for w in self.workers.values() if w.enabled]
 

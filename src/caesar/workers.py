@@ -184,6 +184,7 @@ def _audit_crash(worker: Worker, exc: BaseException) -> None:
                     "error": f"{type(exc).__name__}: {exc}"[:2000],
                     "traceback": traceback.format_exc()[-4000:],
                 },
+                person=services.owner_id(),  # the server's own row
             )
     except Exception:  # the database itself may be what failed; the log line remains
         log.exception("%s: could not audit the crash", worker.name)

@@ -79,10 +79,10 @@ def create_app(
     if settings.mcp.enabled:
         from caesar.api.mcp_http import Mount
 
-        def build_mcp() -> Any:
+        def build_mcp(person: int) -> Any:
             from caesar.mcp_server import build
 
-            return build(services, transport="http")
+            return build(services, transport="http", person=person)
 
         mcp = Mount(build_mcp, settings)
 

@@ -150,7 +150,14 @@ def audit_lockout(services: Services, address: str, locked: AuthLocked, via: str
     payload = lockout_payload(address, locked, via)
     try:
         with services.db.write() as session:
-            services.audit.append(session, audit.AUTH_LIMITED, payload, subject_key=address)
+            # the server's own row: the guesser is nobody's person
+            services.audit.append(
+                session,
+                audit.AUTH_LIMITED,
+                payload,
+                subject_key=address,
+                person=services.owner_id(),
+            )
     except SQLAlchemyError:
         log.exception("could not write the auth.limited audit row for %s", payload)
     log.warning("locked out %s after %d wrong API tokens (%s)", address, locked.failures, via)

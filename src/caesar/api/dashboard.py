@@ -19,11 +19,12 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, Response
 
+from caesar import people
 from caesar.api import dashboard_audit, dashboard_chat, dashboard_episodes, dashboard_facts
 from caesar.api.auth_limit import AuthLocked, client_address, limiter_of
 from caesar.api.dashboard_render import HERE, HtmlErrors, page, redirect, set_session
 from caesar.api.dashboard_session import COOKIE_PATH, FormViewerDep, codec_for
-from caesar.api.deps import SESSION_COOKIE, ServicesDep, check_token
+from caesar.api.deps import SESSION_COOKIE, ServicesDep, check_person
 from caesar.errors import NotFound
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=HtmlErrors)
@@ -97,12 +98,14 @@ def login(
     if services.settings.api_token is None:
         return redirect(_safe_next(next))
     try:
-        ok = check_token(request, token, via="dashboard login")
+        person = check_person(request, token, via="dashboard login")
     except AuthLocked as locked:
         return _locked_out(request, next, locked)
-    if not ok:
+    if person is None:
         return _login_page(request, next, "That is not the API token.", 401)
-    _sid, cookie = codec_for(request).issue()
+    with services.db.read() as session:
+        stamp = people.session_stamp(session, person)
+    _sid, cookie = codec_for(request).issue(person, stamp)
     response = redirect(_safe_next(next))
     set_session(response, request, cookie)
     return response

@@ -86,10 +86,12 @@ def references(row: AuditLog) -> list[tuple[str, int]]:
     return unique
 
 
-def _resolve(session: Any, rows: list[AuditLog]) -> dict[int, list[dict[str, Any]]]:
-    """Each row's references with the event type they point at (None: swept by retention)."""
+def _resolve(session: Any, rows: list[AuditLog], person: int) -> dict[int, list[dict[str, Any]]]:
+    """Each row's references with the event type they point at (None: swept by retention, or
+    not `person`'s)."""
     refs = {row.id: references(row) for row in rows}
-    types = audit.types_of(session, (target for pairs in refs.values() for _l, target in pairs))
+    targets = (target for pairs in refs.values() for _l, target in pairs)
+    types = audit.types_of(session, targets, person=person)
     return {
         row_id: [
             {"label": label, "id": target, "event_type": types.get(target)}
@@ -116,14 +118,15 @@ def audit_page(
     with services.db.read() as session:
         rows, has_newer, has_older = audit.timeline(
             session,
+            person=viewer.person,
             event_type=event_type,
             search=q,
             before_id=before_id,
             after_id=after_id,
             limit=limit,
         )
-        refs = _resolve(session, rows)
-        types = audit.event_types(session)
+        refs = _resolve(session, rows, viewer.person)
+        types = audit.event_types(session, person=viewer.person)
     size = limit if limit != PAGE_SIZE else None
     here = "/dashboard/audit"
     context = {
@@ -154,11 +157,11 @@ def audit_row(
     audit_id: Annotated[int, FastAPIPath(ge=1, le=MAX_ID)],
 ) -> Response:
     with services.db.read() as session:
-        row = audit.get(session, audit_id)
+        row = audit.get(session, audit_id, person=viewer.person)
         if row is None:
             raise NotFound(f"no audit row #{audit_id} (it may have been swept by retention)")
-        refs = _resolve(session, [row])[row.id]
-        derived = audit.about(session, audit_id, _DERIVED)
+        refs = _resolve(session, [row], viewer.person)[row.id]
+        derived = audit.about(session, audit_id, _DERIVED, person=viewer.person)
         remembered = read_turn_memory(session, row)
     payload = row.payload if isinstance(row.payload, dict) else {}
     context = {

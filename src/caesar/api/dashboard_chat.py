@@ -97,17 +97,18 @@ def _chat_page(
     saved: str | None,
     forgot: int | None,
 ) -> Response:
+    person = viewer.person
     with services.db.read() as session:
-        listed = conversations.recent(session, limit=LISTED)
+        listed = conversations.recent(session, limit=LISTED, person=person)
         current = None
         turns: list[dict[str, Any]] = []
         if conversation_id is not None:
-            found = conversations.recent(session, [conversation_id], 1)
+            found = conversations.recent(session, [conversation_id], 1, person=person)
             if not found:
                 raise NotFound(f"no conversation #{conversation_id} (it may have been forgotten)")
             current = found[0]
-            turns = _turns(session, conversation_id)
-        forgotten = forgotten_row(session, forgot)
+            turns = _turns(session, conversation_id, person)
+        forgotten = forgotten_row(session, forgot, person)
     context = {
         "conversations": listed,
         "conversation": current,
@@ -123,12 +124,12 @@ def _chat_page(
     return page(request, viewer, "chat.html", context, headers=SCRIPTED_HEADERS)
 
 
-def _turns(session: Session, conversation_id: int) -> list[dict[str, Any]]:
+def _turns(session: Session, conversation_id: int, person: int) -> list[dict[str, Any]]:
     """The conversation's turns (its latest row holds them all), each reply with the memory
     panel of the row that answered it. A reply with no row of its own (an imported
     conversation's, or one shared with the conversation it forked from) has none, nor has one
     whose row kept no record of its prompt's memory (an import's)."""
-    rows = conversations.turn_rows(session, conversation_id)
+    rows = conversations.turn_rows(session, conversation_id, person=person)
     # where each row's reply sits in the transcript: after the turns it was sent
     answered = {len(conversation_turns(r.payload)) - 1: r for r in rows}
     transcript = conversation_turns(rows[-1].payload) if rows else []
@@ -148,7 +149,7 @@ def _panel(session: Session, row: AuditLog) -> dict[str, Any]:
     chats = [
         p["audit_log_id"] for p in remembered.recalled if isinstance(p.get("audit_log_id"), int)
     ]
-    conversation_of = audit.subjects(session, chats)
+    conversation_of = audit.subjects(session, chats, person=row.person_id)
     memory = remembered.memory or {}
     named = memory.get("episodes_recalled")
     recalled = [
@@ -178,7 +179,7 @@ def turn_memory(
     """The panel of one answered turn, alone: what the chat page's script puts beside a reply
     it has just streamed."""
     with services.db.read() as session:
-        row = audit.get(session, audit_id)
+        row = audit.get(session, audit_id, person=viewer.person)
         if row is None or row.event_type != audit.CHAT_COMPLETED:
             raise NotFound(f"no answered chat turn #{audit_id}")
         panel = _panel(session, row)
@@ -205,30 +206,30 @@ def send(
     key: str | None = uuid.uuid4().hex  # a new conversation, named before its first turn
     if conversation_id is not None:
         with services.db.read() as session:
-            key = conversations.key_of(session, conversation_id)
+            key = conversations.key_of(session, conversation_id, person=viewer.person)
         if key is None:
             raise NotFound(f"no conversation #{conversation_id} (it may have been forgotten)")
     # Named, and no history sent: the conversation's own turns are the history.
-    ctx = brain.prepare(message, conversation=key)
+    ctx = brain.prepare(message, conversation=key, person=viewer.person)
     if "text/event-stream" not in request.headers.get("accept", ""):
         result = brain.answer(ctx)  # a form sent without the script: the page, reloaded
-        return redirect(chat_url(_conversation_of(services, result.audit_id)))
+        return redirect(chat_url(_conversation_of(services, result.audit_id, viewer.person)))
     return StreamingResponse(
         _events(brain, services, ctx), media_type="text/event-stream", headers=SECURITY_HEADERS
     )
 
 
-def _conversation_of(services: Services, audit_id: int) -> int | None:
+def _conversation_of(services: Services, audit_id: int, person: int) -> int | None:
     with services.db.read() as session:
-        row = audit.get(session, audit_id)
+        row = audit.get(session, audit_id, person=person)
         return row.subject_id if row is not None else None
 
 
-def _conversation_named(services: Services, key: str | None) -> int | None:
+def _conversation_named(services: Services, key: str | None, person: int) -> int | None:
     if key is None:
         return None
     with services.db.read() as session:
-        return conversations.id_of(session, key)
+        return conversations.id_of(session, key, person=person)
 
 
 def _event(kind: str, **data: Any) -> str:
@@ -247,7 +248,7 @@ def _events(brain: Brain, services: Services, ctx: TurnContext) -> Iterator[str]
             finish = chunk.finish_reason or finish
     except CaesarError as exc:
         log.warning("dashboard chat stream failed: %s", exc)
-        failed_in = _conversation_named(services, ctx.conversation)
+        failed_in = _conversation_named(services, ctx.conversation, ctx.person)
         yield _event(
             "error",
             message=f"The model did not answer: {exc}",
@@ -260,7 +261,7 @@ def _events(brain: Brain, services: Services, ctx: TurnContext) -> Iterator[str]
         yield _event("error", message="Internal error; see the server log.")
         return
     assert ctx.audit_id is not None  # set by Brain.stream once the turn is recorded
-    conversation_id = _conversation_of(services, ctx.audit_id)
+    conversation_id = _conversation_of(services, ctx.audit_id, ctx.person)
     yield _event(
         "done",
         audit_id=ctx.audit_id,

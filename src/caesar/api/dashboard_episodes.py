@@ -40,10 +40,10 @@ if TYPE_CHECKING:
 router = APIRouter(route_class=HtmlErrors)
 
 
-def forgotten_row(session: Session, audit_id: int | None) -> AuditLog | None:
+def forgotten_row(session: Session, audit_id: int | None, person: int) -> AuditLog | None:
     """The memory.forgotten row a page was sent back with (`?forgot=`), to say what went; None
-    for any other row, so a tampered id says nothing."""
-    row = audit.get(session, audit_id)
+    for any other row (another person's too), so a tampered id says nothing."""
+    row = audit.get(session, audit_id, person=person)
     return row if row is not None and row.event_type == audit.MEMORY_FORGOTTEN else None
 
 
@@ -66,8 +66,9 @@ def episodes_page(
             before=Cursor.decode(before) if before else None,
             after=Cursor.decode(after) if after else None,
             limit=limit,
+            person=viewer.person,
         )
-        forgotten = forgotten_row(session, forgot)
+        forgotten = forgotten_row(session, forgot, viewer.person)
     size = limit if limit != PAGE_SIZE else None
     here = "/dashboard/episodes"
     context = {
@@ -93,6 +94,7 @@ def forget_form(
     """Forget one conversation for good (memory/forget.py), then back to the list (or the chat
     page it was sent from), which says what went. One that is not there (forgotten already) is
     a 404 page."""
-    result = forget(services, ForgetRequest(conversation_ids=[conversation_id]))
+    request = ForgetRequest(conversation_ids=[conversation_id], person=viewer.person)
+    result = forget(services, request)
     where = back_to(back, "/dashboard/episodes")
     return redirect(url(where, q=q.strip(), forgot=result.audit_id))

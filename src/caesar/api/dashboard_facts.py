@@ -67,9 +67,9 @@ def parse_ids(text: str, field: str) -> list[int]:
     return sorted(ids)
 
 
-def _still_there(session: Session, ids: list[int]) -> list[int]:
-    """Those of `ids` not yet forgotten (or swept by retention)."""
-    return existing_conversations(session, ids) if ids else []
+def _still_there(session: Session, ids: list[int], person: int) -> list[int]:
+    """Those of `ids` of `person`'s not yet forgotten (or swept by retention)."""
+    return existing_conversations(session, ids, person=person) if ids else []
 
 
 def _gone(ids: list[int]) -> str:
@@ -92,8 +92,9 @@ def facts_page(
 ) -> Response:
     ids = parse_ids(learned_from, "learned_from") if deleted and learned_from else []
     with services.db.read() as session:
-        there = _still_there(session, ids)  # a reload after forgetting them offers nothing
-        forgotten = forgotten_row(session, forgot)
+        # a reload after forgetting them offers nothing
+        there = _still_there(session, ids, viewer.person)
+        forgotten = forgotten_row(session, forgot, viewer.person)
     offer = Offer(deleted, there, len(there) + (more or 0)) if deleted and there else None
     notice = f"Saved {saved}." if saved else f"Deleted {deleted}." if deleted else None
     return _facts(
@@ -122,7 +123,7 @@ def _facts(
 ) -> Response:
     settings = services.settings.memory
     context = {
-        "facts": services.facts.list_all(),
+        "facts": services.facts.list_all(person=viewer.person),
         "notice": notice,
         "offer": offer,
         "forgotten": forgotten,
@@ -145,7 +146,7 @@ def save_fact(
     back: Annotated[str, Form(max_length=100)] = "",
 ) -> Response:
     try:
-        fact, _audit_id = services.facts.set_by_operator(key, value)
+        fact, _audit_id = services.facts.set_by_operator(key, value, person=viewer.person)
     except InputError as exc:  # show the form again, with what was typed
         draft = {"key": key, "value": value}
         return _facts(request, viewer, services, error=str(exc), draft=draft, status=400)
@@ -154,7 +155,7 @@ def save_fact(
 
 @router.post("/facts/{key}/delete")
 def delete_fact_form(key: str, viewer: FormViewerDep, services: ServicesDep) -> Response:
-    out = delete_fact(services, key)
+    out = delete_fact(services, key, person=viewer.person)
     key, sources = out["deleted"], out["learned_from"]
     offered = sources[-MAX_OFFERED:]
     return redirect(
@@ -180,12 +181,12 @@ def forget_sources_form(
     if not ids:
         raise InputError("conversation_ids: say which conversations to forget")
     with services.db.read() as session:
-        there = _still_there(session, ids)
+        there = _still_there(session, ids, viewer.person)
     try:
         if not there:
             raise NotFound(_gone(ids))
         # another tab or client may forget one of them meanwhile: forget() then refuses all
-        result = forget(services, ForgetRequest(conversation_ids=there))
+        result = forget(services, ForgetRequest(conversation_ids=there, person=viewer.person))
     except NotFound as exc:
         error = f"Nothing was forgotten: {exc} (forgotten before, or swept by retention)."
         return _facts(request, viewer, services, error=error, status=404)

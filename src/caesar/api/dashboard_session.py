@@ -1,8 +1,10 @@
 """Who is looking at the dashboard: the session cookie, CSRF tokens and the bearer header.
 
-- With an API token configured, the operator logs in once with it; the session cookie is a
-  random session id signed (itsdangerous) with a key derived from the token by HMAC. So no
-  extra secret is needed, and rotating the token logs every browser out.
+- With an API token configured, a person logs in once with their token (the owner with the API
+  token, anyone else with theirs: issue #23); the session cookie is a random session id and
+  whose session it is, signed (itsdangerous) with a key derived from the API token by HMAC.
+  So no extra secret is needed, and rotating the API token logs every browser out; rotating a
+  person's token, or removing them, ends their sessions (`people.session_stamp`).
 - With no token (loopback-only mode) the dashboard is open: the first visit gets a session
   signed with a per-process random key, only so that forms can carry a CSRF token. A page on
   another site can still POST to 127.0.0.1, and CSRF is what stops it.
@@ -23,7 +25,8 @@ from typing import Annotated
 from fastapi import Depends, Form, Request
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from caesar.api.deps import SESSION_COOKIE, ServicesDep, bearer, check_token
+from caesar import people
+from caesar.api.deps import SESSION_COOKIE, ServicesDep, bearer, check_person
 
 COOKIE_PATH = "/dashboard"
 SESSION_MAX_AGE = 7 * 24 * 3600
@@ -56,27 +59,46 @@ class SessionCodec:
     def _serializer(self) -> URLSafeTimedSerializer:
         return URLSafeTimedSerializer(self.key, salt=_SALT)
 
-    def issue(self) -> tuple[str, str]:
-        """A new session: (session id, signed cookie value)."""
+    def issue(self, person: int | None = None, stamp: str | None = None) -> tuple[str, str]:
+        """A new session of `person` (None: the owner's, in open mode): (session id, signed
+        cookie value)."""
         sid = secrets.token_urlsafe(18)
-        return sid, self._serializer().dumps({"sid": sid})
+        data: dict[str, object] = {"sid": sid}
+        if person is not None:
+            data.update(p=person, s=stamp)
+        return sid, self._serializer().dumps(data)
 
-    def read(self, cookie: str | None) -> str | None:
-        """The session id of a valid, unexpired cookie; None for anything else."""
+    def read(self, cookie: str | None) -> Session | None:
+        """The session of a valid, unexpired cookie; None for anything else."""
         if not cookie:
             return None
         try:
             data = self._serializer().loads(cookie, max_age=SESSION_MAX_AGE)
         except BadSignature:  # also SignatureExpired: the browser simply logs in again
             return None
-        sid = data.get("sid") if isinstance(data, dict) else None
-        return sid if isinstance(sid, str) and sid else None
+        if not isinstance(data, dict):
+            return None
+        sid, person, stamp = data.get("sid"), data.get("p"), data.get("s")
+        if not (isinstance(sid, str) and sid):
+            return None
+        if person is None:  # a session from before people, or open mode's: the owner's
+            return Session(sid, None, "owner")
+        if not isinstance(person, int) or not isinstance(stamp, str):
+            return None
+        return Session(sid, person, stamp)
 
     def csrf_for(self, sid: str) -> str:
         return hmac.new(self.key, b"csrf:" + sid.encode(), hashlib.sha256).hexdigest()
 
     def csrf_ok(self, sid: str, presented: str) -> bool:
         return hmac.compare_digest(self.csrf_for(sid).encode(), presented.encode())
+
+
+@dataclass(frozen=True)
+class Session:
+    sid: str
+    person: int | None  # None: the owner
+    stamp: str  # people.session_stamp when it was issued
 
 
 def codec_for(request: Request) -> SessionCodec:
@@ -93,8 +115,9 @@ def codec_for(request: Request) -> SessionCodec:
 
 @dataclass(frozen=True)
 class Viewer:
-    """The authenticated operator, as far as one request is concerned."""
+    """The authenticated person, as far as one request is concerned."""
 
+    person: int  # whose memory the pages show and change
     csrf: str  # what this viewer's forms send back; "" for bearer clients, who need none
     sid: str | None = None
     via_bearer: bool = False
@@ -107,17 +130,23 @@ def current_viewer(request: Request, services: ServicesDep) -> Viewer:
     presented = bearer(request)
     if token_set and presented is not None:
         # counts toward the failed-token limit; raises AuthLocked (429) when locked out
-        if check_token(request, presented, via="dashboard"):
-            return Viewer(csrf="", via_bearer=True)
+        person = check_person(request, presented, via="dashboard")
+        if person is not None:
+            return Viewer(person, csrf="", via_bearer=True)
         raise Denied(401, "wrong API token in the Authorization header")
     codec = codec_for(request)
-    sid = codec.read(request.cookies.get(SESSION_COOKIE))
-    if sid is not None:
-        return Viewer(csrf=codec.csrf_for(sid), sid=sid, can_log_out=token_set)
+    found = codec.read(request.cookies.get(SESSION_COOKIE))
+    if found is not None:
+        person = services.owner_id() if found.person is None else found.person
+        with services.db.read() as session:
+            current = people.session_stamp(session, person)
+        if current == found.stamp:  # else removed, or their token rotated: log in again
+            sid = found.sid
+            return Viewer(person, csrf=codec.csrf_for(sid), sid=sid, can_log_out=token_set)
     if token_set:
         raise LoginRequired
     sid, cookie = codec.issue()
-    return Viewer(csrf=codec.csrf_for(sid), sid=sid, new_cookie=cookie)
+    return Viewer(services.owner_id(), csrf=codec.csrf_for(sid), sid=sid, new_cookie=cookie)
 
 
 ViewerDep = Annotated[Viewer, Depends(current_viewer)]

@@ -1,8 +1,13 @@
 """Request dependencies: the services, and the bearer-token check every route but /healthz uses.
 
-Every token check goes through `check_token`, which also enforces the failed-token limit
-(`auth_limit`): an address that has presented too many wrong tokens gets 429 until its window
-frees, whatever it presents meanwhile."""
+A token is a person's (issue #23, docs/people.md): `api_token` is the owner's, a token made by
+`caesar people add` that person's. `require_token` resolves it once per request, and a route
+takes the person as `PersonDep`: every store call it makes is that person's. With no
+`api_token` configured (loopback only) a request is the owner's, as it always was.
+
+Every token check goes through `check_person` (the API, the dashboard, MCP over HTTP), which
+also enforces the failed-token limit (`auth_limit`): an address that has presented too many
+wrong tokens gets 429 until its window frees, whatever it presents meanwhile."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 
+from caesar import people
 from caesar.api.auth_limit import AuthLocked, audit_lockout, client_address, limiter_of
 from caesar.brain import Brain
 from caesar.services import Services
@@ -46,26 +52,41 @@ def bearer(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" else None
 
 
-def check_token(request: Request, presented: str | None, *, via: str) -> bool:
-    """Whether `presented` is the API token. Raises AuthLocked if the client's address is locked
-    out, checked before the comparison so that the right token is refused too while locked. A
-    wrong token counts as a failure (and may lock the address, raising); an absent one does
-    not: it is no guess."""
+def person_of(services: Services, presented: str | None) -> int | None:
+    """The person whose token `presented` is: the owner for `api_token` (or for anything, with
+    none configured: loopback only), a person for theirs; None for any other."""
+    if presented:
+        expected = services.settings.api_token
+        if expected is not None and token_matches(services, presented):
+            return services.owner_id()
+        with services.db.read() as session:
+            found = people.by_token(session, presented, None)
+        if found is not None:
+            return found.id
+    return services.owner_id() if services.settings.api_token is None else None
+
+
+def check_person(request: Request, presented: str | None, *, via: str) -> int | None:
+    """The person `presented` is the token of (`person_of`), or None. Raises AuthLocked if
+    the client's address is locked out, checked before the comparison so that the right token
+    is refused too while locked. A wrong token counts as a failure (and may lock the address,
+    raising); an absent one does not: it is no guess."""
     services = get_services(request)
     limiter = limiter_of(request)
     if limiter is None or services.settings.api_token is None:
-        return token_matches(services, presented)
+        return person_of(services, presented)
     address = client_address(request)
     limiter.check(address)
-    if token_matches(services, presented):
-        return True
+    person = person_of(services, presented)
+    if person is not None:
+        return person
     if presented:
         locked, report = limiter.record_failure(address)
         if locked is not None:
             if report:
                 audit_lockout(services, address, locked, via)
             raise locked
-    return False
+    return None
 
 
 def too_many_failures(locked: AuthLocked) -> HTTPException:
@@ -76,17 +97,22 @@ def too_many_failures(locked: AuthLocked) -> HTTPException:
     )
 
 
-def require_token(request: Request) -> None:
+def require_token(request: Request) -> int:
+    """The person the request's bearer token is (401 for none); FastAPI runs it once per
+    request, however many dependencies name it."""
     try:
-        ok = check_token(request, bearer(request), via="api")
+        person = check_person(request, bearer(request), via="api")
     except AuthLocked as locked:
         raise too_many_failures(locked) from None
-    if not ok:
+    if person is None:
         raise HTTPException(
             status_code=status.HTTP_401_UNAUTHORIZED,
-            detail="missing or wrong API token: send 'Authorization: Bearer <api_token>'",
+            detail="missing or wrong API token: send 'Authorization: Bearer <your token>'",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    return person
 
 
 Authenticated = Depends(require_token)
+# Who is asking: every store call a route makes is this person's.
+PersonDep = Annotated[int, Depends(require_token)]

@@ -16,7 +16,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from caesar.api.background import TEMPORARY_HEADER, Task, background_task
-from caesar.api.deps import Authenticated, BrainDep
+from caesar.api.deps import Authenticated, BrainDep, PersonDep
 from caesar.brain import CHAT, Brain, TurnContext, TurnKind, background_kind
 from caesar.errors import CaesarError, InputError, ProviderError
 from caesar.gateway.base import Generation, Message, ToolUse
@@ -74,10 +74,12 @@ IGNORED_HEADER = "x-caesar-ignored"
 
 
 @router.post("/v1/chat", response_model=ChatResponse)
-def chat(body: ChatRequest, brain: BrainDep) -> ChatResponse:
+def chat(body: ChatRequest, brain: BrainDep, person: PersonDep) -> ChatResponse:
     history: list[Message] = [{"role": t.role, "content": t.content} for t in body.history]
     kind = replace(CHAT, extra={"temporary": True}) if body.temporary else CHAT
-    result = brain.turn(body.message, history, kind, conversation=body.conversation_id)
+    result = brain.turn(
+        body.message, history, kind, conversation=body.conversation_id, person=person
+    )
     return ChatResponse(
         reply=result.reply,
         audit_id=result.audit_id,
@@ -237,7 +239,11 @@ def _conversation(body: OpenAIChatRequest, request: Request) -> str | None:
 
 @router.post("/v1/chat/completions", response_model=None)
 def chat_completions(
-    body: OpenAIChatRequest, brain: BrainDep, request: Request, response: Response
+    body: OpenAIChatRequest,
+    brain: BrainDep,
+    request: Request,
+    response: Response,
+    person: PersonDep,
 ) -> Any:
     named = _conversation(body, request)
     body.refuse_unsupported()
@@ -248,7 +254,7 @@ def chat_completions(
         brain.settings.clients.background_markers,
     )
     if task is not None:
-        ctx = brain.prepare_background([m.as_message() for m in body.messages])
+        ctx = brain.prepare_background([m.as_message() for m in body.messages], person=person)
         kind = background_kind(task.kind, named)
         generation = _for_task(generation, task)
     else:
@@ -257,9 +263,14 @@ def chat_completions(
             # The headers go before the turn is written: name its conversation now, so a client
             # streaming without one is still told which it is.
             with brain.services.db.read() as session:
-                named = conversations.key_for(session, sent.history)
+                named = conversations.key_for(session, sent.history, person=person)
         ctx = brain.prepare(
-            sent.message, sent.history, conversation=named, wire=sent.wire, tail=sent.tail
+            sent.message,
+            sent.history,
+            conversation=named,
+            person=person,
+            wire=sent.wire,
+            tail=sent.tail,
         )
     if not body.stream:
         result = brain.answer(ctx, kind, generation)

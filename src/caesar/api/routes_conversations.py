@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from caesar.api.deps import Authenticated, ServicesDep
+from caesar.api.deps import Authenticated, PersonDep, ServicesDep
 from caesar.clock import to_naive_utc
 from caesar.errors import NotFound
 from caesar.memory import conversations
@@ -27,6 +27,7 @@ ConversationIdPath = Annotated[int, Path(ge=1, le=2**31 - 1)]
 @router.get("/v1/conversations")
 def list_conversations(
     services: ServicesDep,
+    person: PersonDep,
     before: datetime | None = None,
     matching: Annotated[str | None, Query(max_length=MAX_MATCHING_CHARS)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
@@ -34,27 +35,33 @@ def list_conversations(
     """Newest first; `before` / `matching` select as a forget would (so a client can show what
     a forget by filter takes before it sends it)."""
     with services.db.read() as session:
-        listed = forgetting.listed(session, before=_naive(before), matching=matching, limit=limit)
+        listed = forgetting.listed(
+            session, before=_naive(before), matching=matching, limit=limit, person=person
+        )
     return {"conversations": [c.as_json() for c in listed]}
 
 
 @router.get("/v1/conversations/{conversation_id}")
-def get_conversation(conversation_id: ConversationIdPath, services: ServicesDep) -> dict[str, Any]:
-    """The conversation, its episode's summary and its turns (its latest turn's row)."""
+def get_conversation(
+    conversation_id: ConversationIdPath, services: ServicesDep, person: PersonDep
+) -> dict[str, Any]:
+    """The conversation, its episode's summary and its turns (its latest turn's row); 404 for
+    one that is not the caller's."""
     with services.db.read() as session:
-        found = conversations.recent(session, [conversation_id], 1)
+        found = conversations.recent(session, [conversation_id], 1, person=person)
         if not found:
             raise NotFound(f"no conversation with id {conversation_id}")
-        turns = conversations.transcript_by_id(session, conversation_id)
+        turns = conversations.transcript_by_id(session, conversation_id, person=person)
     return {**found[0].as_json(), "messages": turns}
 
 
 @router.delete("/v1/conversations/{conversation_id}")
 def forget_conversation(
-    conversation_id: ConversationIdPath, services: ServicesDep
+    conversation_id: ConversationIdPath, services: ServicesDep, person: PersonDep
 ) -> dict[str, Any]:
-    """Forget one conversation and everything learned from it; 404 if there is none."""
-    return forget(services, ForgetRequest(conversation_ids=[conversation_id])).as_json()
+    """Forget one conversation and everything learned from it; 404 if the caller has none."""
+    request = ForgetRequest(conversation_ids=[conversation_id], person=person)
+    return forget(services, request).as_json()
 
 
 class ForgetBody(BaseModel):
@@ -68,10 +75,14 @@ class ForgetBody(BaseModel):
 
 
 @router.post("/v1/conversations/forget")
-def forget_conversations(body: ForgetBody, services: ServicesDep) -> dict[str, Any]:
-    """Forget by ids and/or a filter (last turn before a date, a turn containing a text);
-    `dry_run` counts what would go."""
-    request = ForgetRequest(body.conversation_ids, _naive(body.before), body.matching)
+def forget_conversations(
+    body: ForgetBody, services: ServicesDep, person: PersonDep
+) -> dict[str, Any]:
+    """Forget by ids and/or a filter (last turn before a date, a turn containing a text),
+    among the caller's conversations; `dry_run` counts what would go."""
+    request = ForgetRequest(
+        body.conversation_ids, _naive(body.before), body.matching, person=person
+    )
     return forget(services, request, dry_run=body.dry_run).as_json()
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
-from caesar.api.deps import Authenticated, ServicesDep
+from caesar.api.deps import Authenticated, PersonDep, ServicesDep
 from caesar.memory.episodes.listing import MAX_LIMIT, Cursor, list_episodes
 
 router = APIRouter(dependencies=[Authenticated])
@@ -29,16 +29,19 @@ class SemanticRecallRequest(BaseModel):
 
 
 @router.post("/v1/memory/semantic_recall")
-def semantic_recall(body: SemanticRecallRequest, services: ServicesDep) -> dict[str, Any]:
+def semantic_recall(
+    body: SemanticRecallRequest, services: ServicesDep, person: PersonDep
+) -> dict[str, Any]:
     """Past replies closest to `query` by cosine (no threshold, no decay), best first, each
     with the chat it came from. Needs the `semantic.index` worker to have run."""
-    hits = services.semantic.recall(body.query, body.top_k)
+    hits = services.semantic.recall(body.query, body.top_k, person=person)
     return {"chunks": [h.as_json() for h in hits]}
 
 
 @router.get("/v1/episodes")
 def episodes_page(
     services: ServicesDep,
+    person: PersonDep,
     search: Annotated[str | None, Query(max_length=1000)] = None,
     before: Annotated[str | None, Query(max_length=100, description="`older` of a page")] = None,
     after: Annotated[str | None, Query(max_length=100, description="`newer` of a page")] = None,
@@ -54,6 +57,7 @@ def episodes_page(
             before=Cursor.decode(before) if before else None,
             after=Cursor.decode(after) if after else None,
             limit=limit,
+            person=person,
         )
     return {
         "episodes": [

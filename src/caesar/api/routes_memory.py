@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from caesar import audit
-from caesar.api.deps import Authenticated, ServicesDep
+from caesar.api.deps import Authenticated, PersonDep, ServicesDep
 from caesar.clock import to_naive_utc, utcnow
 from caesar.memory.context.build import preview
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
@@ -34,20 +34,24 @@ def event_json(row: Any) -> dict[str, Any]:
 @router.get("/v1/audit")
 def list_audit(
     services: ServicesDep,
+    person: PersonDep,
     event_type: Annotated[str | None, Query(max_length=64)] = None,
     after_id: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
-    """Events after `after_id`, oldest first (newest last)."""
+    """The caller's events after `after_id`, oldest first (newest last)."""
     with services.db.read() as session:
-        rows = audit.list_events(session, event_type=event_type, after_id=after_id, limit=limit)
+        rows = audit.list_events(
+            session, person=person, event_type=event_type, after_id=after_id, limit=limit
+        )
         return {"events": [event_json(r) for r in rows]}
 
 
 @router.get("/v1/facts")
-def list_facts(services: ServicesDep) -> dict[str, Any]:
-    """Every fact, most important first; `importance` is computed now (ADR-0034 §4)."""
-    return {"facts": [f.as_json() for f in services.facts.list_all()]}
+def list_facts(services: ServicesDep, person: PersonDep) -> dict[str, Any]:
+    """Every fact of the caller's, most important first; `importance` is computed now
+    (ADR-0034 §4)."""
+    return {"facts": [f.as_json() for f in services.facts.list_all(person=person)]}
 
 
 class FactValue(BaseModel):
@@ -57,22 +61,25 @@ class FactValue(BaseModel):
 
 @router.put("/v1/facts/{key}")
 def set_fact(
-    key: Annotated[str, Path(max_length=200)], body: FactValue, services: ServicesDep
+    key: Annotated[str, Path(max_length=200)],
+    body: FactValue,
+    services: ServicesDep,
+    person: PersonDep,
 ) -> dict[str, Any]:
     """Create or edit (confidence 1.0, audited as `memory.fact.user_edited`). The key is
     normalised to snake_case ("Dog Name" → dog_name); the response carries the stored key."""
-    fact, audit_id = services.facts.set_by_operator(key, body.value)
-    return {"fact": services.facts.get(fact.key).as_json(), "audit_id": audit_id}
+    fact, audit_id = services.facts.set_by_operator(key, body.value, person=person)
+    return {"fact": services.facts.get(fact.key, person=person).as_json(), "audit_id": audit_id}
 
 
 @router.get("/v1/facts/{key}/history")
 def fact_history(
-    key: Annotated[str, Path(max_length=200)], services: ServicesDep
+    key: Annotated[str, Path(max_length=200)], services: ServicesDep, person: PersonDep
 ) -> dict[str, Any]:
     """Every value the key held, oldest first: when, by whom, what replaced it (`until`), and
     extractions that contradicted an operator's value (`memory.fact.conflict`, not applied).
     404 if the key never existed."""
-    changes = services.facts.history(key)
+    changes = services.facts.history(key, person=person)
     return {"key": normalise_key(key), "history": [c.as_json() for c in changes]}
 
 
@@ -80,12 +87,13 @@ def fact_history(
 def delete_fact(
     key: Annotated[str, Path(max_length=200)],
     services: ServicesDep,
+    person: PersonDep,
     forget_sources: bool = False,
 ) -> dict[str, Any]:
     """Audited as `memory.fact.user_deleted`; 404 if there is no such fact. The conversations it
     was learned from still say it: they are listed, and `forget_sources=true` forgets them too
     (memory/forget.py) — otherwise recall can bring the deleted value back."""
-    return delete_fact_and_say(services, key, forget_sources=forget_sources)
+    return delete_fact_and_say(services, key, person=person, forget_sources=forget_sources)
 
 
 class RecallRequest(BaseModel):
@@ -112,7 +120,7 @@ class RecallRequest(BaseModel):
 
 
 @router.post("/v1/memory/recall")
-def recall_preview(body: RecallRequest, services: ServicesDep) -> dict[str, Any]:
+def recall_preview(body: RecallRequest, services: ServicesDep, person: PersonDep) -> dict[str, Any]:
     """What auto-recall would surface for `query`, with every score component and, for the
     episodes that would reach the prompt, the excerpts shown with them. Read-only.
 
@@ -130,7 +138,7 @@ def recall_preview(body: RecallRequest, services: ServicesDep) -> dict[str, Any]
         overrides["similarity_threshold"] = body.similarity_threshold
     now = to_naive_utc(body.now) if body.now else utcnow()
     settings = services.settings.memory.episodes_recall
-    episodes = preview(services.episodes, settings, body.query, now, **overrides)
+    episodes = preview(services.episodes, settings, body.query, now, person=person, **overrides)
     asked = services.episodes.read(body.query, now)
     return {
         "episodes": [

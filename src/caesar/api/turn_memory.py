@@ -42,20 +42,20 @@ def read_turn_memory(session: Session, row: AuditLog) -> TurnMemory:
     asked = asked if isinstance(asked, Mapping) else None
     return TurnMemory(
         memory,
-        _facts_in_prompt(session, memory),
+        _facts_in_prompt(session, memory, row.person_id),
         in_span(_recalled_in_turn(session, row, memory), asked),
         asked,
     )
 
 
 def _facts_in_prompt(
-    session: Session, memory: dict[str, Any] | None
+    session: Session, memory: dict[str, Any] | None, person: int
 ) -> list[dict[str, Any]] | None:
     keys = memory.get("fact_keys") if memory is not None else None
     if not isinstance(keys, list):
         return None
     keys = [k for k in keys if isinstance(k, str)]
-    now = by_keys(session, keys)
+    now = by_keys(session, keys, person=person)
     return [{"key": k, "fact": now.get(k)} for k in keys]
 
 
@@ -66,7 +66,7 @@ def _recalled_in_turn(
     record names no episode)."""
     if memory is None or not memory.get("episodes_recalled"):
         return []
-    return audit.recalled_in_turn(session, row.id)
+    return audit.recalled_in_turn(session, row.id, person=row.person_id)
 
 
 def _held(payload: dict[str, Any]) -> datetime | None:

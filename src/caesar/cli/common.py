@@ -104,10 +104,31 @@ def services(
     return built
 
 
+# `caesar --person NAME …`: whose memory the command reads and writes (issue #23); None is
+# the owner. Set by the root callback on every invocation.
+_person: str | None = None
+
+
+def person(built: Any) -> int:
+    """The id of the person the command acts as (`--person`, default the owner); NotFound,
+    naming who there is, for a name nobody has."""
+    return int(built.person_id(_person))
+
+
 @app.callback()
 def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False,
+    who: Annotated[
+        str | None,
+        typer.Option(
+            "--person",
+            metavar="NAME",
+            help="Whose memory to read and change (default: the owner).",
+        ),
+    ] = None,
 ) -> None:
+    global _person
+    _person = who
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

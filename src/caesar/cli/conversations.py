@@ -11,7 +11,16 @@ from typing import Annotated
 
 import typer
 
-from caesar.cli.common import AsJson, Column, Wide, console, friendly, listing, services
+from caesar.cli.common import (
+    AsJson,
+    Column,
+    Wide,
+    console,
+    friendly,
+    listing,
+    person,
+    services,
+)
 
 conversations_app = typer.Typer(
     help="Past conversations: list them, read one (forget them with `caesar forget`).",
@@ -37,7 +46,9 @@ def list_command(
 
     built = services()
     with built.db.read() as session:
-        listed = listed_(session, before=before, matching=matching, limit=limit)
+        listed = listed_(
+            session, before=before, matching=matching, limit=limit, person=person(built)
+        )
     listing(listed, CONVERSATION_COLUMNS, wide=wide, as_json=as_json)
 
 
@@ -59,10 +70,11 @@ def show_command(conversation_id: int) -> None:
     from caesar.memory import conversations
 
     built = services()
+    who = person(built)
     with built.db.read() as session:
-        if conversations.key_of(session, conversation_id) is None:
+        if conversations.key_of(session, conversation_id, person=who) is None:
             raise NotFound(f"no conversation with id {conversation_id}")
-        turns = conversations.transcript_by_id(session, conversation_id)
+        turns = conversations.transcript_by_id(session, conversation_id, person=who)
     for turn in turns:
         speaker = "operator" if turn["role"] == "user" else "caesar"
         console.print(f"{speaker}: {turn['content']}", highlight=False, markup=False)
@@ -82,7 +94,7 @@ def forget_command(
     from caesar.memory.forget import ForgetRequest, forget
 
     built = services()
-    request = ForgetRequest(conversation_ids or (), before, matching)
+    request = ForgetRequest(conversation_ids or (), before, matching, person=person(built))
     planned = forget(built, request, dry_run=True)
     what = (
         f"{len(planned.conversation_ids)} conversation(s): {planned.chat_rows} chat rows, "

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from caesar.cli.common import console, friendly, services
+from caesar.cli.common import console, friendly, person, services
 from caesar.config import load_settings
 from caesar.db.engine import Database
 from caesar.export import (
@@ -78,10 +78,12 @@ def export(
         bool, typer.Option("--with-embeddings", help="Include episode embedding vectors.")
     ] = False,
 ) -> None:
-    """Every fact, episode and audit row as JSONL (one object per line, each with a "type")."""
+    """Every fact, episode and audit row of yours (`--person`; default the owner) as JSONL (one
+    object per line, each with a "type")."""
     if out != "-":
         check_target(Path(out))
     built = services()
+    who = person(built)
     try:
         with _bar() as progress:
             task = progress.add_task("export", total=None)
@@ -99,7 +101,7 @@ def export(
                     progress.update(task, completed=ticks)
 
             if out == "-":
-                with Export(built.db, with_embeddings=with_embeddings) as snapshot:
+                with Export(built.db, person=who, with_embeddings=with_embeddings) as snapshot:
                     started(snapshot.counts)
                     written = write_jsonl(snapshot.records(), sys.stdout, advanced)
                     sys.stdout.flush()
@@ -107,6 +109,7 @@ def export(
                 written = export_to_path(
                     built.db,
                     Path(out),
+                    person=who,
                     with_embeddings=with_embeddings,
                     on_start=started,
                     on_record=advanced,

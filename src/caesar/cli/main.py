@@ -36,6 +36,7 @@ from caesar.cli.common import (
     friendly,
     listing,
     models_app,
+    person,
     services,
 )
 from caesar.cli.summary import startup_summary, where_to_open
@@ -371,8 +372,9 @@ def chat(
 
     built = services()
     brain = Brain(built)
+    who = person(built)
     if message is not None:
-        console.print(brain.turn(message).reply, highlight=False, markup=False)
+        console.print(brain.turn(message, person=who).reply, highlight=False, markup=False)
         return
     history: list[Message] = []
     console.print("[dim]caesar chat — empty line or Ctrl-D to quit[/dim]")
@@ -384,7 +386,7 @@ def chat(
         if not line.strip():
             break
         try:
-            result = brain.turn(line, history)
+            result = brain.turn(line, history, person=who)
         except CaesarError as exc:
             err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             continue
@@ -456,7 +458,9 @@ def _unload_when_idle(built: Any, runner: Any) -> None:
 @friendly
 def facts_list(wide: Wide = False, as_json: AsJson = False) -> None:
     """Facts, most important first."""
-    listing(services().facts.list_all(), FACT_COLUMNS, wide=wide, as_json=as_json)
+    built = services()
+    facts = built.facts.list_all(person=person(built))
+    listing(facts, FACT_COLUMNS, wide=wide, as_json=as_json)
 
 
 FACT_COLUMNS = (
@@ -473,7 +477,8 @@ FACT_COLUMNS = (
 @friendly
 def facts_set(key: str, value: str) -> None:
     """Create or edit a fact (confidence 1.0)."""
-    fact, audit_id = services().facts.set_by_operator(key, value)
+    built = services()
+    fact, audit_id = built.facts.set_by_operator(key, value, person=person(built))
     console.print(f"{fact.key} = {fact.value}  (audit #{audit_id})", highlight=False, markup=False)
 
 
@@ -484,7 +489,8 @@ def facts_delete(key: str) -> None:
     forget with `caesar forget` (else recall can bring the value back)."""
     from caesar.memory.forget import delete_fact
 
-    out = delete_fact(services(), key)
+    built = services()
+    out = delete_fact(built, key, person=person(built))
     sources = out["learned_from"]
     console.print(
         f"deleted {out['deleted']}  (audit #{out['audit_id']})", highlight=False, markup=False
@@ -503,7 +509,8 @@ def facts_delete(key: str) -> None:
 def facts_history(key: str) -> None:
     """Every value KEY held, when, and what replaced it (conflicts included)."""
     table = Table("audit", "when (UTC)", "event", "by", "value", "until (UTC)")
-    for c in services().facts.history(key):
+    built = services()
+    for c in built.facts.history(key, person=person(built)):
         table.add_row(
             f"#{c.audit_id}",
             c.at.strftime("%Y-%m-%d %H:%M"),
@@ -550,7 +557,7 @@ def recall(
     moment = now or utcnow()
     built = services()
     settings = built.settings.memory.episodes_recall
-    episodes = preview(built.episodes, settings, query, moment, **overrides)
+    episodes = preview(built.episodes, settings, query, moment, person=person(built), **overrides)
     zone = built.episodes.zone
     asked = asked_json(built.episodes.read(query, moment), zone)
     if as_json:

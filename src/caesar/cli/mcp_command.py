@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from caesar.cli.common import friendly, services
+from caesar.cli.common import friendly, person, services
 
 
 @friendly
@@ -27,11 +27,12 @@ def mcp_command(
     from caesar.workers import WorkerRunner
 
     built = services()
+    who = person(built)  # `caesar --person NAME mcp`: their memory, over stdio
     runner = WorkerRunner(built.enabled_workers()) if workers else None
     if runner:
         runner.start()
     try:
-        build(built, transport="stdio").run("stdio")
+        build(built, transport="stdio", person=who).run("stdio")
     finally:
         if runner:
             runner.stop()

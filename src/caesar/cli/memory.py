@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from caesar.cli.common import console, err, friendly, services
+from caesar.cli.common import console, err, friendly, person, services
 
 proactive_app = typer.Typer(
     help="Turns caesar starts itself (the proactive tables of the config).", no_args_is_help=True
@@ -43,7 +43,9 @@ def import_command(
     columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("import", total=total)
-        report = import_file(built, file, on_progress=lambda n: progress.advance(task, n))
+        report = import_file(
+            built, file, person=person(built), on_progress=lambda n: progress.advance(task, n)
+        )
     for problem in report.errors[:MAX_ERRORS_SHOWN]:
         err.print(f"line {problem.line}: {problem.error}", highlight=False, markup=False)
     if len(report.errors) > MAX_ERRORS_SHOWN:
@@ -76,7 +78,8 @@ def semantic_recall_command(
     top_k: Annotated[int, typer.Option(help="How many chunks.", min=1, max=50)] = 5,
 ) -> None:
     """Search past replies by meaning (the semantic index; cosine only)."""
-    hits = services().semantic.recall(query, top_k)
+    built = services()
+    hits = built.semantic.recall(query, top_k, person=person(built))
     if not hits:
         console.print("nothing indexed matches (is the semantic.index worker enabled?)")
         return
@@ -94,7 +97,8 @@ def proactive_run(name: str) -> None:
     """Run the proactive turn NAME now (audited as proactive.completed)."""
     from caesar.proactive import run_proactive
 
-    result = run_proactive(services(), name)
+    built = services()
+    result = run_proactive(built, name, person=person(built))
     console.print(result.reply, highlight=False, markup=False)
     console.print(f"[dim]audit #{result.audit_id}; recalled {len(result.recalled)} episodes[/dim]")
 

@@ -116,10 +116,11 @@ def rotate_command(name: str, as_json: JsonToken = False) -> None:
 
 # One line per paragraph: Typer keeps a docstring's line breaks.
 REMOVE_HELP = (
-    "Remove a person and their token (asks first, unless --yes); not the owner.\n\n"
-    "For now this removes the person only. Memory is not kept per person yet, so nothing "
-    "they said is forgotten with them: that arrives with per-person memory (docs/people.md). "
-    "Until then, `caesar forget` forgets conversations."
+    "Remove a person, their token and everything of theirs (asks first, unless --yes); not "
+    "the owner.\n\n"
+    "Their conversations are forgotten as `caesar forget` forgets one (episodes, facts, "
+    "vectors and full-text entries with them), then their own facts and audit rows go. "
+    "It cannot be undone."
 )
 
 
@@ -130,6 +131,7 @@ def remove_command(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
 ) -> None:
     from caesar import people
+    from caesar.memory.person_removal import remove_person
 
     built = services()
     with built.db.read() as session:
@@ -137,14 +139,18 @@ def remove_command(
         shown, is_owner = person.name, person.is_owner
     if not is_owner and not yes:
         question = (
-            f"Remove {shown} and their token? Their conversations and facts stay in the "
-            "shared memory for now."
+            f"Remove {shown}, their token and everything of theirs (conversations, episodes, "
+            "facts)? This cannot be undone."
         )
         if not typer.confirm(question, default=False):
             raise typer.Exit(1)
-    with built.db.write() as session:
-        gone = people.remove(session, built.audit, shown)
-    console.print(f"removed {gone.name}", highlight=False, markup=False)
+    gone = remove_person(built, shown)
+    console.print(
+        f"removed {gone.name}: {gone.conversations} conversation(s), {gone.episodes} "
+        f"episode(s), {gone.facts} fact(s) forgotten",
+        highlight=False,
+        markup=False,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -33,6 +33,11 @@ class Base(DeclarativeBase):
     pass
 
 
+def _person() -> Mapped[int]:
+    """Whose row this is (issue #23, migration 0009). No default: every writer names it."""
+    return mapped_column(Integer, ForeignKey("people.id"), nullable=False)
+
+
 class AuditLog(Base):
     """Append-only. `subject_id` / `subject_key` index what a row is about (the source chat of
     a recalled episode, the key of an edited fact) so aggregates over them never scan."""
@@ -45,9 +50,12 @@ class AuditLog(Base):
     payload: Mapped[dict[str, Any]] = mapped_column(JsonType, nullable=False)
     subject_id: Mapped[int | None] = mapped_column(Integer, nullable=True, default=None)
     subject_key: Mapped[str | None] = mapped_column(String(200), nullable=True, default=None)
+    # who acted: the person whose chat, fact or forget this is (migration 0009)
+    person_id: Mapped[int] = _person()
 
     __table_args__ = (
         Index("idx_audit_log_type_id", "event_type", "id"),
+        Index("idx_audit_log_person", "person_id", "event_type", "id"),
         Index("idx_audit_log_created", "created_at"),
         Index("idx_audit_log_type_subject_key", "event_type", "subject_key"),
         Index("idx_audit_log_type_subject_id", "event_type", "subject_id"),
@@ -60,7 +68,7 @@ class Fact(Base):
     __tablename__ = "facts"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    key: Mapped[str] = mapped_column(String(100), nullable=False, unique=True)
+    key: Mapped[str] = mapped_column(String(100), nullable=False)
     value: Mapped[str] = mapped_column(Text, nullable=False)
     confidence: Mapped[float] = mapped_column(Float, nullable=False)
     # A fact outlives the chat it came from (retention sweeps chats, not what the operator
@@ -72,7 +80,13 @@ class Fact(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
 
     # Retention deletes chats in batches; ON DELETE SET NULL looks facts up by this column.
-    __table_args__ = (Index("idx_facts_source_audit", "source_audit_id"),)
+    person_id: Mapped[int] = _person()
+
+    # A key is unique per person (migration 0009), not per table.
+    __table_args__ = (
+        Index("idx_facts_source_audit", "source_audit_id"),
+        UniqueConstraint("person_id", "key", name="uq_facts_person_key"),
+    )
 
 
 _NO_PASSAGES = "passage_vectors IS NULL AND summary != ''"
@@ -94,7 +108,7 @@ class Conversation(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     # the client's own id (`conversation_id`), or one caesar made up
-    key: Mapped[str] = mapped_column(String(200), nullable=False, unique=True)
+    key: Mapped[str] = mapped_column(String(200), nullable=False)
     started_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
     last_turn_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
     # wall-clock time of the last turn written: the quiet period runs from here
@@ -107,8 +121,11 @@ class Conversation(Base):
         Integer, nullable=False, default=0, server_default="0"
     )
     failed_audit_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    person_id: Mapped[int] = _person()
 
     __table_args__ = (
+        # two people's clients may both say `kitchen`
+        UniqueConstraint("person_id", "key", name="uq_conversations_person_key"),
         # The memory.summarise worker's queue: conversations whose episode is behind.
         Index(
             "idx_conversations_unsummarised",
@@ -148,9 +165,11 @@ class EpisodeSummary(Base):
     # from (its tip then), whose row holds the whole conversation. No foreign key (migration
     # 0006 says why): whatever deletes a conversation deletes its episode.
     conversation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    person_id: Mapped[int] = _person()
 
     __table_args__ = (
         Index("idx_episode_summaries_audit", "audit_log_id"),
+        Index("idx_episode_summaries_person", "person_id", "model", "id"),
         Index("uq_episode_summaries_conversation", "conversation_id", unique=True),
         Index("idx_episode_summaries_created", "created_at"),
         Index("idx_episode_summaries_model_id", "model", "id"),
@@ -180,9 +199,11 @@ class SemanticChunk(Base):
     embedding_f32: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     model: Mapped[str] = mapped_column(String(200), nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    person_id: Mapped[int] = _person()
 
     __table_args__ = (
         UniqueConstraint("audit_log_id", "chunk_index", name="uq_semantic_chunks_audit_chunk"),
+        Index("idx_semantic_chunks_person", "person_id", "model", "id"),
         Index("idx_semantic_chunks_model_id", "model", "id"),
         {"sqlite_autoincrement": True},
     )

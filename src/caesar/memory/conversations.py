@@ -64,11 +64,18 @@ class Ref(NamedTuple):
 # bulk update cost ~3 ms a turn more on a 2-core host, measured).
 _TABLE = cast(Table, Conversation.__table__)
 _AUDIT = cast(Table, AuditLog.__table__)
-_BY_KEY = select(_TABLE.c.id, _TABLE.c.key).where(_TABLE.c.key == bindparam("key"))
+# Every statement names the person: a key, or a history, is only ever one person's.
+_BY_KEY = select(_TABLE.c.id, _TABLE.c.key).where(
+    _TABLE.c.key == bindparam("key"), _TABLE.c.person_id == bindparam("person")
+)
 _BY_TIP = (
     select(_TABLE.c.id, _TABLE.c.key)
     .join(_AUDIT, _AUDIT.c.id == _TABLE.c.tip_audit_id)
-    .where(_AUDIT.c.event_type == audit.CHAT_COMPLETED, _AUDIT.c.subject_key == bindparam("tip"))
+    .where(
+        _AUDIT.c.event_type == audit.CHAT_COMPLETED,
+        _AUDIT.c.subject_key == bindparam("tip"),
+        _TABLE.c.person_id == bindparam("person"),
+    )
     .order_by(_TABLE.c.id.desc())
     .limit(1)
 )
@@ -85,47 +92,58 @@ _TURN = (
 )
 
 
-def _new(session: Session, key: str, now: datetime) -> Ref:
-    values = {"key": key, "started_at": now, "last_turn_at": now, "touched_at": utcnow()}
+def _new(session: Session, key: str, now: datetime, person: int) -> Ref:
+    values = {
+        "key": key,
+        "started_at": now,
+        "last_turn_at": now,
+        "touched_at": utcnow(),
+        "person_id": person,
+    }
     new_id = session.execute(_INSERT, {**values, "turns": 0, "summarised_audit_id": 0}).scalar_one()
     return Ref(int(new_id), key)
 
 
-def key_for(session: Session, history: Sequence[Message]) -> str:
+def key_for(session: Session, history: Sequence[Message], *, person: int) -> str:
     """The key a turn sending `history` (and no name) will be recorded under, decided before
     it runs: the conversation `history` continues, or a new key. A streamed reply sends its
     headers before the turn is written, so it names the conversation this way (and the turn is
     then named by it, which resolves to the same conversation)."""
-    found = _continued(session, history)
+    found = _continued(session, history, person)
     return found.key if found else uuid.uuid4().hex
 
 
-def _continued(session: Session, history: Sequence[Message]) -> Ref | None:
-    """The conversation whose latest answered turn `history` is, if any."""
+def _continued(session: Session, history: Sequence[Message], person: int) -> Ref | None:
+    """`person`'s conversation whose latest answered turn `history` is, if any."""
     if not any(t.get("role") in ("user", "assistant") for t in history):
         return None
-    row = session.execute(_BY_TIP, {"tip": turns_key(history)}).first()
+    row = session.execute(_BY_TIP, {"tip": turns_key(history), "person": person}).first()
     return Ref(int(row.id), str(row.key)) if row else None
 
 
 def resolve(
-    session: Session, history: Sequence[Message], now: datetime, named: str | None = None
+    session: Session,
+    history: Sequence[Message],
+    now: datetime,
+    named: str | None = None,
+    *,
+    person: int,
 ) -> Ref:
-    """The conversation a turn belongs to, created if new, in the caller's write transaction.
-    `named`: the client's own conversation id, which wins over the history."""
+    """`person`'s conversation a turn belongs to, created if new, in the caller's write
+    transaction. `named`: the client's own conversation id, which wins over the history."""
     if named is not None:
-        found = session.execute(_BY_KEY, {"key": named}).first()
+        found = session.execute(_BY_KEY, {"key": named, "person": person}).first()
         if found is not None:
             return Ref(int(found.id), str(found.key))
         try:
             # Two first turns of one named conversation at once (PostgreSQL: nothing orders
             # them): the second insert fails on the unique key, and finds the first's row.
             with session.begin_nested():
-                return _new(session, named, now)
+                return _new(session, named, now, person)
         except IntegrityError:
-            row = session.execute(_BY_KEY, {"key": named}).one()
+            row = session.execute(_BY_KEY, {"key": named, "person": person}).one()
             return Ref(int(row.id), str(row.key))
-    return _continued(session, history) or _new(session, uuid.uuid4().hex, now)
+    return _continued(session, history, person) or _new(session, uuid.uuid4().hex, now, person)
 
 
 def record_turn(
@@ -155,11 +173,12 @@ def add_finished(
     *,
     key: str | None = None,
     subject_key: str | None = None,
+    person: int,
 ) -> int:
     """A whole past conversation in one `chat.completed` row (`caesar import`): a conversation
     of its own, over already, so the summariser need not wait for it to go quiet. Returns the
     row's id. `subject_key`: the row's (the importer's content hash), else its `turns_key`."""
-    conversation = _new(session, key or uuid.uuid4().hex, created_at)
+    conversation = _new(session, key or uuid.uuid4().hex, created_at, person)
     row = audit_log.append(
         session,
         audit.CHAT_COMPLETED,
@@ -167,6 +186,7 @@ def add_finished(
         subject_id=conversation.id,
         subject_key=subject_key or turns_key(conversation_turns(payload)),
         created_at=created_at,
+        person=person,
     )
     record_turn(session, conversation, row.id, created_at, touched_at=created_at)
     return int(row.id)
@@ -196,12 +216,15 @@ class Listed:
 OPENING_CHARS = 120
 
 
-def recent(session: Session, ids: Sequence[int] | None = None, limit: int = 50) -> list[Listed]:
-    """Conversations newest first (only `ids`, if given)."""
+def recent(
+    session: Session, ids: Sequence[int] | None = None, limit: int = 50, *, person: int
+) -> list[Listed]:
+    """`person`'s conversations newest first (only `ids`, if given)."""
     query = (
         select(Conversation, EpisodeSummary.summary, AuditLog.payload)
         .outerjoin(EpisodeSummary, EpisodeSummary.conversation_id == Conversation.id)
         .outerjoin(AuditLog, AuditLog.id == Conversation.tip_audit_id)
+        .where(Conversation.person_id == person)
     )
     if ids is not None:
         query = query.where(Conversation.id.in_(list(ids)))
@@ -216,41 +239,52 @@ def recent(session: Session, ids: Sequence[int] | None = None, limit: int = 50) 
     return out
 
 
-def key_of(session: Session, conversation_id: int) -> str | None:
-    """A conversation's key (its client's name for it), None if there is no such one."""
-    key = session.scalar(select(Conversation.key).where(Conversation.id == conversation_id))
+def key_of(session: Session, conversation_id: int, *, person: int) -> str | None:
+    """A conversation's key (its client's name for it), None if `person` has no such one."""
+    key = session.scalar(
+        select(Conversation.key).where(
+            Conversation.id == conversation_id, Conversation.person_id == person
+        )
+    )
     return None if key is None else str(key)
 
 
-def id_of(session: Session, key: str) -> int | None:
-    """The id of the conversation named `key`, None if there is none."""
-    found = session.scalar(select(Conversation.id).where(Conversation.key == key))
+def id_of(session: Session, key: str, *, person: int) -> int | None:
+    """The id of `person`'s conversation named `key`, None if there is none."""
+    found = session.scalar(
+        select(Conversation.id).where(Conversation.key == key, Conversation.person_id == person)
+    )
     return None if found is None else int(found)
 
 
-def turn_rows(session: Session, conversation_id: int) -> Sequence[AuditLog]:
-    """A conversation's answered turns (its `chat.completed` rows), oldest first."""
+def turn_rows(session: Session, conversation_id: int, *, person: int) -> Sequence[AuditLog]:
+    """A conversation's answered turns (its `chat.completed` rows), oldest first; none if it
+    is not `person`'s."""
     return session.scalars(
         select(AuditLog)
-        .where(AuditLog.event_type == audit.CHAT_COMPLETED, AuditLog.subject_id == conversation_id)
+        .where(
+            AuditLog.event_type == audit.CHAT_COMPLETED,
+            AuditLog.subject_id == conversation_id,
+            AuditLog.person_id == person,
+        )
         .order_by(AuditLog.id)
     ).all()
 
 
-def transcript_of(session: Session, named: str) -> list[Message] | None:
-    """A named conversation's turns so far (its tip's row), for a client that sends the id
-    and not the history; None for a conversation caesar has not seen."""
-    return _transcript(session, Conversation.key == named)
+def transcript_of(session: Session, named: str, *, person: int) -> list[Message] | None:
+    """`person`'s named conversation's turns so far (its tip's row), for a client that sends
+    the id and not the history; None for a conversation caesar has not seen of theirs."""
+    return _transcript(session, Conversation.key == named, person)
 
 
-def transcript_by_id(session: Session, conversation_id: int) -> list[Message]:
-    return _transcript(session, Conversation.id == conversation_id) or []
+def transcript_by_id(session: Session, conversation_id: int, *, person: int) -> list[Message]:
+    return _transcript(session, Conversation.id == conversation_id, person) or []
 
 
-def _transcript(session: Session, which: Any) -> list[Message] | None:
+def _transcript(session: Session, which: Any, person: int) -> list[Message] | None:
     payload = session.scalar(
         select(AuditLog.payload)
         .join(Conversation, Conversation.tip_audit_id == AuditLog.id)
-        .where(which)
+        .where(which, Conversation.person_id == person)
     )
     return None if payload is None else conversation_turns(payload)

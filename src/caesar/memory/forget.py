@@ -74,6 +74,8 @@ class ForgetRequest:
     conversation_ids: Sequence[int] = ()
     before: datetime | None = None
     matching: str | None = None
+    # whose: a forget reaches this person's conversations alone (another's id is not found)
+    person: int = field(kw_only=True)
 
     def check(self) -> None:
         if not self.conversation_ids and self.before is None and not self.matching:
@@ -117,14 +119,17 @@ def _matches(payload: dict[str, Any], needle: str) -> bool:
 
 
 def select_conversations(session: Session, request: ForgetRequest) -> list[int]:
-    """The ids of the conversations `request` names, ascending."""
+    """The ids of the conversations `request` names, ascending: its person's only."""
     request.check()
+    mine = Conversation.person_id == request.person
     chosen: set[int] = set()
     if request.conversation_ids:
         wanted = sorted({int(i) for i in request.conversation_ids})
         found = set(
             _ids_in(
-                session, lambda b: select(Conversation.id).where(Conversation.id.in_(b)), wanted
+                session,
+                lambda b: select(Conversation.id).where(Conversation.id.in_(b), mine),
+                wanted,
             )
         )
         missing = [i for i in wanted if i not in found]
@@ -133,7 +138,7 @@ def select_conversations(session: Session, request: ForgetRequest) -> list[int]:
         chosen |= found
     if request.before is None and not request.matching:
         return sorted(chosen)
-    query = select(Conversation.id)
+    query = select(Conversation.id).where(mine)
     if request.before is not None:
         query = query.where(Conversation.last_turn_at < request.before)
     candidates = set(session.scalars(query))
@@ -146,7 +151,11 @@ def select_conversations(session: Session, request: ForgetRequest) -> list[int]:
         while True:
             rows = session.execute(
                 select(AuditLog.id, AuditLog.subject_id, AuditLog.payload)
-                .where(AuditLog.event_type.in_(CHAT_EVENTS), AuditLog.id > after)
+                .where(
+                    AuditLog.event_type.in_(CHAT_EVENTS),
+                    AuditLog.id > after,
+                    AuditLog.person_id == request.person,
+                )
                 .order_by(AuditLog.id)
                 .limit(_SCAN_BATCH)
             ).all()
@@ -179,7 +188,7 @@ def _delete_in(session: Session, model: Any, ids: Sequence[int]) -> None:
         session.execute(delete(model).where(model.id.in_(batch)))
 
 
-def _scrub_values(session: Session, chats: Sequence[int]) -> int:
+def _scrub_values(session: Session, chats: Sequence[int], person: int) -> int:
     """Values the forgotten chats taught also sit in rows about their fact that are not about
     the chats: the operator's later delete or edit of it (`value`, `old_value`), another
     chat's update of it (`old_value`). Those values are cut out of the rows; returns how many
@@ -202,6 +211,7 @@ def _scrub_values(session: Session, chats: Sequence[int]) -> int:
                 AuditLog.event_type.in_(
                     (audit.FACT_USER_DELETED, audit.FACT_USER_EDITED, audit.FACT_UPDATED)
                 ),
+                AuditLog.person_id == person,
             )
         ).all()
         for row_id, payload in rows:
@@ -273,7 +283,7 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
         # The window words first: on SQLite they are found again from the chats' text.
         for batch in _batches(episodes):
             window_keywords.forget_windows(session, batch)
-        result.scrubbed_audit_rows = _scrub_values(session, chats)
+        result.scrubbed_audit_rows = _scrub_values(session, chats, request.person)
         _delete_in(session, EpisodeSummary, episodes)
         _delete_in(session, SemanticChunk, chunks)
         _delete_in(session, Fact, facts)
@@ -284,15 +294,16 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
             session,
             audit.MEMORY_FORGOTTEN,
             {**result.as_json(), "request": request.as_audit()},
+            person=request.person,
         )
         result.audit_id = row.id
         removed_episodes, removed_chunks = episodes, chunks
         if services.db.is_sqlite:
-            _merge_keyword_indexes(session)
+            merge_keyword_indexes(session)
     services.episodes.forget(removed_episodes)
     services.semantic.forget(removed_chunks)
     if services.db.is_sqlite:
-        _checkpoint(services)
+        checkpoint_wal(services)
     log.info(
         "forgot %d conversation(s): %d chat rows, %d episodes, %d facts",
         len(result.conversation_ids),
@@ -303,14 +314,14 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
     return result
 
 
-def _merge_keyword_indexes(session: Session) -> None:
+def merge_keyword_indexes(session: Session) -> None:
     """FTS5 deletes are markers over older segments until a merge: merge it all now, so no
     segment keeps a forgotten word."""
     for table in ("episode_fts", "episode_window_fts"):
         session.execute(text(f"INSERT INTO {table} ({table}) VALUES ('optimize')"))
 
 
-def _checkpoint(services: Any) -> None:
+def checkpoint_wal(services: Any) -> None:
     """Copy the WAL into the database file and truncate it: the WAL holds the old pages."""
     with services.db.engine.connect() as connection:
         busy, _log, _done = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
@@ -318,19 +329,27 @@ def _checkpoint(services: Any) -> None:
             log.warning("forget: the WAL checkpoint was blocked by a reader; it completes later")
 
 
-def existing_conversations(session: Session, ids: Sequence[int]) -> list[int]:
-    """Those of `ids` that are still there (not forgotten or swept since)."""
+def existing_conversations(session: Session, ids: Sequence[int], *, person: int) -> list[int]:
+    """Those of `ids` that are `person`'s and still there (not forgotten or swept since)."""
     return sorted(
-        _ids_in(session, lambda b: select(Conversation.id).where(Conversation.id.in_(b)), ids)
+        _ids_in(
+            session,
+            lambda b: select(Conversation.id).where(
+                Conversation.id.in_(b), Conversation.person_id == person
+            ),
+            ids,
+        )
     )
 
 
-def fact_sources(session: Session, key: str) -> list[int]:
-    """The conversations a fact was learned from (its extracted / updated rows' chats)."""
+def fact_sources(session: Session, key: str, *, person: int) -> list[int]:
+    """The conversations `person`'s fact was learned from (its extracted / updated rows'
+    chats)."""
     chats = select(AuditLog.subject_id).where(
         AuditLog.event_type.in_((audit.FACT_EXTRACTED, audit.FACT_UPDATED)),
         AuditLog.subject_key == key,
         AuditLog.subject_id.is_not(None),
+        AuditLog.person_id == person,
     )
     return _ids(
         session,
@@ -345,20 +364,23 @@ def fact_sources(session: Session, key: str) -> list[int]:
     )
 
 
-def delete_fact(services: Any, raw_key: str, *, forget_sources: bool = False) -> dict[str, Any]:
+def delete_fact(
+    services: Any, raw_key: str, *, person: int, forget_sources: bool = False
+) -> dict[str, Any]:
     """Delete a fact, naming the conversations it was learned from (`learned_from`): they
     still say it, and recall can bring it back. `forget_sources`: forget those still there
     too. The one way every front end deletes a fact (API, CLI, dashboard, MCP)."""
     key = normalise_key(raw_key)
     with services.db.read() as session:
-        sources = fact_sources(session, key)
-    audit_id = services.facts.delete(key)
+        sources = fact_sources(session, key, person=person)
+    audit_id = services.facts.delete(key, person=person)
     out: dict[str, Any] = {"deleted": key, "audit_id": audit_id, "learned_from": sources}
     if forget_sources and sources:
         with services.db.read() as session:  # one forgotten meanwhile is not there to forget
-            still = existing_conversations(session, sources)
+            still = existing_conversations(session, sources, person=person)
         if still:
-            out["forgotten"] = forget(services, ForgetRequest(conversation_ids=still)).as_json()
+            request = ForgetRequest(conversation_ids=still, person=person)
+            out["forgotten"] = forget(services, request).as_json()
     return out
 
 
@@ -368,10 +390,12 @@ def listed(
     before: datetime | None = None,
     matching: str | None = None,
     limit: int = 50,
+    person: int,
 ) -> list[conversations.Listed]:
     """Conversations newest first; with `before` / `matching`, those a forget by that filter
     would take (so a front end can show them first)."""
     ids = None
     if before is not None or matching:
-        ids = select_conversations(session, ForgetRequest(before=before, matching=matching))
-    return conversations.recent(session, ids, limit)
+        request = ForgetRequest(before=before, matching=matching, person=person)
+        ids = select_conversations(session, request)
+    return conversations.recent(session, ids, limit, person=person)

@@ -48,11 +48,16 @@ class TurnMemory:
 
 
 def facts_for_prompt(
-    facts: FactsStore, inject: FactsInjectSettings, now: datetime, *, sentences: bool = False
+    facts: FactsStore,
+    inject: FactsInjectSettings,
+    now: datetime,
+    *,
+    person: int,
+    sentences: bool = False,
 ) -> TurnMemory:
-    """The facts for a turn's prompt, most important first, within `inject`'s caps: as the
-    facts block, or (`sentences`, the small-model prompt) as plain sentences."""
-    ranked = facts.list_all(now, limit=inject.max_facts) if inject.max_facts else []
+    """`person`'s facts for their turn's prompt, most important first, within `inject`'s
+    caps: as the facts block, or (`sentences`, the small-model prompt) as plain sentences."""
+    ranked = facts.list_all(now, person=person, limit=inject.max_facts) if inject.max_facts else []
     lines = [FactLine(f.key, f.value) for f in ranked]
     if sentences:
         said = plain.fact_sentences(lines, max_facts=inject.max_facts, max_chars=inject.max_chars)
@@ -74,13 +79,16 @@ def with_excerpts(
     query: str,
     now: datetime,
     asked: Asked = NOTHING,
+    *,
+    person: int,
 ) -> tuple[str, list[RecalledEpisode]]:
     """The past-conversations block for `ranked` (best first) under `settings.prompt_chars`,
     and the episodes in it, each with its excerpts (`settings.excerpts` off: the lines alone).
     A message about a span of time or gathering across conversations is shown in breadth."""
     if not ranked:
         return "", []
-    turns = episodes.conversations([e.audit_log_id for e in ranked]) if settings.excerpts else {}
+    ids = [e.audit_log_id for e in ranked]
+    turns = episodes.conversations(ids, person=person) if settings.excerpts else {}
     candidates = [
         excerpts.Candidate(
             EpisodeLine(e.created_at, e.summary),
@@ -110,15 +118,20 @@ def recall_for_prompt(
     message: str,
     now: datetime,
     memory: TurnMemory,
+    *,
+    person: int,
 ) -> TurnMemory:
-    """`memory` with the past conversations `message` recalls, or with the recall error."""
+    """`memory` with the past conversations of `person`'s that `message` recalls, or with the
+    recall error."""
     try:
         params = RecallParams.from_settings(settings)
         memory.asked = episodes.read(message, now)
         vector = episodes.embed_query(message)
-        ranked = episodes.search(vector, now, params, query_text=message, asked=memory.asked)
+        ranked = episodes.search(
+            vector, now, params, query_text=message, asked=memory.asked, person=person
+        )
         memory.episodes_text, memory.recalled = with_excerpts(
-            episodes, settings, ranked, message, now, memory.asked
+            episodes, settings, ranked, message, now, memory.asked, person=person
         )
     except Exception as exc:  # noqa: BLE001 - memory never breaks chat; the brain audits it
         log.warning("auto-recall failed: %s", exc)
@@ -131,12 +144,15 @@ def preview(
     settings: EpisodesRecallSettings,
     query: str,
     now: datetime,
+    *,
+    person: int,
     **overrides: object,
 ) -> list[RecalledEpisode]:
-    """What auto-recall would surface for `query`, read-only: the ranking, and for the episodes
-    that would reach the prompt, their excerpts (the others have none)."""
-    ranked = episodes.preview(query, now, **overrides)
-    _text, shown = with_excerpts(episodes, settings, ranked, query, now, episodes.read(query, now))
+    """What auto-recall would surface for `person`'s `query`, read-only: the ranking, and for
+    the episodes that would reach the prompt, their excerpts (the others have none)."""
+    ranked = episodes.preview(query, now, person=person, **overrides)
+    asked = episodes.read(query, now)
+    _text, shown = with_excerpts(episodes, settings, ranked, query, now, asked, person=person)
     by_id = {e.episode_id: e for e in shown}
     return [by_id.get(e.episode_id, e) for e in ranked]
 

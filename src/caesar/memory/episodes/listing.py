@@ -119,8 +119,9 @@ def list_episodes(
     before: Cursor | None = None,
     after: Cursor | None = None,
     limit: int = 50,
+    person: int,
 ) -> EpisodePage:
-    """One page of episodes, newest first.
+    """One page of `person`'s episodes, newest first.
 
     - `search`: only summaries containing it, case-insensitively (a plain substring; `%` and
       `_` mean themselves). Blank means no filter.
@@ -134,7 +135,10 @@ def list_episodes(
         raise InputError("give before or after, not both")
     if not 1 <= limit <= MAX_LIMIT:
         raise InputError(f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
-    matching: list[ColumnElement[bool]] = [EpisodeSummary.summary != ""]
+    matching: list[ColumnElement[bool]] = [
+        EpisodeSummary.summary != "",
+        EpisodeSummary.person_id == person,
+    ]
     if search and search.strip():
         pattern = like_pattern(search.strip())
         matching.append(EpisodeSummary.summary.ilike(pattern, escape="\\"))

@@ -217,8 +217,8 @@ class EpisodeMemory:
             dimension=lambda: int(self.embed_query("dimension").shape[-1]),
         )
 
-    def index(self) -> VectorIndex:
-        return self._indexes.get()
+    def index(self, person: int) -> VectorIndex:
+        return self._indexes.get(person)
 
     def warm(self) -> int:
         """Ready the search now (start-up), rather than on the first turn."""
@@ -233,14 +233,16 @@ class EpisodeMemory:
         """Never recall episodes deleted by retention again (the in-process index drops them)."""
         self.backend.forget(episode_ids)
 
-    def conversations(self, audit_ids: list[int]) -> dict[int, list[Message]]:
-        """The user/assistant turns of these chats (audit row id → turns), reply included:
-        what excerpts are cut from. A chat swept since it was recalled is absent."""
+    def conversations(self, audit_ids: list[int], *, person: int) -> dict[int, list[Message]]:
+        """The user/assistant turns of these chats of `person`'s (audit row id → turns), reply
+        included: what excerpts are cut from. A chat swept since it was recalled is absent."""
         if not audit_ids:
             return {}
         with self.db.read() as session:
             rows = session.execute(
-                select(AuditLog.id, AuditLog.payload).where(AuditLog.id.in_(audit_ids))
+                select(AuditLog.id, AuditLog.payload).where(
+                    AuditLog.id.in_(audit_ids), AuditLog.person_id == person
+                )
             ).all()
         return {int(i): conversation_turns(payload or {}) for i, payload in rows}
 
@@ -258,12 +260,22 @@ class EpisodeMemory:
         params: RecallParams,
         query_text: str | None = None,
         asked: Asked | None = None,
+        *,
+        person: int,
     ) -> list[RecalledEpisode]:
+        """`person`'s episodes nearest the query: nobody else's is searched."""
         if params.fusion != "dense" and query_text:
             asked = asked or self.read(query_text, now)
             with self.db.read() as session:
                 fused = hybrid_search(
-                    session, self.backend, query_text, query_vector, now, params, asked
+                    session,
+                    self.backend,
+                    query_text,
+                    query_vector,
+                    now,
+                    params,
+                    asked,
+                    person=person,
                 )
             return [RecalledEpisode(**vars(hit)) for hit in fused]  # (asdict deep-copies)
         backend = self.backend
@@ -277,10 +289,11 @@ class EpisodeMemory:
         # lets the rows behind them take their slots (rarely more than one retry).
         for _attempt in range(3):
             with self.db.read() as session:
-                backend.refresh(session)
+                backend.refresh(session, person=person)
                 hits = backend.search(
                     session,
                     query_vector,
+                    person=person,
                     limit=params.top_k * OVERFETCH,
                     threshold=params.similarity_threshold,
                     min_created=min_created,
@@ -305,11 +318,13 @@ class EpisodeMemory:
         return rank_episodes([tuple(r) for r in rows], cosines, now, params)  # type: ignore[misc]
 
     def preview(
-        self, query: str, now: datetime | None = None, **overrides: object
+        self, query: str, now: datetime | None = None, *, person: int, **overrides: object
     ) -> list[RecalledEpisode]:
-        """What auto-recall would surface, without bumping anything."""
+        """What auto-recall would surface for `person`, without bumping anything."""
         params = RecallParams.from_settings(self.settings, **overrides)
-        return self.search(self.embed_query(query), now or utcnow(), params, query_text=query)
+        return self.search(
+            self.embed_query(query), now or utcnow(), params, query_text=query, person=person
+        )
 
     def record_recalls(
         self,
@@ -318,11 +333,13 @@ class EpisodeMemory:
         *,
         now: datetime,
         context: dict[str, object],
+        person: int,
     ) -> None:
-        """Bump counters and append one `memory.episode.recalled` row per surfaced episode."""
+        """Bump counters and append one `memory.episode.recalled` row per surfaced episode
+        (`person`'s, as the episodes are)."""
         if not episodes:
             return
-        index = self._indexes.loaded
+        index = self._indexes.loaded(person)
         # One statement for all of them, and one for their audit rows: this runs inside every
         # chat turn's write transaction. The core table, not the ORM entity: an ORM UPDATE
         # pays for session synchronisation this session has nothing to synchronise.
@@ -351,7 +368,7 @@ class EpisodeMemory:
             rows.append(
                 audit.AuditEntry(audit.EPISODE_RECALLED, payload, subject_id=episode.audit_log_id)
             )
-        self.audit.append_many(session, rows)
+        self.audit.append_many(session, rows, person=person)
 
 
 def embedding_values(vector: np.ndarray | None) -> dict[str, object]:
@@ -374,8 +391,10 @@ def episode_row(
     created_at: datetime,
     recall_count: int = 0,
     passages: bytes | None = None,
+    person: int,
 ) -> EpisodeSummary:
-    """The one way an episode row is made (see embedding_values); `passages` are the
+    """The one way an episode row is made (see embedding_values), `person`'s as the chat it
+    was written from is; `passages` are the
     conversation's packed window vectors (memory/search/passages.py), if embedded."""
     return EpisodeSummary(
         audit_log_id=audit_log_id,
@@ -385,4 +404,5 @@ def episode_row(
         created_at=created_at,
         recall_count=recall_count,
         passage_vectors=passages,
+        person_id=person,
     )

@@ -232,6 +232,7 @@ def write_outcomes(
     replaced: list[int] = []
     for job, o in zip(jobs, outcomes, strict=True):
         subject = {"audit_log_id": o.row.id, "conversation_id": job.conversation_id}
+        person = o.row.person_id  # whose chat it is: the episode is theirs
         if o.error is not None:
             if _claim(session, job, failed_audit_id=job.tip):
                 worker.audit.append(
@@ -239,6 +240,7 @@ def write_outcomes(
                     audit.EPISODE_SUMMARISE_FAILED,
                     {**subject, "stage": o.stage, "error": o.error},
                     subject_id=o.row.id,
+                    person=person,
                 )
             continue
         if not _claim(session, job, summarised_audit_id=job.tip, failed_audit_id=None):
@@ -249,6 +251,7 @@ def write_outcomes(
                 audit.EPISODE_SUMMARISE_SKIPPED,
                 {**subject, "reason": "temporary"},
                 subject_id=o.row.id,
+                person=person,
             )
             continue
         old = session.execute(
@@ -268,6 +271,7 @@ def write_outcomes(
             model=o.model,
             created_at=o.row.created_at,
             recall_count=old.recall_count if old else 0,
+            person=person,
         )
         row.conversation_id = job.conversation_id
         row.last_recalled_at = old.last_recalled_at if old else None
@@ -280,6 +284,7 @@ def write_outcomes(
                 audit.EPISODE_SUMMARISED,
                 {**subject, **replaces, "summary": o.summary, "model": o.model},
                 subject_id=o.row.id,
+                person=person,
             )
         else:
             worker.audit.append(
@@ -287,6 +292,7 @@ def write_outcomes(
                 audit.EPISODE_SUMMARISE_SKIPPED,
                 {**subject, **replaces, "reason": "trivial"},
                 subject_id=o.row.id,
+                person=person,
             )
     session.flush()
     return replaced

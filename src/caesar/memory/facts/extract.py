@@ -154,6 +154,7 @@ def extraction_messages(payload: dict[str, Any]) -> list[Message] | None:
 class _Outcome:
     audit_id: int
     said_at: datetime
+    person: int  # whose chat it is: what is learnt from it is theirs
     facts: list[_ExtractedFact] = field(default_factory=list)
     error: str | None = None
     raw: str | None = None
@@ -178,7 +179,7 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
     def prepare(self, rows: Sequence[AuditLog]) -> list[_Outcome]:
         outcomes = []
         for row in rows:
-            outcome = _Outcome(row.id, row.created_at)
+            outcome = _Outcome(row.id, row.created_at, row.person_id)
             outcomes.append(outcome)
             messages = extraction_messages(row.payload)
             if messages is None:  # no LLM call for nothing: the outcome is "no facts"
@@ -206,6 +207,7 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
                         "raw_truncated": len(outcome.raw or "") > RAW_KEEP,
                     },
                     subject_id=outcome.audit_id,
+                    person=outcome.person,
                 )
                 continue
             for fact in outcome.facts:
@@ -216,4 +218,5 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
                     confidence=fact.confidence,
                     source_audit_id=outcome.audit_id,
                     said_at=outcome.said_at,
+                    person=outcome.person,
                 )

@@ -58,12 +58,16 @@ class Change:
         }
 
 
-def fact_history(session: Session, key: str) -> list[Change]:
+def fact_history(session: Session, key: str, *, person: int) -> list[Change]:
     """Every change of `key`, oldest first; each value's `until` is when the next change that
     took effect (not a conflict) replaced it."""
     rows = session.execute(
         select(AuditLog.id, AuditLog.created_at, AuditLog.event_type, AuditLog.payload)
-        .where(AuditLog.subject_key == key, AuditLog.event_type.in_(CHANGES))
+        .where(
+            AuditLog.subject_key == key,
+            AuditLog.event_type.in_(CHANGES),
+            AuditLog.person_id == person,
+        )
         .order_by(AuditLog.id)
     ).all()
     changes = []

@@ -91,7 +91,7 @@ def _edit_counts_query(*, one_key: bool) -> Any:
     A join against each key's last deletion rather than a correlated subquery per edit row."""
     log = AuditLog.__table__.c
     last_delete = select(log.subject_key, func.max(log.id).label("last_id")).where(
-        log.event_type == audit.FACT_USER_DELETED
+        log.event_type == audit.FACT_USER_DELETED, log.person_id == bindparam("person")
     )
     if one_key:
         last_delete = last_delete.where(log.subject_key == bindparam("key"))
@@ -103,6 +103,7 @@ def _edit_counts_query(*, one_key: bool) -> Any:
         )
         .where(
             log.event_type == audit.FACT_USER_EDITED,
+            log.person_id == bindparam("person"),
             log.subject_key.is_not(None),
             log.id > func.coalesce(deleted.c.last_id, 0),
         )
@@ -117,26 +118,28 @@ _EDIT_COUNT_OF_KEY = _edit_counts_query(one_key=True)
 # reused, and a new row's id is larger than any before it, so (how many, largest id) of the
 # edit and deletion rows changes whenever one is added (largest id) or removed (how many).
 _EDIT_ROWS_SIGNATURE = select(func.count(), func.max(AuditLog.__table__.c.id)).where(
-    AuditLog.__table__.c.event_type.in_((audit.FACT_USER_EDITED, audit.FACT_USER_DELETED))
+    AuditLog.__table__.c.event_type.in_((audit.FACT_USER_EDITED, audit.FACT_USER_DELETED)),
+    AuditLog.__table__.c.person_id == bindparam("person"),
 )
 
 
-def edit_counts(session: Session, key: str | None = None) -> dict[str, int]:
-    """Operator edits per key (`memory.fact.user_edited` rows, ADR-0034 §4), counting only
+def edit_counts(session: Session, key: str | None = None, *, person: int) -> dict[str, int]:
+    """`person`'s edits per key (`memory.fact.user_edited` rows, ADR-0034 §4), counting only
     edits after the key's last `memory.fact.user_deleted`: deleting a fact forgets the
-    interest the operator once showed in it. Both lookups ride idx_audit_log_type_subject_key."""
+    interest the operator once showed in it."""
     if key is None:
-        rows = session.execute(_EDIT_COUNTS)
+        rows = session.execute(_EDIT_COUNTS, {"person": person})
     else:
-        rows = session.execute(_EDIT_COUNT_OF_KEY, {"key": key})
+        rows = session.execute(_EDIT_COUNT_OF_KEY, {"key": key, "person": person})
     return {str(k): int(n) for k, n in rows}
 
 
-def by_keys(session: Session, keys: Sequence[str]) -> dict[str, Fact]:
-    """The facts of `keys` as they are now, by key (a key with no fact is absent)."""
+def by_keys(session: Session, keys: Sequence[str], *, person: int) -> dict[str, Fact]:
+    """`person`'s facts of `keys` as they are now, by key (a key with no fact is absent)."""
     if not keys:
         return {}
-    return {f.key: f for f in session.scalars(select(Fact).where(Fact.key.in_(list(keys))))}
+    rows = session.scalars(select(Fact).where(Fact.key.in_(list(keys)), Fact.person_id == person))
+    return {f.key: f for f in rows}
 
 
 def _raw(column: Any) -> Any:
@@ -169,8 +172,10 @@ _COLUMNS = (
     _raw(_FACT.updated_at).label("updated_at"),
 )
 _I_KEY, _I_VALUE, _I_CONFIDENCE, _I_SOURCE, _I_CREATED, _I_UPDATED = range(len(_COLUMNS))
-_ALL_ROWS = select(*_COLUMNS).order_by(_FACT.key)
-_ROW_OF_KEY = select(*_COLUMNS).where(_FACT.key == bindparam("key"))
+_ALL_ROWS = select(*_COLUMNS).where(_FACT.person_id == bindparam("person")).order_by(_FACT.key)
+_ROW_OF_KEY = select(*_COLUMNS).where(
+    _FACT.key == bindparam("key"), _FACT.person_id == bindparam("person")
+)
 
 
 class FactsStore:
@@ -180,10 +185,10 @@ class FactsStore:
         self.db = db
         self.settings = settings
         self.audit = audit_log
-        # (signature of the edit/deletion rows, the edit counts computed from them): every
-        # turn needs the counts; they change only when the operator edits or deletes a fact
-        # (any process) or retention sweeps such a row. Replaced whole, never mutated.
-        self._edit_counts: tuple[tuple[int, int | None], dict[str, int]] | None = None
+        # Per person, (signature of their edit/deletion rows, the edit counts computed from
+        # them): every turn needs the counts; they change only when the person edits or
+        # deletes a fact (any process) or retention sweeps such a row. Replaced whole.
+        self._edit_counts: dict[int, tuple[tuple[int, int | None], dict[str, int]]] = {}
 
     def _ranked(
         self, rows: Sequence[Any], edits: dict[str, int], now: datetime, limit: int | None
@@ -218,57 +223,64 @@ class FactsStore:
         ]
 
     def list_all(
-        self, now: datetime | None = None, *, limit: int | None = None
+        self, now: datetime | None = None, *, person: int, limit: int | None = None
     ) -> list[RankedFact]:
-        """Every fact (or the `limit` most important), most important first (ADR-0034 §4).
-        Importance is computed here, at read time, never stored."""
+        """Every fact of `person`'s (or the `limit` most important), most important first
+        (ADR-0034 §4). Importance is computed here, at read time, never stored."""
         now = now or utcnow()
         with self.db.read() as session:
-            rows = session.execute(_ALL_ROWS).all()
-            edits = self._all_edit_counts(session) if rows else {}
+            rows = session.execute(_ALL_ROWS, {"person": person}).all()
+            edits = self._all_edit_counts(session, person) if rows else {}
         return self._ranked(rows, edits, now, limit)
 
-    def _all_edit_counts(self, session: Session) -> dict[str, int]:
+    def _all_edit_counts(self, session: Session, person: int) -> dict[str, int]:
         """`edit_counts(session)`, recomputed only when the rows it counts changed. The
         signature is read before the counts: a write committed between the two leaves counts
         newer than their signature (recomputed next time), never older."""
-        count, last_id = session.execute(_EDIT_ROWS_SIGNATURE).one()
+        count, last_id = session.execute(_EDIT_ROWS_SIGNATURE, {"person": person}).one()
         signature = (int(count), None if last_id is None else int(last_id))
-        cached = self._edit_counts
+        cached = self._edit_counts.get(person)
         if cached is not None and cached[0] == signature:
             return cached[1]
-        counts = edit_counts(session)
-        self._edit_counts = (signature, counts)
+        counts = edit_counts(session, person=person)
+        self._edit_counts = {**self._edit_counts, person: (signature, counts)}
         return counts
 
-    def get(self, raw_key: str, now: datetime | None = None) -> RankedFact:
+    def get(self, raw_key: str, now: datetime | None = None, *, person: int) -> RankedFact:
         key = normalise_key(raw_key)
         with self.db.read() as session:
-            row = session.execute(_ROW_OF_KEY, {"key": key}).first()
+            row = session.execute(_ROW_OF_KEY, {"key": key, "person": person}).first()
             if row is None:
                 raise NotFound(f"no fact with key {key!r}")
-            edits = edit_counts(session, key)
+            edits = edit_counts(session, key, person=person)
         return self._ranked([row], edits, now or utcnow(), None)[0]
 
-    def set_by_operator(self, raw_key: str, raw_value: str) -> tuple[Fact, int]:
+    def set_by_operator(self, raw_key: str, raw_value: str, *, person: int) -> tuple[Fact, int]:
         """Create or edit; the operator's word is certain (confidence 1.0). Setting the same
         value again still counts as an edit: touching a fact is how the operator says it
         matters (ADR-0034 §Alternatives). Returns the fact and the audit id of the edit."""
         key, value = normalise_key(raw_key), clean_value(raw_value)
         try:
-            return self._set(key, value)
+            return self._set(key, value, person)
         except IntegrityError:
             # PostgreSQL only (SQLite writes are serialised): the extractor inserted the same
             # new key between our read and our insert. Now it exists, so this is an edit.
-            return self._set(key, value)
+            return self._set(key, value, person)
 
-    def _set(self, key: str, value: str) -> tuple[Fact, int]:
+    def _set(self, key: str, value: str, person: int) -> tuple[Fact, int]:
         now = utcnow()
         with self.db.write() as session:
-            fact = session.scalar(select(Fact).where(Fact.key == key))
+            fact = session.scalar(select(Fact).where(Fact.key == key, Fact.person_id == person))
             old = fact.value if fact else None
             if fact is None:
-                fact = Fact(key=key, value=value, confidence=1.0, created_at=now, updated_at=now)
+                fact = Fact(
+                    key=key,
+                    value=value,
+                    confidence=1.0,
+                    created_at=now,
+                    updated_at=now,
+                    person_id=person,
+                )
                 session.add(fact)
             else:
                 fact.value, fact.confidence, fact.updated_at = value, 1.0, now
@@ -278,17 +290,18 @@ class FactsStore:
                 {"key": key, "old_value": old, "value": value},
                 subject_key=key,
                 created_at=now,
+                person=person,
             )
             # The fact now comes from the operator's edit: link it there.
             fact.source_audit_id = row.id
             session.flush()
             return fact, row.id
 
-    def delete(self, raw_key: str) -> int:
-        """Returns the audit id of the deletion."""
+    def delete(self, raw_key: str, *, person: int) -> int:
+        """Delete `person`'s fact `raw_key`; returns the audit id of the deletion."""
         key = normalise_key(raw_key)
         with self.db.write() as session:
-            fact = session.scalar(select(Fact).where(Fact.key == key))
+            fact = session.scalar(select(Fact).where(Fact.key == key, Fact.person_id == person))
             if fact is None:
                 raise NotFound(f"no fact with key {key!r}")
             session.delete(fact)
@@ -297,6 +310,7 @@ class FactsStore:
                 audit.FACT_USER_DELETED,
                 {"key": key, "value": fact.value},
                 subject_key=key,
+                person=person,
             )
             return row.id
 
@@ -318,6 +332,7 @@ class FactsStore:
                 AuditLog.event_type == audit.FACT_CONFLICT,
                 AuditLog.subject_key == fact.key,
                 AuditLog.subject_id == source_audit_id,
+                AuditLog.person_id == fact.person_id,
             )
         )
         if seen is not None:
@@ -333,14 +348,16 @@ class FactsStore:
             },
             subject_key=fact.key,
             subject_id=source_audit_id,
+            person=fact.person_id,
         )
         return audit.FACT_CONFLICT
 
-    def history(self, raw_key: str) -> list[Change]:
-        """Every value `raw_key` held, when, and what replaced it (memory/facts/history.py)."""
+    def history(self, raw_key: str, *, person: int) -> list[Change]:
+        """Every value `person`'s `raw_key` held, when, and what replaced it
+        (memory/facts/history.py)."""
         key = normalise_key(raw_key)
         with self.db.read() as session:
-            changes = fact_history(session, key)
+            changes = fact_history(session, key, person=person)
         if not changes:
             raise NotFound(f"no fact with key {key!r}, now or before")
         return changes
@@ -354,8 +371,10 @@ class FactsStore:
         confidence: float,
         source_audit_id: int,
         said_at: datetime,
+        person: int,
     ) -> str | None:
-        """One extracted fact, inside the extract worker's transaction. `said_at` is when the
+        """One extracted fact of `person`'s (whose chat it came from), inside the extract
+        worker's transaction. `said_at` is when the
         source chat happened; it becomes the fact's `updated_at`, so freshness measures how
         long ago the operator said it. Returns the audit event written, or None.
 
@@ -366,13 +385,15 @@ class FactsStore:
         - the fact was set, edited or deleted after this chat happened: nothing (stale news;
           this is also what makes re-processing a chat a no-op)
         """
-        fact = session.scalar(select(Fact).where(Fact.key == key))
+        fact = session.scalar(select(Fact).where(Fact.key == key, Fact.person_id == person))
         if fact is not None and fact.updated_at > said_at:
             return None
         if fact is None:
             deleted_at = session.scalar(
                 select(func.max(AuditLog.created_at)).where(
-                    AuditLog.event_type == audit.FACT_USER_DELETED, AuditLog.subject_key == key
+                    AuditLog.event_type == audit.FACT_USER_DELETED,
+                    AuditLog.subject_key == key,
+                    AuditLog.person_id == person,
                 )
             )
             if deleted_at is not None and deleted_at > said_at:
@@ -385,6 +406,7 @@ class FactsStore:
                     source_audit_id=source_audit_id,
                     created_at=said_at,
                     updated_at=said_at,
+                    person_id=person,
                 )
             )
             session.flush()
@@ -399,6 +421,7 @@ class FactsStore:
                 },
                 subject_key=key,
                 subject_id=source_audit_id,
+                person=person,
             )
             return audit.FACT_EXTRACTED
         if fact.value.casefold() != value.casefold():
@@ -421,6 +444,7 @@ class FactsStore:
                 },
                 subject_key=key,
                 subject_id=source_audit_id,
+                person=person,
             )
             return audit.FACT_UPDATED
         # The operator said it again: fresher and at least as certain, no audit noise.

@@ -57,9 +57,9 @@ class VectorSearch(Protocol):
         """The largest recall count of any episode searched (bounds what `rank` can give)."""
         ...
 
-    def refresh(self, session: Session) -> None:
-        """See the episodes committed since the last search (a no-op where the database
-        itself is searched)."""
+    def refresh(self, session: Session, *, person: int) -> None:
+        """See `person`'s episodes committed since their last search (a no-op where the
+        database itself is searched)."""
         ...
 
     def warm(self, db: Database) -> int:
@@ -84,34 +84,46 @@ class VectorSearch(Protocol):
         session: Session,
         query: np.ndarray,
         *,
+        person: int,
         limit: int,
         threshold: float | None = None,
         min_created: float | None = None,
         rank: Rank | None = None,
         factor_range: tuple[float, float] = (1.0, 1.0),
     ) -> Hits:
-        """Episodes with cosine ≥ threshold created ≥ min_created (epoch seconds), ordered by
+        """`person`'s episodes (no one else's is scored: the person is a filter of the scan, not
+        of its top k) with cosine ≥ threshold created ≥ min_created (epoch seconds), ordered by
         `rank(cosine, created, recall_count)` (default: the cosine), best `limit` first.
         `rank` is cosine × a factor within `factor_range` (both bounds ≥ 0): a backend that
         cannot run it where the vectors are over-fetches by the cosine and re-ranks."""
         ...
 
     def newest(
-        self, session: Session, query: np.ndarray, *, limit: int, min_created: float | None = None
+        self,
+        session: Session,
+        query: np.ndarray,
+        *,
+        person: int,
+        limit: int,
+        min_created: float | None = None,
     ) -> Hits:
-        """The `limit` newest episodes (highest ids) created ≥ min_created, with their
+        """`person`'s `limit` newest episodes (highest ids) created ≥ min_created, with their
         cosine to the query; newest first."""
         ...
 
-    def cosines(self, session: Session, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
-        """The cosine of each of `ids` that `search` can see; the others are absent."""
+    def cosines(
+        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
+    ) -> dict[int, float]:
+        """The cosine of each of `ids` that `search` can see for `person`; the others
+        (another person's among them) are absent."""
         ...
 
     def stored_cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray
+        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
     ) -> dict[int, float]:
-        """The cosine of each of `ids` read from its row, for one `search` cannot see yet
-        (committed since the refresh): 0 for a vector of another size."""
+        """The cosine of each of `ids` (those that are `person`'s) read from its row, for one
+        `search` cannot see yet (committed since the refresh): 0 for a vector of another
+        size."""
         ...
 
 
@@ -119,13 +131,16 @@ class FullTextSearch(Protocol):
     """The episodes' words (summary and conversation) and their 3-turn windows' words, in the
     database's own full-text index, kept in step with the rows (triggers; windows by their
     writer). Every score follows the module's score rule. `terms` are query words
-    (keywords.query_terms), matched by the index's own tokenizer and stemmer."""
+    (keywords.query_terms), matched by the index's own tokenizer and stemmer. Every question
+    is one person's (`person`): another person's episode is never counted, scored or
+    returned."""
 
     def keyword_scores(
         self,
         session: Session,
         terms: Sequence[str],
         *,
+        person: int,
         limit: int,
         model_id: str | None = None,
         ids: Sequence[int] | None = None,
@@ -139,27 +154,31 @@ class FullTextSearch(Protocol):
         alone, without the episode rows."""
         ...
 
-    def term_counts(self, session: Session, terms: Sequence[str]) -> tuple[int, list[int]]:
-        """(indexed episodes, [episodes holding each term])."""
+    def term_counts(
+        self, session: Session, terms: Sequence[str], *, person: int
+    ) -> tuple[int, list[int]]:
+        """(indexed episodes, [episodes holding each term]), of `person`'s."""
         ...
 
-    def probe_contains(self, session: Session, terms: Sequence[str], probe_id: int) -> list[bool]:
-        """Whether episode `probe_id` holds each term."""
+    def probe_contains(
+        self, session: Session, terms: Sequence[str], probe_id: int, *, person: int
+    ) -> list[bool]:
+        """Whether episode `probe_id` holds each term (all False if it is not `person`'s)."""
         ...
 
-    def count_holding_all(self, session: Session, terms: Sequence[str]) -> int:
-        """Indexed episodes holding every term (no scoring)."""
+    def count_holding_all(self, session: Session, terms: Sequence[str], *, person: int) -> int:
+        """`person`'s indexed episodes holding every term (no scoring)."""
         ...
 
-    def indexed_id_range(self, session: Session) -> tuple[int, int]:
-        """(smallest, largest) indexed episode id; (0, 0) when none is."""
+    def indexed_id_range(self, session: Session, *, person: int) -> tuple[int, int]:
+        """(smallest, largest) of `person`'s indexed episode ids; (0, 0) when none is."""
         ...
 
     def window_scores(
-        self, session: Session, terms: Sequence[str], ids: Sequence[int]
+        self, session: Session, terms: Sequence[str], ids: Sequence[int], *, person: int
     ) -> dict[int, dict[int, float]]:
         """{episode_id: {window number: score}} for the windows of episodes `ids` (sorted,
-        non-empty) holding any of `terms`."""
+        non-empty; those not `person`'s are left out) holding any of `terms`."""
         ...
 
     def has_windows(self, session: Session, episode_id: int) -> bool: ...

@@ -40,6 +40,7 @@ def common_words_pool(
     session: Session,
     terms: list[str],
     *,
+    person: int,
     model_id: str,
     pool: int,
     min_created: datetime | None,
@@ -53,19 +54,20 @@ def common_words_pool(
     Every score is the one keyword_scores gives; only which episodes are scored is bounded.
     `backend`: the search backend (by default, that of the session's engine)."""
     text = backend or full_text(session)
-    first, last = text.indexed_id_range(session)
+    first, last = text.indexed_id_range(session, person=person)
 
     def since(fraction: float) -> int:
         return last - int((last - first) * fraction)
 
     scores: dict[int, float] = {}
-    holding = text.count_holding_all(session, terms) if len(terms) > 1 else 0
+    holding = text.count_holding_all(session, terms, person=person) if len(terms) > 1 else 0
     if holding:
         newest = None if holding <= budget else since(budget / holding)
         scores = _checked_pool(
             session,
             text,
             terms,
+            person=person,
             every=True,
             model_id=model_id,
             pool=pool,
@@ -77,6 +79,7 @@ def common_words_pool(
             session,
             text,
             terms,
+            person=person,
             every=False,
             model_id=model_id,
             pool=pool,
@@ -93,6 +96,7 @@ def _checked_pool(
     text: FullTextSearch,
     terms: list[str],
     *,
+    person: int,
     every: bool,
     model_id: str,
     pool: int,
@@ -106,6 +110,7 @@ def _checked_pool(
     ranked = keyword_scores(
         session,
         "",
+        person=person,
         model_id=None,
         limit=wide,
         terms=terms,
@@ -125,6 +130,7 @@ def _checked_pool(
         return keyword_scores(
             session,
             "",
+            person=person,
             model_id=model_id,
             limit=pool,
             min_created=min_created,

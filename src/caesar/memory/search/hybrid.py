@@ -321,8 +321,11 @@ def hybrid_search(
     now: datetime,
     params: HybridParams,
     asked: Asked | None = None,
+    *,
+    person: int,
 ) -> list[HybridHit]:
-    """Recall by fused relevance. `backend` is the engine's search backend
+    """Recall by fused relevance, among `person`'s episodes only (every stage asks for theirs:
+    nobody else's is scored). `backend` is the engine's search backend
     (memory/search/backend.py): its vectors supply the dense pool, the RECENT_POOL
     last-written episodes and the summary cosines of keyword-only candidates, its full text
     the keyword pool and the windows' keyword scores; the candidates' rows with their windows'
@@ -331,13 +334,14 @@ def hybrid_search(
     if asked is None:
         asked = read_question(query_text, now)
     if asked.time_only and params.fusion == "hybrid":
-        return time_search(session, backend, query_vector, now, params, asked)
+        return time_search(session, backend, query_vector, now, params, asked, person=person)
     pool = max(MIN_POOL, 4 * params.top_k)
     min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
-    backend.refresh(session)
+    backend.refresh(session, person=person)
     dense = backend.search(
         session,
         query_vector,
+        person=person,
         limit=pool,
         threshold=dense_pool_threshold(params),
         min_created=None if min_created is None else epoch_seconds(min_created),
@@ -353,20 +357,22 @@ def hybrid_search(
         recent = backend.newest(
             session,
             query_vector,
+            person=person,
             limit=RECENT_POOL,
             min_created=None if min_created is None else epoch_seconds(min_created),
         )
         for i, c in zip(recent.ids, recent.cosine, strict=True):
             cosine.setdefault(int(i), float(c))
         spans = [(s.start, s.end) for s in asked.time.spans]
-        dated = dated_episodes(session, spans, backend.model_id, min_created, params)
+        dated = dated_episodes(session, spans, backend.model_id, min_created, params, person=person)
         fresh_ids = [i for i in dated if i not in cosine]
-        cosine.update(backend.cosines(session, fresh_ids, query_vector))
+        cosine.update(backend.cosines(session, fresh_ids, query_vector, person=person))
         # Every candidate gets its episode-level keyword score, the recent ones included: one
         # left unscored would have only its best window's half of the keyword mean.
         match = keyword_stage(
             session,
             asked.time.rest if asked.time.spans else query_text,
+            person=person,
             model_id=backend.model_id,
             pool=pool,
             min_created=min_created,
@@ -377,19 +383,19 @@ def hybrid_search(
     ids = sorted(set(cosine) | set(keyword))
     if not ids:
         return []
-    rows = candidate_rows(session, ids)
+    rows = candidate_rows(session, ids, person=person)
     # Keyword-only and recent candidates' summary vectors are in the backend's search; a row
     # is read only for one it lacks: committed after the refresh (PostgreSQL's statements each
     # see the latest commits), or of a size it skipped.
     missing = [r[0] for r in rows if r[0] not in cosine]
-    cosine.update(backend.cosines(session, missing, query_vector))
+    cosine.update(backend.cosines(session, missing, query_vector, person=person))
     unseen = [i for i in missing if i not in cosine]
-    cosine.update(backend.stored_cosines(session, unseen, query_vector))
+    cosine.update(backend.stored_cosines(session, unseen, query_vector, person=person))
     if params.fusion == "dense":
         return rank_candidates(rows, cosine, keyword, now, params)
     each_cosine = window_cosines(rows, query_vector)
     passage = {i: float(v.max()) for i, v in each_cosine.items()}
-    each_keyword = window_keyword_relevance(session, match, rows, backend)
+    each_keyword = window_keyword_relevance(session, match, rows, backend, person=person)
     window = {i: max(v.values(), default=0.0) for i, v in each_keyword.items()}
     hits = rank_candidates(
         rows,
@@ -414,19 +420,23 @@ def time_search(
     now: datetime,
     params: HybridParams,
     asked: Asked,
+    *,
+    person: int,
 ) -> list[HybridHit]:
     """A message that names a span of time and nothing else: the span's conversations (up to
     TIME_POOL, newest first), whatever their relevance — there is no topic to match."""
-    backend.refresh(session)
+    backend.refresh(session, person=person)
     min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
     spans = [(s.start, s.end) for s in asked.time.spans]
-    dated = dated_episodes(session, spans, backend.model_id, min_created, params, TIME_POOL)
-    rows = candidate_rows(session, sorted(dated))
+    dated = dated_episodes(
+        session, spans, backend.model_id, min_created, params, TIME_POOL, person=person
+    )
+    rows = candidate_rows(session, sorted(dated), person=person)
     if not rows:
         return []
-    cosine = backend.cosines(session, [r[0] for r in rows], query_vector)
+    cosine = backend.cosines(session, [r[0] for r in rows], query_vector, person=person)
     missing = [r[0] for r in rows if r[0] not in cosine]
-    cosine.update(backend.stored_cosines(session, missing, query_vector))
+    cosine.update(backend.stored_cosines(session, missing, query_vector, person=person))
     each_cosine = window_cosines(rows, query_vector)
     passage = {i: float(v.max()) for i, v in each_cosine.items()}
     hits = rank_candidates(rows, cosine, {}, now, params, passage, {}, 1.0, dated, False, asked)
@@ -448,6 +458,8 @@ def dated_episodes(
     min_created: datetime | None,
     params: HybridParams,
     limit: int = DATE_POOL,
+    *,
+    person: int,
 ) -> set[int]:
     """Ids of up to DATE_POOL non-trivial episodes of `model_id` (as the keyword pool's)
     created within `spans` (and after `min_created`), newest first: candidates whatever their
@@ -457,7 +469,10 @@ def dated_episodes(
     if not spans or params.fusion != "hybrid" or params.date_weight <= 0:
         return set()
     table = EpisodeSummary.__table__.c
-    within = or_(*(and_(table.created_at >= a, table.created_at < b) for a, b in spans))
+    within = and_(
+        table.person_id == person,
+        or_(*(and_(table.created_at >= a, table.created_at < b) for a, b in spans)),
+    )
     if min_created is not None:
         within = and_(within, table.created_at >= min_created)
     # Only the date in the WHERE: with the model there too, SQLite searched the (model, id)
@@ -505,11 +520,13 @@ def window_keyword_stage(
     match: KeywordMatch,
     rows: list[Any],
     backend: FullTextSearch | None = None,
+    *,
+    person: int,
 ) -> dict[int, float]:
     """Best-window keyword relevance of the candidates whose windows are indexed (those with
     window vectors: both are written together), 0 for one with no matching window; candidates
     without windows are absent (their keyword relevance stays the episode's)."""
-    each = window_keyword_relevance(session, match, rows, backend)
+    each = window_keyword_relevance(session, match, rows, backend, person=person)
     return {i: max(v.values(), default=0.0) for i, v in each.items()}
 
 
@@ -518,13 +535,17 @@ def window_keyword_relevance(
     match: KeywordMatch,
     rows: list[Any],
     backend: FullTextSearch | None = None,
+    *,
+    person: int,
 ) -> dict[int, dict[int, float]]:
     """{episode: {window number: keyword relevance}} of the candidates whose windows are
     indexed ({} for one with no matching window); candidates without windows are absent."""
     indexed = [r[0] for r in rows if r[PASSAGES]]
     if not indexed:
         return {}
-    scores = window_keywords.each_window_score(session, match.terms, indexed, backend)
+    scores = window_keywords.each_window_score(
+        session, match.terms, indexed, backend, person=person
+    )
     # the same shape as the episode level (keyword_relevance): a share of the best window,
     # times the best episode match's coverage
     flat = {(i, k): v for i, per in scores.items() for k, v in per.items()}
@@ -570,6 +591,7 @@ def keyword_stage(
     session: Session,
     query: str,
     *,
+    person: int,
     model_id: str,
     pool: int,
     min_created: datetime | None,
@@ -586,7 +608,7 @@ def keyword_stage(
     if not terms:
         return KeywordMatch.empty()
     text = backend or full_text(session)
-    total, counts = term_counts(session, terms, text)
+    total, counts = term_counts(session, terms, text, person=person)
     names = named_words(query, terms)
     known = known_share(total, terms, counts, names)
     stranger = names_unknown(terms, counts, names)
@@ -599,6 +621,7 @@ def keyword_stage(
         scores = keyword_scores(
             session,
             query,
+            person=person,
             model_id=model_id,
             limit=pool,
             min_created=min_created,
@@ -609,6 +632,7 @@ def keyword_stage(
         scores = common_words_pool(
             session,
             matched,
+            person=person,
             model_id=model_id,
             pool=pool,
             min_created=min_created,
@@ -624,6 +648,7 @@ def keyword_stage(
             keyword_scores(
                 session,
                 query,
+                person=person,
                 model_id=model_id,
                 limit=len(unscored),
                 ids=unscored,
@@ -634,7 +659,7 @@ def keyword_stage(
     if not scores:
         return KeywordMatch({}, [], 0.0, known, stranger)
     best_id = max(scores, key=lambda i: (scores[i], i))
-    has = probe_contains(session, terms, best_id, text)
+    has = probe_contains(session, terms, best_id, text, person=person)
     strength = coverage(total, list(zip(counts, has, strict=True)))
     return KeywordMatch(keyword_relevance(scores, strength), matched, strength, known, stranger)
 
@@ -651,9 +676,9 @@ EPISODE_COLUMNS = (
 PASSAGES = 5  # candidate_rows' column of the window vectors (rows are read by position: fast)
 
 
-def candidate_rows(session: Session, ids: list[int]) -> list[tuple[Any, ...]]:
+def candidate_rows(session: Session, ids: list[int], *, person: int) -> list[tuple[Any, ...]]:
     """(id, audit_log_id, summary, created_at, recall_count, passage_vectors) of the candidates
-    that still exist with a non-empty summary. No summary vector: the index has them.
+    that still exist with a non-empty summary and are `person`'s. No summary vector: the index has them.
 
     Sent to the driver as written (exec_driver_sql): for ~80 rows, compiling the expanding IN
     list and SQLAlchemy's row and DateTime processing took half of this step (0.41 → 0.27 ms
@@ -662,9 +687,10 @@ def candidate_rows(session: Session, ids: list[int]) -> list[tuple[Any, ...]]:
         return []
     sql = (
         "SELECT id, audit_log_id, summary, created_at, recall_count, passage_vectors "
-        f"FROM episode_summaries WHERE id IN ({marks(session, len(ids))}) AND summary != ''"
+        f"FROM episode_summaries WHERE id IN ({marks(session, len(ids))}) AND summary != '' "
+        f"AND person_id = {marks(session, 1)}"
     )
-    rows = driver_rows(session, sql, [int(i) for i in ids])
+    rows = driver_rows(session, sql, [*(int(i) for i in ids), int(person)])
     return [
         (r[0], r[1], r[2], as_datetime(r[3]), r[4], r[5]) if isinstance(r[3], str) else tuple(r)
         for r in rows

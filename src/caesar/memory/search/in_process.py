@@ -12,37 +12,47 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
-from caesar.db.models import EpisodeSummary
+from caesar.db.models import EpisodeSummary, Person
 from caesar.memory.search.pgvector_migration import Progress, VectorStatus
 from caesar.memory.search.vector_math import Hits, from_row
 from caesar.memory.search.vectors import Rank, VectorIndex
 
 
 class IndexSource(Protocol):
-    """The current embedding model's index (vectors.CurrentModelIndex, or FixedIndex)."""
+    """The current embedding model's index of each person (vectors.CurrentModelIndex, or
+    FixedIndex)."""
 
     def current_model(self) -> str: ...
 
-    def get(self) -> VectorIndex: ...
+    def get(self, person: int) -> VectorIndex: ...
+
+    def everyone_loaded(self) -> list[VectorIndex]: ...
 
     def forget(self, ids: Sequence[int]) -> None: ...
 
     def release(self) -> None:
-        """Let go of the loaded index (the vectors are searched elsewhere now)."""
+        """Let go of the loaded indexes (the vectors are searched elsewhere now)."""
         ...
 
 
 class FixedIndex:
-    """An IndexSource of one given index, whatever the embedder (tests, benches)."""
+    """An IndexSource of one given index, one person's, whatever the embedder (tests,
+    benches). Another person has no index here: asking for one is an error, not a leak."""
 
-    def __init__(self, index: VectorIndex) -> None:
+    def __init__(self, index: VectorIndex, person: int) -> None:
         self.index = index
+        self.person = person
 
     def current_model(self) -> str:
         return self.index.model_id
 
-    def get(self) -> VectorIndex:
+    def get(self, person: int) -> VectorIndex:
+        if person != self.person:
+            raise ValueError(f"this fixed index is person {self.person}'s, not {person}'s")
         return self.index
+
+    def everyone_loaded(self) -> list[VectorIndex]:
+        return [self.index]
 
     def forget(self, ids: Sequence[int]) -> None:
         self.index.forget(list(ids))
@@ -52,7 +62,8 @@ class FixedIndex:
 
 
 class InProcessVectors:
-    """`VectorSearch` (memory/search/backend.py) over the current model's in-process index."""
+    """`VectorSearch` (memory/search/backend.py) over the current model's in-process index of
+    the person searching."""
 
     def __init__(self, indexes: IndexSource) -> None:
         self._indexes = indexes
@@ -65,27 +76,29 @@ class InProcessVectors:
 
     @property
     def model_id(self) -> str:
-        return self._index().model_id
+        return self._indexes.current_model()
 
     @property
     def max_recall_count(self) -> float:
-        return self._index().max_recall_count
+        """Over every loaded index: a bound for each person's."""
+        return max((i.max_recall_count for i in self._indexes.everyone_loaded()), default=0.0)
 
-    def refresh(self, session: Session) -> None:
-        self._index().refresh(session)
+    def refresh(self, session: Session, *, person: int) -> None:
+        self._index(person).refresh(session)
 
     def search(
         self,
         session: Session,
         query: np.ndarray,
         *,
+        person: int,
         limit: int,
         threshold: float | None = None,
         min_created: float | None = None,
         rank: Rank | None = None,
         factor_range: tuple[float, float] = (1.0, 1.0),
     ) -> Hits:
-        return self._index().search(
+        return self._index(person).search(
             query,
             limit=limit,
             threshold=threshold,
@@ -95,36 +108,50 @@ class InProcessVectors:
         )
 
     def newest(
-        self, session: Session, query: np.ndarray, *, limit: int, min_created: float | None = None
+        self,
+        session: Session,
+        query: np.ndarray,
+        *,
+        person: int,
+        limit: int,
+        min_created: float | None = None,
     ) -> Hits:
-        return self._index().newest(query, limit=limit, min_created=min_created)
+        return self._index(person).newest(query, limit=limit, min_created=min_created)
 
-    def cosines(self, session: Session, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
-        return self._index().cosines(list(ids), query)
+    def cosines(
+        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
+    ) -> dict[int, float]:
+        return self._index(person).cosines(list(ids), query)
 
     def stored_cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray
+        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
     ) -> dict[int, float]:
-        return row_cosines(session, ids, query)
+        return row_cosines(session, ids, query, person=person)
 
     def warm(self, db: Database) -> int:
+        """Load every person's index now (start-up), not on their first turn."""
         with db.read() as session:
-            self.refresh(session)
-        return len(self._index())
+            everyone = [int(p) for p in session.scalars(select(Person.id))]
+            for person in everyone:
+                self.refresh(session, person=person)
+        return sum(len(self._index(p)) for p in everyone)
 
     def migrate(self, db: Database, progress: Progress | None = None) -> VectorStatus | None:
         """Nothing to migrate: the vectors are searched where they are loaded."""
         return None
 
 
-def row_cosines(session: Session, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
-    """The cosine of each of `ids` with the query, from its row: the float32 copy, or the JSON
-    record for a row written without one; 0 for a vector of another size."""
+def row_cosines(
+    session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
+) -> dict[int, float]:
+    """The cosine of each of `ids` (those that are `person`'s) with the query, from its row:
+    the float32 copy, or the JSON record for a row written without one; 0 for a vector of
+    another size."""
     if not ids:
         return {}
     rows = session.execute(
         select(EpisodeSummary.id, EpisodeSummary.embedding_f32, EpisodeSummary.embedding).where(
-            EpisodeSummary.id.in_(list(ids))
+            EpisodeSummary.id.in_(list(ids)), EpisodeSummary.person_id == person
         )
     )
     q = np.asarray(query, dtype=np.float32)

@@ -99,6 +99,7 @@ def keyword_scores(
     session: Session,
     query: str,
     *,
+    person: int,
     model_id: str | None,
     limit: int,
     ids: Iterable[int] | None = None,
@@ -108,12 +109,11 @@ def keyword_scores(
     every: bool = False,
     backend: FullTextSearch | None = None,
 ) -> dict[int, float]:
-    """Best `limit` episodes (of `model_id` unless None, created ≥ min_created, id ≥ min_id,
+    """Best `limit` of `person`'s episodes (of `model_id` unless None, created ≥ min_created, id ≥ min_id,
     among `ids` if given, holding every term if `every`) by keyword relevance to `query`:
     {episode_id: score > 0}. `terms`, if given, replaces the query's own words (the stage passes
     the ones worth matching). A score depends on the episode and the terms only — not on the
     filters, nor on `every` (bm25 and ts_rank weigh each term by the whole index's counts).
-    With neither model_id nor min_created the index is read alone, without the episode rows.
     `backend`: the search backend (by default, that of the session's engine)."""
     terms = query_terms(query) if terms is None else terms
     id_list = None if ids is None else sorted({int(i) for i in ids})
@@ -122,6 +122,7 @@ def keyword_scores(
     return (backend or full_text(session)).keyword_scores(
         session,
         terms,
+        person=person,
         limit=limit,
         model_id=model_id,
         ids=id_list,
@@ -132,28 +133,35 @@ def keyword_scores(
 
 
 def term_counts(
-    session: Session, terms: list[str], backend: FullTextSearch | None = None
+    session: Session, terms: list[str], backend: FullTextSearch | None = None, *, person: int
 ) -> tuple[int, list[int]]:
-    """(indexed episodes, [episodes containing each term]), by the index's own tokenizer, so
-    stemming and stop words agree with the keyword search."""
-    return (backend or full_text(session)).term_counts(session, terms)
+    """(`person`'s indexed episodes, [of them, those containing each term]), by the index's
+    own tokenizer, so stemming and stop words agree with the keyword search."""
+    return (backend or full_text(session)).term_counts(session, terms, person=person)
 
 
 def probe_contains(
-    session: Session, terms: list[str], probe_id: int, backend: FullTextSearch | None = None
+    session: Session,
+    terms: list[str],
+    probe_id: int,
+    backend: FullTextSearch | None = None,
+    *,
+    person: int,
 ) -> list[bool]:
-    """Whether episode `probe_id` contains each term (by the index's tokenizer)."""
+    """Whether `person`'s episode `probe_id` contains each term (by the index's tokenizer)."""
     if not terms:
         return []
-    return (backend or full_text(session)).probe_contains(session, terms, probe_id)
+    return (backend or full_text(session)).probe_contains(session, terms, probe_id, person=person)
 
 
 def term_document_counts(
-    session: Session, terms: list[str], probe_id: int
+    session: Session, terms: list[str], probe_id: int, *, person: int
 ) -> tuple[int, list[tuple[int, bool]]]:
-    """(indexed episodes, [(episodes containing the term, whether `probe_id` does)])."""
-    total, counts = term_counts(session, terms)
-    return total, list(zip(counts, probe_contains(session, terms, probe_id), strict=True))
+    """(indexed episodes, [(episodes containing the term, whether `probe_id` does)]), of
+    `person`'s."""
+    total, counts = term_counts(session, terms, person=person)
+    found = probe_contains(session, terms, probe_id, person=person)
+    return total, list(zip(counts, found, strict=True))
 
 
 def match_terms(terms: list[str], total: int, counts: list[int]) -> list[str]:

@@ -82,7 +82,7 @@ class PgvectorVectors:
     def max_recall_count(self) -> float:
         return self._max_recalls
 
-    def refresh(self, session: Session) -> None:
+    def refresh(self, session: Session, *, person: int) -> None:
         """Nothing to load; reads the largest recall count (the bound `factor_range` needs):
         one probe of the (model, recall_count) index (pgvector_migration.RECALLS_INDEX)."""
         sql = "SELECT coalesce(max(recall_count), 0) FROM episode_summaries WHERE model = :m"
@@ -119,19 +119,21 @@ class PgvectorVectors:
         session: Session,
         query: np.ndarray,
         *,
+        person: int,
         order: str,
         limit: int,
         min_created: float | None = None,
         ids: Sequence[int] | None = None,
     ) -> Hits:
-        """(id, cosine, created, recall count) of the model's rows of the query's dimension,
-        by `order` ("distance": nearest first; "newest": highest id first)."""
+        """(id, cosine, created, recall count) of `person`'s rows of the model and the query's
+        dimension, by `order` ("distance": nearest first; "newest": highest id first). The
+        person is a filter of the index scan: iterative scans go on until k of theirs."""
         dim = self._query_dims(session, query)
         if dim is None:
             return Hits.empty()
         distance = f"v.embedding::vector({dim}) <=> CAST(:q AS vector({dim}))"
-        where = [index_predicate(self.model_id, dim, "v.")]
-        params: dict[str, object] = {"q": _vector(query), "limit": limit}
+        where = [index_predicate(self.model_id, dim, "v."), "v.person_id = :person"]
+        params: dict[str, object] = {"q": _vector(query), "limit": limit, "person": person}
         if min_created is not None:
             where.append("v.created_at >= to_timestamp(:min_created) AT TIME ZONE 'UTC'")
             params["min_created"] = min_created
@@ -166,6 +168,7 @@ class PgvectorVectors:
         session: Session,
         query: np.ndarray,
         *,
+        person: int,
         limit: int,
         threshold: float | None = None,
         min_created: float | None = None,
@@ -179,7 +182,12 @@ class PgvectorVectors:
         asked = limit + 1 if rank is None else max(2 * limit, FIRST_BATCH)
         while True:
             found = self._rows(
-                session, query, order="distance", limit=asked, min_created=min_created
+                session,
+                query,
+                person=person,
+                order="distance",
+                limit=asked,
+                min_created=min_created,
             )
             keep = np.ones(found.ids.size, dtype=bool)
             if threshold is not None:
@@ -202,22 +210,32 @@ class PgvectorVectors:
             asked *= 4
 
     def newest(
-        self, session: Session, query: np.ndarray, *, limit: int, min_created: float | None = None
+        self,
+        session: Session,
+        query: np.ndarray,
+        *,
+        person: int,
+        limit: int,
+        min_created: float | None = None,
     ) -> Hits:
         if limit <= 0:
             return Hits.empty()
-        return self._rows(session, query, order="newest", limit=limit, min_created=min_created)
+        return self._rows(
+            session, query, person=person, order="newest", limit=limit, min_created=min_created
+        )
 
-    def cosines(self, session: Session, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+    def cosines(
+        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
+    ) -> dict[int, float]:
         if not ids:
             return {}
-        found = self._rows(session, query, order="newest", limit=len(ids), ids=ids)
+        found = self._rows(session, query, person=person, order="newest", limit=len(ids), ids=ids)
         return {int(i): float(c) for i, c in zip(found.ids, found.cosine, strict=True)}
 
     def stored_cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray
+        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
     ) -> dict[int, float]:
-        return row_cosines(session, ids, query)
+        return row_cosines(session, ids, query, person=person)
 
     def _query_dims(self, session: Session, query: np.ndarray) -> int | None:
         """The model's dimension (None: it has no vectors yet). A query of another dimension
@@ -291,13 +309,13 @@ class PgvectorSearch(PostgresFullText):
     def max_recall_count(self) -> float:
         return self._vectors().max_recall_count
 
-    def refresh(self, session: Session) -> None:
+    def refresh(self, session: Session, *, person: int) -> None:
         if self.searches_database(session):
             release = self._release_at
             if release is not None and time.monotonic() >= release:
                 self._release_at = None
                 self._indexes.release()
-        self._vectors().refresh(session)
+        self._vectors().refresh(session, person=person)
 
     def warm(self, db: Database) -> int:
         """Ready now, or the in-process index loaded; says which, and why."""
@@ -336,6 +354,7 @@ class PgvectorSearch(PostgresFullText):
         session: Session,
         query: np.ndarray,
         *,
+        person: int,
         limit: int,
         threshold: float | None = None,
         min_created: float | None = None,
@@ -345,6 +364,7 @@ class PgvectorSearch(PostgresFullText):
         return self._vectors().search(
             session,
             query,
+            person=person,
             limit=limit,
             threshold=threshold,
             min_created=min_created,
@@ -353,14 +373,24 @@ class PgvectorSearch(PostgresFullText):
         )
 
     def newest(
-        self, session: Session, query: np.ndarray, *, limit: int, min_created: float | None = None
+        self,
+        session: Session,
+        query: np.ndarray,
+        *,
+        person: int,
+        limit: int,
+        min_created: float | None = None,
     ) -> Hits:
-        return self._vectors().newest(session, query, limit=limit, min_created=min_created)
+        return self._vectors().newest(
+            session, query, person=person, limit=limit, min_created=min_created
+        )
 
-    def cosines(self, session: Session, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
-        return self._vectors().cosines(session, ids, query)
+    def cosines(
+        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
+    ) -> dict[int, float]:
+        return self._vectors().cosines(session, ids, query, person=person)
 
     def stored_cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray
+        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
     ) -> dict[int, float]:
-        return row_cosines(session, ids, query)
+        return row_cosines(session, ids, query, person=person)

@@ -90,6 +90,35 @@ SCHEMA = [
     FROM episode_summaries ON CONFLICT (id) DO NOTHING""",
 ]
 
+# Migration 0009 (issue #23): each vector is its episode's person's, copied by the trigger, so a
+# person's search filters on this table alone (HNSW's iterative scan keeps it complete).
+PERSON_SCHEMA = [
+    "ALTER TABLE episode_vectors ADD COLUMN IF NOT EXISTS person_id INTEGER",
+    """UPDATE episode_vectors AS v SET person_id = e.person_id FROM episode_summaries AS e
+    WHERE e.id = v.episode_id AND v.person_id IS NULL""",
+    "ALTER TABLE episode_vectors ALTER COLUMN person_id SET NOT NULL",
+    """CREATE INDEX IF NOT EXISTS idx_episode_vectors_person
+    ON episode_vectors (person_id, model, episode_id)""",
+    """CREATE OR REPLACE FUNCTION episode_vectors_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.summary <> '' AND jsonb_typeof(NEW.embedding) = 'array'
+           AND jsonb_array_length(NEW.embedding) > 0 THEN
+            INSERT INTO episode_vectors (episode_id, model, dims, created_at, embedding,
+                                         person_id)
+            VALUES (NEW.id, NEW.model, jsonb_array_length(NEW.embedding), NEW.created_at,
+                    NEW.embedding::text::vector, NEW.person_id)
+            ON CONFLICT (episode_id) DO UPDATE SET model = EXCLUDED.model,
+                dims = EXCLUDED.dims, created_at = EXCLUDED.created_at,
+                embedding = EXCLUDED.embedding, person_id = EXCLUDED.person_id;
+        ELSIF TG_OP = 'UPDATE' THEN
+            DELETE FROM episode_vectors WHERE episode_id = OLD.id;
+        END IF;
+        RETURN NULL;
+    END $$""",
+]
+PERSON_SCHEMA_DOWN = [SCHEMA[4], "ALTER TABLE episode_vectors DROP COLUMN person_id"]
+assert "CREATE OR REPLACE FUNCTION" in PERSON_SCHEMA_DOWN[0]
+
 # (phase, done, total): "copy" counts episodes, "index" the index build's tuples (0 of 0
 # while PostgreSQL reports none)
 Progress = Callable[[str, int, int], None]
@@ -239,6 +268,23 @@ def install(session: Session) -> None:
         ) from None
     for statement in SCHEMA:
         session.execute(text(statement))
+    if _has_people(session.connection()):
+        for statement in PERSON_SCHEMA:
+            session.execute(text(statement))
+
+
+def installed(conn: Connection) -> bool:
+    """Whether pgvector's table exists in this database."""
+    return conn.scalar(text("SELECT to_regclass('episode_vectors')")) is not None
+
+
+def _has_people(conn: Connection) -> bool:
+    """Whether the episodes are people's yet (migration 0009)."""
+    sql = (
+        "SELECT 1 FROM information_schema.columns "
+        "WHERE table_name = 'episode_summaries' AND column_name = 'person_id'"
+    )
+    return conn.scalar(text(sql)) is not None
 
 
 def migrate(
@@ -306,9 +352,9 @@ def _copy(db: Database, batch: int, report: Progress) -> None:
             # FOR KEY SHARE: an episode deleted meanwhile is skipped, not a foreign-key error
             session.execute(
                 text(
-                    "INSERT INTO episode_vectors (episode_id, model, dims, created_at, embedding) "
-                    "SELECT id, model, jsonb_array_length(embedding), created_at, "
-                    "embedding::text::vector FROM (SELECT * FROM episode_summaries "
+                    "INSERT INTO episode_vectors (episode_id, model, dims, created_at, embedding, "
+                    "person_id) SELECT id, model, jsonb_array_length(embedding), created_at, "
+                    "embedding::text::vector, person_id FROM (SELECT * FROM episode_summaries "
                     f"WHERE id > :after AND id <= :end AND {_QUALIFIES} "
                     "ORDER BY id FOR KEY SHARE) AS e ON CONFLICT (episode_id) DO NOTHING"
                 ),

@@ -18,12 +18,14 @@ from sqlalchemy.orm import Session
 from caesar.memory.search.in_process import InProcessVectors
 from caesar.memory.search.sql import (
     all_exist,
+    alone,
     by_window,
     count,
     driver_rows,
     episode_filters,
-    int_pair,
     marks,
+    owned,
+    person_episodes,
     statement,
 )
 
@@ -45,6 +47,7 @@ class PostgresFullText:
         session: Session,
         terms: Sequence[str],
         *,
+        person: int,
         limit: int,
         model_id: str | None = None,
         ids: Sequence[int] | None = None,
@@ -53,7 +56,11 @@ class PostgresFullText:
         every: bool = False,
     ) -> dict[int, float]:
         join, where, params = episode_filters(
-            "f.episode_id", model_id=model_id, min_created=min_created, min_id=min_id
+            "f.episode_id",
+            person=None if alone(session, person) else person,
+            model_id=model_id,
+            min_created=min_created,
+            min_id=min_id,
         )
         params.update(limit=limit, tsquery=tsquery_text(terms))
         if ids is not None:
@@ -71,13 +78,30 @@ class PostgresFullText:
         rows = session.execute(statement(sql, *(("ids",) if ids is not None else ())), params)
         return {int(i): float(score) for i, score in rows if score > 0}
 
-    def term_counts(self, session: Session, terms: Sequence[str]) -> tuple[int, list[int]]:
-        per_term = "SELECT count(*) FROM episode_fts WHERE document @@ to_tsquery('english', :term)"
-        return count(session, "SELECT count(*) FROM episode_fts"), [
-            count(session, per_term, {"term": tsquery_text([t])}) for t in terms
+    def term_counts(
+        self, session: Session, terms: Sequence[str], *, person: int
+    ) -> tuple[int, list[int]]:
+        """The person's episodes only: how common a word is in others' never moves a rank."""
+        if alone(session, person):  # every indexed episode is theirs: no join to count them
+            one = "SELECT count(*) FROM episode_fts WHERE document @@ to_tsquery('english', :t)"
+            return count(session, "SELECT count(*) FROM episode_fts"), [
+                count(session, one, {"t": tsquery_text([t])}) for t in terms
+            ]
+        per_term = (
+            "SELECT count(*) FROM episode_fts AS f JOIN episode_summaries AS e "
+            "ON e.id = f.episode_id WHERE f.document @@ to_tsquery('english', :term) "
+            "AND e.person_id = :person"
+        )
+        n, _lo, _hi = person_episodes(session, person)
+        return n, [
+            count(session, per_term, {"term": tsquery_text([t]), "person": person}) for t in terms
         ]
 
-    def probe_contains(self, session: Session, terms: Sequence[str], probe_id: int) -> list[bool]:
+    def probe_contains(
+        self, session: Session, terms: Sequence[str], probe_id: int, *, person: int
+    ) -> list[bool]:
+        if not owned(session, [probe_id], person):
+            return [False] * len(terms)
         params: dict[str, object] = {"probe": probe_id}
         checks = []
         for i, term in enumerate(terms):
@@ -88,20 +112,25 @@ class PostgresFullText:
             )
         return all_exist(session, checks, params)
 
-    def count_holding_all(self, session: Session, terms: Sequence[str]) -> int:
-        sql = "SELECT count(*) FROM episode_fts WHERE document @@ to_tsquery('english', :q)"
-        return count(session, sql, {"q": tsquery_text(terms, every=True)})
-
-    def indexed_id_range(self, session: Session) -> tuple[int, int]:
-        return int_pair(
-            session,
-            "SELECT (SELECT min(episode_id) FROM episode_fts), (SELECT max(episode_id) FROM episode_fts)",
+    def count_holding_all(self, session: Session, terms: Sequence[str], *, person: int) -> int:
+        sql = (
+            "SELECT count(*) FROM episode_fts AS f JOIN episode_summaries AS e "
+            "ON e.id = f.episode_id WHERE f.document @@ to_tsquery('english', :q) "
+            "AND e.person_id = :person"
         )
+        return count(session, sql, {"q": tsquery_text(terms, every=True), "person": person})
+
+    def indexed_id_range(self, session: Session, *, person: int) -> tuple[int, int]:
+        _n, lo, hi = person_episodes(session, person)
+        return lo, hi
 
     def window_scores(
-        self, session: Session, terms: Sequence[str], ids: Sequence[int]
+        self, session: Session, terms: Sequence[str], ids: Sequence[int], *, person: int
     ) -> dict[int, dict[int, float]]:
         """ts_rank with normalisation 1, as the episode level."""
+        ids = owned(session, ids, person)
+        if not ids:
+            return {}
         sql = f"""
             SELECT f.episode_id, f.window_no, ts_rank(f.document, q.query, 1)
             FROM episode_window_fts AS f, to_tsquery('english', %s) AS q(query)

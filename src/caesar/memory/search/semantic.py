@@ -148,6 +148,7 @@ class SemanticIndexWorker(CursorWorker[_Prepared]):
                     audit.SEMANTIC_INDEX_FAILED,
                     {"audit_log_id": item.row.id, "error": prepared.error},
                     subject_id=item.row.id,
+                    person=item.row.person_id,
                 )
                 continue
             already = session.scalar(
@@ -165,6 +166,7 @@ class SemanticIndexWorker(CursorWorker[_Prepared]):
                         embedding_f32=to_f32_bytes(vector),
                         model=prepared.model_id,
                         created_at=item.row.created_at,
+                        person_id=item.row.person_id,  # the chat's person's, as the chat
                     )
                 )
             self.audit.append(
@@ -176,6 +178,7 @@ class SemanticIndexWorker(CursorWorker[_Prepared]):
                     "model": prepared.model_id,
                 },
                 subject_id=item.row.id,
+                person=item.row.person_id,
             )
 
 
@@ -201,23 +204,24 @@ class SemanticHit:
 
 
 class SemanticMemory:
-    """`memory.semantic_recall`: an in-process vector index over `semantic_chunks`."""
+    """`memory.semantic_recall`: an in-process vector index over `semantic_chunks`, one per
+    person (a person's recall searches their chunks alone)."""
 
     def __init__(self, db: Database, embedder: EmbedderHandle) -> None:
         self.db = db
         self.embedder = embedder
         self._indexes = CurrentModelIndex(SemanticChunk, lambda: self.embedder.get().model_id)
 
-    def index(self) -> VectorIndex:
-        return self._indexes.get()
+    def index(self, person: int) -> VectorIndex:
+        return self._indexes.get(person)
 
     def forget(self, chunk_ids: Sequence[int]) -> None:
         """Drop rows deleted elsewhere (retention) from the in-process index."""
         self._indexes.forget(chunk_ids)
 
-    def recall(self, query: str, top_k: int = 5) -> list[SemanticHit]:
+    def recall(self, query: str, top_k: int = 5, *, person: int) -> list[SemanticHit]:
         vector = embed_one(self.embedder.get(), query)
-        index = self.index()
+        index = self.index(person)
         with self.db.read() as session:
             index.refresh(session)
             # Overfetch: rows swept since the last search are found missing below and dropped.

@@ -64,15 +64,21 @@ def by_window(rows: Sequence[Any]) -> dict[int, dict[int, float]]:
 def episode_filters(
     key: str,
     *,
+    person: int | None,
     model_id: str | None,
     min_created: datetime | None,
     min_id: int | None,
 ) -> tuple[tuple[str, ...], list[str], dict[str, object]]:
     """(joins, WHERE conditions, parameters) restricting a full-text table keyed by episode id
-    (`key`) to episodes of `model_id`, created ≥ min_created, id ≥ min_id (each unless None).
-    The episode rows are joined only when a condition needs them."""
+    (`key`) to the episodes of `person`, of `model_id`, created ≥ min_created, id ≥ min_id
+    (each unless None). `person` None: every indexed episode is the asker's (`alone`), and
+    with neither model_id nor min_created the index is read alone, without the episode
+    rows."""
     params: dict[str, object] = {}
     where = []
+    if person is not None:
+        where.append("e.person_id = :person")
+        params["person"] = person
     if model_id is not None:
         where.append("e.model = :model")
         params["model"] = model_id
@@ -84,3 +90,33 @@ def episode_filters(
         where.append(f"{key} >= :min_id")
         params["min_id"] = min_id
     return join, where, params
+
+
+def alone(session: Session, person: int) -> bool:
+    """Whether every episode is `person`'s (an install of one, or a household where only they
+    have memory yet): then the index's own household-wide counts are theirs, and its rows
+    need no join to their episodes. Two probes of the (person_id, …) index."""
+    sql = (
+        "SELECT NOT EXISTS (SELECT 1 FROM episode_summaries WHERE person_id < :person) "
+        "AND NOT EXISTS (SELECT 1 FROM episode_summaries WHERE person_id > :person)"
+    )
+    return bool(session.execute(statement(sql), {"person": person}).scalar())
+
+
+def owned(session: Session, ids: Sequence[int], person: int) -> list[int]:
+    """Those of episodes `ids` that are `person`'s, sorted."""
+    if not ids:
+        return []
+    sql = "SELECT id FROM episode_summaries WHERE id IN :ids AND person_id = :person ORDER BY id"
+    rows = session.execute(statement(sql, "ids"), {"ids": list(ids), "person": person})
+    return [int(i) for i in rows.scalars()]
+
+
+def person_episodes(session: Session, person: int) -> tuple[int, int, int]:
+    """(count, smallest id, largest id) of `person`'s indexed episodes (non-empty summary)."""
+    sql = (
+        "SELECT count(*), min(id), max(id) FROM episode_summaries "
+        "WHERE person_id = :person AND summary <> ''"
+    )
+    n, lo, hi = session.execute(statement(sql), {"person": person}).one()
+    return int(n or 0), int(lo or 0), int(hi or 0)

@@ -27,12 +27,15 @@ from caesar.memory.search import passages
 from caesar.memory.search.in_process import InProcessVectors
 from caesar.memory.search.sql import (
     all_exist,
+    alone,
     by_window,
     count,
     driver_rows,
     episode_filters,
     int_pair,
     marks,
+    owned,
+    person_episodes,
     statement,
 )
 from caesar.memory.transcript import conversation_turns
@@ -76,6 +79,7 @@ class SqliteFullText:
         session: Session,
         terms: Sequence[str],
         *,
+        person: int,
         limit: int,
         model_id: str | None = None,
         ids: Sequence[int] | None = None,
@@ -83,8 +87,15 @@ class SqliteFullText:
         min_id: int | None = None,
         every: bool = False,
     ) -> dict[int, float]:
+        # The person's episodes only: FTS5 finds the matches, the join drops everyone else's
+        # before bm25 is computed and the best are chosen (FTS5's document frequencies stay
+        # the household's: docs/people.md, "Not yet").
         join, where, params = episode_filters(
-            "f.rowid", model_id=model_id, min_created=min_created, min_id=min_id
+            "f.rowid",
+            person=None if alone(session, person) else person,
+            model_id=model_id,
+            min_created=min_created,
+            min_id=min_id,
         )
         params.update(limit=limit, match=fts5_match(terms, every=every))
         if ids is not None:
@@ -100,11 +111,22 @@ class SqliteFullText:
         rows = session.execute(statement(sql, *(("ids",) if ids is not None else ())), params)
         return {int(i): float(score) for i, score in rows if score > 0}
 
-    def term_counts(self, session: Session, terms: Sequence[str]) -> tuple[int, list[int]]:
+    def term_counts(
+        self, session: Session, terms: Sequence[str], *, person: int
+    ) -> tuple[int, list[int]]:
         """By the index's tokenizer: the counts from its vocabulary (see _doc_counts) and the
         total from FTS5's averages record (count(*) on episode_fts reads every row: ~35 ms at
         100k episodes). A word the tokenizer splits in several tokens (or none) is counted as
-        a phrase."""
+        a phrase. Where others have episodes too, the person's own are counted instead."""
+        if not alone(session, person):
+            n, _lo, _hi = person_episodes(session, person)
+            mine = (
+                "SELECT count(*) FROM episode_fts AS f JOIN episode_summaries AS e "
+                "ON e.id = f.rowid WHERE episode_fts MATCH :term AND e.person_id = :person"
+            )
+            return n, [
+                count(session, mine, {"term": fts5_match([t]), "person": person}) for t in terms
+            ]
         tokens = sqlite_tokens(session, list(terms))
         n, docs = _doc_counts(session, {t[0] for t in tokens.values() if len(t) == 1})
         per_term = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :term"
@@ -115,8 +137,12 @@ class SqliteFullText:
             for t in terms
         ]
 
-    def probe_contains(self, session: Session, terms: Sequence[str], probe_id: int) -> list[bool]:
+    def probe_contains(
+        self, session: Session, terms: Sequence[str], probe_id: int, *, person: int
+    ) -> list[bool]:
         """One statement: a cheap lookup per term (no bm25, the rowid pushed into FTS5)."""
+        if not owned(session, [probe_id], person):
+            return [False] * len(terms)
         params: dict[str, object] = {"probe": probe_id}
         checks = []
         for i, term in enumerate(terms):
@@ -126,11 +152,20 @@ class SqliteFullText:
             )
         return all_exist(session, checks, params)
 
-    def count_holding_all(self, session: Session, terms: Sequence[str]) -> int:
+    def count_holding_all(self, session: Session, terms: Sequence[str], *, person: int) -> int:
+        if not alone(session, person):
+            sql = (
+                "SELECT count(*) FROM episode_fts AS f JOIN episode_summaries AS e "
+                "ON e.id = f.rowid WHERE episode_fts MATCH :q AND e.person_id = :person"
+            )
+            return count(session, sql, {"q": fts5_match(terms, every=True), "person": person})
         sql = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :q"
         return count(session, sql, {"q": fts5_match(terms, every=True)})
 
-    def indexed_id_range(self, session: Session) -> tuple[int, int]:
+    def indexed_id_range(self, session: Session, *, person: int) -> tuple[int, int]:
+        if not alone(session, person):
+            _n, lo, hi = person_episodes(session, person)
+            return lo, hi
         # Two subqueries: each reads one end of the primary key (min and max in one SELECT scan).
         return int_pair(
             session,
@@ -138,8 +173,11 @@ class SqliteFullText:
         )
 
     def window_scores(
-        self, session: Session, terms: Sequence[str], ids: Sequence[int]
+        self, session: Session, terms: Sequence[str], ids: Sequence[int], *, person: int
     ) -> dict[int, dict[int, float]]:
+        ids = owned(session, ids, person)
+        if not ids:
+            return {}
         # The id filter is kept out of FTS5 (unary +) and the rowid range pushed in; bm25 is
         # computed only for the rows that pass.
         sql = f"""

@@ -33,7 +33,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from sqlalchemy import String, bindparam, func, select, type_coerce
+from sqlalchemy import String, and_, bindparam, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from caesar.memory.search import ann, quantized
@@ -523,9 +523,11 @@ class VectorIndex:
 
 
 class CurrentModelIndex:
-    """One VectorIndex for the embedder's current model. Recall only compares vectors of one
-    model, so a model change starts a fresh index: rows embedded by an older model are not
-    recalled until they are embedded again (there is no re-embed command yet)."""
+    """One VectorIndex per person for the embedder's current model (issue #23): a person's
+    search scans their own rows only, and costs what those cost, whatever the household holds.
+    Recall only compares vectors of one model, so a model change starts fresh indexes: rows
+    embedded by an older model are not recalled until they are embedded again. A person's
+    index is loaded on their first search."""
 
     def __init__(
         self, model_cls: Any, model_id: Callable[[], str], extra_filter: Any = None
@@ -533,34 +535,43 @@ class CurrentModelIndex:
         self._model_cls = model_cls
         self._model_id = model_id
         self._extra_filter = extra_filter
-        self._index: VectorIndex | None = None
+        self._model: str | None = None
+        self._indexes: dict[int, VectorIndex] = {}
         self._lock = threading.Lock()
 
     def current_model(self) -> str:
         return self._model_id()
 
-    def get(self) -> VectorIndex:
+    def get(self, person: int) -> VectorIndex:
         model_id = self._model_id()
         with self._lock:
-            if self._index is None or self._index.model_id != model_id:
-                self._index = VectorIndex(
-                    self._model_cls, model_id, extra_filter=self._extra_filter
+            if self._model != model_id:
+                self._model, self._indexes = model_id, {}
+            index = self._indexes.get(person)
+            if index is None:
+                mine = self._model_cls.person_id == person
+                where = mine if self._extra_filter is None else and_(self._extra_filter, mine)
+                index = self._indexes[person] = VectorIndex(
+                    self._model_cls, model_id, extra_filter=where
                 )
-            return self._index
+            return index
 
-    @property
-    def loaded(self) -> VectorIndex | None:
-        """The index if one was built, without building (or loading a model for) one."""
-        return self._index
+    def loaded(self, person: int) -> VectorIndex | None:
+        """The person's index if one was built, without building (or loading a model for) one."""
+        return self._indexes.get(person)
+
+    def everyone_loaded(self) -> list[VectorIndex]:
+        return list(self._indexes.values())
 
     def forget(self, ids: Sequence[int]) -> None:
-        """Drop rows deleted elsewhere (retention) at once, rather than when a search finds
-        them missing after they have taken candidate slots."""
-        if self._index is not None and ids:
-            self._index.forget(list(ids))
+        """Drop rows deleted elsewhere (retention, a forget) at once, rather than when a search
+        finds them missing after they have taken candidate slots."""
+        if ids:
+            for index in self.everyone_loaded():
+                index.forget(list(ids))
 
     def release(self) -> None:
-        """Let go of the loaded index (its memory), e.g. once PostgreSQL searches the vectors;
-        `get` loads a fresh one if asked again."""
+        """Let go of the loaded indexes (their memory), e.g. once PostgreSQL searches the
+        vectors; `get` loads a fresh one if asked again."""
         with self._lock:
-            self._index = None
+            self._indexes = {}

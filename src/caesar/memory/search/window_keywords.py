@@ -64,11 +64,13 @@ def forget_windows(
     return (backend or full_text(session)).forget_windows(session, episode_ids)
 
 
-def window_scores(session: Session, terms: list[str], ids: Iterable[int]) -> dict[int, float]:
+def window_scores(
+    session: Session, terms: list[str], ids: Iterable[int], *, person: int
+) -> dict[int, float]:
     """{episode_id: its best window's full-text score > 0} (see `each_window_score`)."""
     return {
         episode_id: max(scores.values())
-        for episode_id, scores in each_window_score(session, terms, ids).items()
+        for episode_id, scores in each_window_score(session, terms, ids, person=person).items()
     }
 
 
@@ -77,6 +79,8 @@ def each_window_score(
     terms: list[str],
     ids: Iterable[int],
     backend: FullTextSearch | None = None,
+    *,
+    person: int,
 ) -> dict[int, dict[int, float]]:
     """{episode_id: {window number: full-text score > 0}} for the windows of the episodes `ids`
     matching any of `terms` (the words the episode-level stage matched). SQLite: FTS5 bm25()
@@ -85,7 +89,7 @@ def each_window_score(
     id_list = sorted({int(i) for i in ids})
     if not terms or not id_list:
         return {}
-    return (backend or full_text(session)).window_scores(session, terms, id_list)
+    return (backend or full_text(session)).window_scores(session, terms, id_list, person=person)
 
 
 def fused_keyword(episode: float, window: float | None) -> float:

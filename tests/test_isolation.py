@@ -1,0 +1,364 @@
+"""The isolation matrix (issue #23), first version: two people with overlapping fact keys and
+near-identical conversations, and every route of the app called as the second with the
+first's data in reach. For each route, person B never receives A's words, A's ids are 404 to
+B, and what B forgets or deletes leaves A untouched (checked once all routes have run). The
+prompt B's chat turns send holds nothing of A's.
+
+The tables are the test: `MATRIX` has one entry per (method, path) of the app, and a route the
+app has that the table lacks fails the test (so does an entry for a route that is gone);
+`MCP_TOOLS` and `MCP_RESOURCES` do the same for what the MCP server lists, called over HTTP
+with B's token through the real SDK client. On SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from conftest import OWNER, TEST_TOKEN
+from fastapi.testclient import TestClient
+from test_auth import _endpoints
+
+from caesar import people
+from caesar.api import create_app
+from caesar.workers import run_until_caught_up
+
+# A's words: none may reach B (the facts' values and what A said).
+A_SAYS = "My dog Marmaduke and I flew to Zanzibar last spring for the spice market."
+B_SAYS = "My dog Rex and I flew to Reykjavik last spring for the hot springs."
+A_WORDS = ("Marmaduke", "Zanzibar", "spice")
+
+
+@dataclass
+class World:
+    services: Any
+    client: TestClient
+    llm: Any
+    b: str  # B's token
+    b_id: int
+    a_conversation: int
+    a_chat: int  # A's chat row (audit id)
+    a_episode: int
+
+    def as_b(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.b}"}
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.client.request(
+            method, path, headers=self.as_b(), follow_redirects=False, **kwargs
+        )
+        leaked = [w for w in A_WORDS if w in response.text]
+        assert not leaked, (method, path, leaked)
+        return response
+
+
+@pytest.fixture
+def world(make_services: Any, db_url: str, llm: Any) -> Iterator[World]:
+    services = make_services(
+        api_token=TEST_TOKEN,
+        database_url=db_url,
+        gateway={
+            "routes": {
+                "memory_extract": "offline:patterns",
+                "memory_summarise": "offline:textrank",
+            }
+        },
+        memory={"facts_extract": {"enabled": True}, "episodes_summarise": {"enabled": True}},
+    )
+    with services.db.write() as session:
+        person, token = people.add(session, services.audit, "B")
+        b_id = person.id
+    a = {"Authorization": f"Bearer {TEST_TOKEN}"}
+    b = {"Authorization": f"Bearer {token}"}
+    with TestClient(create_app(services.settings, services, run_workers=False)) as client:
+        client.put("/v1/facts/dog_name", json={"value": "Marmaduke"}, headers=a)
+        client.put("/v1/facts/trip", json={"value": "Zanzibar"}, headers=a)
+        client.put("/v1/facts/dog_name", json={"value": "Rex"}, headers=b)
+        client.post("/v1/chat", json={"message": A_SAYS, "conversation_id": "trip"}, headers=a)
+        client.post("/v1/chat", json={"message": B_SAYS, "conversation_id": "trip"}, headers=b)
+        for name in ("memory.extract", "memory.summarise", "memory.passages", "semantic.index"):
+            if name in services.workers:
+                run_until_caught_up(services.workers[name])
+        [conversation] = client.get("/v1/conversations", headers=a).json()["conversations"]
+        [episode] = client.get("/v1/episodes", headers=a).json()["episodes"]
+        yield World(
+            services,
+            client,
+            llm,
+            token,
+            b_id,
+            conversation["id"],
+            episode["audit_log_id"],
+            episode["id"],
+        )
+
+
+def _prompt_holds_nothing_of_a(w: World) -> None:
+    sent = str(w.llm.requests[-1]["json"])
+    assert not [word for word in A_WORDS if word in sent], sent
+
+
+# -- the checks, one per route --------------------------------------------------------------
+def chat(w: World, *_route: str) -> None:
+    reply = w.call("POST", "/v1/chat", json={"message": "Where did I fly with my dog?"})
+    assert reply.status_code == 200
+    _prompt_holds_nothing_of_a(w)
+    named = w.call("POST", "/v1/chat", json={"message": "And then?", "conversation_id": "trip"})
+    assert named.status_code == 200  # B's own "trip", never A's
+    _prompt_holds_nothing_of_a(w)
+
+
+def chat_completions(w: World, *_route: str) -> None:
+    body = {"model": "caesar", "messages": [{"role": "user", "content": "What is my dog called?"}]}
+    assert w.call("POST", "/v1/chat/completions", json=body).status_code == 200
+    _prompt_holds_nothing_of_a(w)
+
+
+def no_memory(status: int) -> Callable[[World, str, str], None]:
+    """A route that serves nothing of anyone's memory: B gets `status`, and none of A's words
+    (checked by `call`)."""
+
+    def check(w: World, method: str, path: str) -> None:
+        assert w.call(method, path).status_code == status
+
+    return check
+
+
+def audit_listing(w: World, *_route: str) -> None:
+    events = w.call("GET", "/v1/audit", params={"limit": 1000}).json()["events"]
+    assert events and all(e["id"] != w.a_chat for e in events)
+
+
+def facts_listing(w: World, *_route: str) -> None:
+    facts = w.call("GET", "/v1/facts").json()["facts"]
+    assert {f["key"]: f["value"] for f in facts}["dog_name"] == "Rex"
+
+
+def fact_put(w: World, *_route: str) -> None:
+    assert w.call("PUT", "/v1/facts/dog_name", json={"value": "Rex"}).status_code == 200
+
+
+def fact_history(w: World, *_route: str) -> None:
+    assert w.call("GET", "/v1/facts/trip/history").status_code == 404  # A's key only
+
+
+def fact_delete(w: World, *_route: str) -> None:
+    assert w.call("DELETE", "/v1/facts/trip").status_code == 404
+
+
+def recall(w: World, *_route: str) -> None:
+    found = w.call("POST", "/v1/memory/recall", json={"query": "flying with my dog"}).json()
+    assert all(e["episode_id"] != w.a_episode for e in found["episodes"])
+
+
+def semantic_recall(w: World, *_route: str) -> None:
+    found = w.call("POST", "/v1/memory/semantic_recall", json={"query": "spice market"}).json()
+    assert all(c["audit_log_id"] != w.a_chat for c in found["chunks"])
+
+
+def episodes_listing(w: World, *_route: str) -> None:
+    listed = w.call("GET", "/v1/episodes").json()["episodes"]
+    assert listed and all(e["id"] != w.a_episode for e in listed)
+
+
+def conversations_listing(w: World, *_route: str) -> None:
+    listed = w.call("GET", "/v1/conversations").json()["conversations"]
+    assert listed and all(c["id"] != w.a_conversation for c in listed)
+
+
+def conversation_get(w: World, *_route: str) -> None:
+    assert w.call("GET", f"/v1/conversations/{w.a_conversation}").status_code == 404
+
+
+def conversation_delete(w: World, *_route: str) -> None:
+    assert w.call("DELETE", f"/v1/conversations/{w.a_conversation}").status_code == 404
+
+
+def conversations_forget(w: World, *_route: str) -> None:
+    by_id = {"conversation_ids": [w.a_conversation]}
+    assert w.call("POST", "/v1/conversations/forget", json=by_id).status_code == 404
+    by_text = w.call(
+        "POST", "/v1/conversations/forget", json={"matching": "spice", "dry_run": True}
+    ).json()
+    assert by_text["conversation_ids"] == []
+
+
+def dashboard_facts(w: World, *_route: str) -> None:
+    assert w.call("GET", "/dashboard/facts").status_code == 200
+
+
+def dashboard_fact_save(w: World, *_route: str) -> None:
+    saved = w.call("POST", "/dashboard/facts", data={"key": "dog_name", "value": "Rex"})
+    assert saved.status_code == 303
+
+
+def dashboard_fact_delete(w: World, *_route: str) -> None:
+    assert w.call("POST", "/dashboard/facts/trip/delete").status_code == 404
+
+
+def dashboard_forget_sources(w: World, *_route: str) -> None:
+    ids = {"conversation_ids": str(w.a_conversation)}
+    assert w.call("POST", "/dashboard/facts/forget-sources", data=ids).status_code == 404
+
+
+def dashboard_audit(w: World, *_route: str) -> None:
+    assert w.call("GET", "/dashboard/audit").status_code == 200
+
+
+def dashboard_audit_row(w: World, *_route: str) -> None:
+    assert w.call("GET", f"/dashboard/audit/{w.a_chat}").status_code == 404
+
+
+def dashboard_episodes(w: World, *_route: str) -> None:
+    assert w.call("GET", "/dashboard/episodes").status_code == 200
+
+
+def dashboard_episodes_forget(w: World, *_route: str) -> None:
+    data = {"conversation_id": str(w.a_conversation)}
+    assert w.call("POST", "/dashboard/episodes/forget", data=data).status_code == 404
+
+
+def dashboard_chat(w: World, *_route: str) -> None:
+    assert w.call("GET", "/dashboard/chat").status_code == 200
+
+
+def dashboard_chat_conversation(w: World, *_route: str) -> None:
+    assert w.call("GET", f"/dashboard/chat/{w.a_conversation}").status_code == 404
+
+
+def dashboard_turn_memory(w: World, *_route: str) -> None:
+    assert w.call("GET", f"/dashboard/chat/turns/{w.a_chat}/memory").status_code == 404
+
+
+def dashboard_send(w: World, *_route: str) -> None:
+    into_a = {"message": "hello", "conversation_id": str(w.a_conversation)}
+    assert w.call("POST", "/dashboard/chat/send", data=into_a).status_code == 404
+    assert w.call("POST", "/dashboard/chat/send", data={"message": "hello"}).status_code == 303
+    _prompt_holds_nothing_of_a(w)
+
+
+def mcp(w: World, *_route: str) -> None:
+    # one route; its tools as two people: test_mcp.py::test_http_each_persons_token_is_their_own_memory
+    assert w.call("GET", "/mcp").status_code < 500
+
+
+MATRIX: dict[tuple[str, str], Callable[[World, str, str], None]] = {
+    ("GET", "/openapi.json"): no_memory(200),
+    ("POST", "/v1/chat"): chat,
+    ("POST", "/v1/chat/completions"): chat_completions,
+    ("GET", "/v1/models"): no_memory(200),
+    ("GET", "/v1/audit"): audit_listing,
+    ("GET", "/v1/facts"): facts_listing,
+    ("PUT", "/v1/facts/{key}"): fact_put,
+    ("GET", "/v1/facts/{key}/history"): fact_history,
+    ("DELETE", "/v1/facts/{key}"): fact_delete,
+    ("POST", "/v1/memory/recall"): recall,
+    ("POST", "/v1/memory/semantic_recall"): semantic_recall,
+    ("GET", "/v1/episodes"): episodes_listing,
+    ("GET", "/v1/conversations"): conversations_listing,
+    ("GET", "/v1/conversations/{conversation_id}"): conversation_get,
+    ("DELETE", "/v1/conversations/{conversation_id}"): conversation_delete,
+    ("POST", "/v1/conversations/forget"): conversations_forget,
+    ("GET", "/dashboard"): no_memory(303),
+    ("POST", "/dashboard/logout"): no_memory(303),
+    ("GET", "/dashboard/facts"): dashboard_facts,
+    ("POST", "/dashboard/facts"): dashboard_fact_save,
+    ("POST", "/dashboard/facts/{key}/delete"): dashboard_fact_delete,
+    ("POST", "/dashboard/facts/forget-sources"): dashboard_forget_sources,
+    ("GET", "/dashboard/audit"): dashboard_audit,
+    ("GET", "/dashboard/audit/{audit_id}"): dashboard_audit_row,
+    ("GET", "/dashboard/episodes"): dashboard_episodes,
+    ("POST", "/dashboard/episodes/forget"): dashboard_episodes_forget,
+    ("GET", "/dashboard/chat"): dashboard_chat,
+    ("GET", "/dashboard/chat/{conversation_id}"): dashboard_chat_conversation,
+    ("GET", "/dashboard/chat/turns/{audit_id}/memory"): dashboard_turn_memory,
+    ("POST", "/dashboard/chat/send"): dashboard_send,
+    ("GET", "/mcp"): mcp,
+}
+
+
+def test_every_route_as_the_other_person_leaks_nothing_and_changes_nothing_of_theirs(world):
+    routes = set(_endpoints(world.client.app))
+    assert routes == set(MATRIX), {
+        "routes the matrix lacks": sorted(routes - set(MATRIX)),
+        "entries for routes that are gone": sorted(set(MATRIX) - routes),
+    }
+    for (method, path), check in MATRIX.items():
+        check(world, method, path)
+    # A's memory, after everything B did
+    a = {"Authorization": f"Bearer {TEST_TOKEN}"}
+    facts = world.client.get("/v1/facts", headers=a).json()["facts"]
+    kept_facts = {f["key"]: f["value"] for f in facts}
+    assert kept_facts["dog_name"] == "Marmaduke" and kept_facts["trip"] == "Zanzibar"
+    [kept] = world.client.get("/v1/conversations", headers=a).json()["conversations"]
+    assert kept["id"] == world.a_conversation
+    [episode] = world.client.get("/v1/episodes", headers=a).json()["episodes"]
+    assert episode["id"] == world.a_episode
+    recalled = world.services.episodes.preview("Zanzibar spice market", person=OWNER)
+    assert [e.episode_id for e in recalled][:1] == [world.a_episode]
+
+
+# -- MCP: every tool and resource as the other person ------------------------------------------
+def _mcp_text(result: Any) -> str:
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+MCP_TOOLS: dict[str, Callable[[World], dict[str, Any]]] = {
+    "recall": lambda w: {"text": "where did I fly with my dog?"},
+    "search": lambda w: {"query": "spice market Zanzibar"},
+    "remember": lambda w: {"key": "dog_name", "text": "Rex"},
+    "list_facts": lambda w: {},
+    "set_fact": lambda w: {"key": "dog_name", "value": "Rex"},
+    "delete_fact": lambda w: {"key": "trip"},  # A's key alone: not found for B
+    "list_conversations": lambda w: {"matching": "spring"},
+    "forget_conversation": lambda w: {"conversation_id": w.a_conversation},  # A's: not found
+    "save_conversation": lambda w: {
+        "messages": [
+            {"role": "user", "content": B_SAYS},
+            {"role": "assistant", "content": "ok"},
+        ]
+    },
+}
+# the tools that must refuse B (A's objects): the others answer with B's memory
+MCP_REFUSED = {"delete_fact", "forget_conversation"}
+MCP_RESOURCES = {"caesar://facts", "caesar://episodes/recent"}
+
+
+def test_every_mcp_tool_and_resource_as_the_other_person(world):
+    """MCP over HTTP with B's token (the real SDK client): every tool and resource the server
+    lists is in the tables above (a new one fails this), none answers with A's words, and A's
+    objects are not found."""
+    import anyio
+    import httpx2
+    from live_server import live_server
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def as_b(url: str) -> tuple[set[str], set[str]]:
+        headers = {"Authorization": f"Bearer {world.b}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            transport = streamable_http_client(f"{url}/mcp", http_client=http)
+            async with Client(transport, read_timeout_seconds=30) as client:
+                tools = {t.name for t in (await client.list_tools()).tools}
+                resources = {str(r.uri) for r in (await client.list_resources()).resources}
+                for name, arguments in MCP_TOOLS.items():
+                    result = await client.call_tool(name, arguments(world))
+                    said = _mcp_text(result)
+                    assert not [w for w in A_WORDS if w in said], (name, said)
+                    assert result.is_error is (name in MCP_REFUSED), (name, said)
+                for uri in sorted(MCP_RESOURCES):
+                    text = str((await client.read_resource(uri)).contents[0].text)
+                    assert not [w for w in A_WORDS if w in text], (uri, text)
+                return tools, resources
+
+    with live_server(world.services) as url:
+        tools, resources = anyio.run(as_b, url)
+    assert tools == set(MCP_TOOLS), tools ^ set(MCP_TOOLS)
+    assert resources == MCP_RESOURCES, resources ^ MCP_RESOURCES
+    a = {"Authorization": f"Bearer {TEST_TOKEN}"}
+    facts = world.client.get("/v1/facts", headers=a).json()["facts"]
+    assert {f["key"]: f["value"] for f in facts}["trip"] == "Zanzibar"
+    [kept] = world.client.get("/v1/conversations", headers=a).json()["conversations"]
+    assert kept["id"] == world.a_conversation
