@@ -198,7 +198,9 @@ def test_what_was_said_goes_a_sentence_a_line_ranked_with_the_facts(make_service
     )
     for name in ("memory.extract", "memory.summarise", "memory.passages"):
         run_until_caught_up(services.workers[name])
-    said = Brain(services).prepare("Which instrument do I play?").messages[-1]["content"]
+    said = (
+        Brain(services).prepare("Which instrument do I play?", person=OWNER).messages[-1]["content"]
+    )
     lines = said.split("\n")
     memory = lines[lines.index(MEMORY_OPEN) + 1 : lines.index(MEMORY_CLOSE)]
     assert set(memory[:2]) == {
