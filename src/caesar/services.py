@@ -41,23 +41,15 @@ class Services:
     readiness: Readiness = field(default_factory=Readiness)
 
     @classmethod
-    def build(
-        cls,
-        settings: Settings,
-        db: Database | None = None,
-        embedder: EmbedderHandle | None = None,
-        gateway: Gateway | None = None,
-    ) -> Services:
-        """`embedder`, `gateway`: ones already loading (serve starts them before the
-        migrations)."""
+    def build(cls, settings: Settings, db: Database | None = None) -> Services:
         db = db or Database(settings.sqlalchemy_url)
         audit_log = Audit(_secrets(settings))
-        embedder = embedder or EmbedderHandle(settings)
+        embedder = EmbedderHandle(settings)
         services = cls(
             settings=settings,
             db=db,
             audit=audit_log,
-            gateway=gateway or Gateway(settings.gateway),
+            gateway=Gateway(settings.gateway),
             embedder=embedder,
             facts=FactsStore(db, settings.memory.facts_importance, audit_log),
             episodes=EpisodeMemory(

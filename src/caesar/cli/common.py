@@ -84,18 +84,12 @@ def friendly(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def services(
-    settings: Settings | None = None,
-    *,
-    check_schema: bool = True,
-    embedder: Any = None,
-    gateway: Any = None,
-) -> Any:
+def services(settings: Settings | None = None, *, check_schema: bool = True) -> Any:
     from caesar.db import migrate
     from caesar.errors import ConfigError
     from caesar.services import Services
 
-    built = Services.build(settings or load_settings(), embedder=embedder, gateway=gateway)
+    built = Services.build(settings or load_settings())
     if check_schema and not migrate.is_current(built.db):
         raise ConfigError(
             f"the database at {built.db.engine.url.render_as_string(hide_password=True)} is not "

@@ -177,19 +177,9 @@ def serve(
     if port:
         overrides["port"] = port
     settings = load_settings(**overrides)
-    # what each warm-up step did (the one-off ONNX export of the embedder included)
-    for name in (
-        "caesar.warm",
-        "caesar.vectors",
-        "caesar.minilm",
-        "caesar.gateway.gguf_provider",
-        "caesar.api.mcp_http",
-    ):
-        logging.getLogger(name).setLevel(logging.INFO)
-    embedder, gateway = _start_loading(settings)
     if upgrade:
         upgrade_database(settings)
-    built = services(settings, embedder=embedder, gateway=gateway)
+    built = services(settings)
     _refuse_missing_pgvector(settings, built)
     # Bound here, before anything loads: a taken port is one clear line and exit code 1, not
     # "listening" followed by a crash.
@@ -200,7 +190,16 @@ def serve(
     child = run_workers and settings.workers_process and bool(built.enabled_workers())
     process = WorkerProcess(settings.workers_nice) if child else None
     # Load the embedder, the episode index and the chat model in the background, starting now
-    # (the app is built meanwhile); /healthz says "warming" until they are.
+    # (the app is built meanwhile); /healthz says "warming" until they are, and the log says
+    # what each step did (the one-off ONNX export of the embedder included).
+    for name in (
+        "caesar.warm",
+        "caesar.vectors",
+        "caesar.minilm",
+        "caesar.gateway.gguf_provider",
+        "caesar.api.mcp_http",
+    ):
+        logging.getLogger(name).setLevel(logging.INFO)
     if settings.semantic.enabled:
         built.readiness.pending(EMBEDDER, EPISODE_INDEX)
     built.readiness.pending(CHAT_MODEL)
@@ -222,31 +221,6 @@ def serve(
     finally:
         if process:
             process.stop()
-
-
-def _start_loading(settings: Any) -> tuple[Any, Any]:
-    """The embedder and the chat route's in-process model start loading now, beside the
-    migrations and the services (on a first start /healthz waited for them: issue #25's
-    ≤ 5 s). A failure here is left to the warm-up, which tries again and logs why."""
-    from caesar.embeddings import EmbedderHandle
-    from caesar.gateway import Gateway
-
-    embedder, gateway = EmbedderHandle(settings), Gateway(settings.gateway)
-
-    def embedder_loads() -> None:
-        with contextlib.suppress(Exception):
-            embedder.get().embed_batch(["warm up"])
-
-    def model_loads() -> None:
-        with contextlib.suppress(Exception):
-            start = getattr(gateway.route("chat")[0], "start", None)  # the gguf kind
-            if start is not None:
-                start()
-
-    loads = [model_loads, embedder_loads] if settings.semantic.enabled else [model_loads]
-    for load in loads:
-        threading.Thread(target=load, daemon=True, name=f"early-{load.__name__}").start()
-    return embedder, gateway
 
 
 def _refuse_missing_pgvector(settings: Any, built: Any) -> None:
