@@ -128,3 +128,27 @@ def write_config(path: Path, settings: Any) -> Path:
                 lines.append(f"{key} = {_json.dumps(value)}")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def learning_household(make_services: Any, db_url: str, name: str) -> tuple[Any, int, str]:
+    """The owner (the test token) and one more person, `name`, on `db_url`, with the offline
+    memory routes on, so that chats become facts, episodes and windows: (services, the
+    person's id, their token)."""
+    from conftest import TEST_TOKEN
+
+    from caesar import people
+
+    services = make_services(
+        api_token=TEST_TOKEN,
+        database_url=db_url,
+        gateway={
+            "routes": {
+                "memory_extract": "offline:patterns",
+                "memory_summarise": "offline:textrank",
+            }
+        },
+        memory={"facts_extract": {"enabled": True}, "episodes_summarise": {"enabled": True}},
+    )
+    with services.db.write() as session:
+        person, token = people.add(session, services.audit, name)
+        return services, person.id, token

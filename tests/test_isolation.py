@@ -21,9 +21,9 @@ from conftest import OWNER, TEST_TOKEN
 from fastapi.testclient import TestClient
 from test_auth import _endpoints
 
-from caesar import people
 from caesar.api import create_app
 from caesar.workers import run_until_caught_up
+from tests.memory_helpers import learning_household
 
 # A's words: none may reach B (the facts' values and what A said).
 A_SAYS = "My dog Marmaduke and I flew to Zanzibar last spring for the spice market."
@@ -56,20 +56,7 @@ class World:
 
 @pytest.fixture
 def world(make_services: Any, db_url: str, llm: Any) -> Iterator[World]:
-    services = make_services(
-        api_token=TEST_TOKEN,
-        database_url=db_url,
-        gateway={
-            "routes": {
-                "memory_extract": "offline:patterns",
-                "memory_summarise": "offline:textrank",
-            }
-        },
-        memory={"facts_extract": {"enabled": True}, "episodes_summarise": {"enabled": True}},
-    )
-    with services.db.write() as session:
-        person, token = people.add(session, services.audit, "B")
-        b_id = person.id
+    services, b_id, token = learning_household(make_services, db_url, "B")
     a = {"Authorization": f"Bearer {TEST_TOKEN}"}
     b = {"Authorization": f"Bearer {token}"}
     with TestClient(create_app(services.settings, services, run_workers=False)) as client:

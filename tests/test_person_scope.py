@@ -25,6 +25,7 @@ from caesar.api import create_app
 from caesar.cli.main import app as cli_app
 from caesar.db import Database
 from caesar.workers import run_until_caught_up
+from tests.memory_helpers import learning_household
 
 OWNER_SAYS = "My dog is called Biscuit and I live in Lisbon."
 ANNA_SAYS = "My dog is called Rex and I live in Porto."
@@ -242,20 +243,7 @@ def test_cli_import_list_show_and_forget_as_a_person(cli, tmp_path):
 @pytest.fixture
 def learning(make_services: Any, db_url: str) -> Iterator[tuple[Any, TestClient, str, int]]:
     """`household` with the offline memory routes: chats become facts, episodes and windows."""
-    services = make_services(
-        api_token=TEST_TOKEN,
-        database_url=db_url,
-        gateway={
-            "routes": {
-                "memory_extract": "offline:patterns",
-                "memory_summarise": "offline:textrank",
-            }
-        },
-        memory={"facts_extract": {"enabled": True}, "episodes_summarise": {"enabled": True}},
-    )
-    with services.db.write() as session:
-        anna, token = people.add(session, services.audit, "Anna")
-        anna_id = anna.id
+    services, anna_id, token = learning_household(make_services, db_url, "Anna")
     with TestClient(create_app(services.settings, services, run_workers=False)) as client:
         yield services, client, token, anna_id
 
