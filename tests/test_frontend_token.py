@@ -257,3 +257,13 @@ def test_open_webuis_recording_with_the_frontend_token_is_its_users_memory(make_
         )
     assert acted == {dana}
     assert FRONTEND not in audit_text(services)
+
+
+def test_mcp_over_http_refuses_the_frontend_token_naming_no_one(household):
+    _services, client, _anna, _anna_id = household()
+    ask = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    accept = {"Accept": "application/json, text/event-stream"}
+    missing = client.post("/mcp/", json=ask, headers={**front(), **accept})
+    assert missing.status_code == 400 and USER in missing.text
+    unknown = client.post("/mcp/", json=ask, headers={**front("owui-nobody"), **accept})
+    assert unknown.status_code == 403 and "owui-nobody" in unknown.text
