@@ -185,7 +185,7 @@ def test_keys_are_unique_per_person_and_the_triggers_still_index(at_0008):
 
 def test_a_downgrade_refuses_while_someone_else_has_memory(at_0008):
     _fill(at_0008)
-    migrate.upgrade(at_0008)
+    migrate.upgrade(at_0008, "0009")  # the revision under test, whatever head is
     with at_0008.engine.begin() as c:
         anna = c.execute(
             sa.text(

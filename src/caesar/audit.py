@@ -61,6 +61,7 @@ PERSON_ADDED = "person.added"
 PERSON_RENAMED = "person.renamed"
 PERSON_ROTATED = "person.rotated"  # a new token; the old one no longer opens anything
 PERSON_REMOVED = "person.removed"
+PERSON_LINKED = "person.linked"  # the trusted front-end's user id for a person
 
 # Conversations that memory workers learn from.
 CONVERSATION_EVENTS = (CHAT_COMPLETED,)

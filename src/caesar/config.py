@@ -371,6 +371,29 @@ class ClientsSettings(Section):
     )
 
 
+HEADER_NAME = r"^[A-Za-z0-9-]{1,100}$"
+
+
+class PeopleSettings(Section):
+    """A trusted front-end (issue #23, docs/people.md "Open WebUI for a household"): a request
+    carrying `frontend_token` acts as the person its `user_header` names. Any other token's
+    person headers are ignored."""
+
+    frontend_token: SecretStr | None = None
+    user_header: str = Field(default="X-OpenWebUI-User-Id", pattern=HEADER_NAME)
+    name_header: str = Field(default="X-OpenWebUI-User-Name", pattern=HEADER_NAME)
+    email_header: str = Field(default="X-OpenWebUI-User-Email", pattern=HEADER_NAME)
+    # An unknown user is made a person on first sight; else they get 403.
+    auto_create: bool = False
+
+    @field_validator("frontend_token")
+    @classmethod
+    def _token_strength(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("people.frontend_token must be at least 16 characters")
+        return value
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="CAESAR_",
@@ -402,6 +425,7 @@ class Settings(BaseSettings):
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     clients: ClientsSettings = Field(default_factory=ClientsSettings)
+    people: PeopleSettings = Field(default_factory=PeopleSettings)
     proactive: list[ProactiveSettings] = Field(default_factory=list)
 
     @classmethod
@@ -442,6 +466,21 @@ class Settings(BaseSettings):
                 f"host {self.host!r} is not loopback and no api_token is set: refusing to expose "
                 "caesar unauthenticated. Set CAESAR_API_TOKEN (16+ characters) or bind 127.0.0.1."
             )
+        frontend = self.people.frontend_token
+        if frontend is not None:
+            # Without api_token every request is the owner's (loopback mode): a front-end
+            # token would guard nothing.
+            if self.api_token is None:
+                raise ValueError(
+                    "people.frontend_token needs api_token set too: without it every request "
+                    "is the owner's and the front-end token guards nothing. Set "
+                    "CAESAR_API_TOKEN (16+ characters)."
+                )
+            if frontend.get_secret_value() == self.api_token.get_secret_value():
+                raise ValueError(
+                    "people.frontend_token must differ from api_token: the owner's token "
+                    "must never act as someone else"
+                )
         recall = self.memory.episodes_recall
         if "prompt_chars" not in recall.model_fields_set:
             recall.prompt_chars = self.chat_recall_chars()

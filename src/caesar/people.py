@@ -6,9 +6,9 @@ person migration 0008 created: their token is the `api_token` setting, never sto
 they cannot be removed. Every change is one audit row (`person.added` / `renamed` / `rotated`
 / `removed`) with the person's id and name, never a token or its hash.
 
-Not yet: a person's own memory. Every row of memory is still the one memory there is, and no
-route asks `by_token` who is calling; both arrive with the person parameter (docs/people.md,
-"Design").
+A trusted front-end (`[people] frontend_token`) names its user in a header instead:
+`frontend_person` finds them by `frontend_id`, or makes them on first sight with
+`auto_create`.
 """
 
 from __future__ import annotations
@@ -123,6 +123,90 @@ def by_token(session: Session, token: str, api_token: str | None) -> Person | No
     if found is None or found.token_hash is None:
         return None
     return found if hmac.compare_digest(found.token_hash, digest) else None
+
+
+MAX_FRONTEND_ID = 255
+
+
+def frontend_person(
+    session: Session,
+    audit_log: audit.Audit,
+    frontend_id: str,
+    names: list[str | None],
+    *,
+    auto_create: bool,
+) -> Person | None:
+    """The person a trusted front-end's user header names (`frontend_id`), in the caller's
+    write transaction. Someone it has not named before is None, or with `auto_create` a new
+    person with no token of their own, named by the first of `names` that makes a valid name
+    (the front-end's display name, then the email, then the id), with " (2)", " (3)", …
+    added if it is taken. One `person.added` row, via "frontend"."""
+    frontend_id = frontend_id.strip()
+    if not frontend_id or len(frontend_id) > MAX_FRONTEND_ID:
+        raise InputError(f"a front-end user id must be 1–{MAX_FRONTEND_ID} characters")
+    found = session.scalar(select(Person).where(Person.frontend_id == frontend_id))
+    if found is not None or not auto_create:
+        return found
+    audit.serialise_appends(session)
+    found = session.scalar(select(Person).where(Person.frontend_id == frontend_id))
+    if found is not None:  # made meanwhile, by a request that took the lock first
+        return found
+    base = _first_valid_name([*names, frontend_id])
+    name, n = base, 1
+    while session.scalar(select(Person.id).where(Person.name == name)) is not None:
+        n += 1
+        suffix = f" ({n})"
+        name = base[: MAX_NAME - len(suffix)] + suffix
+    person = Person(
+        name=name, token_hash=None, is_owner=False, created_at=utcnow(), frontend_id=frontend_id
+    )
+    session.add(person)
+    _flush(session, name)
+    _record(
+        session,
+        audit_log,
+        audit.PERSON_ADDED,
+        person,
+        {"name": name, "via": "frontend", "frontend_id": frontend_id},
+    )
+    return person
+
+
+def link(session: Session, audit_log: audit.Audit, name: str, frontend_id: str) -> Person:
+    """Make `name` the person the front-end's user header `frontend_id` names (`caesar people
+    link`): how someone added by hand, or the owner, is met through the front-end without
+    `auto_create`. An id already someone else's is refused."""
+    audit.serialise_appends(session)
+    person = named(session, name)
+    wanted = frontend_id.strip()
+    if not wanted or len(wanted) > MAX_FRONTEND_ID:
+        raise InputError(f"a front-end user id must be 1–{MAX_FRONTEND_ID} characters")
+    taken = session.scalar(select(Person).where(Person.frontend_id == wanted))
+    if taken is not None and taken.id != person.id:
+        raise InputError(f"the front-end user id {wanted!r} is already {taken.name!r}'s")
+    person.frontend_id = wanted
+    session.flush()
+    _record(
+        session,
+        audit_log,
+        audit.PERSON_LINKED,
+        person,
+        {"name": person.name, "frontend_id": wanted},
+    )
+    return person
+
+
+def _first_valid_name(candidates: list[str | None]) -> str:
+    for raw in candidates:
+        if raw is None:
+            continue
+        try:
+            return normalise_name(raw)
+        except InputError:
+            folded = " ".join(str(raw).split())
+            if folded and not any(unicodedata.category(ch) == "Cc" for ch in folded):
+                return folded[:MAX_NAME]  # too long: cut, rather than refuse a front-end user
+    return "front-end user"
 
 
 def session_stamp(session: Session, person_id: int) -> str | None:

@@ -18,6 +18,8 @@ from caesar.workers import Worker
 
 def _secrets(settings: Settings) -> list[str]:
     found = [settings.api_token.get_secret_value()] if settings.api_token else []
+    if settings.people.frontend_token:
+        found.append(settings.people.frontend_token.get_secret_value())
     for provider in settings.gateway.providers.values():
         if provider.api_key:
             found.append(provider.api_key.get_secret_value())

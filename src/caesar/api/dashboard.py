@@ -98,7 +98,7 @@ def login(
     if services.settings.api_token is None:
         return redirect(_safe_next(next))
     try:
-        person = check_person(request, token, via="dashboard login")
+        person = check_person(request, token, via="dashboard login", frontend=False)
     except AuthLocked as locked:
         return _locked_out(request, next, locked)
     if person is None:

@@ -130,7 +130,7 @@ def current_viewer(request: Request, services: ServicesDep) -> Viewer:
     presented = bearer(request)
     if token_set and presented is not None:
         # counts toward the failed-token limit; raises AuthLocked (429) when locked out
-        person = check_person(request, presented, via="dashboard")
+        person = check_person(request, presented, via="dashboard", frontend=False)
         if person is not None:
             return Viewer(person, csrf="", via_bearer=True)
         raise Denied(401, "wrong API token in the Authorization header")

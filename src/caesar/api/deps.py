@@ -7,11 +7,17 @@ takes the person as `PersonDep`: every store call it makes is that person's. Wit
 
 Every token check goes through `check_person` (the API, the dashboard, MCP over HTTP), which
 also enforces the failed-token limit (`auth_limit`): an address that has presented too many
-wrong tokens gets 429 until its window frees, whatever it presents meanwhile."""
+wrong tokens gets 429 until its window frees, whatever it presents meanwhile.
+
+A trusted front-end (`[people] frontend_token`, docs/people.md "Open WebUI for a household")
+presents its own token and names its user in a header (Open WebUI's `X-OpenWebUI-User-Id` by
+default): the request is that person's (`frontend_person`). Only that token reads the header:
+with any other, the token's person acts, whatever the headers say."""
 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
@@ -19,6 +25,7 @@ from fastapi import Depends, HTTPException, Request, status
 from caesar import people
 from caesar.api.auth_limit import AuthLocked, audit_lockout, client_address, limiter_of
 from caesar.brain import Brain
+from caesar.errors import InputError
 from caesar.services import Services
 
 SESSION_COOKIE = "caesar_session"
@@ -52,9 +59,61 @@ def bearer(request: Request) -> str | None:
     return value.strip() if scheme.lower() == "bearer" else None
 
 
-def person_of(services: Services, presented: str | None) -> int | None:
+class FrontendRefused(Exception):
+    """The front-end token was right, but the request names no one it may act as: 400 with no
+    user header, 403 for someone unknown without `auto_create`."""
+
+    def __init__(self, status_code: int, message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.message = message
+
+
+def is_frontend_token(services: Services, presented: str | None) -> bool:
+    expected = services.settings.people.frontend_token
+    if expected is None or not presented:
+        return False
+    return hmac.compare_digest(presented.encode(), expected.get_secret_value().encode())
+
+
+def frontend_person(services: Services, headers: Mapping[str, str]) -> int:
+    """The person the front-end's user header names; made on first sight with `auto_create`.
+    Raises FrontendRefused."""
+    config = services.settings.people
+    user = headers.get(config.user_header, "").strip()
+    if not user:
+        raise FrontendRefused(
+            400,
+            f"the front-end token needs the {config.user_header} header naming the user "
+            "(Open WebUI: set ENABLE_FORWARD_USER_INFO_HEADERS=true)",
+        )
+    names = [headers.get(config.name_header), headers.get(config.email_header)]
+    try:
+        with services.db.write() as session:
+            found = people.frontend_person(
+                session, services.audit, user, names, auto_create=config.auto_create
+            )
+            person = None if found is None else found.id
+    except InputError as bad:
+        raise FrontendRefused(400, str(bad)) from None
+    if person is None:
+        raise FrontendRefused(
+            403,
+            f"the front-end user {user!r} is not a person on this caesar: the owner can set "
+            "[people] auto_create = true, or ask the user to be added",
+        )
+    return person
+
+
+def person_of(
+    services: Services, presented: str | None, headers: Mapping[str, str] | None = None
+) -> int | None:
     """The person whose token `presented` is: the owner for `api_token` (or for anything, with
-    none configured: loopback only), a person for theirs; None for any other."""
+    none configured: loopback only), a person for theirs; None for any other. The front-end
+    token is the person `headers` names (`frontend_person`), and no one where `headers` is
+    None (the dashboard: a browser is no front-end)."""
+    if is_frontend_token(services, presented):
+        return None if headers is None else frontend_person(services, headers)
     if presented:
         expected = services.settings.api_token
         if expected is not None and token_matches(services, presented):
@@ -66,18 +125,22 @@ def person_of(services: Services, presented: str | None) -> int | None:
     return services.owner_id() if services.settings.api_token is None else None
 
 
-def check_person(request: Request, presented: str | None, *, via: str) -> int | None:
+def check_person(
+    request: Request, presented: str | None, *, via: str, frontend: bool = True
+) -> int | None:
     """The person `presented` is the token of (`person_of`), or None. Raises AuthLocked if
     the client's address is locked out, checked before the comparison so that the right token
     is refused too while locked. A wrong token counts as a failure (and may lock the address,
-    raising); an absent one does not: it is no guess."""
+    raising); an absent one does not: it is no guess. With `frontend` the front-end token
+    acts as the person its header names (raising FrontendRefused); without, it is no one's."""
     services = get_services(request)
+    headers = request.headers if frontend else None
     limiter = limiter_of(request)
     if limiter is None or services.settings.api_token is None:
-        return person_of(services, presented)
+        return person_of(services, presented, headers)
     address = client_address(request)
     limiter.check(address)
-    person = person_of(services, presented)
+    person = person_of(services, presented, headers)
     if person is not None:
         return person
     if presented:
@@ -104,6 +167,8 @@ def require_token(request: Request) -> int:
         person = check_person(request, bearer(request), via="api")
     except AuthLocked as locked:
         raise too_many_failures(locked) from None
+    except FrontendRefused as refused:
+        raise HTTPException(status_code=refused.status_code, detail=refused.message) from None
     if person is None:
         raise HTTPException(
             status_code=status.HTTP_401_UNAUTHORIZED,

@@ -25,7 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from caesar.api.auth_limit import AuthLocked
-from caesar.api.deps import bearer, check_person
+from caesar.api.deps import FrontendRefused, bearer, check_person
 
 PATH = "/mcp"
 WAIT_S = 60.0  # the first request waits this long for the server to load
@@ -130,6 +130,13 @@ class Mount:
                 headers={"Retry-After": str(locked.retry_after)},
             )
             await refusal(scope, receive, send)
+            return
+        except FrontendRefused as refused:
+            kind = "forbidden" if refused.status_code == 403 else "bad_request"
+            await JSONResponse(
+                {"error": {"type": kind, "message": refused.message}},
+                status_code=refused.status_code,
+            )(scope, receive, send)
             return
         if person is None:
             refusal = JSONResponse(

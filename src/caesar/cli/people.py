@@ -15,8 +15,8 @@ import typer
 from caesar.cli.common import AsJson, Column, Wide, console, err, friendly, listing, services
 
 people_app = typer.Typer(
-    help="The people caesar remembers for: add, list, rename, rotate, remove (their own "
-    "memory is not separate yet: docs/people.md).",
+    help="The people caesar remembers for: add, list, rename, rotate, link, remove "
+    "(docs/people.md).",
     no_args_is_help=True,
 )
 
@@ -112,6 +112,26 @@ def rotate_command(name: str, as_json: JsonToken = False) -> None:
         person, token = people.rotate(session, built.audit, name)
         rotated = person.name
     _say_token(rotated, token, as_json=as_json, verb="New token for")
+
+
+@people_app.command(
+    "link",
+    help="Make NAME the person a trusted front-end's user header names (its user id, e.g. "
+    'Open WebUI\'s X-OpenWebUI-User-Id): docs/people.md, "Open WebUI for a household".',
+)
+@friendly
+def link_command(name: str, frontend_id: str) -> None:
+    from caesar import people
+
+    built = services()
+    with built.db.write() as session:
+        person = people.link(session, built.audit, name, frontend_id)
+        linked = person.name
+    console.print(
+        f"{linked} is now the front-end's user {frontend_id.strip()}",
+        highlight=False,
+        markup=False,
+    )
 
 
 # One line per paragraph: Typer keeps a docstring's line breaks.

@@ -221,6 +221,11 @@ class Person(Base):
     token_hash: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True)
     is_owner: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    # Who the trusted front-end's user header names (migration 0010, `[people]`
+    # frontend_token): Open WebUI's user id; None for someone it has never named.
+    frontend_id: Mapped[str | None] = mapped_column(
+        String(255), nullable=True, unique=True, index=True
+    )
 
     __table_args__ = (
         Index(
