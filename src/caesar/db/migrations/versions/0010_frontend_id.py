@@ -27,5 +27,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index("ix_people_frontend_id", table_name="people")
-    with op.batch_alter_table("people") as batch:
-        batch.drop_column("frontend_id")
+    # In place, on both engines (SQLite ≥ 3.35): a batch copy of `people` would drop the table
+    # every person_id refers to, which SQLite's foreign keys refuse.
+    op.execute("ALTER TABLE people DROP COLUMN frontend_id")
