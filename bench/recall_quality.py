@@ -55,6 +55,7 @@ import numpy as np
 import prompt_quality
 import shown
 from benchlib import OWNER
+from prompt_quality import present, toks
 from rank_bm25 import BM25Okapi
 from recall_report import DOC, curve_section, parse_budgets, report, shown_section, write_doc
 from sqlalchemy import select
@@ -471,6 +472,10 @@ class Tally:
         return cells
 
 
+# --dump: every question's first-budget prompt and what it showed, one JSON line each
+DUMP: Path | None = None
+
+
 def run(
     haystacks: list[Haystack], embedder: Embedder, budgets: Sequence[int | None] = (None,)
 ) -> tuple[dict[tuple[str, str, str], Tally], dict[str, Any]]:
@@ -533,6 +538,26 @@ def ask(
         contexts = [
             Brain(s).prepare(q.text, now=q.now, person=OWNER) for s in (built.services, *others)
         ]
+        if DUMP is not None:
+            prompt = contexts[0].messages[0]["content"]
+            seen = shown.shown_sessions(contexts[0].recalled, built.sessions_of_episode)
+            record = {
+                "dataset": ds,
+                "qid": q.qid,
+                "category": q.category,
+                "question": q.text,
+                "answer": q.answer,
+                "answerable": answerable,
+                "answered": bool(answerable and present(q.answer, set(toks(prompt)))),
+                "evidence": sorted(q.evidence),
+                "shown": seen,
+                "all_shown": q.evidence <= set(seen),
+                "layout": contexts[0].asked.layout,
+                "spans": len(contexts[0].asked.time.spans),
+                "prompt": prompt,
+            }
+            with DUMP.open("a") as f:
+                f.write(json.dumps(record, default=str) + "\n")
         for services, ctx in zip((built.services, *others), contexts, strict=True):
             shown.score(
                 notes["shown"],
@@ -597,7 +622,20 @@ def main() -> None:
     parser.add_argument(
         "--no-docs", action="store_true", help="do not rewrite docs/recall-quality.md"
     )
+    parser.add_argument(
+        "--dump", default=None, help="write every question's prompt and what it showed (JSON lines)"
+    )
+    parser.add_argument(
+        "--types",
+        default=None,
+        help="only LongMemEval questions of these types, e.g. multi-session,temporal-reasoning "
+        "(a partial run: the docs are not rewritten)",
+    )
     args = parser.parse_args()
+    if args.dump:
+        global DUMP
+        DUMP = Path(args.dump)
+        DUMP.unlink(missing_ok=True)
     budgets = parse_budgets(args.prompt_chars)
     resolved = [budget_of(bench_settings(OUT, b)) for b in budgets]
 
@@ -607,6 +645,11 @@ def main() -> None:
     if args.dataset in ("all", "longmemeval"):
         haystacks += load_longmemeval(DATA / "longmemeval_s")[: args.limit]
         haystacks += load_longmemeval(DATA / "longmemeval_s_more", ranked=False)[: args.limit]
+    if args.types:
+        wanted = set(args.types.split(","))
+        haystacks = [
+            h for h in haystacks if h.dataset != "longmemeval" or h.questions[0].category in wanted
+        ]
     print(f"caesar from {Path(caesar.__file__).parent}", flush=True)
     from caesar.embeddings import MiniLMEmbedder
 
@@ -627,7 +670,7 @@ def main() -> None:
             for ds in datasets:
                 print(f"\n**{ds}**\n\n" + shown_section(notes, ds, budget))
         print("\n" + curve)
-    if args.dataset == "all" and args.limit is None and not args.no_docs:
+    if args.dataset == "all" and args.limit is None and not args.types and not args.no_docs:
         if curve:
             write_doc(curve, "budget-curve")
         elif budgets == [None]:
