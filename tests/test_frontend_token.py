@@ -1,4 +1,4 @@
-"""A trusted front-end (issue #23, step 3; docs/people.md "Open WebUI for a household"): a
+"""A trusted front-end (issue #23, step 3; docs/household.md "Open WebUI for a household"): a
 request carrying `[people] frontend_token` acts as the person its user header names; with
 `auto_create` an unknown user becomes a person, without it they get 403; with any other token
 the headers are ignored. Through the real app, on SQLite and PostgreSQL.

@@ -1,6 +1,6 @@
 """Request dependencies: the services, and the bearer-token check every route but /healthz uses.
 
-A token is a person's (issue #23, docs/people.md): `api_token` is the owner's, a token made by
+A token is a person's (issue #23, docs/household.md): `api_token` is the owner's, a token made by
 `caesar people add` that person's. `require_token` resolves it once per request, and a route
 takes the person as `PersonDep`: every store call it makes is that person's. With no
 `api_token` configured (loopback only) a request is the owner's, as it always was.
@@ -9,7 +9,7 @@ Every token check goes through `check_person` (the API, the dashboard, MCP over 
 also enforces the failed-token limit (`auth_limit`): an address that has presented too many
 wrong tokens gets 429 until its window frees, whatever it presents meanwhile.
 
-A trusted front-end (`[people] frontend_token`, docs/people.md "Open WebUI for a household")
+A trusted front-end (`[people] frontend_token`, docs/household.md "Open WebUI for a household")
 presents its own token and names its user in a header (Open WebUI's `X-OpenWebUI-User-Id` by
 default): the request is that person's (`frontend_person`). Only that token reads the header:
 with any other, the token's person acts, whatever the headers say."""
