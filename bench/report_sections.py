@@ -459,6 +459,47 @@ def pgvector(results: dict[str, Any]) -> list[str]:
     ]
 
 
+def people(results: dict[str, Any]) -> list[str]:
+    """One person's turn in a household of 100 (bench/bench_people.py), against one alone."""
+    data = results.get("perf_people") or {}
+    lines = [
+        "## A household: 100 people in one database (issue #23)",
+        "",
+        "One person's chat turn (its memory work, in-process, as in \"Where a turn's memory work "
+        'goes"), start-up (services built, embedder and episode search warmed) and resident '
+        "memory, among 100 people with 10k episodes each (1M episodes), against a one-person "
+        "install of the same 10k episodes measured in the same run; target: p50 within +3 ms. "
+        "`.venv/bin/python bench/bench_people.py` (`--people`, `--episodes-per-person`, "
+        "`--engines sqlite,postgresql`; `--pg-data-root` where /dev/shm is too small for 1M).",
+        "",
+    ]
+    if not data.get("engines"):
+        return [*lines, "Not measured yet.", ""]
+    lines += [
+        f"{data['people']} people × {data['episodes_per_person']:,} episodes, "
+        f"{data['turns']} turns:",
+        "",
+        "| engine | p50 among them / alone | added | start among them / alone | RSS after "
+        "start among them / alone |",
+        "|---|---|---|---|---|",
+    ]
+    for engine, row in data["engines"].items():
+        h, o = row["household"], row["one_person"]
+        lines.append(
+            f"| {engine} | {h['memory_work_ms']['p50']:.2f} / {o['memory_work_ms']['p50']:.2f} ms "
+            f"| {row['added_p50_ms']:+.2f} ms {met(row['added_p50_ms'], data['target_added_ms'])} "
+            f"| {h['start_ms']:.0f} / {o['start_ms']:.0f} ms | {h['rss_after_start_mb']:.0f} / "
+            f"{o['rss_after_start_mb']:.0f} MB |"
+        )
+    lines += [
+        "",
+        f"Load average {data.get('load', '?')}, host speed "
+        f"{data.get('host_speed_ms', float('nan')):.0f} ms.",
+        "",
+    ]
+    return lines
+
+
 def startup(results: dict[str, Any]) -> list[str]:
     """Index load and IVF build per size: what a start (or a model change) costs."""
     sizes = get(results, "perf_recall", "sizes") or []

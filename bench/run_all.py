@@ -52,6 +52,14 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
         ("a live conversation", ["bench_conversation.py", "--turns", "20"]),
         ("chat while learning", ["bench_busy.py", "--chats", "60" if quick else "300"]),
         ("a second worker process", ["bench_scale_out.py", "--chats", "60"]),
+        (
+            "a household (issue #23)",
+            [
+                "bench_people.py",
+                *("--people", "10" if quick else "100", "--episodes-per-person", "10000"),
+                *("--turns", "60" if quick else "200"),
+            ],
+        ),
         ("Open WebUI's next turn", ["bench_openwebui.py", "--rounds", "1" if quick else "3"]),
         ("first start", ["bench_first_start.py", "--starts", "1" if quick else "3"]),
         ("LongMemEval history", ["bench_realistic.py"]),

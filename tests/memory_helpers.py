@@ -130,6 +130,15 @@ def write_config(path: Path, settings: Any) -> Path:
     return path
 
 
+# Settings overrides for the offline memory routes, with the workers that learn turned on.
+LEARNING: dict[str, Any] = {
+    "gateway": {
+        "routes": {"memory_extract": "offline:patterns", "memory_summarise": "offline:textrank"}
+    },
+    "memory": {"facts_extract": {"enabled": True}, "episodes_summarise": {"enabled": True}},
+}
+
+
 def learning_household(make_services: Any, db_url: str, name: str) -> tuple[Any, int, str]:
     """The owner (the test token) and one more person, `name`, on `db_url`, with the offline
     memory routes on, so that chats become facts, episodes and windows: (services, the
@@ -138,17 +147,7 @@ def learning_household(make_services: Any, db_url: str, name: str) -> tuple[Any,
 
     from caesar import people
 
-    services = make_services(
-        api_token=TEST_TOKEN,
-        database_url=db_url,
-        gateway={
-            "routes": {
-                "memory_extract": "offline:patterns",
-                "memory_summarise": "offline:textrank",
-            }
-        },
-        memory={"facts_extract": {"enabled": True}, "episodes_summarise": {"enabled": True}},
-    )
+    services = make_services(api_token=TEST_TOKEN, database_url=db_url, **LEARNING)
     with services.db.write() as session:
         person, token = people.add(session, services.audit, name)
         return services, person.id, token

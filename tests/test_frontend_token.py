@@ -1,4 +1,4 @@
-"""A trusted front-end (issue #23, step 3; docs/people.md "Open WebUI for a household"): a
+"""A trusted front-end (issue #23, step 3; docs/household.md "Open WebUI for a household"): a
 request carrying `[people] frontend_token` acts as the person its user header names; with
 `auto_create` an unknown user becomes a person, without it they get 403; with any other token
 the headers are ignored. Through the real app, on SQLite and PostgreSQL.
@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 
 from caesar import audit, people
 from caesar.api import create_app
+from caesar.api.deps import header_text
 from caesar.db.models import Person
 from caesar.errors import InputError
 
@@ -143,6 +144,39 @@ def test_auto_create_makes_a_person_on_first_sight_once(household):
     with services.db.read() as session:
         made = session.get(Person, bob)
         assert made is not None and made.token_hash is None and made.frontend_id == "owui-bob"
+
+
+@pytest.mark.parametrize(
+    ("sent", "meant"),
+    [
+        ("Zo%C3%AB Kraus", "Zoë Kraus"),  # Open WebUI: quote(user.name, safe=" ")
+        ("Zoë Kraus".encode().decode("latin-1"), "Zoë Kraus"),  # raw UTF-8 bytes, read as Latin-1
+        ("Zoë", "Zoë"),  # Latin-1 text: kept
+        ("50%25 off", "50% off"),
+        ("100% sure", "100% sure"),  # a bare % encodes nothing: kept
+        ("%FF%FE", "%FF%FE"),  # percent-encoded bytes that are no UTF-8: kept as sent
+        ("Anna", "Anna"),
+        (None, None),
+    ],
+)
+def test_header_text_decodes_what_front_ends_send(sent, meant):
+    assert header_text(sent) == meant
+
+
+def test_auto_create_names_a_person_by_their_decoded_name(household):
+    """Open WebUI percent-encodes the display name; the person is "Zoë", not "Zo%C3%AB"."""
+    services, client, _anna, _anna_id = household(auto_create=True)
+    sent = [
+        ("owui-zoe", {NAME: "Zo%C3%AB M%C3%BCller"}),
+        ("owui-zoe2", {NAME: "Zo%C3%AB M%C3%BCller"}),  # the same name: " (2)"
+        ("owui-jose", {NAME: "", EMAIL: "jos%C3%A9@example.org"}),
+        ("owui-raw", {NAME: "Søren"}),  # raw UTF-8 on the wire
+    ]
+    for user, headers in sent:
+        wire = {k: v.encode() for k, v in front(user, **headers).items()}
+        assert client.get("/v1/facts", headers=wire).status_code == 200
+    made = set(everyone(services)) - {"owner", "Anna"}
+    assert made == {"Zoë Müller", "Zoë Müller (2)", "josé@example.org", "Søren"}
 
 
 def test_an_unknown_user_without_auto_create_is_403_and_nobody_is_made(household):

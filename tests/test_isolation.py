@@ -7,13 +7,18 @@ prompt B's chat turns send holds nothing of A's.
 The tables are the test: `MATRIX` has one entry per (method, path) of the app, and a route the
 app has that the table lacks fails the test (so does an entry for a route that is gone);
 `MCP_TOOLS` and `MCP_RESOURCES` do the same for what the MCP server lists, called over HTTP
-with B's token through the real SDK client. On SQLite and PostgreSQL.
+with B's token and over stdio as `caesar --person B mcp`, through the real SDK client. The
+command line and export are test_isolation_cli.py's matrix. On SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,8 +59,10 @@ class World:
         return response
 
 
-@pytest.fixture
-def world(make_services: Any, db_url: str, llm: Any) -> Iterator[World]:
+@contextmanager
+def built_world(make_services: Any, db_url: str, llm: Any) -> Iterator[World]:
+    """A (the owner, the test token) and B, each with a chat learned from and facts under the
+    same key; the app's test client, its workers run until caught up."""
     services, b_id, token = learning_household(make_services, db_url, "B")
     a = {"Authorization": f"Bearer {TEST_TOKEN}"}
     b = {"Authorization": f"Bearer {token}"}
@@ -80,6 +87,12 @@ def world(make_services: Any, db_url: str, llm: Any) -> Iterator[World]:
             episode["audit_log_id"],
             episode["id"],
         )
+
+
+@pytest.fixture
+def world(make_services: Any, db_url: str, llm: Any) -> Iterator[World]:
+    with built_world(make_services, db_url, llm) as built:
+        yield built
 
 
 def _prompt_holds_nothing_of_a(w: World) -> None:
@@ -313,35 +326,53 @@ MCP_REFUSED = {"delete_fact", "forget_conversation"}
 MCP_RESOURCES = {"caesar://facts", "caesar://episodes/recent"}
 
 
-def test_every_mcp_tool_and_resource_as_the_other_person(world):
-    """MCP over HTTP with B's token (the real SDK client): every tool and resource the server
-    lists is in the tables above (a new one fails this), none answers with A's words, and A's
-    objects are not found."""
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+def test_every_mcp_tool_and_resource_as_the_other_person(world, transport, tmp_path):
+    """MCP as B through the real SDK client, over HTTP with B's token and over stdio as
+    `caesar --person B mcp`: every tool and resource the server lists is in the tables above (a
+    new one fails this), none answers with A's words, and A's objects are not found."""
     import anyio
     import httpx2
     from live_server import live_server
-    from mcp import Client
+    from mcp import Client, StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
+    from memory_helpers import write_config
 
-    async def as_b(url: str) -> tuple[set[str], set[str]]:
+    async def as_b(client: Client) -> tuple[set[str], set[str]]:
+        tools = {t.name for t in (await client.list_tools()).tools}
+        resources = {str(r.uri) for r in (await client.list_resources()).resources}
+        for name, arguments in MCP_TOOLS.items():
+            result = await client.call_tool(name, arguments(world))
+            said = _mcp_text(result)
+            assert not [w for w in A_WORDS if w in said], (name, said)
+            assert result.is_error is (name in MCP_REFUSED), (name, said)
+        for uri in sorted(MCP_RESOURCES):
+            text = str((await client.read_resource(uri)).contents[0].text)
+            assert not [w for w in A_WORDS if w in text], (uri, text)
+        return tools, resources
+
+    async def over_http(url: str) -> tuple[set[str], set[str]]:
         headers = {"Authorization": f"Bearer {world.b}"}
         async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
             transport = streamable_http_client(f"{url}/mcp", http_client=http)
             async with Client(transport, read_timeout_seconds=30) as client:
-                tools = {t.name for t in (await client.list_tools()).tools}
-                resources = {str(r.uri) for r in (await client.list_resources()).resources}
-                for name, arguments in MCP_TOOLS.items():
-                    result = await client.call_tool(name, arguments(world))
-                    said = _mcp_text(result)
-                    assert not [w for w in A_WORDS if w in said], (name, said)
-                    assert result.is_error is (name in MCP_REFUSED), (name, said)
-                for uri in sorted(MCP_RESOURCES):
-                    text = str((await client.read_resource(uri)).contents[0].text)
-                    assert not [w for w in A_WORDS if w in text], (uri, text)
-                return tools, resources
+                return await as_b(client)
 
-    with live_server(world.services) as url:
-        tools, resources = anyio.run(as_b, url)
+    async def over_stdio(params: StdioServerParameters) -> tuple[set[str], set[str]]:
+        async with Client(params, read_timeout_seconds=60) as client:
+            return await as_b(client)
+
+    if transport == "http":
+        with live_server(world.services) as url:
+            tools, resources = anyio.run(over_http, url)
+    else:
+        config = write_config(tmp_path / "caesar.toml", world.services.settings)
+        params = StdioServerParameters(
+            command=str(Path(sys.executable).parent / "caesar"),
+            args=["--person", "B", "mcp", "--no-workers"],
+            env={**os.environ, "CAESAR_CONFIG": str(config), "HF_HUB_OFFLINE": "1"},
+        )
+        tools, resources = anyio.run(over_stdio, params)
     assert tools == set(MCP_TOOLS), tools ^ set(MCP_TOOLS)
     assert resources == MCP_RESOURCES, resources ^ MCP_RESOURCES
     a = {"Authorization": f"Bearer {TEST_TOKEN}"}

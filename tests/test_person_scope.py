@@ -9,7 +9,6 @@ The owner here is the `api_token` (TEST_TOKEN); Anna is a person added with `cae
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -192,7 +191,8 @@ def test_a_removed_persons_token_opens_nothing(household):
     assert client.get("/v1/facts", headers=as_(anna)).status_code == 401
 
 
-# -- the command line ---------------------------------------------------------------------------
+# -- the command line: every command as another person is test_isolation_cli.py's matrix; here,
+# `--person` itself ------------------------------------------------------------------------------
 @pytest.fixture
 def cli(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
     monkeypatch.setenv("CAESAR_HOME", str(tmp_path / "home"))
@@ -217,26 +217,6 @@ def test_cli_person_option_reads_and_writes_that_persons_memory(cli):
     assert '"Biscuit"' in owner.stdout and "Rex" not in owner.stdout
     nobody = run("--person", "Nobody", "facts", "list")
     assert nobody.exit_code == 1 and "no person named 'Nobody'" in nobody.output
-    export = run("--person", "Anna", "export")
-    assert "Rex" in export.stdout and "Biscuit" not in export.stdout
-
-
-def test_cli_import_list_show_and_forget_as_a_person(cli, tmp_path):
-    lines = tmp_path / "anna.jsonl"
-    said = [{"role": "user", "content": ANNA_SAYS}, {"role": "assistant", "content": "Nice."}]
-    lines.write_text(json.dumps({"created_at": "2026-05-01T10:00:00Z", "messages": said}) + "\n")
-    assert run("--person", "Anna", "import", str(lines)).exit_code == 0
-    listed = json.loads(run("--person", "Anna", "conversations", "list", "--json").stdout)
-    assert len(listed) == 1
-    assert json.loads(run("conversations", "list", "--json").stdout) == []
-    shown = run("conversations", "show", str(listed[0]["id"]))  # the owner: not theirs
-    assert shown.exit_code == 1 and "no conversation" in shown.output
-    assert (
-        ANNA_SAYS in run("--person", "Anna", "conversations", "show", str(listed[0]["id"])).stdout
-    )
-    nothing = run("forget", "--before", "2030-01-01", "--yes")  # the owner's: none
-    assert "would forget 0" in nothing.output or "0 conversation" in nothing.output
-    assert len(json.loads(run("--person", "Anna", "conversations", "list", "--json").stdout)) == 1
 
 
 # -- removing a person with their memory -------------------------------------------------------

@@ -375,7 +375,7 @@ HEADER_NAME = r"^[A-Za-z0-9-]{1,100}$"
 
 
 class PeopleSettings(Section):
-    """A trusted front-end (issue #23, docs/people.md "Open WebUI for a household"): a request
+    """A trusted front-end (issue #23, docs/household.md "Open WebUI for a household"): a request
     carrying `frontend_token` acts as the person its `user_header` names. Any other token's
     person headers are ignored."""
 

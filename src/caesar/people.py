@@ -1,4 +1,4 @@
-"""People: who caesar remembers for (issue #23, docs/people.md).
+"""People: who caesar remembers for (issue #23, docs/household.md).
 
 A person has a name and a token. The token is shown once, when it is made (`add`, `rotate`);
 caesar keeps only its SHA-256, so a copy of the database opens nothing. The owner is the
@@ -281,9 +281,9 @@ def rotate(session: Session, audit_log: audit.Audit, name: str) -> tuple[Person,
 
 
 def remove(session: Session, audit_log: audit.Audit, name: str) -> Listed:
-    """Remove `name` and their token. Someone who has memory (a chat, a fact) is refused for
-    now: forgetting it with them is not built yet (docs/people.md, "Not yet"). The owner
-    cannot be removed."""
+    """Remove `name` and their token. Someone who still has memory (a chat, a fact) is
+    refused: `caesar.memory.person_removal.remove_person` forgets it first (docs/household.md).
+    The owner cannot be removed."""
     audit.serialise_appends(session)
     person = named(session, name)
     if person.is_owner:

@@ -1,6 +1,6 @@
 """Request dependencies: the services, and the bearer-token check every route but /healthz uses.
 
-A token is a person's (issue #23, docs/people.md): `api_token` is the owner's, a token made by
+A token is a person's (issue #23, docs/household.md): `api_token` is the owner's, a token made by
 `caesar people add` that person's. `require_token` resolves it once per request, and a route
 takes the person as `PersonDep`: every store call it makes is that person's. With no
 `api_token` configured (loopback only) a request is the owner's, as it always was.
@@ -9,7 +9,7 @@ Every token check goes through `check_person` (the API, the dashboard, MCP over 
 also enforces the failed-token limit (`auth_limit`): an address that has presented too many
 wrong tokens gets 429 until its window frees, whatever it presents meanwhile.
 
-A trusted front-end (`[people] frontend_token`, docs/people.md "Open WebUI for a household")
+A trusted front-end (`[people] frontend_token`, docs/household.md "Open WebUI for a household")
 presents its own token and names its user in a header (Open WebUI's `X-OpenWebUI-User-Id` by
 default): the request is that person's (`frontend_person`). Only that token reads the header:
 with any other, the token's person acts, whatever the headers say."""
@@ -19,6 +19,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 from typing import Annotated
+from urllib.parse import unquote
 
 from fastapi import Depends, HTTPException, Request, status
 
@@ -76,6 +77,23 @@ def is_frontend_token(services: Services, presented: str | None) -> bool:
     return hmac.compare_digest(presented.encode(), expected.get_secret_value().encode())
 
 
+def header_text(value: str | None) -> str | None:
+    """What a front-end's name or email header says. Open WebUI percent-encodes the display
+    name (`quote(user.name, safe=" ")`: "Zoë" arrives as "Zo%C3%AB"), and a front-end that sends
+    raw UTF-8 arrives as Latin-1 (how HTTP header bytes are read): both become "Zoë". A value
+    that is neither (or not valid once decoded) is kept as sent."""
+    if value is None:
+        return None
+    try:
+        value = value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        pass  # Latin-1 text, not UTF-8 bytes: already what was meant
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError:
+        return value  # "%FF" and the like: not an encoding of anything
+
+
 def frontend_person(services: Services, headers: Mapping[str, str]) -> int:
     """The person the front-end's user header names; made on first sight with `auto_create`.
     Raises FrontendRefused."""
@@ -87,7 +105,8 @@ def frontend_person(services: Services, headers: Mapping[str, str]) -> int:
             f"the front-end token needs the {config.user_header} header naming the user "
             "(Open WebUI: set ENABLE_FORWARD_USER_INFO_HEADERS=true)",
         )
-    names = [headers.get(config.name_header), headers.get(config.email_header)]
+    # The user id is a key, compared as sent; the name and email only name a new person.
+    names = [header_text(headers.get(h)) for h in (config.name_header, config.email_header)]
     try:
         with services.db.write() as session:
             found = people.frontend_person(

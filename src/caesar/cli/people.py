@@ -1,4 +1,4 @@
-"""`caesar people`: who caesar remembers for (issue #23, docs/people.md).
+"""`caesar people`: who caesar remembers for (issue #23, docs/household.md).
 
 `add` and `rotate` print a person's token once; caesar keeps only its hash. With `--json`
 their last line is `{"name": …, "token": …}` for scripts. The owner (created by `caesar db
@@ -16,7 +16,7 @@ from caesar.cli.common import AsJson, Column, Wide, console, err, friendly, list
 
 people_app = typer.Typer(
     help="The people caesar remembers for: add, list, rename, rotate, link, remove "
-    "(docs/people.md).",
+    "(docs/household.md).",
     no_args_is_help=True,
 )
 
@@ -117,7 +117,7 @@ def rotate_command(name: str, as_json: JsonToken = False) -> None:
 @people_app.command(
     "link",
     help="Make NAME the person a trusted front-end's user header names (its user id, e.g. "
-    'Open WebUI\'s X-OpenWebUI-User-Id): docs/people.md, "Open WebUI for a household".',
+    'Open WebUI\'s X-OpenWebUI-User-Id): docs/household.md, "Open WebUI for a household".',
 )
 @friendly
 def link_command(name: str, frontend_id: str) -> None:

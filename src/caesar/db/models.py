@@ -210,7 +210,7 @@ class SemanticChunk(Base):
 
 
 class Person(Base):
-    """Someone caesar remembers for (issue #23, docs/people.md). `token_hash` is the SHA-256
+    """Someone caesar remembers for (issue #23, docs/household.md). `token_hash` is the SHA-256
     (hex) of the person's token, never the token; the owner has none, because the owner's
     token is the `api_token` setting. Exactly one owner, created by migration 0008."""
 

@@ -89,7 +89,7 @@ class SqliteFullText:
     ) -> dict[int, float]:
         # The person's episodes only: FTS5 finds the matches, the join drops everyone else's
         # before bm25 is computed and the best are chosen (FTS5's document frequencies stay
-        # the household's: docs/people.md, "Not yet").
+        # the household's: docs/household.md, "Known limits").
         join, where, params = episode_filters(
             "f.rowid",
             person=None if alone(session, person) else person,

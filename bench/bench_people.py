@@ -1,0 +1,380 @@
+"""A household in one database (issue #23): one person's chat turn among 100 people with 10k
+episodes each (1M episodes), against a one-person install of the same 10k episodes, measured
+in the same run, on SQLite and on PostgreSQL with pgvector.
+
+    .venv/bin/python bench/bench_people.py [--people 100] [--episodes-per-person 10000]
+        [--turns 200] [--engines sqlite,postgresql] [--pg-data-root DIR]
+
+1. Two databases per engine, written straight into the migrated schema (SQLAlchemy core
+   `executemany`, 10k-ish rows per transaction; the full-text triggers run as for live rows):
+   the household (the owner and `--people` - 1 others, `--episodes-per-person` each, the
+   people's rows interleaved in blocks of 500 as chats arrive) and the baseline (the owner
+   alone). The owner is the person measured, and their rows are the same in both: each
+   person's block of episodes comes from its own seed. Each episode is a `chat.completed` row
+   and its summary row with the float32 vector, the ADR's JSON record and one window vector,
+   as bench/history.py writes them (random unit vectors plus its 32 planted topics, so a chat
+   message on a topic recalls something), with its window's words; 100 facts a person. On
+   PostgreSQL the vectors then go into pgvector (`pgvector_migration.migrate`: the copy and
+   the HNSW build, as `caesar serve` does after its warm-up), not timed.
+2. Each case is measured in a fresh process (so its RSS is its own): start-up as `caesar serve`
+   warms memory (build the services, embed once, `episodes.warm()`: SQLite loads every
+   person's vectors into the in-process index, pgvector loads nothing), the resident memory
+   after it, then `Brain.turn` as the owner against an in-process provider that answers at
+   once (bench_turn.py's): memory work = turn time − provider time, p50 after 10 warm-up turns.
+
+Figures go to bench/out/results/perf_people.json, with the household's added p50 over the
+baseline's (the issue asks for at most +3 ms) and the ratios. The measuring process prints one
+JSON line; run with `--measure URL` it is that process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import benchlib
+import history
+import numpy as np
+from sqlalchemy import create_engine, text
+
+BLOCK = 500  # a person's episodes arrive in blocks of this many, interleaved with the others'
+FACTS = 100  # per person
+TARGET_ADDED_MS = 3.0
+
+
+# -- writing the databases ---------------------------------------------------------------------
+def _planted(person: int, episodes: int) -> np.ndarray:
+    """Which of the person's episodes belong to a planted topic (-1: none), ~0.5% as in
+    bench/history.py, at least 20 a topic (fewer when the person has fewer episodes)."""
+    rng = np.random.default_rng([person, 0])
+    planted = np.full(episodes, -1, dtype=np.int64)
+    per_topic = max(20, episodes // (history.TOPICS * 200))
+    chosen = rng.choice(episodes, size=min(episodes, per_topic * history.TOPICS), replace=False)
+    planted[chosen] = np.arange(chosen.size) % history.TOPICS
+    return planted
+
+
+def _block_rows(
+    person: int, person_id: int, block: int, lo: int, hi: int, planted: np.ndarray, ctx: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[int, list[str]]]]:
+    """The audit and summary rows of episodes lo..hi of `person` (ids from ctx.next_id), and
+    each one's window texts, from a seed of its own: the same rows in any database."""
+    from caesar.memory.search import passages
+    from caesar.memory.transcript import conversation_turns
+    from caesar.minilm import MODEL_ID
+
+    rng = np.random.default_rng([person, block + 1])
+    n = hi - lo
+    vectors = history._block(rng, n, planted[lo:hi], ctx.centres)
+    f32 = vectors.astype("<f4")
+    windows = history.unit(f32 + rng.standard_normal(f32.shape).astype(np.float32) * 0.03)
+    encoded = history.json_rows(vectors)
+    ages = rng.uniform(0, history.SPREAD_DAYS * 86_400.0, size=n)
+    recalls = rng.geometric(0.6, size=n) - 1
+    audits, summaries, texts = [], [], []
+    for j in range(n):
+        i = ctx.next_id
+        ctx.next_id += 1
+        created = ctx.anchor - timedelta(seconds=float(ages[j]))
+        words = " ".join(
+            history.WORDS[((lo + j) * 7 + k * 13) % len(history.WORDS)] for k in range(6)
+        )
+        topic = int(planted[lo + j])
+        about = f"{history.TOPIC_TEXTS[topic][0][:-1]}; " if topic >= 0 else ""
+        payload = {
+            "messages": [{"role": "user", "content": f"about {about}{words}"}],
+            "reply": f"noted: {words}",
+            "provider": "bench",
+            "model": "synthetic",
+        }
+        audits.append(
+            {
+                "id": i,
+                "event_type": "chat.completed",
+                "created_at": created,
+                "payload": payload,
+                "person_id": person_id,
+            }
+        )
+        summaries.append(
+            {
+                "id": i,
+                "audit_log_id": i,
+                "summary": f"We discussed the operator's {about}{words}.",
+                "embedding": encoded[j],
+                "embedding_f32": f32[j].tobytes(),
+                "passage_vectors": passages.pack(windows[j : j + 1]),
+                "model": MODEL_ID,
+                "created_at": created,
+                "recall_count": int(recalls[j]),
+                "person_id": person_id,
+            }
+        )
+        texts.append((i, passages.windows(conversation_turns(payload))))
+    return audits, summaries, texts
+
+
+def _window_rows(conn: Any, sqlite: bool, texts: list[tuple[int, list[str]]]) -> None:
+    from caesar.memory.search import window_keywords
+
+    if sqlite:
+        rows = [r for i, w in texts for r in window_keywords.sqlite_rows(i, w)]
+        sql = "INSERT INTO episode_window_fts (rowid, body) VALUES (:rowid, :body)"
+    else:  # as PostgresFullText.add_windows writes them
+        rows = [{"id": i, "k": k, "body": b} for i, w in texts for k, b in enumerate(w)]
+        sql = (
+            "INSERT INTO episode_window_fts (episode_id, window_no, document) "
+            "VALUES (:id, :k, to_tsvector('english', :body))"
+        )
+    if rows:
+        conn.execute(text(sql), rows)
+
+
+def _facts(person_id: int, anchor: datetime) -> list[dict[str, Any]]:
+    rng = random.Random(person_id)
+    rows = []
+    for i in range(FACTS):
+        updated = anchor - timedelta(days=rng.uniform(0, 365))
+        rows.append(
+            {
+                "key": f"fact_{i:04d}",
+                "value": f"value {i} about the operator's {history.WORDS[i % len(history.WORDS)]}",
+                "confidence": rng.uniform(0.3, 1.0),
+                "created_at": updated,
+                "updated_at": updated,
+                "person_id": person_id,
+            }
+        )
+    return rows
+
+
+class _Ctx:
+    def __init__(self, anchor: datetime, centres: np.ndarray) -> None:
+        self.anchor, self.centres, self.next_id = anchor, centres, 1
+
+
+def populate(url: str, people: int, per_person: int, anchor: datetime) -> dict[str, Any]:
+    """Write `people` people (the owner first) with `per_person` episodes each into the empty
+    database at `url`, migrated first; on PostgreSQL, move the vectors into pgvector."""
+    from caesar.db import Database, migrate
+    from caesar.db.models import AuditLog, EpisodeSummary, Fact, Person
+    from caesar.minilm import MODEL_ID
+
+    db = Database(url)
+    migrate.upgrade(db)
+    started = time.perf_counter()
+    ctx = _Ctx(anchor, history.centres())
+    sqlite = db.is_sqlite
+    with db.write() as session:
+        ids = [int(session.scalar(text("SELECT id FROM people WHERE is_owner")) or 0)]
+        for p in range(1, people):
+            row = Person(name=f"person {p}", token_hash=None, is_owner=False, created_at=anchor)
+            session.add(row)
+            session.flush()
+            ids.append(row.id)
+    planted = [_planted(p, per_person) for p in range(people)]
+    # bench/history.py's JSON text passes through as it is (on SQLite, and on PostgreSQL's
+    # JSONB, which the pgvector trigger then copies as a vector)
+    engine = create_engine(url, json_serializer=history._serialize)
+    with engine.connect() as conn:
+        for p in range(people):
+            with conn.begin():
+                conn.execute(Fact.__table__.insert(), _facts(ids[p], anchor))
+        for block, lo in enumerate(range(0, per_person, BLOCK)):
+            hi = min(per_person, lo + BLOCK)
+            audits, summaries, texts = [], [], []
+            for p in range(people):
+                a, s, t = _block_rows(p, ids[p], block, lo, hi, planted[p], ctx)
+                audits += a
+                summaries += s
+                texts += t
+                if len(audits) >= 10_000 or p == people - 1:
+                    with conn.begin():
+                        conn.execute(AuditLog.__table__.insert(), audits)
+                        conn.execute(EpisodeSummary.__table__.insert(), summaries)
+                        _window_rows(conn, sqlite, texts)
+                    audits, summaries, texts = [], [], []
+            done = hi * people
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            print(
+                f"\r  {url.split('/')[-1]}: {done:,} episodes ({rate:,.0f}/s)", end="", flush=True
+            )
+        if not sqlite:  # ids were given: the sequences go on from the last
+            for table in ("audit_log", "episode_summaries"):
+                conn.execute(text(f"SELECT setval('{table}_id_seq', {ctx.next_id})"))
+            conn.execute(text("ANALYZE"))
+            conn.commit()
+    engine.dispose()
+    print()
+    built = {"build_s": round(time.perf_counter() - started, 1)}
+    if not sqlite:
+        from caesar.memory.search import pgvector_migration
+
+        t0 = time.perf_counter()
+        status = pgvector_migration.migrate(db, MODEL_ID)
+        assert status.ready, status.describe()
+        built["pgvector_migration_s"] = round(time.perf_counter() - t0, 1)
+    db.dispose()
+    return built
+
+
+# -- measuring one case (in its own process) -------------------------------------------------
+def _rss_mb() -> dict[str, float]:
+    found = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            found[key] = round(int(value.split()[0]) / 1024, 1)
+    return found
+
+
+def measure(url: str, turns: int, home: Path) -> dict[str, Any]:
+    from bench_turn import InstantProvider, install
+
+    from caesar.brain import Brain
+    from caesar.services import Services
+
+    owner = benchlib.OWNER
+    started = time.perf_counter()
+    services = Services.build(benchlib.bench_settings(home, url))
+    provider = InstantProvider("local")
+    install(services, provider)
+    services.episodes.embed_query("warm up")  # as `caesar serve` warms: the embedder,
+    loaded = services.episodes.warm()  # then the episodes' search
+    start_ms = benchlib.ms(time.perf_counter() - started)
+    rss_started = _rss_mb()
+    if services.db.is_sqlite:  # the owner's index at its steady state (an IVF from 50k rows)
+        services.episodes.index(owner).wait_for_ivf()
+    brain = Brain(services)
+    messages = history.topic_messages()
+    for message in messages[:10]:
+        brain.turn(message, person=owner)
+    memory, recalled = [], []
+    for i in range(turns):
+        provider.seconds = 0.0
+        t0 = time.perf_counter()
+        result = brain.turn(messages[i % len(messages)], person=owner)
+        memory.append(benchlib.ms(time.perf_counter() - t0 - provider.seconds))
+        recalled.append(len(result.recalled))
+    services.close()
+    return {
+        "episodes_warmed": loaded,
+        "start_ms": round(start_ms, 1),
+        "rss_after_start_mb": rss_started.get("VmRSS"),
+        "rss_peak_mb": _rss_mb().get("VmHWM"),
+        "memory_work_ms": benchlib.summary(memory),
+        "recalled_per_turn": round(sum(recalled) / max(len(recalled), 1), 2),
+    }
+
+
+def _measured(url: str, turns: int, home: Path) -> dict[str, Any]:
+    """`measure` in a fresh process: its start-up and memory are the case's alone."""
+    here = Path(__file__).resolve()
+    command = [sys.executable, str(here), "--measure", url, "--turns", str(turns)]
+    done = subprocess.run(
+        [*command, "--home", str(home)], check=True, capture_output=True, text=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+# -- the run -------------------------------------------------------------------------------------
+def run_engine(engine: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    from caesar.clock import utcnow
+
+    anchor = utcnow().replace(microsecond=0)
+    server = None
+    if engine == "sqlite":
+        urls = {case: f"sqlite:///{work / f'{case}.db'}" for case in ("household", "one")}
+    else:
+        sys.path.insert(0, str(benchlib.ROOT / "tests"))
+        from pg import create_database, start_postgres
+
+        server = start_postgres(
+            work / "pg",
+            settings={"maintenance_work_mem": "1GB", "shared_buffers": "256MB"},
+            data_root=args.pg_data_root,
+        )
+        urls = {case: create_database(server) for case in ("household", "one")}
+    try:
+        sizes = {"household": args.people, "one": 1}
+        built = {
+            case: populate(url, sizes[case], args.episodes_per_person, anchor)
+            for case, url in urls.items()
+        }
+        cases = {}
+        for case, url in urls.items():
+            cases[case] = {**built[case], **_measured(url, args.turns, work / f"home-{case}")}
+            print(f"  {engine} {case}: {json.dumps(cases[case])}", flush=True)
+    finally:
+        if server is not None:
+            server.stop()
+    household, one = cases["household"], cases["one"]
+    added = household["memory_work_ms"]["p50"] - one["memory_work_ms"]["p50"]
+    return {
+        "household": household,
+        "one_person": one,
+        "added_p50_ms": round(added, 3),
+        "within_target": added <= TARGET_ADDED_MS,
+        "ratio_p50": round(household["memory_work_ms"]["p50"] / one["memory_work_ms"]["p50"], 3),
+        "ratio_start": round(household["start_ms"] / one["start_ms"], 3),
+        "ratio_rss": round(household["rss_after_start_mb"] / one["rss_after_start_mb"], 3),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--people", type=int, default=100)
+    ap.add_argument("--episodes-per-person", type=int, default=10_000)
+    ap.add_argument("--turns", type=int, default=200)
+    ap.add_argument("--engines", default="sqlite,postgresql")
+    ap.add_argument("--pg-data-root", help="where PostgreSQL keeps its data (default /dev/shm)")
+    ap.add_argument("--measure", metavar="URL", help=argparse.SUPPRESS)
+    ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.turns, args.home)))
+        return
+    if args.people < 1 or args.episodes_per_person < 1:
+        raise SystemExit("--people and --episodes-per-person must be at least 1")
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = set(engines) - {"sqlite", "postgresql"}
+    if unknown:
+        raise SystemExit(f"unknown engine(s) {', '.join(sorted(unknown))}: sqlite, postgresql")
+    results: dict[str, Any] = {}
+    benchlib.OUT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-people-", dir=benchlib.OUT) as tmp:
+        for engine in engines:
+            print(f"{engine}: {args.people} people × {args.episodes_per_person:,} episodes")
+            results[engine] = run_engine(engine, args, Path(tmp))
+    data = {
+        "people": args.people,
+        "episodes_per_person": args.episodes_per_person,
+        "episodes": args.people * args.episodes_per_person,
+        "turns": args.turns,
+        "target_added_ms": TARGET_ADDED_MS,
+        "engines": results,
+        "load": benchlib.load_avg(),
+    }
+    path = benchlib.write_result("perf_people", data)
+    for engine, row in results.items():
+        h, o = row["household"], row["one_person"]
+        print(
+            f"{engine}: memory work p50 {h['memory_work_ms']['p50']:.2f} ms among "
+            f"{args.people} people vs {o['memory_work_ms']['p50']:.2f} ms alone "
+            f"({row['added_p50_ms']:+.2f} ms, ×{row['ratio_p50']}); start {h['start_ms']:.0f} vs "
+            f"{o['start_ms']:.0f} ms (×{row['ratio_start']}); RSS {h['rss_after_start_mb']} vs "
+            f"{o['rss_after_start_mb']} MB (×{row['ratio_rss']})"
+        )
+    print(f"written to {path}")
+
+
+if __name__ == "__main__":
+    main()
