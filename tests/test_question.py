@@ -151,6 +151,17 @@ def test_a_weekday_alone_is_no_time():
         "What are all the books I've read?",
         "which films did I watch?",
         "Each time we talked about work, what did I complain about?",
+        # a sum, an average, a difference of things told apart; which of two came first
+        "What is the total price of the bike and the helmet?",
+        "What's the combined weight of both parcels?",
+        "What was the average score over my three exams?",
+        "How much did I pay for each ticket?",
+        "What is the difference between my rent and my sister's?",
+        "How much older is my brother than my cousin?",
+        "How many more books did I read than my partner?",
+        "Which came first, the move to Leeds or the new job?",
+        "Did I adopt the cat first or the dog?",
+        "Who did I see first: the dentist or my GP?",
     ],
 )
 def test_questions_that_gather_across_conversations(text):
@@ -172,6 +183,12 @@ def test_questions_that_gather_across_conversations(text):
         "I have a dog",
         "How many days ago did I attend the baking class?",  # a date, not a count of chats
         "How many weeks ago did I start yoga?",
+        # the same words said, not asked
+        "On average I sleep six hours.",
+        "First tea or coffee, then we talk.",
+        "I'm more than happy with it.",
+        "Total nonsense, that film.",
+        "We love each other. What is my name?",
         "",
     ],
 )

@@ -31,16 +31,31 @@ META_WORDS = frozenset(
     often suggest suggested suggesting suggestion suggestions recommend recommended
     recommendation recommendations advise advised advice gave give""".split()  # noqa: SIM905
 )
-# A question that gathers across conversations: a count, a list, every occurrence.
+# A question that gathers across conversations: a count, a list, every occurrence; a sum,
+# an average or a difference of things told apart ("the total cost of Lola's vet visit and
+# flea medication", "how much older am I than the average age of my team"); which of two
+# came first ("who did I meet first, the woman selling jam or the tourist?"). Each part of
+# the answer is in its own conversation: depth showed one of them (LongMemEval multi-session
+# and temporal questions, docs/recall-by-time.md).
 _GATHERS = re.compile(
     r"\bhow\s+(?:many|often)\b(?!\s+\w+\s+ago\b)|\bin\s+total\b|\baltogether\b|\ball\s+(?:the|of\s+the|my|of\s+my)\b"
     r"|\b(?:every|each)\s+time\b|\bwhich\s+\w+(?:\s+\w+)?\s+(?:have|did)\s+i\b"
     r"|\blist\s+(?:all|every|the|my)\b|\bboth\b"
+    # ... asked, not said ("on average I sleep six hours", "first tea or coffee"): a question
+    # word earlier in the same sentence
+    r"|\b(?:what|how|which|who|did)\b[^.!?]*\b(?:"
+    r"(?:total|combined|sum|average|minimum|maximum|difference)\b|each\b(?!\s+other\b)"
+    r"|first\b[^.!?]*\bor\b|or\b[^.!?]*\bfirst\b)"
+    r"|\bhow\s+(?:much|many)\s+(?:\w+\s+)?(?:older|younger|more|less|fewer|longer|shorter"
+    r"|bigger|smaller|cheaper|higher|lower|earlier|later)\b"
 )
 _WORDS = re.compile(r"[\w'-]+")
 _ASKS = frozenset({"what", "which"})
 _AUXILIARIES = frozenset({"has", "have", "does", "do", "did", "are", "were"})
-_GATHER_WORDS = ("how", "total", "altogether", "all", "time", "which", "list", "both")
+_GATHER_WORDS = (
+    *("how", "total", "altogether", "all", "time", "which", "list", "both", "combined", "sum"),
+    *("average", "minimum", "maximum", "difference", "each", "than", "first"),
+)
 MAX_CHARS = 2000
 _CLOCK = re.compile(r"\d+(?:am|pm|h)?")  # "3", "3pm": a time of day is no topic
 
