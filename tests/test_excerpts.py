@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import pytest
 
-from caesar.memory.context.excerpts import Candidate, select, trim_turn
+from caesar.memory.context.excerpts import Candidate, select, stem_weights, stems, trim_turn
 from caesar.memory.context.render import EPISODES_HEADER, EpisodeLine
 from caesar.memory.importance import recency_among_comparable
 from caesar.memory.search.passages import window_spans, windows
@@ -207,3 +207,61 @@ def test_the_newest_of_comparable_conversations_is_marked_the_latest():
     assert "30 days ago:" in block.text
     alone = _select([older], "followers", 2500)
     assert "latest" not in alone.text
+
+
+def test_a_word_every_turn_says_weighs_less_than_a_rare_one():
+    # "Melanie" is in every turn; "pets" in one: the turn about pets is the telling one, and a
+    # long turn is cut to its sentence about pets, not to the one that names her
+    said = [
+        "Hi Melanie! Thanks, Melanie! How was the week, Melanie?",
+        "Thanks Melanie, busy at work, Melanie.",
+        "Melanie, we got another cat and our dog loves her. The pets are all fine.",
+        "Great, Melanie.",
+    ]
+    candidate = _candidate(_turns(*said), None)
+    block = select(
+        [candidate],
+        "What are Melanie's pets' names?",
+        NOW,
+        budget=600,
+        turn_chars=600,
+        summary_chars=60,
+        layout="breadth",
+    )
+    assert "The pets are all fine" in block.text
+    assert "How was the week" not in block.text
+    weights = stem_weights([stems(t) for t in said], {"melani", "pet"})
+    assert weights["pet"] > weights["melani"]
+    long = "Thanks, Melanie! " + "Melanie, what a day. " * 20 + "Our pets are Luna and Oliver."
+    cut = trim_turn(long, {"melani", "pet"}, 80, weights)
+    assert "Luna and Oliver" in cut
+    assert trim_turn(long, {"melani", "pet"}, 80).startswith("Thanks, Melanie!")  # by count
+
+
+def test_in_breadth_the_telling_turn_comes_from_the_most_relevant_window():
+    # two turns share the question's words equally; the window that recall scored highest
+    # holds the second, so that one is told (its neighbours are too long for the lead to take
+    # the window whole)
+    chatter = "We chatted about the weather and the news for a long while. " * 4
+    turns = _turns(
+        "I went camping at the lake.",
+        "Sounds fun.",
+        "Weather was fine.",
+        "Nice.",
+        chatter,
+        "Camping at the lake: we roasted marshmallows and hiked.",
+        chatter,
+    )
+    spans = window_spans(len(turns))
+    best = max(range(len(spans)), key=lambda k: spans[k][0] <= 5 < spans[k][1])
+    scores = [0.9 if k == best else 0.2 for k in range(len(spans))]
+    block = select(
+        [_candidate(turns, scores)],
+        "camping lake",
+        NOW,
+        budget=360,
+        turn_chars=600,
+        summary_chars=60,
+        layout="breadth",
+    )
+    assert "marshmallows" in block.text

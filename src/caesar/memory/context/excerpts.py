@@ -25,6 +25,7 @@ in docs/recall-quality.md ("answer in prompt").
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -113,7 +114,24 @@ def stems(text: str) -> set[str]:
     return set(_stemmer().stemWords(_WORD.findall(text.lower())))
 
 
-def trim_turn(text: str, wanted: set[str], max_chars: int) -> str:
+def _overlap(have: set[str], wanted: set[str], weights: dict[str, float] | None) -> float:
+    """How much of `wanted` `have` holds: a count, or the weights of the stems shared."""
+    shared = have & wanted
+    if weights is None:
+        return len(shared)
+    return sum(weights.get(w, 0.0) for w in shared)
+
+
+def stem_weights(texts: Sequence[set[str]], wanted: set[str]) -> dict[str, float]:
+    """Each wanted stem's weight among these texts (their stems): the rarer, the heavier, as
+    BM25's IDF — a name that every turn says ("Melanie") tells little."""
+    n = len(texts)
+    return {w: math.log((n + 1) / (0.5 + sum(1 for t in texts if w in t))) for w in wanted}
+
+
+def trim_turn(
+    text: str, wanted: set[str], max_chars: int, weights: dict[str, float] | None = None
+) -> str:
     """`text` on one line; if longer than `max_chars`, its sentences sharing most of the
     `wanted` stems, in order, with … where sentences were left out, at most `max_chars`."""
     flat = " ".join(text.split())
@@ -121,7 +139,7 @@ def trim_turn(text: str, wanted: set[str], max_chars: int) -> str:
         return flat
     parts = [" ".join(p.split()) for p in _SENTENCE.split(text)]
     parts = [p for p in parts if p]
-    shared = [len(stems(p) & wanted) for p in parts]
+    shared = [_overlap(stems(p), wanted, weights) for p in parts]
     keep: list[int] = []
     used = 0
     for i in sorted(range(len(parts)), key=lambda k: (-shared[k], k)):
@@ -164,8 +182,15 @@ class _Episode:
         self.best: dict[int, float] = {}  # taken turn → the best window that brought it in
         self._wanted, self._turn_chars = wanted, turn_chars
         self._short_chars = short_chars or turn_chars
+        self.weights: dict[str, float] | None = None  # the wanted stems' (select sets them)
+        self._stems: list[set[str]] | None = None
         # each turn cut once (per length), however often it is costed
         self._shown: dict[tuple[int, bool], str] = {}
+
+    def turn_stems(self) -> list[set[str]]:
+        if self._stems is None:
+            self._stems = [stems(t["content"]) for t in self.turns]
+        return self._stems
 
     def key(self, turn: int) -> tuple[str, str]:
         """What makes two turns the same turn, across conversations."""
@@ -179,7 +204,7 @@ class _Episode:
         if (turn, short) not in self._shown:
             content = self.turns[turn]["content"]
             limit = self._short_chars if short else self._turn_chars
-            self._shown[(turn, short)] = trim_turn(content, self._wanted, limit)
+            self._shown[(turn, short)] = trim_turn(content, self._wanted, limit, self.weights)
         return self._shown[(turn, short)]
 
     def line(self, turn: int, short: bool | None = None) -> str:
@@ -198,12 +223,15 @@ class _Episode:
             previous = t
         return total
 
-    def telling(self, wanted: set[str]) -> int | None:
-        """The turn sharing most of `wanted` (the first such; None: no turns)."""
+    def telling(self, wanted: set[str], within: tuple[int, int] | None = None) -> int | None:
+        """The turn sharing most of `wanted` (the first such; None: no turns), among the
+        turns `within` (start, end) if given."""
         if not self.turns:
             return None
-        shared = [len(stems(t["content"]) & wanted) for t in self.turns]
-        return max(range(len(shared)), key=lambda k: (shared[k], -k))
+        weights = self.weights if wanted is self._wanted else None
+        start, end = within or (0, len(self.turns))
+        have = self.turn_stems()
+        return max(range(start, end), key=lambda k: (_overlap(have[k], wanted, weights), -k))
 
     def excerpts(self) -> tuple[Excerpt, ...]:
         """The taken turns as runs of consecutive turns, each with the best relevance of the
@@ -263,7 +291,8 @@ def select(
     newest first in the block. Measured against a line with its turn, best
     first, on the gathering probes: all evidence shown 0.300 against 0.100. "timeline" (a
     message about time alone): the same without the lead — there is no topic to lead with."""
-    wanted = set(_stemmer().stemWords(query_terms(query)))
+    # a message about time alone has no topic: its words are about talking and when
+    wanted = set() if layout == "timeline" else set(_stemmer().stemWords(query_terms(query)))
     breadth = layout != "depth"
     lead = int(budget * BREADTH_LEAD) if layout == "breadth" else 0
     if breadth:
@@ -282,9 +311,15 @@ def select(
         )
         for ci, c in enumerate(candidates)
     ]
+    if wanted:
+        weights = stem_weights([t for ep in episodes for t in ep.turn_stems()], wanted)
+        for ep in episodes:
+            ep.weights = weights
     state = _Selection(candidates, episodes, budget)
     telling = [
-        ep.telling(wanted or stems(c.line.summary)) if breadth else None
+        ep.telling(wanted or stems(c.line.summary), _best_window(ep, c) if wanted else None)
+        if breadth
+        else None
         for ep, c in zip(episodes, candidates, strict=True)
     ]
     items: list[tuple[float, int, int]] = []  # (−priority, candidate, window)
@@ -398,6 +433,14 @@ def _fill(
             continue  # its line did not fit: no excerpt without it
         start, end = episodes[ci].spans[wi]
         state.take(ci, set(range(start, end)), candidates[ci].windows[wi])  # type: ignore[index]
+
+
+def _best_window(ep: _Episode, c: Candidate) -> tuple[int, int] | None:
+    """The turns (start, end) of the candidate's most relevant window, if it has any."""
+    windows = list(c.windows or [])[: len(ep.spans)]
+    if not windows:
+        return None
+    return ep.spans[max(range(len(windows)), key=lambda k: (windows[k], -k))]
 
 
 def _latest_notes(candidates: Sequence[Candidate]) -> list[str]:

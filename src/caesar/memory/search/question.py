@@ -48,13 +48,19 @@ _GATHERS = re.compile(
     r"|first\b[^.!?]*\bor\b|or\b[^.!?]*\bfirst\b)"
     r"|\bhow\s+(?:much|many)\s+(?:\w+\s+)?(?:older|younger|more|less|fewer|longer|shorter"
     r"|bigger|smaller|cheaper|higher|lower|earlier|later)\b"
+    # a list asked for: "what types of yoga …", "what are Joanna's hobbies?", "where has
+    # Melanie camped?", "what has she painted?"
+    r"|\bwhat\s+(?:types|kinds|sorts)\s+of\b"
+    r"|\bwhat\s+are\s+(?:the\s+|some\s+)?(?:[\w']+\s+){0,3}?[a-z]+[^s\W]s\b"
+    r"|\b(?:what|where)\s+has\s+\w+\s+(?:\w+ed|been|made|done|seen|taken|read|written|eaten"
+    r"|bought|met)\b"
 )
 _WORDS = re.compile(r"[\w'-]+")
 _ASKS = frozenset({"what", "which"})
 _AUXILIARIES = frozenset({"has", "have", "does", "do", "did", "are", "were"})
 _GATHER_WORDS = (
     *("how", "total", "altogether", "all", "time", "which", "list", "both", "combined", "sum"),
-    *("average", "minimum", "maximum", "difference", "each", "than", "first"),
+    *("average", "minimum", "maximum", "difference", "each", "than", "first", "what", "where"),
 )
 MAX_CHARS = 2000
 _CLOCK = re.compile(r"\d+(?:am|pm|h)?")  # "3", "3pm": a time of day is no topic
