@@ -32,9 +32,7 @@ def _people(db: Database) -> tuple[int, int]:
     with db.engine.begin() as c:
         owner = int(c.scalar(sa.text("SELECT id FROM people WHERE is_owner")))
         c.execute(
-            sa.text(
-                "INSERT INTO people (name, is_owner, created_at) VALUES ('Bea', false, :t)"
-            ),
+            sa.text("INSERT INTO people (name, is_owner, created_at) VALUES ('Bea', false, :t)"),
             {"t": WHEN},
         )
         bea = int(c.scalar(sa.text("SELECT id FROM people WHERE name = 'Bea'")))

@@ -87,7 +87,9 @@ def _rows(db: Database) -> dict[str, list[tuple[object, ...]]]:
 def _keyword_hits(db: Database, word: str) -> list[int]:
     if db.is_sqlite:
         # the episode id, whether the rowid is it (0008) or holds it (0011: keyed by person)
-        sql = f"SELECT rowid & {EPISODE_MASK} FROM episode_fts WHERE episode_fts MATCH :w ORDER BY 1"
+        sql = (
+            f"SELECT rowid & {EPISODE_MASK} FROM episode_fts WHERE episode_fts MATCH :w ORDER BY 1"
+        )
     else:
         sql = (
             "SELECT episode_id FROM episode_fts WHERE document @@ plainto_tsquery('english', :w) "
