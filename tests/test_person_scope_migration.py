@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from caesar.db import Database, migrate
 from caesar.errors import ConfigError
+from caesar.memory.search.sqlite import EPISODE_MASK
 
 TABLES = ("audit_log", "conversations", "facts", "episode_summaries", "semantic_chunks")
 WHEN = datetime(2026, 11, 1, 12, 0)
@@ -85,7 +86,10 @@ def _rows(db: Database) -> dict[str, list[tuple[object, ...]]]:
 
 def _keyword_hits(db: Database, word: str) -> list[int]:
     if db.is_sqlite:
-        sql = "SELECT rowid FROM episode_fts WHERE episode_fts MATCH :w ORDER BY rowid"
+        # the episode id, whether the rowid is it (0008) or holds it (0011: keyed by person)
+        sql = (
+            f"SELECT rowid & {EPISODE_MASK} FROM episode_fts WHERE episode_fts MATCH :w ORDER BY 1"
+        )
     else:
         sql = (
             "SELECT episode_id FROM episode_fts WHERE document @@ plainto_tsquery('english', :w) "

@@ -40,12 +40,6 @@ def count(session: Session, sql: str, params: dict[str, object] | None = None) -
     return int(session.execute(text(sql), params or {}).scalar() or 0)
 
 
-def int_pair(session: Session, sql: str) -> tuple[int, int]:
-    """The two integers `sql` selects (0 for NULL)."""
-    first, last = session.execute(text(sql)).one()
-    return int(first or 0), int(last or 0)
-
-
 def all_exist(session: Session, checks: list[str], params: dict[str, object]) -> list[bool]:
     """The truth of each EXISTS (…) of `checks`, in one statement."""
     row = session.execute(statement(f"SELECT {', '.join(checks)}"), params).one()

@@ -1,7 +1,9 @@
 """SQLite's search backend: FTS5 full text (`bm25()`) and the in-process vector index.
 
-Tables (migrations 0002, 0003, 0005): `episode_fts` holds each episode's summary and
-conversation (rowid = episode id, trigger-maintained), `episode_fts_vocab` its vocabulary, and
+Tables (migrations 0002, 0003, 0005, 0011): `episode_fts` holds each episode's summary and
+conversation (trigger-maintained; rowid = its person's id << PERSON_SHIFT | episode id, so a
+person's episodes are one rowid range: FTS5 seeks it, and in a household reads nobody else's
+rows — no join to `episode_summaries` to drop them), `episode_fts_vocab` its vocabulary, and
 `episode_window_fts` the words of its 3-turn windows — contentless, rowid = episode id ×
 WINDOW_SLOTS + window number, so an episode's windows are one rowid range (FTS5 seeks a range;
 it restarts for every value of an IN list).
@@ -32,10 +34,8 @@ from caesar.memory.search.sql import (
     count,
     driver_rows,
     episode_filters,
-    int_pair,
     marks,
     owned,
-    person_episodes,
     statement,
 )
 from caesar.memory.transcript import conversation_turns
@@ -50,9 +50,23 @@ _TOKEN_CACHE_SIZE = 10_000
 _DATABASES_CACHED = 16
 _token_cache: dict[str, tuple[str, ...]] = {}
 
+# `episode_fts` rowid of person p's episode e: p << PERSON_SHIFT | e (migration 0011).
+PERSON_SHIFT = 40
+EPISODE_MASK = (1 << PERSON_SHIFT) - 1
+
 # SQLite rowid of window k of episode e: e × WINDOW_SLOTS + k.
 WINDOW_SLOTS = 64
 assert passages.MAX_WINDOWS <= WINDOW_SLOTS
+
+
+def fts_key(person: int, episode_id: int) -> int:
+    """The `episode_fts` rowid of `person`'s episode `episode_id` (migration 0011). Pure."""
+    return (person << PERSON_SHIFT) | episode_id
+
+
+def person_keys(person: int) -> tuple[int, int]:
+    """The smallest and largest `episode_fts` rowid `person`'s episodes may take. Pure."""
+    return fts_key(person, 0), fts_key(person, EPISODE_MASK)
 
 
 def fts5_match(terms: Iterable[str], *, every: bool = False) -> str:
@@ -87,46 +101,56 @@ class SqliteFullText:
         min_id: int | None = None,
         every: bool = False,
     ) -> dict[int, float]:
-        # The person's episodes only: FTS5 finds the matches, the join drops everyone else's
-        # before bm25 is computed and the best are chosen (FTS5's document frequencies stay
-        # the household's: docs/household.md, "Known limits").
+        # The person's rows are one rowid range (see the module doc): FTS5 reads only theirs,
+        # and bm25 is computed for no one else's (its document frequencies stay the
+        # household's: docs/household.md, "Known limits").
         join, where, params = episode_filters(
-            "f.rowid",
-            person=None if alone(session, person) else person,
+            f"(f.rowid & {EPISODE_MASK})",
+            person=None,
             model_id=model_id,
             min_created=min_created,
-            min_id=min_id,
+            min_id=None,
         )
-        params.update(limit=limit, match=fts5_match(terms, every=every))
+        lo, hi = person_keys(person)
+        if min_id is not None:
+            lo = max(lo, fts_key(person, min_id))
         if ids is not None:
             # The list is kept out of FTS5 (unary +: see the module doc); the range around it
             # is pushed into it.
-            params.update(ids=list(ids), lo=ids[0], hi=ids[-1])
-            where += ["f.rowid BETWEEN :lo AND :hi", "+f.rowid IN :ids"]
+            lo, hi = max(lo, fts_key(person, ids[0])), fts_key(person, ids[-1])
+            params["keys"] = [fts_key(person, i) for i in ids]
+            where.append("+f.rowid IN :keys")
+        params.update(limit=limit, match=fts5_match(terms, every=every), lo=lo, hi=hi)
         score = f"-bm25(episode_fts, {SUMMARY_WEIGHT}, {CONVERSATION_WEIGHT})"
         sql = f"""
-            SELECT f.rowid AS id, {score} AS score FROM episode_fts AS f {" ".join(join)}
-            WHERE {" AND ".join(["episode_fts MATCH :match", *where])}
+            SELECT f.rowid & {EPISODE_MASK} AS id, {score} AS score
+            FROM episode_fts AS f {" ".join(join)}
+            WHERE {" AND ".join(["episode_fts MATCH :match", "f.rowid BETWEEN :lo AND :hi", *where])}
             ORDER BY score DESC, f.rowid DESC LIMIT :limit"""
-        rows = session.execute(statement(sql, *(("ids",) if ids is not None else ())), params)
+        rows = session.execute(statement(sql, *(("keys",) if ids is not None else ())), params)
         return {int(i): float(score) for i, score in rows if score > 0}
 
     def term_counts(
         self, session: Session, terms: Sequence[str], *, person: int
     ) -> tuple[int, list[int]]:
-        """By the index's tokenizer: the counts from its vocabulary (see _doc_counts) and the
-        total from FTS5's averages record (count(*) on episode_fts reads every row: ~35 ms at
-        100k episodes). A word the tokenizer splits in several tokens (or none) is counted as
-        a phrase. Where others have episodes too, the person's own are counted instead."""
+        """By the index's tokenizer. Alone: the counts from its vocabulary (see _doc_counts)
+        and the total from FTS5's averages record (count(*) on episode_fts reads every row:
+        ~35 ms at 100k episodes); a word the tokenizer splits in several tokens (or none) is
+        counted as a phrase. Where others have episodes too, each term's matches in the
+        person's rowid range are counted (FTS5 reads that part of its doclist only), and
+        their rows in the docsize table."""
         if not alone(session, person):
-            n, _lo, _hi = person_episodes(session, person)
-            mine = (
-                "SELECT count(*) FROM episode_fts AS f JOIN episode_summaries AS e "
-                "ON e.id = f.rowid WHERE episode_fts MATCH :term AND e.person_id = :person"
-            )
-            return n, [
-                count(session, mine, {"term": fts5_match([t]), "person": person}) for t in terms
-            ]
+            lo, hi = person_keys(person)
+            params: dict[str, object] = {"lo": lo, "hi": hi}
+            counts = ["(SELECT count(*) FROM episode_fts_docsize WHERE id BETWEEN :lo AND :hi)"]
+            for i, term in enumerate(terms):
+                params[f"t{i}"] = fts5_match([term])
+                counts.append(
+                    f"(SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :t{i} "
+                    "AND rowid BETWEEN :lo AND :hi)"
+                )
+            n, *found = session.execute(statement(f"SELECT {', '.join(counts)}"), params).one()
+            return int(n), [int(c) for c in found]
         tokens = sqlite_tokens(session, list(terms))
         n, docs = _doc_counts(session, {t[0] for t in tokens.values() if len(t) == 1})
         per_term = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :term"
@@ -140,10 +164,9 @@ class SqliteFullText:
     def probe_contains(
         self, session: Session, terms: Sequence[str], probe_id: int, *, person: int
     ) -> list[bool]:
-        """One statement: a cheap lookup per term (no bm25, the rowid pushed into FTS5)."""
-        if not owned(session, [probe_id], person):
-            return [False] * len(terms)
-        params: dict[str, object] = {"probe": probe_id}
+        """One statement: a cheap lookup per term (no bm25, the rowid pushed into FTS5). Under
+        another person's key the episode is not there: all False."""
+        params: dict[str, object] = {"probe": fts_key(person, probe_id)}
         checks = []
         for i, term in enumerate(terms):
             params[f"t{i}"] = fts5_match([term])
@@ -153,24 +176,22 @@ class SqliteFullText:
         return all_exist(session, checks, params)
 
     def count_holding_all(self, session: Session, terms: Sequence[str], *, person: int) -> int:
-        if not alone(session, person):
-            sql = (
-                "SELECT count(*) FROM episode_fts AS f JOIN episode_summaries AS e "
-                "ON e.id = f.rowid WHERE episode_fts MATCH :q AND e.person_id = :person"
-            )
-            return count(session, sql, {"q": fts5_match(terms, every=True), "person": person})
-        sql = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :q"
-        return count(session, sql, {"q": fts5_match(terms, every=True)})
+        lo, hi = person_keys(person)
+        sql = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :q AND rowid BETWEEN :lo AND :hi"
+        return count(session, sql, {"q": fts5_match(terms, every=True), "lo": lo, "hi": hi})
 
     def indexed_id_range(self, session: Session, *, person: int) -> tuple[int, int]:
-        if not alone(session, person):
-            _n, lo, hi = person_episodes(session, person)
-            return lo, hi
-        # Two subqueries: each reads one end of the primary key (min and max in one SELECT scan).
-        return int_pair(
-            session,
-            "SELECT (SELECT min(id) FROM episode_fts_docsize), (SELECT max(id) FROM episode_fts_docsize)",
-        )
+        # Two subqueries: each seeks one end of the person's range of the docsize table's
+        # primary key (min and max in one SELECT scan).
+        lo, hi = person_keys(person)
+        first, last = session.execute(
+            statement(
+                "SELECT (SELECT min(id) FROM episode_fts_docsize WHERE id BETWEEN :lo AND :hi), "
+                "(SELECT max(id) FROM episode_fts_docsize WHERE id BETWEEN :lo AND :hi)"
+            ),
+            {"lo": lo, "hi": hi},
+        ).one()
+        return (0, 0) if first is None else (first & EPISODE_MASK, last & EPISODE_MASK)
 
     def window_scores(
         self, session: Session, terms: Sequence[str], ids: Sequence[int], *, person: int

@@ -1,0 +1,133 @@
+"""Migration 0011 (issue #23): SQLite's episode keywords keyed by person — every row kept under
+person_id << 40 | episode id, the triggers keying new, re-owned and deleted episodes, the
+backend answering each person from their own range; the downgrade gives the episode ids back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from caesar.db import Database, migrate
+from caesar.memory.search.sqlite import SqliteFullText, fts_key
+
+WHEN = datetime(2026, 12, 1, 12, 0)
+
+
+@pytest.fixture
+def at_0010(tmp_path: Path) -> Iterator[Database]:
+    """SQLite only: PostgreSQL's index is a table joined by episode id, which 0011 leaves be."""
+    db = Database(f"sqlite:///{tmp_path / 'caesar.db'}")
+    migrate.upgrade(db, "0010")
+    yield db
+    db.dispose()
+
+
+def _people(db: Database) -> tuple[int, int]:
+    """(the owner, Bea), Bea added."""
+    with db.engine.begin() as c:
+        owner = int(c.scalar(sa.text("SELECT id FROM people WHERE is_owner")))
+        c.execute(
+            sa.text("INSERT INTO people (name, is_owner, created_at) VALUES ('Bea', false, :t)"),
+            {"t": WHEN},
+        )
+        bea = int(c.scalar(sa.text("SELECT id FROM people WHERE name = 'Bea'")))
+    return owner, bea
+
+
+def _episode(db: Database, n: int, person: int, words: str) -> None:
+    chat = json.dumps({"messages": [{"role": "user", "content": words}], "reply": "ok"})
+    with db.engine.begin() as c:
+        c.execute(
+            sa.text(
+                "INSERT INTO audit_log (id, event_type, created_at, payload, subject_id, person_id) "
+                "VALUES (:n, 'chat.completed', :t, :p, :n, :who)"
+            ),
+            {"n": n, "t": WHEN, "p": chat, "who": person},
+        )
+        c.execute(
+            sa.text(
+                "INSERT INTO episode_summaries (id, audit_log_id, summary, embedding, model, "
+                "created_at, person_id) VALUES (:n, :n, :s, '[0.6, 0.8]', 'm', :t, :who)"
+            ),
+            {"n": n, "s": f"talked about {words}", "t": WHEN, "who": person},
+        )
+
+
+def _rowids(db: Database, word: str) -> list[int]:
+    sql = "SELECT rowid FROM episode_fts WHERE episode_fts MATCH :w ORDER BY rowid"
+    with db.engine.connect() as c:
+        return [int(i) for i in c.execute(sa.text(sql), {"w": word}).scalars()]
+
+
+def _vocab_docs(db: Database, term: str) -> int:
+    sql = "SELECT doc FROM episode_fts_vocab WHERE term = :t"
+    with db.engine.connect() as c:
+        return int(c.scalar(sa.text(sql), {"t": term}) or 0)
+
+
+def test_an_upgrade_keys_every_row_by_its_person_and_the_backend_reads_only_theirs(at_0010):
+    owner, bea = _people(at_0010)
+    _episode(at_0010, 1, owner, "kayaking on the lake")
+    _episode(at_0010, 2, bea, "kayaking in the sea")
+    _episode(at_0010, 3, owner, "a canoe trip")
+    assert _rowids(at_0010, "kayaking") == [1, 2]
+
+    migrate.upgrade(at_0010)
+
+    assert _rowids(at_0010, "kayaking") == [fts_key(owner, 1), fts_key(bea, 2)]
+    assert _rowids(at_0010, "canoe") == [fts_key(owner, 3)]
+    assert _vocab_docs(at_0010, "kayak") == 2  # the vocabulary reads the new table
+    text = SqliteFullText()
+    with at_0010.read() as s:
+        assert set(text.keyword_scores(s, ["kayaking"], person=bea, limit=10)) == {2}
+        assert set(text.keyword_scores(s, ["kayaking", "canoe"], person=owner, limit=10)) == {
+            1,
+            3,
+        }
+        assert set(text.keyword_scores(s, ["kayaking"], person=owner, limit=10, ids=[1, 2])) == {1}
+        assert text.keyword_scores(s, ["canoe"], person=bea, limit=10) == {}
+        assert text.term_counts(s, ["kayaking", "canoe"], person=owner) == (2, [1, 1])
+        assert text.term_counts(s, ["kayaking", "canoe"], person=bea) == (1, [1, 0])
+        assert text.count_holding_all(s, ["kayaking", "lake"], person=owner) == 1
+        assert text.count_holding_all(s, ["kayaking", "lake"], person=bea) == 0
+        assert text.indexed_id_range(s, person=owner) == (1, 3)
+        assert text.indexed_id_range(s, person=bea) == (2, 2)
+        assert text.probe_contains(s, ["kayaking"], 2, person=bea) == [True]
+        assert text.probe_contains(s, ["kayaking"], 2, person=owner) == [False]
+
+
+def test_the_triggers_key_new_reowned_and_deleted_episodes(at_0010):
+    owner, bea = _people(at_0010)
+    migrate.upgrade(at_0010)
+    _episode(at_0010, 4, bea, "a canoe trip")
+    assert _rowids(at_0010, "canoe") == [fts_key(bea, 4)]
+    with at_0010.engine.begin() as c:
+        c.execute(sa.text(f"UPDATE episode_summaries SET person_id = {owner} WHERE id = 4"))
+    assert _rowids(at_0010, "canoe") == [fts_key(owner, 4)]
+    with at_0010.engine.begin() as c:
+        c.execute(sa.text("DELETE FROM episode_summaries WHERE id = 4"))
+    assert _rowids(at_0010, "canoe") == []
+    with at_0010.engine.connect() as c:  # nothing left behind: FTS5's own integrity check
+        c.execute(sa.text("INSERT INTO episode_fts (episode_fts) VALUES ('integrity-check')"))
+
+
+def test_a_downgrade_gives_the_episode_ids_back(at_0010):
+    owner, bea = _people(at_0010)
+    _episode(at_0010, 1, owner, "kayaking on the lake")
+    migrate.upgrade(at_0010)
+    _episode(at_0010, 2, bea, "kayaking in the sea")
+
+    migrate.downgrade(at_0010, "0010")
+
+    assert _rowids(at_0010, "kayaking") == [1, 2]
+    assert _vocab_docs(at_0010, "kayak") == 2
+    _episode(at_0010, 3, bea, "kayaking again")  # the 0002 triggers are back
+    assert _rowids(at_0010, "kayaking") == [1, 2, 3]
+    with at_0010.engine.begin() as c:
+        c.execute(sa.text("DELETE FROM episode_summaries WHERE id = 1"))
+    assert _rowids(at_0010, "kayaking") == [2, 3]
