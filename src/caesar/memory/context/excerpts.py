@@ -163,6 +163,21 @@ def trim_turn(
     return " ".join(out)
 
 
+class _Weights:
+    """`stem_weights` of the wanted stems over every candidate's turns, computed on first use:
+    breadth needs them for every telling turn, depth only if a turn must be cut."""
+
+    def __init__(self, episodes: Sequence[_Episode], wanted: set[str]):
+        self._episodes, self._wanted = episodes, wanted
+        self._weights: dict[str, float] | None = None
+
+    def get(self) -> dict[str, float]:
+        if self._weights is None:
+            turns = [t for ep in self._episodes for t in ep.turn_stems()]
+            self._weights = stem_weights(turns, self._wanted)
+        return self._weights
+
+
 class _Episode:
     """One candidate during selection: the turns taken so far and what its lines cost."""
 
@@ -182,7 +197,8 @@ class _Episode:
         self.best: dict[int, float] = {}  # taken turn → the best window that brought it in
         self._wanted, self._turn_chars = wanted, turn_chars
         self._short_chars = short_chars or turn_chars
-        self.weights: dict[str, float] | None = None  # the wanted stems' (select sets them)
+        # the wanted stems' weights, shared by the episodes of a selection (select sets it)
+        self.weights: _Weights | None = None
         self._stems: list[set[str]] | None = None
         # each turn cut once (per length), however often it is costed
         self._shown: dict[tuple[int, bool], str] = {}
@@ -204,7 +220,9 @@ class _Episode:
         if (turn, short) not in self._shown:
             content = self.turns[turn]["content"]
             limit = self._short_chars if short else self._turn_chars
-            self._shown[(turn, short)] = trim_turn(content, self._wanted, limit, self.weights)
+            # weighed only when a turn must be cut: the weights stem every candidate's turns
+            weights = self.weights.get() if self.weights and len(content) > limit else None
+            self._shown[(turn, short)] = trim_turn(content, self._wanted, limit, weights)
         return self._shown[(turn, short)]
 
     def line(self, turn: int, short: bool | None = None) -> str:
@@ -223,12 +241,16 @@ class _Episode:
             previous = t
         return total
 
-    def telling(self, wanted: set[str], within: tuple[int, int] | None = None) -> int | None:
-        """The turn sharing most of `wanted` (the first such; None: no turns), among the
-        turns `within` (start, end) if given."""
+    def telling(
+        self,
+        wanted: set[str],
+        within: tuple[int, int] | None = None,
+        weights: dict[str, float] | None = None,
+    ) -> int | None:
+        """The turn sharing most of `wanted` (the first such, by `weights` if given; None: no
+        turns), among the turns `within` (start, end) if given."""
         if not self.turns:
             return None
-        weights = self.weights if wanted is self._wanted else None
         start, end = within or (0, len(self.turns))
         have = self.turn_stems()
         return max(range(start, end), key=lambda k: (_overlap(have[k], wanted, weights), -k))
@@ -311,13 +333,16 @@ def select(
         )
         for ci, c in enumerate(candidates)
     ]
-    if wanted:
-        weights = stem_weights([t for ep in episodes for t in ep.turn_stems()], wanted)
-        for ep in episodes:
-            ep.weights = weights
+    weights = _Weights(episodes, wanted) if wanted else None
+    for ep in episodes:
+        ep.weights = weights
     state = _Selection(candidates, episodes, budget)
     telling = [
-        ep.telling(wanted or stems(c.line.summary), _best_window(ep, c) if wanted else None)
+        (
+            ep.telling(wanted, _best_window(ep, c), weights.get())
+            if weights
+            else ep.telling(stems(c.line.summary))
+        )
         if breadth
         else None
         for ep, c in zip(episodes, candidates, strict=True)
