@@ -69,7 +69,6 @@ def _block_rows(
     each one's window texts, from a seed of its own: the same rows in any database."""
     from caesar.memory.search import passages
     from caesar.memory.transcript import conversation_turns
-    from caesar.minilm import MODEL_ID
 
     rng = np.random.default_rng([person, block + 1])
     n = hi - lo
@@ -84,41 +83,20 @@ def _block_rows(
         i = ctx.next_id
         ctx.next_id += 1
         created = ctx.anchor - timedelta(seconds=float(ages[j]))
-        words = " ".join(
-            history.WORDS[((lo + j) * 7 + k * 13) % len(history.WORDS)] for k in range(6)
+        audit, summary = history.episode_rows(
+            i,
+            lo + j,
+            int(planted[lo + j]),
+            created,
+            encoded[j],
+            f32[j],
+            windows[j],
+            int(recalls[j]),
+            person_id,
         )
-        topic = int(planted[lo + j])
-        about = f"{history.TOPIC_TEXTS[topic][0][:-1]}; " if topic >= 0 else ""
-        payload = {
-            "messages": [{"role": "user", "content": f"about {about}{words}"}],
-            "reply": f"noted: {words}",
-            "provider": "bench",
-            "model": "synthetic",
-        }
-        audits.append(
-            {
-                "id": i,
-                "event_type": "chat.completed",
-                "created_at": created,
-                "payload": payload,
-                "person_id": person_id,
-            }
-        )
-        summaries.append(
-            {
-                "id": i,
-                "audit_log_id": i,
-                "summary": f"We discussed the operator's {about}{words}.",
-                "embedding": encoded[j],
-                "embedding_f32": f32[j].tobytes(),
-                "passage_vectors": passages.pack(windows[j : j + 1]),
-                "model": MODEL_ID,
-                "created_at": created,
-                "recall_count": int(recalls[j]),
-                "person_id": person_id,
-            }
-        )
-        texts.append((i, passages.windows(conversation_turns(payload))))
+        audits.append(audit)
+        summaries.append(summary)
+        texts.append((i, passages.windows(conversation_turns(audit["payload"]))))
     return audits, summaries, texts
 
 

@@ -269,6 +269,49 @@ def json_rows(vectors: np.ndarray) -> list[Encoded]:
     return [Encoded("[" + row.tobytes().decode("ascii")) for row in flat]
 
 
+def episode_rows(
+    row_id: int,
+    seed: int,
+    topic: int,
+    created: datetime,
+    encoded: Encoded,
+    vector: np.ndarray,
+    window: np.ndarray,
+    recall_count: int,
+    person: int,
+) -> tuple[dict[str, object], dict[str, object]]:
+    """One synthetic episode: its `chat.completed` row and its summary row (id `row_id`),
+    six words picked by `seed`, about planted `topic` (−1: none), with its float32 vector,
+    the ADR's JSON record and the one window vector."""
+    words = " ".join(WORDS[(seed * 7 + k * 13) % len(WORDS)] for k in range(6))
+    about = f"{TOPIC_TEXTS[topic][0][:-1]}; " if topic >= 0 else ""
+    audit = {
+        "id": row_id,
+        "event_type": "chat.completed",
+        "created_at": created,
+        "payload": {
+            "messages": [{"role": "user", "content": f"about {about}{words}"}],
+            "reply": f"noted: {words}",
+            "provider": "bench",
+            "model": "synthetic",
+        },
+        "person_id": person,
+    }
+    summary = {
+        "id": row_id,
+        "audit_log_id": row_id,
+        "summary": f"We discussed the operator's {about}{words}.",
+        "embedding": encoded,
+        "embedding_f32": vector.astype("<f4").tobytes(),
+        "passage_vectors": passages.pack(window[None, :]),
+        "model": MODEL_ID,
+        "created_at": created,
+        "recall_count": recall_count,
+        "person_id": person,
+    }
+    return audit, summary
+
+
 def _paths(episodes: int) -> tuple[Path, Path]:
     rev = migrate.head_revision()
     stem = f"synthetic-{episodes}-rev{rev}-r{RECIPE}"
@@ -331,37 +374,19 @@ def build(episodes: int, *, quiet: bool = False) -> History:
                 i = lo + j
                 created = anchor - timedelta(seconds=float(offsets[i]))
                 created = max(created, start_time)
-                words = " ".join(WORDS[(i * 7 + k * 13) % len(WORDS)] for k in range(6))
-                topic = int(planted[i])
-                about = f"{TOPIC_TEXTS[topic][0][:-1]}; " if topic >= 0 else ""
-                audits.append(
-                    {
-                        "id": i + 1,
-                        "event_type": "chat.completed",
-                        "created_at": created,
-                        "payload": {
-                            "messages": [{"role": "user", "content": f"about {about}{words}"}],
-                            "reply": f"noted: {words}",
-                            "provider": "bench",
-                            "model": "synthetic",
-                        },
-                        "person_id": benchlib.OWNER,
-                    }
+                audit, summary = episode_rows(
+                    i + 1,
+                    i,
+                    int(planted[i]),
+                    created,
+                    encoded[j],
+                    f32[j],
+                    windows[j],
+                    int(recalls[i]),
+                    benchlib.OWNER,
                 )
-                summaries.append(
-                    {
-                        "id": i + 1,
-                        "audit_log_id": i + 1,
-                        "summary": f"We discussed the operator's {about}{words}.",
-                        "embedding": encoded[j],
-                        "embedding_f32": f32[j].tobytes(),
-                        "passage_vectors": passages.pack(windows[j : j + 1]),
-                        "model": MODEL_ID,
-                        "created_at": created,
-                        "recall_count": int(recalls[i]),
-                        "person_id": benchlib.OWNER,
-                    }
-                )
+                audits.append(audit)
+                summaries.append(summary)
             # The one window's words, as memory.passages indexes them (window_keywords).
             window_rows = [
                 row
