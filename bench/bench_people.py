@@ -235,6 +235,7 @@ def measure(url: str, turns: int, home: Path) -> dict[str, Any]:
     messages = history.topic_messages()
     for message in messages[:10]:
         brain.turn(message, person=owner)
+    sql = _SqlTimes(services.db.engine)
     memory, recalled = [], []
     for i in range(turns):
         provider.seconds = 0.0
@@ -244,6 +245,7 @@ def measure(url: str, turns: int, home: Path) -> dict[str, Any]:
         recalled.append(len(result.recalled))
     services.close()
     return {
+        "sql_ms_per_turn": sql.per_turn(turns),
         "episodes_warmed": loaded,
         "start_ms": round(start_ms, 1),
         "rss_after_start_mb": rss_started.get("VmRSS"),
@@ -251,6 +253,35 @@ def measure(url: str, turns: int, home: Path) -> dict[str, Any]:
         "memory_work_ms": benchlib.summary(memory),
         "recalled_per_turn": round(sum(recalled) / max(len(recalled), 1), 2),
     }
+
+
+class _SqlTimes:
+    """Time spent in each SQL statement (by its first words) from now on: where a case's turn
+    goes, so the household's added time can be placed."""
+
+    def __init__(self, engine: Any) -> None:
+        from sqlalchemy import event
+
+        self.total: dict[str, float] = {}
+        self._started: dict[int, float] = {}
+        event.listen(engine, "before_cursor_execute", self._before)
+        event.listen(engine, "after_cursor_execute", self._after)
+
+    def _before(self, _conn: Any, cursor: Any, *_args: Any) -> None:
+        self._started[id(cursor)] = time.perf_counter()
+
+    def _after(self, _conn: Any, cursor: Any, statement: str, *_args: Any) -> None:
+        began = self._started.pop(id(cursor), None)
+        if began is not None:
+            key = " ".join(statement.split())[:90]
+            self.total[key] = self.total.get(key, 0.0) + time.perf_counter() - began
+
+    def per_turn(self, turns: int, top: int = 6) -> dict[str, float]:
+        """All statements' ms a turn, then the `top` costliest."""
+        ranked = sorted(self.total.items(), key=lambda kv: -kv[1])[:top]
+        out = {"all": benchlib.ms(sum(self.total.values()) / max(turns, 1))}
+        out.update({k: benchlib.ms(v / max(turns, 1)) for k, v in ranked})
+        return out
 
 
 def _measured(url: str, turns: int, home: Path) -> dict[str, Any]:
