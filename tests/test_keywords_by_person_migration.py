@@ -131,3 +131,53 @@ def test_a_downgrade_gives_the_episode_ids_back(at_0010):
     with at_0010.engine.begin() as c:
         c.execute(sa.text("DELETE FROM episode_summaries WHERE id = 1"))
     assert _rowids(at_0010, "kayaking") == [2, 3]
+
+
+# -- PostgreSQL (migration 0012): the person on every full-text row ------------------------------
+@pytest.fixture
+def pg_at_0011(pg_url: str) -> Iterator[Database]:
+    db = Database(pg_url)
+    migrate.upgrade(db, "0011")
+    yield db
+    db.dispose()
+
+
+def _fts_people(db: Database) -> dict[int, int]:
+    with db.engine.connect() as c:
+        rows = c.execute(sa.text("SELECT episode_id, person_id FROM episode_fts")).all()
+    return {int(e): int(p) for e, p in rows}
+
+
+def test_postgres_rows_carry_their_person_and_the_backend_reads_only_theirs(pg_at_0011):
+    from caesar.memory.search.postgres import PostgresFullText
+
+    owner, bea = _people(pg_at_0011)
+    _episode(pg_at_0011, 1, owner, "kayaking on the lake")
+    _episode(pg_at_0011, 2, bea, "kayaking in the sea")
+    migrate.upgrade(pg_at_0011)
+    assert _fts_people(pg_at_0011) == {1: owner, 2: bea}  # filled from the episodes
+
+    _episode(pg_at_0011, 3, bea, "a kayaking race")  # a new row takes its episode's person
+    assert _fts_people(pg_at_0011)[3] == bea
+    with pg_at_0011.engine.begin() as c:  # an episode given to another moves its row along
+        c.execute(sa.text("UPDATE episode_summaries SET person_id = :o WHERE id = 3"), {"o": owner})
+    assert _fts_people(pg_at_0011)[3] == owner
+
+    fts = PostgresFullText()
+    with pg_at_0011.read() as session:
+        assert set(fts.keyword_scores(session, ["kayaking"], person=owner, limit=10)) == {1, 3}
+        assert set(fts.keyword_scores(session, ["kayaking"], person=bea, limit=10)) == {2}
+        assert fts.term_counts(session, ["kayaking", "lake"], person=bea) == (1, [1, 0])
+        assert fts.term_counts(session, ["kayaking", "lake"], person=owner) == (2, [2, 1])
+        assert fts.count_holding_all(session, ["kayaking", "sea"], person=owner) == 0
+        assert fts.count_holding_all(session, ["kayaking", "sea"], person=bea) == 1
+
+    migrate.downgrade(pg_at_0011, "0011")
+    with pg_at_0011.engine.connect() as c:
+        columns = c.execute(
+            sa.text(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_name = 'episode_fts'"
+            )
+        ).scalars()
+        assert "person_id" not in set(columns)

@@ -18,7 +18,6 @@ from sqlalchemy.orm import Session
 from caesar.memory.search.in_process import InProcessVectors
 from caesar.memory.search.sql import (
     all_exist,
-    alone,
     by_window,
     count,
     driver_rows,
@@ -55,14 +54,16 @@ class PostgresFullText:
         min_id: int | None = None,
         every: bool = False,
     ) -> dict[int, float]:
+        # the person is on the row (migration 0012): their matches only, no join to find them
         join, where, params = episode_filters(
             "f.episode_id",
-            person=None if alone(session, person) else person,
+            person=None,
             model_id=model_id,
             min_created=min_created,
             min_id=min_id,
         )
-        params.update(limit=limit, tsquery=tsquery_text(terms))
+        where.append("f.person_id = :person")
+        params.update(limit=limit, tsquery=tsquery_text(terms), person=person)
         if ids is not None:
             params["ids"] = list(ids)
             where.append("f.episode_id IN :ids")
@@ -81,21 +82,18 @@ class PostgresFullText:
     def term_counts(
         self, session: Session, terms: Sequence[str], *, person: int
     ) -> tuple[int, list[int]]:
-        """The person's episodes only: how common a word is in others' never moves a rank."""
-        if alone(session, person):  # every indexed episode is theirs: no join to count them
-            one = "SELECT count(*) FROM episode_fts WHERE document @@ to_tsquery('english', :t)"
-            return count(session, "SELECT count(*) FROM episode_fts"), [
-                count(session, one, {"t": tsquery_text([t])}) for t in terms
-            ]
-        per_term = (
-            "SELECT count(*) FROM episode_fts AS f JOIN episode_summaries AS e "
-            "ON e.id = f.episode_id WHERE f.document @@ to_tsquery('english', :term) "
-            "AND e.person_id = :person"
-        )
-        n, _lo, _hi = person_episodes(session, person)
-        return n, [
-            count(session, per_term, {"term": tsquery_text([t]), "person": person}) for t in terms
-        ]
+        """The person's episodes only: how common a word is in others' never moves a rank.
+        The person is on the row (migration 0012): one statement, their rows only."""
+        params: dict[str, object] = {"person": person}
+        counts = ["(SELECT count(*) FROM episode_fts WHERE person_id = :person)"]
+        for i, term in enumerate(terms):
+            params[f"t{i}"] = tsquery_text([term])
+            counts.append(
+                "(SELECT count(*) FROM episode_fts WHERE person_id = :person "
+                f"AND document @@ to_tsquery('english', :t{i}))"
+            )
+        n, *found = session.execute(statement(f"SELECT {', '.join(counts)}"), params).one()
+        return int(n), [int(c) for c in found]
 
     def probe_contains(
         self, session: Session, terms: Sequence[str], probe_id: int, *, person: int
@@ -114,9 +112,8 @@ class PostgresFullText:
 
     def count_holding_all(self, session: Session, terms: Sequence[str], *, person: int) -> int:
         sql = (
-            "SELECT count(*) FROM episode_fts AS f JOIN episode_summaries AS e "
-            "ON e.id = f.episode_id WHERE f.document @@ to_tsquery('english', :q) "
-            "AND e.person_id = :person"
+            "SELECT count(*) FROM episode_fts "
+            "WHERE person_id = :person AND document @@ to_tsquery('english', :q)"
         )
         return count(session, sql, {"q": tsquery_text(terms, every=True), "person": person})
 
