@@ -476,6 +476,18 @@ class Tally:
 DUMP: Path | None = None
 
 
+def candidate_sessions(built: Built, q: Question, asked: Any) -> list[str]:
+    """The sessions of the episodes recall ranked for `q` (best first), before the block
+    chose among them: where an evidence session fell when it was not shown."""
+    services = built.services
+    params = RecallParams.from_settings(services.settings.memory.episodes_recall)
+    vector = services.episodes.embed_query(q.text)
+    ranked = services.episodes.search(
+        vector, q.now, params, query_text=q.text, asked=asked, person=OWNER
+    )
+    return shown.shown_sessions(ranked, built.sessions_of_episode)
+
+
 def run(
     haystacks: list[Haystack], embedder: Embedder, budgets: Sequence[int | None] = (None,)
 ) -> tuple[dict[tuple[str, str, str], Tally], dict[str, Any]]:
@@ -552,6 +564,7 @@ def ask(
                 "evidence": sorted(q.evidence),
                 "shown": seen,
                 "all_shown": q.evidence <= set(seen),
+                "candidates": candidate_sessions(built, q, contexts[0].asked),
                 "layout": contexts[0].asked.layout,
                 "spans": len(contexts[0].asked.time.spans),
                 "prompt": prompt,

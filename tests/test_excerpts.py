@@ -168,6 +168,23 @@ def test_two_comparable_conversations_are_both_shown_before_more_of_the_first():
     assert "1250 followers" in block.text and "1300 followers" not in block.text
 
 
+def test_a_conversation_held_in_the_named_span_is_shown_though_it_scores_lower():
+    # "How many followers did I have in April?": the chat held in April scores under 85 % of
+    # the other (its lift by date is not the other's topic match), yet it is the one asked
+    # about: its best window comes first, then the other's as comparable among all
+    question = "How many followers did I have in April?"
+    more = ("Any tips for captions?", "Keep them short. " * 15, "And for Live?", "Plan it. " * 30)
+    other = _candidate(_followers("1250", *more), [0.84, 0.83, 0.82, 0.81], score=0.88, days=3)
+    budget = len(_select([other], question, 10_000).text) + 40
+    held = _followers("1300")
+    in_april = Candidate(EpisodeLine(NOW - timedelta(days=40), "April."), held, [0.5], 0.7, True)
+    block = _select([in_april, other], question, budget)
+    assert "1300 followers" in block.text and "1250 followers" in block.text
+    undated = Candidate(EpisodeLine(NOW - timedelta(days=40), "April."), held, [0.5], 0.7)
+    block = _select([undated, other], question, budget)
+    assert "1300 followers" not in block.text
+
+
 def test_breadth_shows_every_line_newest_first_then_each_telling_turn():
     # twenty conversations, best first by score but held on different days: in breadth every
     # one's line fits (its summary cut to share the budget) and the block reads as a timeline

@@ -11,6 +11,7 @@ from memory_helpers import add_episode
 
 from caesar.brain import Brain
 from caesar.memory.context.render import EPISODES_HEADER
+from caesar.memory.search.hybrid import DATE_POOL
 
 # Wednesday 2 December 2026, 14:00 UTC — 03:00 on Thursday in Auckland (UTC+13)
 NOW = datetime(2026, 12, 2, 14, 0)
@@ -88,6 +89,29 @@ def test_a_time_and_a_topic_rank_the_span_by_topic_first(make_services, db_url):
     # the strong topic match outside the span may come, after the span's
     if outside_run in ids:
         assert ids.index(outside_run) > ids.index(in_span_other)
+
+
+def test_a_long_spans_older_conversation_on_topic_comes_before_its_newer_ones(
+    make_services, db_url
+):
+    # "in the last two months" holds more conversations than the date pool takes (its newest):
+    # the one on topic, older than all of them, is held in the span all the same and leads
+    services = make_services(database_url=db_url, timezone="UTC")
+    on_topic, _ = add_episode(
+        services,
+        "The operator bought twenty kilos of layer feed for the chickens at the farm store.",
+        NOW - timedelta(days=50),
+    )
+    newer = []
+    for k in range(DATE_POOL + 5):
+        topic = TOPICS[k % len(TOPICS)].replace(".", f", take {k}.")
+        episode, _ = add_episode(services, topic, NOW - timedelta(days=1 + k))
+        newer.append(episode)
+    ctx = Brain(services).prepare(
+        "How much chicken feed did I buy in the last two months?", now=NOW, person=OWNER
+    )
+    assert _ids(ctx.recalled)[0] == on_topic
+    assert ctx.recalled[0].dated
 
 
 def test_a_question_that_gathers_shows_every_matching_conversation(make_services, db_url):

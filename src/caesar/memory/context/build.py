@@ -95,6 +95,7 @@ def with_excerpts(
             turns.get(e.audit_log_id, []),
             e.windows if settings.excerpts else None,
             e.score,
+            e.dated,
         )
         for e in ranked
     ]

@@ -88,6 +88,9 @@ class Candidate:
     turns: Sequence[Message]
     windows: Sequence[float] | None
     score: float
+    # held in the span of time the message names: such episodes lead the block (their windows
+    # before any other's), as they lead the ranking
+    dated: bool = False
 
 
 @dataclass(frozen=True)
@@ -278,20 +281,36 @@ def _comparable_first(
     items: list[tuple[float, int, int]], candidates: Sequence[Candidate]
 ) -> list[tuple[float, int, int]]:
     """`items` (best first) with the best window of each of the SHOWN_TOGETHER comparable
-    episodes moved to the front, the better episode first."""
-    top = max((c.score for c in candidates), default=0.0)
+    episodes moved to the front, the better episode first. When the message names a span of
+    time, the comparable among the episodes held in it come first, then those among all."""
+    front = _comparable(items, candidates, [c.dated for c in candidates])
+    front += _comparable(items, candidates, [True] * len(candidates), skip=front)
+    taken = set(front)
+    return front + [item for item in items if item not in taken]
+
+
+def _comparable(
+    items: list[tuple[float, int, int]],
+    candidates: Sequence[Candidate],
+    among: Sequence[bool],
+    skip: Sequence[tuple[float, int, int]] = (),
+) -> list[tuple[float, int, int]]:
+    """The best window of each of the SHOWN_TOGETHER episodes `among` whose best windows rank
+    highest and that score at least COMPARABLE_SHARE of the best of them, the better first;
+    none of `skip`'s episodes."""
+    top = max((c.score for c, ok in zip(candidates, among, strict=True) if ok), default=0.0)
     if top <= 0:
-        return items
+        return []
+    done = {item[1] for item in skip}
     lead: dict[int, tuple[float, int, int]] = {}
     for item in items:
         ci = item[1]
         if len(lead) == SHOWN_TOGETHER:
             break
-        if ci not in lead and candidates[ci].score >= COMPARABLE_SHARE * top:
-            lead[ci] = item
-    front = sorted(lead.values(), key=lambda item: (-candidates[item[1]].score, item[1]))
-    taken = set(front)
-    return front + [item for item in items if item not in taken]
+        if among[ci] and ci not in done and ci not in lead:
+            if candidates[ci].score >= COMPARABLE_SHARE * top:
+                lead[ci] = item
+    return sorted(lead.values(), key=lambda item: (-candidates[item[1]].score, item[1]))
 
 
 def select(

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -69,6 +69,7 @@ from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migr
 from caesar.memory.search.question import Asked, read_question
 from caesar.memory.search.sql import driver_rows, marks
 from caesar.memory.search.vectors import epoch_seconds
+from caesar.memory.search.when import NamedSpan
 from caesar.memory.search.window_keywords import fused_keyword
 
 Fusion = Literal["hybrid", "rrf", "dense"]
@@ -384,6 +385,10 @@ def hybrid_search(
     if not ids:
         return []
     rows = candidate_rows(session, ids, person=person)
+    # DATE_POOL holds a span's newest conversations; an older one of the span that came by
+    # its topic is held in it all the same (a long span holds more than the pool).
+    if dated:
+        dated |= within_spans(rows, asked.time.spans)
     # Keyword-only and recent candidates' summary vectors are in the backend's search; a row
     # is read only for one it lacks: committed after the refresh (PostgreSQL's statements each
     # see the latest commits), or of a size it skipped.
@@ -486,6 +491,18 @@ def dated_episodes(
     )
     wanted = [int(i) for i, model, said in rows if said and model_id in (None, model)]
     return set(wanted[:limit])
+
+
+def within_spans(rows: Sequence[Sequence[Any]], spans: Sequence[NamedSpan]) -> set[int]:
+    """Ids of the (id, audit_log_id, summary, created_at, …) rows created within `spans`."""
+    held = set()
+    for row in rows:
+        created = row[3]
+        if created.tzinfo is not None:
+            created = created.astimezone(UTC).replace(tzinfo=None)
+        if any(s.start <= created < s.end for s in spans):
+            held.add(int(row[0]))
+    return held
 
 
 def with_windows(
