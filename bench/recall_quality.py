@@ -686,7 +686,7 @@ def main() -> None:
     if args.dataset == "all" and args.limit is None and not args.types and not args.no_docs:
         if curve:
             write_doc(curve, "budget-curve")
-        elif budgets == [None]:
+        if resolved[0] == budget_of(bench_settings(OUT)):  # the first budget is the shipped one
             write_doc(text)
         print(f"\nwrote {DOC.relative_to(ROOT)}")
 
