@@ -164,8 +164,16 @@ def test_two_comparable_conversations_are_both_shown_before_more_of_the_first():
     assert [c.index for c in block.chosen] == [0, 1]
     # not comparable (under 85 % of the best score): the first conversation's windows first
     weaker = _candidate(_followers("1300"), [0.74], score=0.70, days=3, summary="Later talk.")
-    block = _select([first, weaker], question, budget)
+    block = _select([first, weaker, _unrelated()], question, budget)
     assert "1250 followers" in block.text and "1300 followers" not in block.text
+    # ... unless no more than two were recalled: the threshold let only them through
+    block = _select([first, weaker], question, budget)
+    assert "1250 followers" in block.text and "1300 followers" in block.text
+
+
+def _unrelated() -> Candidate:
+    """A third recalled conversation, far weaker than the others."""
+    return _candidate(_turns("Any tips for a sourdough starter?", "Feed it daily."), [0.3], 0.5)
 
 
 def test_a_conversation_held_in_the_named_span_is_shown_though_it_scores_lower():
@@ -178,10 +186,10 @@ def test_a_conversation_held_in_the_named_span_is_shown_though_it_scores_lower()
     budget = len(_select([other], question, 10_000).text) + 40
     held = _followers("1300")
     in_april = Candidate(EpisodeLine(NOW - timedelta(days=40), "April."), held, [0.5], 0.7, True)
-    block = _select([in_april, other], question, budget)
+    block = _select([in_april, other, _unrelated()], question, budget)
     assert "1300 followers" in block.text and "1250 followers" in block.text
     undated = Candidate(EpisodeLine(NOW - timedelta(days=40), "April."), held, [0.5], 0.7)
-    block = _select([undated, other], question, budget)
+    block = _select([undated, other, _unrelated()], question, budget)
     assert "1300 followers" not in block.text
 
 

@@ -54,7 +54,8 @@ EPISODE_SHARE = 0.5
 # Comparable conversations are both shown: among the episodes scoring at least
 # COMPARABLE_SHARE of the best one's, the SHOWN_TOGETHER whose best windows rank highest each
 # get that window before any episode gets a second — an old statement and the one updating it,
-# rather than every window of the first (docs/recall-quality.md, "Excerpts").
+# rather than every window of the first (docs/recall-quality.md, "Excerpts"). When no more
+# than SHOWN_TOGETHER were recalled, all are comparable: the threshold let only them through.
 COMPARABLE_SHARE = 0.85
 SHOWN_TOGETHER = 2
 # Breadth (a message about a span of time, or one that gathers across conversations): every
@@ -315,6 +316,8 @@ def _comparable(
     top = max((c.score for c, ok in zip(candidates, among, strict=True) if ok), default=0.0)
     if top <= 0:
         return []
+    if len(candidates) <= SHOWN_TOGETHER:
+        top = 0.0  # no more recalled than are shown together: each is a match, all lead
     done = {item[1] for item in skip}
     lead: dict[int, tuple[float, int, int]] = {}
     for item in items:
