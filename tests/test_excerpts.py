@@ -193,6 +193,29 @@ def test_a_conversation_held_in_the_named_span_is_shown_though_it_scores_lower()
     assert "1300 followers" not in block.text
 
 
+def test_a_comparable_conversation_too_long_to_fit_still_comes_as_its_telling_turn():
+    # LongMemEval's turns are long: the first chat's best window takes most of the budget and
+    # the second's (as long) does not fit beside it; the second still comes, as its line and
+    # its best window's telling turn, cut short
+    question = "How much did I pay for the Jimmy Choo heels?"
+    long_reply = "Jimmy Choo heels look great with jeans. " * 40
+    first = _candidate(
+        _turns("I found Jimmy Choo heels on sale.", long_reply, "Thanks!"), [0.8], 0.8, days=9
+    )
+    second = _candidate(
+        _turns("I paid $400 for the Jimmy Choo heels, so much.", "Nice! " + long_reply, "Yes."),
+        [0.78],
+        0.78,
+        days=2,
+        summary="Later talk.",
+    )
+    budget = len(_select([first], question, 10_000).text) + 400
+    block = _select([first, second], question, budget)
+    assert len(block.text) <= budget
+    assert [c.index for c in block.chosen] == [0, 1]
+    assert "$400" in block.text and "Jimmy Choo heels on sale" in block.text
+
+
 def test_breadth_shows_every_line_newest_first_then_each_telling_turn():
     # twenty conversations, best first by score but held on different days: in breadth every
     # one's line fits (its summary cut to share the budget) and the block reads as a timeline

@@ -292,16 +292,14 @@ class _Episode:
         )
 
 
-def _comparable_first(
+def _leading(
     items: list[tuple[float, int, int]], candidates: Sequence[Candidate]
 ) -> list[tuple[float, int, int]]:
-    """`items` (best first) with the best window of each of the SHOWN_TOGETHER comparable
-    episodes moved to the front, the better episode first. When the message names a span of
+    """The best window of each of the SHOWN_TOGETHER comparable episodes, the better episode
+    first: they come before any episode's second window. When the message names a span of
     time, the comparable among the episodes held in it come first, then those among all."""
     front = _comparable(items, candidates, [c.dated for c in candidates])
-    front += _comparable(items, candidates, [True] * len(candidates), skip=front)
-    taken = set(front)
-    return front + [item for item in items if item not in taken]
+    return front + _comparable(items, candidates, [True] * len(candidates), skip=front)
 
 
 def _comparable(
@@ -391,7 +389,11 @@ def select(
         for wi, relevance in enumerate(windows):
             priority = EPISODE_SHARE * c.score + (1 - EPISODE_SHARE) * relevance
             items.append((-priority, ci, wi))
-    items = _comparable_first(sorted(items), candidates)
+    # the best window of each comparable episode first (see _leading)
+    items = sorted(items)
+    front = _leading(items, candidates)
+    led = set(front)
+    items = front + [item for item in items if item not in led]
     if lead:  # breadth: the best windows first, within the lead's share of the budget
         state.budget = lead
         _fill(state, items, candidates, episodes)
@@ -402,6 +404,16 @@ def select(
         turn = telling[ci]
         if turn is not None and ci in state.included:
             state.take(ci, {turn}, candidates[ci].score, short=True)
+    if not breadth:
+        # depth: a leading episode whose best window does not fit (a long turn beside the
+        # first's window) still comes, as its line and that window's telling turn, cut short
+        _fill(state, front, candidates, episodes)
+        for _, ci, wi in front:
+            if ci not in state.included and wi >= 0:
+                ep = episodes[ci]
+                turn = ep.telling(wanted, ep.spans[wi], weights.get() if weights else None)
+                if turn is not None:
+                    state.take(ci, {turn}, candidates[ci].windows[wi], short=True)  # type: ignore[index]
     _fill(state, items, candidates, episodes, breadth)
     lines: list[str] = []
     chosen: list[Chosen] = []
