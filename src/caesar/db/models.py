@@ -170,6 +170,8 @@ class EpisodeSummary(Base):
     __table_args__ = (
         Index("idx_episode_summaries_audit", "audit_log_id"),
         Index("idx_episode_summaries_person", "person_id", "model", "id"),
+        # a person's conversations held in a span of time, newest first (migration 0013)
+        Index("idx_episode_summaries_person_created", "person_id", "created_at"),
         Index("uq_episode_summaries_conversation", "conversation_id", unique=True),
         Index("idx_episode_summaries_created", "created_at"),
         Index("idx_episode_summaries_model_id", "model", "id"),

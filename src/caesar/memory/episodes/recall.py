@@ -241,7 +241,9 @@ class EpisodeMemory:
         with self.db.read() as session:
             rows = session.execute(
                 select(AuditLog.id, AuditLog.payload).where(
-                    AuditLog.id.in_(audit_ids), AuditLog.person_id == person
+                    # the ids drive; the person is checked on their rows (search/sql.py)
+                    AuditLog.id.in_(audit_ids),
+                    AuditLog.person_id + 0 == person,
                 )
             ).all()
         return {int(i): conversation_turns(payload or {}) for i, payload in rows}

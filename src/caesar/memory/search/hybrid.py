@@ -67,7 +67,7 @@ from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migr
     term_counts,
 )
 from caesar.memory.search.question import Asked, read_question
-from caesar.memory.search.sql import driver_rows, marks
+from caesar.memory.search.sql import PERSON_CHECK, driver_rows, marks
 from caesar.memory.search.vectors import epoch_seconds
 from caesar.memory.search.when import NamedSpan
 from caesar.memory.search.window_keywords import fused_keyword
@@ -705,7 +705,7 @@ def candidate_rows(session: Session, ids: list[int], *, person: int) -> list[tup
     sql = (
         "SELECT id, audit_log_id, summary, created_at, recall_count, passage_vectors "
         f"FROM episode_summaries WHERE id IN ({marks(session, len(ids))}) AND summary != '' "
-        f"AND person_id = {marks(session, 1)}"
+        f"AND {PERSON_CHECK} = {marks(session, 1)}"
     )
     rows = driver_rows(session, sql, [*(int(i) for i in ids), int(person)])
     return [

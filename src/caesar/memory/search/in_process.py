@@ -151,7 +151,9 @@ def row_cosines(
         return {}
     rows = session.execute(
         select(EpisodeSummary.id, EpisodeSummary.embedding_f32, EpisodeSummary.embedding).where(
-            EpisodeSummary.id.in_(list(ids)), EpisodeSummary.person_id == person
+            # the ids drive; the person is checked on their rows (memory/search/sql.py)
+            EpisodeSummary.id.in_(list(ids)),
+            EpisodeSummary.person_id + 0 == person,
         )
     )
     q = np.asarray(query, dtype=np.float32)
