@@ -12,7 +12,7 @@ of the database (turns write to it). Also timed alone: `Brain.prepare`, its part
 Cases: the large history with the ADR's dense recall and with the default hybrid recall
 (`memory.episodes_recall.fusion`), and a one-episode history with each.
 
-    .venv/bin/python bench/bench_turn.py [--turns 200] [--episodes 100000]
+    .venv/bin/python bench/bench_turn.py [--turns 200] [--episodes 100000] [--prompt-chars N]
 """
 
 from __future__ import annotations
@@ -170,8 +170,13 @@ def copy_history(episodes: int) -> str:
     return f"sqlite:///{target}"
 
 
+# --prompt-chars: the past-conversations budget (None: the bench route's, by its provider kind)
+PROMPT_CHARS: int | None = None
+
+
 def run_case(label: str, url: str, turns: int, fusion: str = "dense") -> dict[str, Any]:
-    recall = {"episodes_recall": {"fusion": fusion}}
+    chars = {} if PROMPT_CHARS is None else {"prompt_chars": PROMPT_CHARS}
+    recall = {"episodes_recall": {"fusion": fusion, **chars}}
     services = Services.build(benchlib.bench_settings(WORK / f"home-{label}", url, memory=recall))
     provider = InstantProvider("local")
     install(services, provider)
@@ -248,7 +253,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--turns", type=int, default=200)
     ap.add_argument("--episodes", type=int, default=100_000)
+    ap.add_argument("--prompt-chars", type=int, default=None, help="past-conversations budget")
     args = ap.parse_args()
+    global PROMPT_CHARS
+    PROMPT_CHARS = args.prompt_chars
     # Both recalls on the record: the ADR's dense one and the default hybrid one (keyword
     # relevance from the full-text index too).
     big = run_case(f"{args.episodes}", copy_history(args.episodes), args.turns)

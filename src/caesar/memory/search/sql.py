@@ -109,9 +109,11 @@ def owned(session: Session, ids: Sequence[int], person: int) -> list[int]:
     """Those of episodes `ids` that are `person`'s, sorted."""
     if not ids:
         return []
-    sql = f"SELECT id FROM episode_summaries WHERE id IN :ids AND {PERSON_CHECK} = :person ORDER BY id"
-    rows = session.execute(statement(sql, "ids"), {"ids": list(ids), "person": person})
-    return [int(i) for i in rows.scalars()]
+    sql = (
+        f"SELECT id FROM episode_summaries WHERE id IN ({marks(session, len(ids))}) "
+        f"AND {PERSON_CHECK} = {marks(session, 1)} ORDER BY id"
+    )
+    return [int(r[0]) for r in driver_rows(session, sql, [*(int(i) for i in ids), int(person)])]
 
 
 def person_episodes(session: Session, person: int) -> tuple[int, int, int]:
