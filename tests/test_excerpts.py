@@ -26,6 +26,12 @@ def _candidate(turns, windows_, score=0.8, days=3, summary="We talked."):
     return Candidate(EpisodeLine(NOW - timedelta(days=days), summary), turns, windows_, score)
 
 
+def _breadth(candidates, query, budget):
+    return select(
+        candidates, query, NOW, budget=budget, turn_chars=600, summary_chars=60, layout="breadth"
+    )
+
+
 def _select(candidates, query, budget):
     return select(candidates, query, NOW, budget=budget, turn_chars=600, summary_chars=120)
 
@@ -267,15 +273,7 @@ def test_a_word_every_turn_says_weighs_less_than_a_rare_one():
         "Great, Melanie.",
     ]
     candidate = _candidate(_turns(*said), None)
-    block = select(
-        [candidate],
-        "What are Melanie's pets' names?",
-        NOW,
-        budget=600,
-        turn_chars=600,
-        summary_chars=60,
-        layout="breadth",
-    )
+    block = _breadth([candidate], "What are Melanie's pets' names?", 600)
     assert "The pets are all fine" in block.text
     assert "How was the week" not in block.text
     weights = stem_weights([stems(t) for t in said], {"melani", "pet"})
@@ -303,13 +301,5 @@ def test_in_breadth_the_telling_turn_comes_from_the_most_relevant_window():
     spans = window_spans(len(turns))
     best = max(range(len(spans)), key=lambda k: spans[k][0] <= 5 < spans[k][1])
     scores = [0.9 if k == best else 0.2 for k in range(len(spans))]
-    block = select(
-        [_candidate(turns, scores)],
-        "camping lake",
-        NOW,
-        budget=360,
-        turn_chars=600,
-        summary_chars=60,
-        layout="breadth",
-    )
+    block = _breadth([_candidate(turns, scores)], "camping lake", 360)
     assert "marshmallows" in block.text

@@ -414,7 +414,8 @@ def select(
                 turn = ep.telling(wanted, ep.spans[wi], weights.get() if weights else None)
                 if turn is not None:
                     state.take(ci, {turn}, candidates[ci].windows[wi], short=True)  # type: ignore[index]
-    _fill(state, items, candidates, episodes, breadth)
+    # depth has tried the front already
+    _fill(state, items if breadth else items[len(front) :], candidates, episodes, breadth)
     lines: list[str] = []
     chosen: list[Chosen] = []
     order = sorted(state.included)

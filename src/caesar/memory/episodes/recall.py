@@ -40,6 +40,7 @@ from caesar.memory.search.backend import SearchBackend, search_backend
 from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, Ranking, hybrid_search
 from caesar.memory.search.pgvector_migration import Progress, VectorStatus
 from caesar.memory.search.question import Asked, read_question
+from caesar.memory.search.sql import person_checked
 from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
 from caesar.memory.transcript import conversation_turns
 
@@ -241,9 +242,8 @@ class EpisodeMemory:
         with self.db.read() as session:
             rows = session.execute(
                 select(AuditLog.id, AuditLog.payload).where(
-                    # the ids drive; the person is checked on their rows (search/sql.py)
                     AuditLog.id.in_(audit_ids),
-                    AuditLog.person_id + 0 == person,
+                    person_checked(AuditLog.person_id, person),
                 )
             ).all()
         return {int(i): conversation_turns(payload or {}) for i, payload in rows}

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from caesar.db.engine import Database
 from caesar.db.models import EpisodeSummary, Person
 from caesar.memory.search.pgvector_migration import Progress, VectorStatus
+from caesar.memory.search.sql import person_checked
 from caesar.memory.search.vector_math import Hits, from_row
 from caesar.memory.search.vectors import Rank, VectorIndex
 
@@ -151,9 +152,8 @@ def row_cosines(
         return {}
     rows = session.execute(
         select(EpisodeSummary.id, EpisodeSummary.embedding_f32, EpisodeSummary.embedding).where(
-            # the ids drive; the person is checked on their rows (memory/search/sql.py)
             EpisodeSummary.id.in_(list(ids)),
-            EpisodeSummary.person_id + 0 == person,
+            person_checked(EpisodeSummary.person_id, person),
         )
     )
     q = np.asarray(query, dtype=np.float32)

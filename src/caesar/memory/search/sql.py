@@ -101,8 +101,14 @@ def alone(session: Session, person: int) -> bool:
 # unary plus keeps an index out of that term, on both engines). Without statistics SQLite's
 # planner takes an equality on an indexed column for ~10 rows, and read the person's whole
 # index instead of the ids' rows: 60 candidates' rows took 28 ms at 100k episodes against
-# 0.3 ms by the primary key (bench/bench_turn.py). ORM queries say `person_column + 0`.
+# 0.3 ms by the primary key (bench/bench_turn.py). tests/test_query_plans.py holds the turn to it.
 PERSON_CHECK = "+person_id"
+
+
+def person_checked(column: Any, person: int) -> Any:
+    """`column = person` for an ORM query whose ids drive the lookup: `column + 0` keeps the
+    person's index out of the plan (see PERSON_CHECK)."""
+    return column + 0 == person
 
 
 def owned(session: Session, ids: Sequence[int], person: int) -> list[int]:
