@@ -10,7 +10,7 @@ from conftest import OWNER
 from sqlalchemy import func, select
 
 from caesar.clock import utcnow
-from caesar.db.models import AuditLog
+from caesar.db.models import AuditLog, Conversation
 from caesar.errors import EmbedderError
 from caesar.memory import conversations
 from caesar.memory.episodes.recall import episode_row
@@ -49,9 +49,20 @@ def add_episode(
             recall_count=recall_count,
             person=OWNER,
         )
+        link_summarised(session, row)
         session.add(row)
         session.flush()
         return row.id, audit_id
+
+
+def link_summarised(session: Any, row: Any) -> None:
+    """Episode `row` and its conversation linked as the summariser leaves them: the
+    conversation summarised up to the chat the row was written from."""
+    conversation = session.scalars(
+        select(Conversation).where(Conversation.tip_audit_id == row.audit_log_id)
+    ).one()
+    conversation.summarised_audit_id = row.audit_log_id
+    row.conversation_id = conversation.id
 
 
 def events(services: Any, event_type: str) -> list[AuditLog]:

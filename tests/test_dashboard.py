@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import OWNER, TEST_TOKEN
 from fastapi.testclient import TestClient
-from memory_helpers import add_chat, days_ago
+from memory_helpers import add_chat, days_ago, link_summarised
 from sqlalchemy import select, update
 
 from caesar import audit
@@ -449,7 +449,7 @@ def _add_episode_row(
             recall_count=recalls,
             person=OWNER,
         )
-        row.conversation_id = session.get(AuditLog, chat_id).subject_id
+        link_summarised(session, row)
         session.add(row)
     return chat_id
 

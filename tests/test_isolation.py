@@ -380,3 +380,27 @@ def test_every_mcp_tool_and_resource_as_the_other_person(world, transport, tmp_p
     assert {f["key"]: f["value"] for f in facts}["trip"] == "Zanzibar"
     [kept] = world.client.get("/v1/conversations", headers=a).json()["conversations"]
     assert kept["id"] == world.a_conversation
+
+
+def test_a_chat_not_summarised_yet_is_recalled_by_time_for_its_own_person_only(world):
+    # Before the summariser reaches it (it waits for quiet), a chat is recalled by its date
+    # from the conversations table and its latest row (memory/conversations.py): that path
+    # is scoped by person as the episodes' is.
+    a = {"Authorization": f"Bearer {TEST_TOKEN}"}
+    world.llm.replies.append("The spice market opens at nine.")
+    fresh = world.client.post(
+        "/v1/chat",
+        json={"message": "Back from Zanzibar: Marmaduke loved the spice market."},
+        headers=a,
+    )
+    assert fresh.status_code == 200, fresh.text
+    today = {"message": "What did we talk about today?"}
+    for_b = world.call("POST", "/v1/chat", json=today)
+    assert fresh.json()["audit_id"] not in for_b.json()["recalled"]
+    _prompt_holds_nothing_of_a(world)
+    preview = world.call("POST", "/v1/memory/recall", json={"query": today["message"]}).json()
+    assert all(e["audit_log_id"] != fresh.json()["audit_id"] for e in preview["episodes"])
+    # A's own turn brings it: the check above could fail
+    for_a = world.client.post("/v1/chat", json=today, headers=a)
+    assert fresh.json()["audit_id"] in for_a.json()["recalled"]
+    assert "Marmaduke loved the spice market" in str(world.llm.requests[-1]["json"])

@@ -25,6 +25,7 @@ from caesar.cli.main import app as cli_app
 from caesar.db.models import AuditLog
 from caesar.mcp_server import build
 from caesar.named_time import describe, span_local
+from caesar.workers import run_until_caught_up
 
 BERLIN = ZoneInfo("Europe/Berlin")
 XSS = "<script>alert(1)</script>"
@@ -427,3 +428,84 @@ def test_the_mcp_recall_tool_says_which_span_the_text_named(berlin):
     assert (span["said"], span["local"]) == ("yesterday", _shown(yesterday))
     assert found["asked"]["time_only"] and found["asked"]["zone"] == "Europe/Berlin"
     assert [(e["audit_log_id"], e["in_span"]) for e in found["episodes"]] == [(held, True)]
+
+
+# -- a conversation the summariser has not reached yet ---------------------------------------------
+SISTER = "My sister Ana visits next week; which museum should we see on the rainy day?"
+
+
+def test_what_did_we_talk_about_today_brings_a_chat_not_summarised_yet(make_services, llm):
+    # The summariser waits for a conversation to go quiet (5 minutes): a chat from a minute
+    # ago has no episode, yet it is what "today" holds. Asked in a new conversation, it comes
+    # by its turns, its line says it is not summarised yet, and nothing counts it as an
+    # episode's recall; asked within that conversation, it is the history, not a memory.
+    services = make_services(
+        timezone="Europe/Berlin", memory={"episodes_summarise": {"enabled": True}}
+    )
+    with TestClient(create_app(services.settings, services, run_workers=False)) as client:
+        llm.replies.append("The Natural History Museum has a lot to see indoors.")
+        first = client.post("/v1/chat", json={"message": SISTER})
+        assert first.status_code == 200, first.text
+        chat_id = first.json()["audit_id"]
+        llm.replies.append("Your sister's visit and a museum for the rainy day.")
+        today = client.post("/v1/chat", json={"message": "What did we talk about today?"})
+        assert today.json()["recalled"] == [chat_id]
+        system = llm.requests[-1]["json"]["messages"][0]["content"]
+        # its line says so; its turns follow, from the first
+        assert "today: (not summarised yet)\n  operator: My sister Ana visits next week" in system
+        assert "caesar: The Natural History Museum has a lot to see indoors." in system
+        memory = _turn_row(services, today.json()["audit_id"])["memory"]
+        assert memory["episodes_in_span"] == [chat_id]
+        [row] = events(services, audit.EPISODE_RECALLED)
+        assert row.subject_id == chat_id
+        assert row.payload["pending"] is True and row.payload["episode_id"] == 0
+        page = _text(client.get(f"/dashboard/audit/{today.json()['audit_id']}").text)
+        assert (
+            f"chat #{chat_id} not summarised yet: brought by its date alone · held in the span "
+            "the message named: today" in page
+        )
+        events_page = _text(client.get(f"/dashboard/audit/{row.id}").text)
+        assert f"none yet (not summarised), the conversation of chat #{chat_id}" in events_page
+
+        # within the conversation itself: it is the history already
+        llm.replies.append("Just this.")
+        history = [
+            {"role": "user", "content": SISTER},
+            {
+                "role": "assistant",
+                "content": "The Natural History Museum has a lot to see indoors.",
+            },
+        ]
+        own = client.post(
+            "/v1/chat", json={"message": "What did we talk about today?", "history": history}
+        )
+        assert own.status_code == 200, own.text
+        assert chat_id not in own.json()["recalled"]
+
+        # a temporary chat is never remembered, not even before the summariser skips it
+        llm.replies.append("Noted, and forgotten.")
+        secret = client.post(
+            "/v1/chat", json={"message": "My PIN is 4821, keep it quiet.", "temporary": True}
+        )
+        llm.replies.append("Your sister's visit.")
+        again = client.post("/v1/chat", json={"message": "What did we talk about today?"})
+        assert secret.json()["audit_id"] not in again.json()["recalled"]
+        assert "4821" not in llm.requests[-1]["json"]["messages"][0]["content"]
+
+        # "yesterday" holds none of it
+        llm.replies.append("Nothing I remember.")
+        other = client.post("/v1/chat", json={"message": "What did we talk about yesterday?"})
+        assert other.json()["recalled"] == []
+
+        # once summarised, the episode comes instead, counted as recalled
+        worker = services.workers["memory.summarise"]
+        said = iter(f"The operator planned a museum day, part {k}." for k in range(100))
+        llm.reply = lambda request, protocol: next(said)
+        assert run_until_caught_up(worker) >= 4
+        before = max(r.id for r in events(services, audit.EPISODE_RECALLED))
+        llm.replies.append("Your sister's museum day.")
+        later = client.post("/v1/chat", json={"message": "What did we talk about today?"})
+        recalled = [r for r in events(services, audit.EPISODE_RECALLED) if r.id > before]
+        assert own.json()["audit_id"] in later.json()["recalled"]  # the conversation's tip
+        assert recalled and not any(r.payload["pending"] for r in recalled)
+        assert all(r.payload["episode_id"] > 0 for r in recalled)

@@ -166,7 +166,15 @@ class Brain:
         )
         recall = self.settings.memory.episodes_recall
         if recall.enabled and self.services.embedder.enabled:
-            recall_for_prompt(self.services.episodes, recall, message, now, memory, person=person)
+            recall_for_prompt(
+                self.services.episodes,
+                recall,
+                message,
+                now,
+                memory,
+                person=person,
+                current=conversations.Current.of(conversation, sent),
+            )
         ctx = TurnContext(
             now,
             message,

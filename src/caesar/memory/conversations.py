@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Table, bindparam, insert, select, update
+from sqlalchemy import Table, and_, bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -36,7 +36,7 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Conversation, EpisodeSummary
 from caesar.gateway.base import Message
-from caesar.memory.transcript import conversation_turns
+from caesar.memory.transcript import conversation_turns, is_temporary
 
 KEY_PREFIX = "t:"
 MAX_KEY_CHARS = 200  # conversations.key
@@ -216,6 +216,12 @@ class Listed:
 OPENING_CHARS = 120
 
 
+def opening(payload: dict[str, Any] | None) -> str:
+    """How a conversation opened: its first user turn, on one line, cut to OPENING_CHARS."""
+    said = [t["content"] for t in conversation_turns(payload or {}) if t["role"] == "user"]
+    return " ".join(said[0].split())[:OPENING_CHARS] if said else ""
+
+
 def recent(
     session: Session, ids: Sequence[int] | None = None, limit: int = 50, *, person: int
 ) -> list[Listed]:
@@ -233,10 +239,77 @@ def recent(
     ).all()
     out = []
     for c, summary, payload in rows:
-        said = [t["content"] for t in conversation_turns(payload or {}) if t["role"] == "user"]
-        opening = " ".join(said[0].split())[:OPENING_CHARS] if said else ""
-        out.append(Listed(c.id, c.key, c.started_at, c.last_turn_at, c.turns, summary, opening))
+        out.append(
+            Listed(c.id, c.key, c.started_at, c.last_turn_at, c.turns, summary, opening(payload))
+        )
     return out
+
+
+class Current(NamedTuple):
+    """What tells a turn's own conversation: the client's name for it, or the key its latest
+    answered turn was recorded under (`turns_key` of the history it sent)."""
+
+    key: str | None = None
+    tip: str | None = None
+
+    @classmethod
+    def of(cls, named: str | None, history: Sequence[Message]) -> Current:
+        spoken = any(t.get("role") in ("user", "assistant") for t in history)
+        return cls(named, turns_key(history) if spoken else None)
+
+
+# A turn with no conversation of its own to leave out (the recall preview)
+NO_CURRENT = Current()
+
+
+@dataclass(frozen=True)
+class Unsummarised:
+    """A conversation the summariser has not reached yet: its latest turn's row (which holds
+    the whole conversation), when that turn was, and its turns."""
+
+    tip_audit_id: int
+    last_turn_at: datetime
+    turns: list[Message]
+
+
+def unsummarised_within(
+    session: Session,
+    spans: Sequence[tuple[datetime, datetime]],
+    *,
+    person: int,
+    current: Current = NO_CURRENT,
+    limit: int,
+) -> list[Unsummarised]:
+    """`person`'s conversations never summarised yet (the summariser waits for them to go
+    quiet) whose latest turn is within `spans` (start inclusive, end exclusive), newest first,
+    at most `limit`; not `current`, the turn's own conversation, nor a temporary one. A
+    conversation summarised before and continued since is not among them: its episode is
+    recalled as it stands."""
+    if not spans:
+        return []
+    c = _TABLE.c
+    rows = session.execute(
+        select(c.key, c.tip_audit_id, c.last_turn_at, _AUDIT.c.subject_key, _AUDIT.c.payload)
+        .join(_AUDIT, _AUDIT.c.id == c.tip_audit_id)
+        .where(
+            c.person_id == person,
+            c.tip_audit_id > c.summarised_audit_id,  # the summariser's queue (its index)
+            c.summarised_audit_id == 0,
+            or_(*(and_(c.last_turn_at >= a, c.last_turn_at < b) for a, b in spans)),
+        )
+        .order_by(c.last_turn_at.desc(), c.id.desc())
+        .limit(limit + 1)
+    ).all()
+    out = []
+    for key, tip, last_turn_at, subject_key, payload in rows:
+        if (current.key is not None and key == current.key) or (
+            current.tip is not None and subject_key == current.tip
+        ):
+            continue
+        if is_temporary(payload or {}):  # never remembered: the summariser skips it too
+            continue
+        out.append(Unsummarised(int(tip), last_turn_at, conversation_turns(payload or {})))
+    return out[:limit]
 
 
 def key_of(session: Session, conversation_id: int, *, person: int) -> str | None:

@@ -20,6 +20,7 @@ from caesar.config import EpisodesRecallSettings, FactsInjectSettings
 from caesar.embeddings import EmbedderHandle, normalise
 from caesar.memory.context import excerpts, plain
 from caesar.memory.context.render import EpisodeLine, FactLine, facts_block
+from caesar.memory.conversations import NO_CURRENT, Current
 from caesar.memory.episodes.recall import EpisodeMemory, RecalledEpisode, RecallParams
 from caesar.memory.facts.store import FactsStore
 from caesar.memory.search.question import NOTHING, Asked
@@ -113,6 +114,25 @@ def with_excerpts(
     return block.text, shown
 
 
+def with_unsummarised(
+    ranked: list[RecalledEpisode], pending: list[RecalledEpisode], asked: Asked
+) -> list[RecalledEpisode]:
+    """The ranking with the span's conversations not summarised yet (newest first): they come
+    before the others for a message about time alone (they are the newest of the timeline),
+    else after the episodes held in the span. They score as the lowest of those (or the best
+    of all), and each of their windows as much, so that the block's choice treats them as the
+    span's conversations, shown from their first turn."""
+    if not pending:
+        return ranked
+    dated = [e.score for e in ranked if e.dated]
+    score = min(dated) if dated else max((e.score for e in ranked), default=1.0)
+    pending = [replace(e, score=score, windows=(score,) * len(e.windows or ())) for e in pending]
+    if asked.time_only:
+        return pending + ranked
+    held = next((i for i, e in enumerate(ranked) if not e.dated), len(ranked))
+    return ranked[:held] + pending + ranked[held:]
+
+
 def recall_for_prompt(
     episodes: EpisodeMemory,
     settings: EpisodesRecallSettings,
@@ -121,9 +141,11 @@ def recall_for_prompt(
     memory: TurnMemory,
     *,
     person: int,
+    current: Current = NO_CURRENT,
 ) -> TurnMemory:
     """`memory` with the past conversations of `person`'s that `message` recalls, or with the
-    recall error."""
+    recall error. `current`: the turn's own conversation, which is not recalled while it is
+    not summarised yet (it is in the prompt as the history)."""
     try:
         params = RecallParams.from_settings(settings)
         memory.asked = episodes.read(message, now)
@@ -131,6 +153,8 @@ def recall_for_prompt(
         ranked = episodes.search(
             vector, now, params, query_text=message, asked=memory.asked, person=person
         )
+        pending = episodes.unsummarised(memory.asked, now, person=person, current=current)
+        ranked = with_unsummarised(ranked, pending, memory.asked)
         memory.episodes_text, memory.recalled = with_excerpts(
             episodes, settings, ranked, message, now, memory.asked, person=person
         )
@@ -153,6 +177,7 @@ def preview(
     the episodes that would reach the prompt, their excerpts (the others have none)."""
     ranked = episodes.preview(query, now, person=person, **overrides)
     asked = episodes.read(query, now)
+    ranked = with_unsummarised(ranked, episodes.unsummarised(asked, now, person=person), asked)
     _text, shown = with_excerpts(episodes, settings, ranked, query, now, asked, person=person)
     by_id = {e.episode_id: e for e in shown}
     return [by_id.get(e.episode_id, e) for e in ranked]

@@ -30,6 +30,7 @@ from caesar.db.engine import Database
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.embeddings import EmbedderHandle, embed_one
 from caesar.gateway.base import Message
+from caesar.memory.conversations import NO_CURRENT, Current, unsummarised_within
 from caesar.memory.importance import (
     SECONDS_PER_DAY,
     episode_rank,
@@ -38,12 +39,17 @@ from caesar.memory.importance import (
 )
 from caesar.memory.search.backend import SearchBackend, search_backend
 from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, Ranking, hybrid_search
+from caesar.memory.search.passages import window_spans, window_turns
 from caesar.memory.search.pgvector_migration import Progress, VectorStatus
 from caesar.memory.search.question import Asked, read_question
 from caesar.memory.search.sql import person_checked
 from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
 from caesar.memory.transcript import conversation_turns
 
+# A message naming a span brings up to this many of its conversations that have no episode
+# yet (EpisodeMemory.unsummarised), their line saying so.
+UNSUMMARISED_POOL = 5
+UNSUMMARISED_LINE = "(not summarised yet)"
 # Candidates fetched beyond top_k, so fresh counters from the database can reorder them.
 OVERFETCH = 4
 # Built once: every chat turn runs it.
@@ -130,6 +136,9 @@ class RecalledEpisode:
     dated: bool = False
     # the verbatim parts of the conversation shown with the summary (memory/context/excerpts.py)
     excerpts: tuple[Excerpt, ...] = ()
+    # a conversation the summariser has not reached yet (`unsummarised`): no episode
+    # (`episode_id` 0), `audit_log_id` its latest turn, `summary` how it opened
+    pending: bool = False
 
     def as_json(self) -> dict[str, object]:
         # Field by field, not asdict: that deep-copies `windows` (one float per window of the
@@ -248,6 +257,42 @@ class EpisodeMemory:
             ).all()
         return {int(i): conversation_turns(payload or {}) for i, payload in rows}
 
+    def unsummarised(
+        self, asked: Asked, now: datetime, *, person: int, current: Current = NO_CURRENT
+    ) -> list[RecalledEpisode]:
+        """`person`'s conversations held in the spans `asked` names that have no episode yet
+        (memory/conversations.py `unsummarised_within`; not `current`, the turn's own), newest
+        first, as recalled episodes marked `pending`: a chat an hour ago is part of "today"
+        before the summariser, which waits for it to go quiet, has reached it. Their line
+        says so; their turns are their excerpts, every window alike (no relevance is known:
+        the block shows them from the start)."""
+        spans = [(s.start, s.end) for s in asked.time.spans]
+        if not spans:
+            return []
+        with self.db.read() as session:
+            found = unsummarised_within(
+                session, spans, person=person, current=current, limit=UNSUMMARISED_POOL
+            )
+        return [
+            RecalledEpisode(
+                episode_id=0,
+                audit_log_id=c.tip_audit_id,
+                summary=UNSUMMARISED_LINE,
+                created_at=c.last_turn_at,
+                cosine=0.0,
+                age_days=(now - c.last_turn_at).total_seconds() / SECONDS_PER_DAY,
+                freshness=1.0,
+                recall_count=0,
+                recall_weight=1.0,
+                score=0.0,
+                # placeholders: with_unsummarised (memory/context/build.py) weighs them
+                windows=(0.0,) * len(window_spans(len(window_turns(c.turns)))),
+                dated=True,
+                pending=True,
+            )
+            for c in found
+        ]
+
     def embed_query(self, text: str) -> np.ndarray:
         return embed_one(self.embedder.get(), text)
 
@@ -346,8 +391,8 @@ class EpisodeMemory:
         # chat turn's write transaction. The core table, not the ORM entity: an ORM UPDATE
         # pays for session synchronisation this session has nothing to synchronise.
         table = EpisodeSummary.__table__
-        ids = sorted(e.episode_id for e in episodes)
-        if session.get_bind().dialect.name != "sqlite":
+        ids = sorted(e.episode_id for e in episodes if not e.pending)
+        if ids and session.get_bind().dialect.name != "sqlite":
             # Row locks in id order, as every writer of several episodes takes them (the
             # memory.passages worker, reembed): an UPDATE … IN locks in scan order, and with
             # the passages worker holding one of these rows that deadlocked — and PostgreSQL
@@ -355,14 +400,15 @@ class EpisodeMemory:
             session.execute(
                 select(table.c.id).where(table.c.id.in_(ids)).order_by(table.c.id).with_for_update()
             )
-        session.execute(
-            update(table)  # type: ignore[arg-type]  # a Table, typed as its FromClause base
-            .where(table.c.id.in_(ids))
-            .values(recall_count=table.c.recall_count + 1, last_recalled_at=now)
-        )
+        if ids:
+            session.execute(
+                update(table)  # type: ignore[arg-type]  # a Table, typed as its FromClause base
+                .where(table.c.id.in_(ids))
+                .values(recall_count=table.c.recall_count + 1, last_recalled_at=now)
+            )
         rows = []
         for episode in episodes:
-            if index is not None:
+            if index is not None and not episode.pending:
                 index.set_recall_count(episode.episode_id, episode.recall_count + 1)
             payload = {**episode.as_json(), **context}
             payload.pop("summary", None)
