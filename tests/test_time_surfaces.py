@@ -467,6 +467,14 @@ def test_what_did_we_talk_about_today_brings_a_chat_not_summarised_yet(make_serv
         events_page = _text(client.get(f"/dashboard/audit/{row.id}").text)
         assert f"none yet (not summarised), the conversation of chat #{chat_id}" in events_page
 
+        # the preview: both chats of today (that question's own too), each with its turns
+        found = client.post("/v1/memory/recall", json={"query": "What did we talk about today?"})
+        shown = {e["audit_log_id"]: e for e in found.json()["episodes"]}
+        assert set(shown) == {chat_id, today.json()["audit_id"]}
+        assert all(e["pending"] and e["episode_id"] == 0 for e in shown.values())
+        said = [t["text"] for x in shown[chat_id]["excerpts"] for t in x["turns"]]
+        assert said[0] == SISTER
+
         # within the conversation itself: it is the history already
         llm.replies.append("Just this.")
         history = [

@@ -97,6 +97,7 @@ def with_excerpts(
             e.windows if settings.excerpts else None,
             e.score,
             e.dated,
+            e.pending,
         )
         for e in ranked
     ]
@@ -179,8 +180,9 @@ def preview(
     asked = episodes.read(query, now)
     ranked = with_unsummarised(ranked, episodes.unsummarised(asked, now, person=person), asked)
     _text, shown = with_excerpts(episodes, settings, ranked, query, now, asked, person=person)
-    by_id = {e.episode_id: e for e in shown}
-    return [by_id.get(e.episode_id, e) for e in ranked]
+    # by chat row: the conversations not summarised yet have no episode id
+    by_chat = {e.audit_log_id: e for e in shown}
+    return [by_chat.get(e.audit_log_id, e) for e in ranked]
 
 
 class SentenceVectors:

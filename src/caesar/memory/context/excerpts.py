@@ -93,6 +93,9 @@ class Candidate:
     # held in the span of time the message names: such episodes lead the block (their windows
     # before any other's), as they lead the ranking
     dated: bool = False
+    # not summarised yet: its line is the same for every such conversation, so it never
+    # makes one the duplicate of another (their turns still are not shown twice)
+    pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -447,13 +450,16 @@ class _Selection:
         self.shown_summaries: set[str] = set()
 
     def _duplicate(self, ci: int) -> bool:
-        summary = self.candidates[ci].line.summary
-        return ci not in self.included and summary in self.shown_summaries
+        candidate = self.candidates[ci]
+        if candidate.pending or ci in self.included:
+            return False
+        return candidate.line.summary in self.shown_summaries
 
     def _include(self, ci: int) -> None:
         if ci not in self.included:
             self.included.append(ci)
-            self.shown_summaries.add(self.candidates[ci].line.summary)
+            if not self.candidates[ci].pending:
+                self.shown_summaries.add(self.candidates[ci].line.summary)
 
     def take_line(self, ci: int) -> None:
         """The episode's line alone, if it fits and is not in yet."""
