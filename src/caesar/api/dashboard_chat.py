@@ -41,9 +41,10 @@ from caesar.api.dashboard_render import (
 )
 from caesar.api.dashboard_session import FormViewerDep, Viewer, ViewerDep
 from caesar.api.deps import BrainDep, ServicesDep
-from caesar.api.routes_chat import MAX_MESSAGE_CHARS
+from caesar.api.routes_chat import MAX_MESSAGE_CHARS, STREAM_NOT_SAVED
 from caesar.api.turn_memory import read_turn_memory
 from caesar.brain import Brain, TurnContext
+from caesar.db.engine import UNAVAILABLE, outage
 from caesar.errors import CaesarError, InputError, NotFound
 from caesar.memory import conversations
 from caesar.memory.context.render import SPEAKERS
@@ -255,6 +256,10 @@ def _events(brain: Brain, services: Services, ctx: TurnContext) -> Iterator[str]
             conversation_id=failed_in,
             url=chat_url(failed_in),
         )
+        return
+    except UNAVAILABLE as exc:  # the database went down before the turn was written
+        log.warning("dashboard chat stream failed: database unavailable: %s", outage(exc))
+        yield _event("error", message=STREAM_NOT_SAVED)
         return
     except Exception:  # an unexpected bug: logged whole, answered without internals
         log.exception("dashboard chat stream failed")

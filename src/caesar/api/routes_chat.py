@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 from caesar.api.background import TEMPORARY_HEADER, Task, background_task
 from caesar.api.deps import Authenticated, BrainDep, PersonDep
 from caesar.brain import CHAT, Brain, TurnContext, TurnKind, background_kind
+from caesar.db.engine import UNAVAILABLE, outage
 from caesar.errors import CaesarError, InputError, ProviderError
 from caesar.gateway.base import Generation, Message, ToolUse
 from caesar.memory import conversations
@@ -372,6 +373,9 @@ def _stream(
         except CaesarError as exc:
             log.warning("chat stream failed: %s", exc)
             yield _error_event("unavailable", str(exc))
+        except UNAVAILABLE as exc:  # the database went down before the turn was written
+            log.warning("chat stream failed: database unavailable: %s", outage(exc))
+            yield _error_event("database_unavailable", STREAM_NOT_SAVED)
         except Exception:  # an unexpected bug: logged whole, answered without internals
             log.exception("chat stream failed")
             yield _error_event("internal_error", "internal error; see the server log")
@@ -388,6 +392,9 @@ def list_models() -> dict[str, Any]:
         "object": "list",
         "data": [{"id": "caesar", "object": "model", "created": 0, "owned_by": "caesar"}],
     }
+
+
+STREAM_NOT_SAVED = "The database became unavailable: this reply was not saved."
 
 
 def _error_event(kind: str, message: str, **extra: Any) -> str:

@@ -16,14 +16,24 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 BUSY_TIMEOUT_MS = 30_000
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+# What an unreachable database raises (PostgreSQL down or restarting; SQLite busy past its
+# timeout): the statement's transaction was rolled back, so nothing of it was kept.
+UNAVAILABLE = (OperationalError, InterfaceError)
+
+
+def outage(exc: OperationalError | InterfaceError) -> str:
+    """The driver's own first line of the error, for a log line."""
+    lines = str(exc.orig or exc).splitlines() or [type(exc).__name__]
+    return lines[0][:300]
 
 
 def _sqlite_setup(engine: Engine) -> None:
@@ -82,6 +92,17 @@ class Database:
     def read(self) -> Iterator[Session]:
         with self._read() as session:
             yield session
+
+    def reachable(self) -> bool:
+        """Whether a statement runs now: False while PostgreSQL is down or restarting (the
+        pool's pre-ping reconnects once it is back). The error goes to the log."""
+        try:
+            with self._read() as session:
+                session.execute(text("SELECT 1"))
+        except UNAVAILABLE as exc:
+            log.warning("database unreachable: %s", outage(exc))
+            return False
+        return True
 
     @contextmanager
     def write(self) -> Iterator[Session]:
