@@ -243,6 +243,11 @@ class PgServer:
     def resume(self, timeout: float = _START_TIMEOUT) -> None:
         """Start the paused server again on its port and data, and wait until it is ready."""
         args, kwargs = self._launch
+        # the parent-death signal follows the thread that forks (see _make_preexec)
+        kwargs = {
+            **kwargs,
+            "preexec_fn": _make_preexec(threading.current_thread() is threading.main_thread()),
+        }
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, **kwargs)
         if not _wait_ready(self._proc, self.datadir, self.port, timeout):

@@ -1,20 +1,24 @@
 """PostgreSQL restarting under a running server (issue #24, item 5): while it is down, every
 request gets a clear 503 that says nothing was saved (the chat endpoints included, before
 the model is called), `/healthz` says the database is unreachable, and once it is back the
-same server serves again, with every answered turn recorded once. A real PostgreSQL, shut
-down and started again on its data and port."""
+same server serves again, with every answered turn recorded once; a worker waits it out
+with one log line and learns the chat once it is back. A real PostgreSQL, shut down and
+started again on its data and port (bench/load.py --restart-at does it under load)."""
 
 from __future__ import annotations
 
 import json
+import time
 
 from fastapi.testclient import TestClient
 from memory_helpers import events
 from pg import create_database, start_postgres
+from sqlalchemy import select
 
-from caesar import audit
+from caesar import audit, workers
 from caesar.api import create_app
 from caesar.api.app import DATABASE_RETRY_AFTER
+from caesar.db.models import EpisodeSummary
 
 
 def test_a_postgresql_restart_gives_clear_503s_then_recovers_with_no_chat_lost(
@@ -105,3 +109,49 @@ def test_postgresql_going_down_while_the_model_answers_is_a_clear_error_not_a_si
             again = client.post("/v1/chat", json={"message": "The radiators are cold at the top."})
             assert again.status_code == 200, again.text
         assert len(events(services, audit.CHAT_COMPLETED)) == 1
+
+
+def test_a_worker_waits_out_a_postgresql_restart_and_then_learns_the_chat(
+    tmp_path, make_services, llm, caplog, monkeypatch
+):
+    # Its batch rolls back whole while PostgreSQL is down: one log line says so (not a crash
+    # with its traceback every interval), no crash row, and once it is back the chat is
+    # learned as if nothing had happened.
+    monkeypatch.setattr(workers, "OUTAGE_RETRY_SECONDS", 0.2)
+    with start_postgres(tmp_path / "pg") as server:
+        services = make_services(
+            database_url=create_database(server, with_vector=True),
+            memory={"episodes_summarise": {"enabled": True, "quiet_seconds": 0}},
+        )
+        worker = services.workers["memory.summarise"]
+        monkeypatch.setattr(type(worker), "interval_seconds", property(lambda self: 0.05))
+        app = create_app(services.settings, services, run_workers=False)
+        with TestClient(app) as client:
+            llm.replies.append("Bleed the radiators.")
+            turn = client.post("/v1/chat", json={"message": "The radiators are cold at the top."})
+            assert turn.status_code == 200, turn.text
+        llm.reply = lambda request, protocol: "The operator's radiators were cold at the top."
+        server.pause()
+        runner = workers.WorkerRunner([worker])
+        runner.start()
+        try:
+            deadline = time.monotonic() + 10
+            while caplog.text.count("database unavailable") < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.0)  # several more tries while it is down
+            server.resume()
+            while not episodes(services) and time.monotonic() < deadline + 10:
+                time.sleep(0.05)
+        finally:
+            runner.stop()
+        said = [r.getMessage() for r in caplog.records if "memory.summarise" in r.getMessage()]
+        assert sum("database unavailable" in m for m in said) == 1, said
+        assert any("database reachable again" in m for m in said), said
+        assert "Traceback" not in caplog.text
+        assert episodes(services) == ["The operator's radiators were cold at the top."]
+        assert not events(services, audit.WORKER_CRASHED)
+
+
+def episodes(services) -> list[str]:
+    with services.db.read() as session:
+        return list(session.scalars(select(EpisodeSummary.summary)))

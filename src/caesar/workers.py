@@ -20,10 +20,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from caesar import audit
 from caesar.clock import utcnow
+from caesar.db.engine import UNAVAILABLE, outage
 from caesar.db.models import AuditLog
 from caesar.errors import CaesarError
 
@@ -190,6 +192,45 @@ def _audit_crash(worker: Worker, exc: BaseException) -> None:
         log.exception("%s: could not audit the crash", worker.name)
 
 
+# While the database is unreachable (PostgreSQL restarting), a worker tries again this often
+# and says so in the log once, then again every OUTAGE_REMINDER_SECONDS while it lasts: not a
+# crash with its traceback every interval (a 5 s restart under load logged 240 of them).
+OUTAGE_RETRY_SECONDS = 2.0
+OUTAGE_REMINDER_SECONDS = 60.0
+
+
+class _Outage:
+    """One worker's view of a database outage, for its log lines."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.since: float | None = None
+        self.said_at = 0.0
+
+    def seen(self, exc: OperationalError | InterfaceError) -> None:
+        now = time.monotonic()
+        if self.since is None or now - self.said_at >= OUTAGE_REMINDER_SECONDS:
+            if self.since is None:
+                self.since = now
+            log.warning(
+                "worker %s: database unavailable for %.0f s (%s); trying again every %.0f s",
+                self.name,
+                now - self.since,
+                outage(exc),
+                OUTAGE_RETRY_SECONDS,
+            )
+            self.said_at = now
+
+    def over(self) -> None:
+        if self.since is not None:
+            log.warning(
+                "worker %s: database reachable again after %.0f s",
+                self.name,
+                time.monotonic() - self.since,
+            )
+            self.since = None
+
+
 class WorkerRunner:
     """Runs workers forever, each on its own thread, until `stop()`. A step that raises is
     audited as `worker.crashed` and retried after the worker's interval; it never kills
@@ -201,9 +242,15 @@ class WorkerRunner:
         self._threads: list[threading.Thread] = []
 
     def _loop(self, worker: Worker) -> None:
+        outage = _Outage(worker.name)
         while not self._stop.is_set():
             try:
                 done = worker.step()
+                outage.over()
+            except UNAVAILABLE as exc:  # not the worker's fault: its batch rolled back whole
+                outage.seen(exc)
+                self._stop.wait(max(worker.interval_seconds, OUTAGE_RETRY_SECONDS))
+                continue
             except (CaesarError, Exception) as exc:
                 log.exception("worker %s crashed", worker.name)
                 _audit_crash(worker, exc)
