@@ -40,6 +40,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -251,15 +252,20 @@ EMBEDDED_BUDGET = {"recall_chars": 2500} if "recall_chars" in ProviderSettings.m
 
 
 def bench_settings(
-    home: Path, prompt_chars: int | None = None, timezone: str | None = None
+    home: Path,
+    prompt_chars: int | None = None,
+    timezone: str | None = None,
+    database_url: str | None = None,
 ) -> Settings:
     """Shipped defaults but for the routes and the summariser's batch, and what the caller
     names: the past-conversations budget, the operator's time zone (when this caesar has the
-    setting)."""
+    setting), the database (default: SQLite in `home`)."""
     recall: dict[str, Any] = {} if prompt_chars is None else {"prompt_chars": prompt_chars}
     zone: dict[str, Any] = {}
     if timezone is not None and "timezone" in Settings.model_fields:
         zone["timezone"] = timezone
+    if database_url is not None:
+        zone["database_url"] = database_url
     return Settings(
         home=home,
         gateway={
@@ -324,6 +330,12 @@ def build(
         sessions_of_audit[audit_id].append(key)  # duplicate sessions share one chat row
     run_until_caught_up(services.workers["memory.summarise"])
     run_until_caught_up(services.workers["memory.passages"])
+    # PostgreSQL with pgvector (--postgres): the vectors copied where it searches them and its
+    # index built, as `caesar serve` does at start (SQLite: nothing to do)
+    migrate_vectors = getattr(services.episodes, "migrate_vectors", None)
+    status = migrate_vectors() if migrate_vectors is not None else None
+    if status is not None:
+        print(f"  episode search: {status.describe()}", flush=True)
     with services.db.read() as session:
         rows = session.execute(
             select(EpisodeSummary.id, EpisodeSummary.audit_log_id).where(
@@ -474,6 +486,8 @@ class Tally:
 
 # --dump: every question's first-budget prompt and what it showed, one JSON line each
 DUMP: Path | None = None
+# --postgres: a fresh database on one PostgreSQL with pgvector for each history (None: SQLite)
+NEW_DATABASE: Callable[[], str] | None = None
 
 
 def candidate_sessions(built: Built, q: Question, asked: Any) -> list[str]:
@@ -505,9 +519,13 @@ def run(
     previous: dict[str, list[Question]] = {}
     for number, haystack in enumerate(haystacks, start=1):
         with tempfile.TemporaryDirectory(prefix="caesar-recall-") as home:
-            built = build(haystack, embedder, Path(home), bench_settings(Path(home), budgets[0]))
+            url = NEW_DATABASE() if NEW_DATABASE is not None else None
+            settings = bench_settings(Path(home), budgets[0], database_url=url)
+            built = build(haystack, embedder, Path(home), settings)
             # the same database, seen through the other budgets' settings
-            others = [Services.build(bench_settings(Path(home), b)) for b in budgets[1:]]
+            others = [
+                Services.build(bench_settings(Path(home), b, database_url=url)) for b in budgets[1:]
+            ]
             for other in others:
                 other.embedder.set(embedder)
             try:
@@ -639,6 +657,11 @@ def main() -> None:
         "--dump", default=None, help="write every question's prompt and what it showed (JSON lines)"
     )
     parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="on PostgreSQL with pgvector (the test suite's; a partial run: docs not rewritten)",
+    )
+    parser.add_argument(
         "--types",
         default=None,
         help="only LongMemEval questions of these types, e.g. multi-session,temporal-reasoning "
@@ -649,6 +672,14 @@ def main() -> None:
         global DUMP
         DUMP = Path(args.dump)
         DUMP.unlink(missing_ok=True)
+    stack = ExitStack()
+    if args.postgres:
+        global NEW_DATABASE
+        sys.path.insert(0, str(ROOT / "tests"))
+        from pg import create_database, start_postgres
+
+        server = stack.enter_context(start_postgres(Path(tempfile.mkdtemp(prefix="caesar-pg-"))))
+        NEW_DATABASE = lambda: create_database(server, with_vector=True)  # noqa: E731
     budgets = parse_budgets(args.prompt_chars)
     resolved = [budget_of(bench_settings(OUT, b)) for b in budgets]
 
@@ -672,7 +703,8 @@ def main() -> None:
         Settings(home=OUT, embedder={"cache_dir": OUT / "models", "threads": threads})
     )
     embedder = CachedEmbedder(real, OUT / "embedding-cache.sqlite")
-    tallies, notes = run(haystacks, embedder, budgets)
+    with stack:  # the PostgreSQL, if --postgres started one
+        tallies, notes = run(haystacks, embedder, budgets)
     datasets = list(dict.fromkeys(h.dataset for h in haystacks))
     text = report(tallies, notes, datasets, resolved)
     print(f"\nembeddings: {embedder.hits} cached, {embedder.misses} computed\n")
@@ -683,7 +715,8 @@ def main() -> None:
             for ds in datasets:
                 print(f"\n**{ds}**\n\n" + shown_section(notes, ds, budget))
         print("\n" + curve)
-    if args.dataset == "all" and args.limit is None and not args.types and not args.no_docs:
+    whole = args.limit is None and not args.types and not args.no_docs and not args.postgres
+    if args.dataset == "all" and whole:
         if curve:
             write_doc(curve, "budget-curve")
         if resolved[0] == budget_of(bench_settings(OUT)):  # the first budget is the shipped one

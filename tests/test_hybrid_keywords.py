@@ -109,6 +109,28 @@ def test_term_counts_follow_every_change_of_the_index_on_both_engines(migrated_d
     assert counts() == (301, [0, 1, 1])
 
 
+def test_a_rare_word_outweighs_common_ones_on_both_engines(migrated_db):
+    """ "When did Melanie go to the museum?" over conversations that all name Melanie and most
+    say "go": the one holding "museum" ranks first, by far (bm25's idf on SQLite; each word's
+    ts_rank weighed by its idf on PostgreSQL, where ts_rank alone ranked it 3rd of 6)."""
+    chats = [
+        "Melanie said we should go go go to the beach and go swimming, Melanie!",
+        "Melanie: let's go hiking, go camping, go out. Melanie loves to go.",
+        "Melanie went to the museum with her kids.",
+        "Melanie and I go to pottery class; we go every week.",
+        "Melanie painted a sunset.",
+        "Melanie wants to go to the concert, go with her friends.",
+    ]
+    _add(migrated_db, [(i, c, "x", None, "m", NOW) for i, c in enumerate(chats, start=1)])
+    with migrated_db.read() as session:
+        found = keywords.keyword_scores(
+            session, "When did Melanie go to the museum?", model_id="m", limit=10, person=OWNER
+        )
+        ranked = sorted(found, key=lambda i: -found[i])
+        assert ranked[0] == 3
+        assert found[3] >= 2 * max(v for i, v in found.items() if i != 3)
+
+
 def test_indexed_rows_reads_the_sqlite_varint_at_the_head_of_the_averages_record():
     assert keywords.indexed_rows(None) == keywords.indexed_rows(b"") == 0
     assert keywords.indexed_rows(bytes([5, 0x81, 0x00])) == 5  # then per-column token totals

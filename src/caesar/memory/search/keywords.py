@@ -113,7 +113,8 @@ def keyword_scores(
     among `ids` if given, holding every term if `every`) by keyword relevance to `query`:
     {episode_id: score > 0}. `terms`, if given, replaces the query's own words (the stage passes
     the ones worth matching). A score depends on the episode and the terms only — not on the
-    filters, nor on `every` (bm25 and ts_rank weigh each term by the whole index's counts).
+    filters, nor on `every` (bm25, and on PostgreSQL each term's ts_rank times its idf, weigh
+    each term by the person's whole index).
     `backend`: the search backend (by default, that of the session's engine)."""
     terms = query_terms(query) if terms is None else terms
     id_list = None if ids is None else sorted({int(i) for i in ids})
