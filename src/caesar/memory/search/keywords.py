@@ -21,7 +21,6 @@ Cost on large histories: BM25 must score every episode the MATCH finds, so
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -31,7 +30,10 @@ from sqlalchemy.orm import Session
 
 from caesar.memory.search.backend import FullTextSearch, full_text
 from caesar.memory.search.dates import MONTHS
-from caesar.memory.search.postgres import tsquery_text  # noqa: F401 - re-exported
+from caesar.memory.search.postgres import (
+    bm25_idf,
+    tsquery_text,  # noqa: F401 - re-exported
+)
 from caesar.memory.search.sqlite import fts5_match, indexed_rows  # noqa: F401 - re-exported
 
 K = TypeVar("K")  # what is scored: an episode id, or (episode id, window number)
@@ -177,9 +179,7 @@ def match_terms(terms: list[str], total: int, counts: list[int]) -> list[str]:
     return [t for t, n in found if n < COMMON_MIN_DOCS or _idf(total, n) >= COMMON_IDF_SHARE * top]
 
 
-def _idf(total: int, n: int) -> float:
-    """BM25's idf, kept positive (as `coverage` weighs words)."""
-    return math.log(1.0 + (total - n + 0.5) / (n + 0.5))
+_idf = bm25_idf  # as `coverage` weighs words (and PostgreSQL its ts_rank)
 
 
 def coverage(total: int, counts: list[tuple[int, bool]]) -> float:

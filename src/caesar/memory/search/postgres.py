@@ -9,6 +9,7 @@ episode (ON DELETE CASCADE).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -40,33 +41,25 @@ def tsquery_text(terms: Iterable[str], *, every: bool = False) -> str:
 # that says "Melanie" and "go" often outranked the one holding the question's rare word
 # ("museum"), which bm25 (SQLite) ranks first; LoCoMo's dev figures on PostgreSQL fell behind
 # SQLite's by 0.09 (answer in prompt 0.682 against 0.769). So each word is ranked alone and
-# weighed by its idf among the person's episodes — BM25's, as `keywords.coverage` weighs
-# words — all in one statement: `_IDF` (a CTE) and `_idf_rank`.
-def _idf_cte(terms: Sequence[str]) -> str:
-    """A CTE `w` with each term's idf (`w0`, `w1`, …) among `:person`'s episodes; the terms
-    are the parameters `:t0`, `:t1`, …"""
-    counts = ", ".join(
-        "(SELECT count(*) FROM episode_fts WHERE person_id = :person "
-        f"AND document @@ to_tsquery('english', :t{i})) AS d{i}"
-        for i in range(len(terms))
-    )
-    idfs = ", ".join(
-        f"ln(1.0 + (c.n - c.d{i} + 0.5) / (c.d{i} + 0.5)) AS w{i}" for i in range(len(terms))
-    )
-    total = "(SELECT count(*) FROM episode_fts WHERE person_id = :person)::float8 AS n"
-    return f"w AS (SELECT {idfs} FROM (SELECT {total}, {counts}) AS c)"
+# weighed by its idf among the person's episodes (`_idf_rank`). The idfs come from
+# `term_counts`, which the keyword stage runs first in the same read transaction: they are
+# kept on the session (under `_IDF`) and read back, not counted again (counting them in each
+# scoring statement cost a household of 100 × 1,000 episodes +14 ms a turn).
+_IDF = "caesar.pg_idf"
+
+
+def bm25_idf(total: int, n: int) -> float:
+    """BM25's idf of a word in `n` of `total` documents, kept positive."""
+    return math.log(1.0 + (total - n + 0.5) / (n + 0.5))
 
 
 def _idf_rank(terms: Sequence[str], document: str, weights: str = "") -> str:
-    """Σ idf × ts_rank of each term alone (normalisation 1: by the log of the length)."""
+    """Σ idf × ts_rank of each term alone (normalisation 1: by the log of the length); the
+    terms are the parameters `:t0`, `:t1`, …, their idfs `:w0`, `:w1`, …"""
     return " + ".join(
-        f"w.w{i} * ts_rank({weights}{document}, to_tsquery('english', :t{i}), 1)"
+        f"CAST(:w{i} AS float8) * ts_rank({weights}{document}, to_tsquery('english', :t{i}), 1)"
         for i in range(len(terms))
     )
-
-
-def _term_params(terms: Sequence[str]) -> dict[str, object]:
-    return {f"t{i}": tsquery_text([t]) for i, t in enumerate(terms)}
 
 
 class PostgresFullText:
@@ -95,7 +88,7 @@ class PostgresFullText:
         )
         where.append("f.person_id = :person")
         params.update(limit=limit, tsquery=tsquery_text(terms), person=person)
-        params.update(_term_params(terms))
+        params.update(self._weighed(session, terms, person))
         if ids is not None:
             params["ids"] = list(ids)
             where.append("f.episode_id IN :ids")
@@ -104,9 +97,8 @@ class PostgresFullText:
             where.append("f.document @@ to_tsquery('english', :every)")
         score = _idf_rank(terms, "f.document", f"'{_WEIGHTS}', ")
         sql = f"""
-            WITH {_idf_cte(terms)}
             SELECT f.episode_id AS id, {score} AS score FROM episode_fts AS f {" ".join(join)}
-            , to_tsquery('english', :tsquery) AS q(query), w
+            , to_tsquery('english', :tsquery) AS q(query)
             WHERE {" AND ".join(["f.document @@ q.query", *where])}
             ORDER BY score DESC, f.episode_id DESC LIMIT :limit"""
         rows = session.execute(statement(sql, *(("ids",) if ids is not None else ())), params)
@@ -126,7 +118,23 @@ class PostgresFullText:
                 f"AND document @@ to_tsquery('english', :t{i}))"
             )
         n, *found = session.execute(statement(f"SELECT {', '.join(counts)}"), params).one()
+        idf = session.info.setdefault(_IDF, {})
+        for term, c in zip(terms, found, strict=True):
+            idf[(person, term)] = bm25_idf(int(n), int(c))
         return int(n), [int(c) for c in found]
+
+    def _weighed(self, session: Session, terms: Sequence[str], person: int) -> dict[str, object]:
+        """The parameters of `_idf_rank`: each term and its idf, counted once a transaction
+        (`term_counts` keeps them on the session)."""
+        missing = [t for t in terms if (person, t) not in session.info.get(_IDF, {})]
+        if missing:
+            self.term_counts(session, missing, person=person)
+        idf = session.info[_IDF] if terms else {}
+        params: dict[str, object] = {}
+        for i, term in enumerate(terms):
+            params[f"t{i}"] = tsquery_text([term])
+            params[f"w{i}"] = idf[(person, term)]
+        return params
 
     def probe_contains(
         self, session: Session, terms: Sequence[str], probe_id: int, *, person: int
@@ -163,12 +171,11 @@ class PostgresFullText:
         if not ids:
             return {}
         sql = f"""
-            WITH {_idf_cte(terms)}
             SELECT f.episode_id, f.window_no, {_idf_rank(terms, "f.document")}
-            FROM episode_window_fts AS f, to_tsquery('english', :tsquery) AS q(query), w
+            FROM episode_window_fts AS f, to_tsquery('english', :tsquery) AS q(query)
             WHERE f.episode_id IN :ids AND f.document @@ q.query"""
-        params = {"tsquery": tsquery_text(terms), "ids": list(ids), "person": person}
-        params.update(_term_params(terms))
+        params: dict[str, object] = {"tsquery": tsquery_text(terms), "ids": list(ids)}
+        params.update(self._weighed(session, terms, person))
         return by_window(session.execute(statement(sql, "ids"), params).all())
 
     def has_windows(self, session: Session, episode_id: int) -> bool:
