@@ -1,5 +1,6 @@
-"""PostgreSQL's search backend: `tsvector` full text (`ts_rank`) and, for now, the in-process
-vector index (pgvector next: issue #24).
+"""PostgreSQL's full-text search: `tsvector`, each query word's `ts_rank` weighed by its idf
+(see `_idf_rank`), and `PostgresSearch`, that with the in-process vector index (a database
+without pgvector; memory/search/pgvector.py is the backend with it).
 
 Tables (migrations 0002, 0005): `episode_fts` holds each episode's GIN-indexed tsvector
 (summary labelled A, conversation B; trigger-maintained), `episode_window_fts` one tsvector per
