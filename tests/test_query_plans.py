@@ -1,5 +1,6 @@
-"""The turn's lookups by id read rows by their primary key, and a span of time reads the
-person's episodes by (person_id, created_at), on SQLite, whose planner has no statistics: it
+"""The turn's lookups by id read rows by their primary key, a span of time reads the
+person's episodes by (person_id, created_at) and its chats not summarised yet from the
+summariser's queue, on SQLite, whose planner has no statistics: it
 takes an equality on an indexed column for ~10 rows, and once read a person's whole index for
 60 candidates (28 ms at 100k episodes against 0.3 ms; a dated message 280–450 ms). Real
 SQLite file, the real Brain.prepare; each SELECT it sends is planned with EXPLAIN QUERY PLAN."""
@@ -47,3 +48,8 @@ def test_a_turn_reads_candidates_by_key_and_a_span_by_person_and_time(make_servi
     spans = [p for s, p in plans if "created_at >=" in s and "episode_summaries" in s]
     assert spans, "the dated message read its span"
     assert all("idx_episode_summaries_person_created" in p for p in spans), spans
+    # its conversations not summarised yet: from the summariser's queue (a partial index of a
+    # few rows), not by the person's index (every conversation they ever had)
+    queue = [p for s, p in plans if "FROM conversations" in s and "last_turn_at >=" in s]
+    assert queue, "the dated message looked for the span's chats not summarised yet"
+    assert all("idx_conversations_unsummarised" in p for p in queue), queue

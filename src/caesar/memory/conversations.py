@@ -36,6 +36,7 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Conversation, EpisodeSummary
 from caesar.gateway.base import Message
+from caesar.memory.search.sql import person_checked
 from caesar.memory.transcript import conversation_turns, is_temporary
 
 KEY_PREFIX = "t:"
@@ -272,6 +273,11 @@ class Unsummarised:
     turns: list[Message]
 
 
+# rows read per conversation wanted: the turn's own, temporary ones and those summarised once
+# are skipped after the read
+UNSUMMARISED_SPARE = 4
+
+
 def unsummarised_within(
     session: Session,
     spans: Sequence[tuple[datetime, datetime]],
@@ -289,19 +295,29 @@ def unsummarised_within(
         return []
     c = _TABLE.c
     rows = session.execute(
-        select(c.key, c.tip_audit_id, c.last_turn_at, _AUDIT.c.subject_key, _AUDIT.c.payload)
+        select(
+            c.key,
+            c.tip_audit_id,
+            c.last_turn_at,
+            c.summarised_audit_id,
+            _AUDIT.c.subject_key,
+            _AUDIT.c.payload,
+        )
         .join(_AUDIT, _AUDIT.c.id == c.tip_audit_id)
         .where(
-            c.person_id == person,
-            c.tip_audit_id > c.summarised_audit_id,  # the summariser's queue (its index)
-            c.summarised_audit_id == 0,
+            # the summariser's queue, by its partial index: a few rows, however many
+            # conversations the person has (by the person's index SQLite read them all)
+            c.tip_audit_id > c.summarised_audit_id,
+            person_checked(c.person_id, person),
             or_(*(and_(c.last_turn_at >= a, c.last_turn_at < b) for a, b in spans)),
         )
         .order_by(c.last_turn_at.desc(), c.id.desc())
-        .limit(limit + 1)
+        .limit(limit * UNSUMMARISED_SPARE)
     ).all()
     out = []
-    for key, tip, last_turn_at, subject_key, payload in rows:
+    for key, tip, last_turn_at, summarised, subject_key, payload in rows:
+        if summarised:  # summarised once, continued since: its episode stands for it
+            continue
         if (current.key is not None and key == current.key) or (
             current.tip is not None and subject_key == current.tip
         ):
