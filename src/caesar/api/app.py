@@ -10,7 +10,6 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from caesar import __version__
 from caesar.api.auth_limit import AuthFailureLimiter
@@ -18,7 +17,7 @@ from caesar.api.deps import Authenticated
 from caesar.api.limits import BodySizeLimit, RequestTooLarge
 from caesar.brain import Brain
 from caesar.config import Settings
-from caesar.db.engine import outage
+from caesar.db.engine import UNAVAILABLE, outage
 from caesar.errors import CaesarError, ConfigError, InputError, NotFound, ProviderError
 from caesar.services import Services
 from caesar.workers import WorkerRunner
@@ -30,8 +29,11 @@ log = logging.getLogger(__name__)
 DATABASE_RETRY_AFTER = 2
 
 
-def _error(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message, **extra}}, status_code=status)
+def _error(
+    status: int, kind: str, message: str, headers: dict[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    body = {"error": {"type": kind, "message": message, **extra}}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -55,25 +57,22 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def _caesar(_: Request, exc: CaesarError) -> JSONResponse:
         return _error(503, "unavailable", str(exc))
 
-    @app.exception_handler(OperationalError)
-    @app.exception_handler(InterfaceError)
-    async def _database(_: Request, exc: OperationalError | InterfaceError) -> JSONResponse:
+    async def _database(_: Request, exc: Exception) -> JSONResponse:
         # PostgreSQL restarting or unreachable, SQLite busy past its timeout: every statement
         # of the request ran in a transaction that rolled back, so nothing of it was kept and
         # the client can send it again (a chat turn fails before it is answered, or is not
         # recorded and so not answered either: never a reply without its row).
-        log.warning("database unavailable: %s", outage(exc))
-        return JSONResponse(
-            {
-                "error": {
-                    "type": "database_unavailable",
-                    "message": "The database is unavailable; nothing of this request was "
-                    "saved. Try again in a moment.",
-                }
-            },
-            status_code=503,
+        log.warning("database unavailable: %s", outage(exc))  # type: ignore[arg-type]
+        return _error(
+            503,
+            "database_unavailable",
+            "The database is unavailable; nothing of this request was saved. Try again in a "
+            "moment.",
             headers={"Retry-After": str(DATABASE_RETRY_AFTER)},
         )
+
+    for unavailable in UNAVAILABLE:
+        app.add_exception_handler(unavailable, _database)
 
     @app.exception_handler(RequestTooLarge)
     async def _too_large(_: Request, exc: RequestTooLarge) -> JSONResponse:

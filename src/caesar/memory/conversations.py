@@ -114,9 +114,14 @@ def key_for(session: Session, history: Sequence[Message], *, person: int) -> str
     return found.key if found else uuid.uuid4().hex
 
 
+def _spoken(history: Sequence[Message]) -> bool:
+    """Whether `history` holds a turn of the conversation (not only system messages)."""
+    return any(t.get("role") in ("user", "assistant") for t in history)
+
+
 def _continued(session: Session, history: Sequence[Message], person: int) -> Ref | None:
     """`person`'s conversation whose latest answered turn `history` is, if any."""
-    if not any(t.get("role") in ("user", "assistant") for t in history):
+    if not _spoken(history):
         return None
     row = session.execute(_BY_TIP, {"tip": turns_key(history), "person": person}).first()
     return Ref(int(row.id), str(row.key)) if row else None
@@ -217,12 +222,6 @@ class Listed:
 OPENING_CHARS = 120
 
 
-def opening(payload: dict[str, Any] | None) -> str:
-    """How a conversation opened: its first user turn, on one line, cut to OPENING_CHARS."""
-    said = [t["content"] for t in conversation_turns(payload or {}) if t["role"] == "user"]
-    return " ".join(said[0].split())[:OPENING_CHARS] if said else ""
-
-
 def recent(
     session: Session, ids: Sequence[int] | None = None, limit: int = 50, *, person: int
 ) -> list[Listed]:
@@ -240,9 +239,9 @@ def recent(
     ).all()
     out = []
     for c, summary, payload in rows:
-        out.append(
-            Listed(c.id, c.key, c.started_at, c.last_turn_at, c.turns, summary, opening(payload))
-        )
+        said = [t["content"] for t in conversation_turns(payload or {}) if t["role"] == "user"]
+        opening = " ".join(said[0].split())[:OPENING_CHARS] if said else ""
+        out.append(Listed(c.id, c.key, c.started_at, c.last_turn_at, c.turns, summary, opening))
     return out
 
 
@@ -255,8 +254,7 @@ class Current(NamedTuple):
 
     @classmethod
     def of(cls, named: str | None, history: Sequence[Message]) -> Current:
-        spoken = any(t.get("role") in ("user", "assistant") for t in history)
-        return cls(named, turns_key(history) if spoken else None)
+        return cls(named, turns_key(history) if _spoken(history) else None)
 
 
 # A turn with no conversation of its own to leave out (the recall preview)

@@ -137,7 +137,7 @@ class RecalledEpisode:
     # the verbatim parts of the conversation shown with the summary (memory/context/excerpts.py)
     excerpts: tuple[Excerpt, ...] = ()
     # a conversation the summariser has not reached yet (`unsummarised`): no episode
-    # (`episode_id` 0), `audit_log_id` its latest turn, `summary` how it opened
+    # (`episode_id` 0), `audit_log_id` its latest turn, `summary` UNSUMMARISED_LINE
     pending: bool = False
 
     def as_json(self) -> dict[str, object]:

@@ -22,7 +22,9 @@ from caesar.memory.search.sql import (
     all_exist,
     by_window,
     count,
+    driver_rows,
     episode_filters,
+    marks,
     owned,
     person_episodes,
     statement,
@@ -54,11 +56,15 @@ def bm25_idf(total: int, n: int) -> float:
     return math.log(1.0 + (total - n + 0.5) / (n + 0.5))
 
 
-def _idf_rank(terms: Sequence[str], document: str, weights: str = "") -> str:
-    """Σ idf × ts_rank of each term alone (normalisation 1: by the log of the length); the
-    terms are the parameters `:t0`, `:t1`, …, their idfs `:w0`, `:w1`, …"""
+def _idf_rank(
+    terms: Sequence[str], document: str, weights: str = "", mark: str | None = None
+) -> str:
+    """Σ idf × ts_rank of each term alone (normalisation 1: by the log of the length); each
+    term's idf and tsquery are the parameters `:w0`, `:t0`, `:w1`, … (`mark`: positional,
+    in that order)."""
     return " + ".join(
-        f"CAST(:w{i} AS float8) * ts_rank({weights}{document}, to_tsquery('english', :t{i}), 1)"
+        f"CAST({mark or f':w{i}'} AS float8) * "
+        f"ts_rank({weights}{document}, to_tsquery('english', {mark or f':t{i}'}), 1)"
         for i in range(len(terms))
     )
 
@@ -89,7 +95,8 @@ class PostgresFullText:
         )
         where.append("f.person_id = :person")
         params.update(limit=limit, tsquery=tsquery_text(terms), person=person)
-        params.update(self._weighed(session, terms, person))
+        for i, (idf, tsquery) in enumerate(self._weighed(session, terms, person)):
+            params.update({f"w{i}": idf, f"t{i}": tsquery})
         if ids is not None:
             params["ids"] = list(ids)
             where.append("f.episode_id IN :ids")
@@ -124,18 +131,16 @@ class PostgresFullText:
             idf[(person, term)] = bm25_idf(int(n), int(c))
         return int(n), [int(c) for c in found]
 
-    def _weighed(self, session: Session, terms: Sequence[str], person: int) -> dict[str, object]:
-        """The parameters of `_idf_rank`: each term and its idf, counted once a transaction
-        (`term_counts` keeps them on the session)."""
+    def _weighed(
+        self, session: Session, terms: Sequence[str], person: int
+    ) -> list[tuple[float, str]]:
+        """The parameters of `_idf_rank`: each term's idf (counted once a transaction:
+        `term_counts` keeps them on the session) and its tsquery."""
         missing = [t for t in terms if (person, t) not in session.info.get(_IDF, {})]
         if missing:
             self.term_counts(session, missing, person=person)
-        idf = session.info[_IDF] if terms else {}
-        params: dict[str, object] = {}
-        for i, term in enumerate(terms):
-            params[f"t{i}"] = tsquery_text([term])
-            params[f"w{i}"] = idf[(person, term)]
-        return params
+        idf = session.info.get(_IDF, {})
+        return [(idf[(person, term)], tsquery_text([term])) for term in terms]
 
     def probe_contains(
         self, session: Session, terms: Sequence[str], probe_id: int, *, person: int
@@ -171,13 +176,14 @@ class PostgresFullText:
         ids = owned(session, ids, person)
         if not ids:
             return {}
+        # sent to the driver as written: this runs on every turn (see driver_rows)
+        mark = marks(session, 1)
         sql = f"""
-            SELECT f.episode_id, f.window_no, {_idf_rank(terms, "f.document")}
-            FROM episode_window_fts AS f, to_tsquery('english', :tsquery) AS q(query)
-            WHERE f.episode_id IN :ids AND f.document @@ q.query"""
-        params: dict[str, object] = {"tsquery": tsquery_text(terms), "ids": list(ids)}
-        params.update(self._weighed(session, terms, person))
-        return by_window(session.execute(statement(sql, "ids"), params).all())
+            SELECT f.episode_id, f.window_no, {_idf_rank(terms, "f.document", mark=mark)}
+            FROM episode_window_fts AS f, to_tsquery('english', {mark}) AS q(query)
+            WHERE f.episode_id IN ({marks(session, len(ids))}) AND f.document @@ q.query"""
+        weighed = [p for pair in self._weighed(session, terms, person) for p in pair]
+        return by_window(driver_rows(session, sql, [*weighed, tsquery_text(terms), *ids]))
 
     def has_windows(self, session: Session, episode_id: int) -> bool:
         sql = "SELECT 1 FROM episode_window_fts WHERE episode_id = :id LIMIT 1"
