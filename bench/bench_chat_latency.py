@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +76,12 @@ def db_upgrade(env: dict[str, str]) -> float:
 class Server:
     """`caesar serve` in a child process; `start_ms` is spawn → first 200 from /healthz."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], options: Sequence[str] = ()) -> None:
         self.port = benchlib.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         started = time.perf_counter()
         self.process = subprocess.Popen(
-            [*CAESAR, "serve", "--port", str(self.port)],
+            [*CAESAR, "serve", "--port", str(self.port), *options],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -308,6 +308,8 @@ class Built:
     sessions_text: dict[str, str]  # session key → raw text (for the BM25 baseline)
     rejected: int  # sessions the importer refused (not a chat)
     windows: prompt_quality.WindowBM25  # the answer-in-prompt baseline
+    # --postgres: every episode's id and stored vector, for an exact top 5 beside pgvector's
+    exact: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def build(
@@ -344,6 +346,7 @@ def build(
         ).all()
     session_of_episode = {r.id: sessions_of_audit[r.audit_log_id][0] for r in rows}
     texts = {key: "\n".join(t["content"] for t in turns) for key, turns, _ in accepted}
+    exact = stored_vectors(services) if status is not None and status.ready else None
     return Built(
         services,
         session_of_episode,
@@ -351,7 +354,44 @@ def build(
         texts,
         len(haystack.sessions) - len(accepted),
         prompt_quality.WindowBM25([turns for _, turns, _ in accepted]),
+        exact,
     )
+
+
+def stored_vectors(services: Services) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, unit vectors) of the current model's episodes, as stored: the exact search."""
+    with services.db.read() as session:
+        rows = session.execute(
+            select(EpisodeSummary.id, EpisodeSummary.embedding_f32).where(
+                EpisodeSummary.summary != "",
+                EpisodeSummary.model == services.embedder.get().model_id,
+            )
+        ).all()
+    ids = np.array([r.id for r in rows], dtype=np.int64)
+    matrix = np.stack([np.frombuffer(r.embedding_f32, dtype="<f4") for r in rows])
+    return ids, matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def hnsw_overlap(built: Built, q: Question, notes: dict[str, Any], ds: str) -> None:
+    """--postgres: pgvector's top 5 for the question against an exact top 5 over the same
+    vectors — as it searches (the planner may scan a small history's rows instead of the
+    HNSW index) and with the index forced (`enable_seqscan` off)."""
+    if built.exact is None:
+        return
+    from sqlalchemy import text
+
+    ids, matrix = built.exact
+    memory = built.services.episodes
+    vector = memory.embed_query(q.text)
+    cosine = matrix @ vector
+    exact = set(ids[np.lexsort((-ids, -cosine))][:5].tolist())
+    database = memory.backend.database  # type: ignore[attr-defined]
+    for how in ("as searched", "index forced"):
+        with memory.db.read() as session:
+            if how == "index forced":
+                session.execute(text("SET LOCAL enable_seqscan = off"))
+            got = set(database.search(session, vector, person=OWNER, limit=5).ids.tolist())
+        notes["hnsw"][(ds, how)].append(len(got & exact) / max(1, min(5, len(ids))))
 
 
 # -- rankers: question → session keys, best first --------------------------------------------
@@ -512,6 +552,7 @@ def run(
     prompt_tallies = prompt_quality.new_tallies()
     notes["prompt"] = prompt_tallies
     notes["shown"] = shown.new_tallies()
+    notes["hnsw"] = defaultdict(list)
     named = systems()
     started = time.monotonic()
     # Off-topic probes: the questions of the dataset's previous history, asked of this one
@@ -563,6 +604,7 @@ def ask(
     notes[f"{ds}:shown_histories"] += 1
     notes[f"{ds}:shown_skipped"] += haystack.skipped
     for q in haystack.questions:
+        hnsw_overlap(built, q, notes, ds)
         evidence_text = "\n".join(built.sessions_text.get(k, "") for k in q.evidence)
         answerable = prompt_quality.answerable(q.answer, evidence_text)
         contexts = [
@@ -708,6 +750,11 @@ def main() -> None:
     datasets = list(dict.fromkeys(h.dataset for h in haystacks))
     text = report(tallies, notes, datasets, resolved)
     print(f"\nembeddings: {embedder.hits} cached, {embedder.misses} computed\n")
+    for (ds, how), overlaps in sorted(notes["hnsw"].items()):
+        print(
+            f"pgvector top 5 against exact, {ds}, {how}: overlap {np.mean(overlaps):.4f} "
+            f"({len(overlaps)} questions, {sum(o < 1 for o in overlaps)} with a difference)"
+        )
     print(text)
     curve = curve_section(notes, resolved) if len(resolved) > 1 else ""
     if curve:

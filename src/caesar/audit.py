@@ -14,6 +14,7 @@ server reach the tables only through the stores (tests/test_layout.py).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -73,10 +74,18 @@ _SECRET_KEY = re.compile(
     re.IGNORECASE,
 )
 NUL_REPLACEMENT = "\ufffd"
+# Values with nothing to redact (exactly these types: a subclass goes the long way).
+_PLAIN = frozenset({int, float, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret_key(key: str) -> bool:
+    return bool(_SECRET_KEY.search(key))
 
 
 def is_secret_key(key: object) -> bool:
-    return bool(_SECRET_KEY.search(str(key)))
+    """Whether a payload key names a secret (remembered: payloads repeat their keys)."""
+    return _secret_key(str(key))
 
 
 class AuditEntry(NamedTuple):
@@ -103,23 +112,31 @@ class Audit:
         self._secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
 
     def redact(self, value: Any) -> Any:
+        """`value` with every configured secret cut out of its strings (keys included), the
+        value of a key that names a secret replaced whole, and NULs replaced. A chat turn
+        redacts up to 1 + top_k payloads, so the common cases are tested first."""
+        if type(value) in _PLAIN:
+            return value
+        if isinstance(value, str):
+            return self._text(value)
         if isinstance(value, dict):
             return {
-                self.redact(str(k)): (
+                self._text(str(k)): (
                     REDACTED
-                    if is_secret_key(k) and v and not isinstance(v, bool | int | float)
+                    if v and is_secret_key(k) and not isinstance(v, bool | int | float)
                     else self.redact(v)
                 )
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):
             return [self.redact(v) for v in value]
-        if isinstance(value, str):
-            for secret in self._secrets:
-                if secret in value:
-                    value = value.replace(secret, REDACTED)
-            return value.replace("\x00", NUL_REPLACEMENT)
         return value
+
+    def _text(self, value: str) -> str:
+        for secret in self._secrets:
+            if secret in value:
+                value = value.replace(secret, REDACTED)
+        return value.replace("\x00", NUL_REPLACEMENT) if "\x00" in value else value
 
     def append(
         self,
