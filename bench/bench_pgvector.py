@@ -255,8 +255,15 @@ def main() -> None:
         now_s = epoch_seconds(NOW)
         threshold = hybrid.dense_pool_threshold(params)
 
-        def dense_pool(session: Any, query: np.ndarray, rank: Any) -> None:
+        def dense_pool(session: Any, query: np.ndarray, shipped: bool) -> None:
             pgvector.refresh(session, person=benchlib.OWNER)
+            if shipped:
+                rank, factor_range = hybrid.pool_rank(params, NOW, pgvector.max_recall_count)
+            else:  # as it was: the prior's neutral factors re-ranked, bound by the configured
+                # recall weight (so no search stopped before the threshold)
+                rank = episode_rank(now_s, *hybrid.pool_factors(params))
+                top = recall_weight(pgvector.max_recall_count, params.recall_weight_scale)
+                factor_range = (0.0, top)
             pgvector.search(
                 session,
                 query,
@@ -264,24 +271,20 @@ def main() -> None:
                 limit=pool,
                 threshold=threshold,
                 rank=rank,
-                factor_range=(
-                    0.0,
-                    recall_weight(pgvector.max_recall_count, params.recall_weight_scale),
-                ),
+                factor_range=factor_range,
             )
 
-        # The pool as hybrid asks it (memory/search/hybrid.py, pool_rank: the cosine under the
-        # prior), and as it asked before: the prior's neutral factors as a re-rank (over-fetch).
-        before = episode_rank(now_s, *hybrid.pool_factors(params))
+        # The pool as hybrid asks it (memory/search/hybrid.py, pool_rank), and as it asked
+        # before that.
         dense_ms, rerank_ms, top5_ms, overlap = [], [], [], []
         for i, query in enumerate(queries):
             with db.read() as session:
                 t0 = time.perf_counter()
-                dense_pool(session, query, hybrid.pool_rank(params, NOW))
+                dense_pool(session, query, shipped=True)
                 t1 = time.perf_counter()
                 hits = pgvector.search(session, query, person=benchlib.OWNER, limit=5)
                 t2 = time.perf_counter()
-                dense_pool(session, query, before)
+                dense_pool(session, query, shipped=False)
                 t3 = time.perf_counter()
             if i >= 5:  # the first few warm the caches
                 dense_ms.append(benchlib.ms(t1 - t0))

@@ -8,6 +8,10 @@ Also the CPU seconds the server process had used at each point (/proc/<pid>/stat
 threads, user + system), which a busy machine does not inflate.
 
     .venv/bin/python bench/bench_serve.py [--episodes 100000] [--starts 3]
+                                          [--database-url URL --now ISO --query TEXT]
+
+`--database-url`: start on that database instead (e.g. PostgreSQL holding bench_pgvector's
+1M episodes, `--reuse`d), recalling `--query` at `--now`.
 """
 
 from __future__ import annotations
@@ -48,14 +52,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_once(hist: history.History, query: str) -> dict[str, float]:
+def start_once(url: str, now: str, query: str) -> dict[str, float]:
     port = benchlib.free_port()
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory(prefix="caesar-serve-") as home:
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("CAESAR_")},
             "CAESAR_HOME": home,
-            "CAESAR_DATABASE_URL": hist.url,
+            "CAESAR_DATABASE_URL": url,
             "CAESAR_EMBEDDER__CACHE_DIR": str(benchlib.MODEL_CACHE),
             "CAESAR_RUN_WORKERS": "false",
             "CAESAR_RETENTION__ENABLED": "false",
@@ -84,9 +88,7 @@ def start_once(hist: history.History, query: str) -> dict[str, float]:
                             healthy = time.perf_counter() - started
                             healthy_cpu = cpu_seconds(proc.pid)
                         continue
-                    status, body = request(
-                        f"{base}/v1/memory/recall", {"query": query, "now": hist.anchor.isoformat()}
-                    )
+                    status, body = request(f"{base}/v1/memory/recall", {"query": query, "now": now})
                     if status == 200 and body.get("episodes"):
                         recalled = time.perf_counter() - started
                         recalled_cpu = cpu_seconds(proc.pid)
@@ -97,7 +99,7 @@ def start_once(hist: history.History, query: str) -> dict[str, float]:
             if healthy is None or recalled is None:
                 raise RuntimeError("caesar serve did not become ready in time")
             warm_started = time.perf_counter()
-            request(f"{base}/v1/memory/recall", {"query": query, "now": hist.anchor.isoformat()})
+            request(f"{base}/v1/memory/recall", {"query": query, "now": now})
             next_recall = time.perf_counter() - warm_started
         finally:
             proc.terminate()
@@ -116,12 +118,21 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=100_000)
     ap.add_argument("--starts", type=int, default=3)
+    ap.add_argument("--database-url", help="start on this database instead (see the doc)")
+    ap.add_argument("--now", help="with --database-url: the recall's time (ISO)")
+    ap.add_argument("--query", help="with --database-url: the recall's message")
     args = ap.parse_args()
-    hist = history.load(args.episodes)
-    query = history.topic_messages()[1]
-    runs = [start_once(hist, query) for _ in range(args.starts)]
+    if args.database_url:
+        url, now, query = args.database_url, args.now, args.query
+        engine = url.split(":", 1)[0].split("+", 1)[0]
+    else:
+        hist = history.load(args.episodes)
+        url, now, query = hist.url, hist.anchor.isoformat(), history.topic_messages()[1]
+        engine = "sqlite"
+    runs = [start_once(url, now, query) for _ in range(args.starts)]
     result = {
         "episodes": args.episodes,
+        "engine": engine,
         "runs": runs,
         "healthz_s_median": statistics.median(r["healthz_s"] for r in runs),
         "first_recall_s_median": statistics.median(r["first_recall_s"] for r in runs),
@@ -129,9 +140,9 @@ def main() -> None:
         "first_recall_cpu_s_median": statistics.median(r["first_recall_cpu_s"] for r in runs),
         "load_avg": benchlib.load_avg(),
     }
-    benchlib.write_result("perf_serve", result)
+    benchlib.write_result("perf_serve" if engine == "sqlite" else f"perf_serve_{engine}", result)
     print(
-        f"caesar serve, {args.episodes:,} episodes: /healthz after {result['healthz_s_median']:.2f} s, "
+        f"caesar serve, {args.episodes:,} episodes ({engine}): /healthz after {result['healthz_s_median']:.2f} s, "
         f"first recall after {result['first_recall_s_median']:.2f} s (median of {args.starts})"
     )
 
