@@ -318,6 +318,7 @@ def write(results: dict[str, Any], timings: dict[str, float] | None = None) -> P
     lines += sections.openwebui(results)
     lines += sections.first_start(results)
     lines += sections.pgvector(results)
+    lines += sections.turn_http(results)
     lines += sections.people(results)
     lines += sections.startup(results)
     method = METHOD.replace("{BUILD_1M}", sections.history_build(1_000_000))
