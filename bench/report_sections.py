@@ -506,8 +506,11 @@ def pgvector(results: dict[str, Any]) -> list[str]:
         "POST /v1/memory/recall after the start took 132.6–149.7 ms (three starts), and "
         "in-process 77.8 ms a recall, 61.0 ms of it one statement — the keyword stage's word "
         "counts, whose `count(*)` of the person's `episode_fts` rows reads all 1M of them "
-        "(memory/search/postgres.py, `term_counts`). Not fixed: a per-person count kept by "
-        "trigger, or one cached per process, is the next step.",
+        "(memory/search/postgres.py, `term_counts`). Not fixed. Tried: the count kept per "
+        "process and topped up by the ids written since (a whole recount each minute) took a "
+        "recall to 36.9 ms (beside a quality run), but N then lags a forget by up to a minute "
+        "and the tokenizer test's counts after a delete failed; a per-person count kept by "
+        "trigger is the next step.",
         "",
     ]
 
