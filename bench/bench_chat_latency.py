@@ -38,9 +38,14 @@ CAESAR = [str(Path(sys.executable).parent / "caesar")]
 START_TIMEOUT_SECONDS = 60.0
 
 
-def write_config(path: Path, llm: FakeLLMServer, semantic: bool) -> None:
+def write_config(
+    path: Path, llm: FakeLLMServer, semantic: bool, database: Path | None = None
+) -> None:
+    """The operator's TOML: every task routed to the instant wire server; `database`: a
+    SQLite file to serve instead of the home's."""
+    url = f'database_url = "sqlite:///{database}"\n' if database is not None else ""
     path.write_text(
-        f"""
+        f"""{url}
 [gateway.providers.local]
 kind = "openai"
 base_url = "{llm.base_url}"

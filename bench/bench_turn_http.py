@@ -29,32 +29,10 @@ from typing import Any
 import benchlib
 import history
 import httpx
-from bench_chat_latency import Server, env_for
+from bench_chat_latency import Server, env_for, write_config
 from bench_serve import cpu_seconds
 from bench_turn import WORK, copy_history, one_episode_db
 from fakes.llm_server import FakeLLMServer
-
-
-def config(path: Path, llm: FakeLLMServer, database: Path) -> None:
-    path.write_text(
-        f"""
-database_url = "sqlite:///{database}"
-
-[gateway.providers.local]
-kind = "openai"
-base_url = "{llm.base_url}"
-api_key = "bench-key-0123456789"
-max_retries = 0
-
-[gateway.routes]
-chat = "local:instant"
-memory_extract = "local:instant"
-memory_summarise = "local:instant"
-
-[embedder]
-cache_dir = "{benchlib.MODEL_CACHE}"
-"""
-    )
 
 
 def serve(tmp: Path, label: str, source: str, llm: FakeLLMServer) -> Server:
@@ -63,7 +41,7 @@ def serve(tmp: Path, label: str, source: str, llm: FakeLLMServer) -> Server:
     home.mkdir()
     database = home / "bench.db"
     shutil.copyfile(source.removeprefix("sqlite:///"), database)
-    config(home / "caesar.toml", llm, database)
+    write_config(home / "caesar.toml", llm, True, database)
     env = env_for(home / "home", home / "caesar.toml")
     return Server(env, ["--no-workers"])
 
