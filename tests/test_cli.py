@@ -372,3 +372,33 @@ def test_serve_says_where_to_open_the_chat_page():
         where_to_open(Settings(host="::1", port=80))[1]
         == "chat       http://[::1]:80/dashboard/chat"
     )
+
+
+def test_serves_connections_with_nagle_off():
+    """`caesar serve` listens on its own socket (bind: a clear error before anything starts).
+    asyncio turns Nagle off only where the socket says TCP; uvicorn writes a response's
+    headers and body apart, and with Nagle on the body waited for the client's delayed ACK
+    (~40 ms a turn that followed the last one closely)."""
+    import asyncio
+    import socket
+
+    from caesar.cli.main import bind
+
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    seen: dict[str, int] = {}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted = writer.get_extra_info("socket")
+        seen["nodelay"] = accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, sock=sock)  # as uvicorn serves `sockets`
+        async with server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            await reader.read()
+            writer.close()
+
+    asyncio.run(main())
+    assert seen["nodelay"] != 0
