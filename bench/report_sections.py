@@ -542,16 +542,23 @@ def turn_http(results: dict[str, Any]) -> list[str]:
         f"Added: **{data['added_turn_ms_p50']:+.2f} ms** p50 — the target is missed. Load "
         f"{data['load_before']} → {data['load_after']}, host speed {data['host_speed_ms']:.0f} ms.",
         "",
-        "What is known of it (2026-12-03, fifth session): memory work, timed in the server, adds "
-        "about 8 ms; the provider call takes ~4 ms on both. The rest (~44 ms) is not in the "
-        "route's Python: py-spy on the 100k server found the route busy for about half of each "
-        "turn's wall time, prepare the most of it, and neither the recall's writes (10 episodes' "
-        "counters and their audit rows: 0.55 ms p50 as SQL alone, with a 255 ms WAL checkpoint "
-        "about one turn in 60) nor the IVF build after start (waited out here) explain it. "
-        "Earlier in-process figures (bench_turn: +4.7 ms at 100k, 2026-11-30) do not show it. "
-        "Also found on the way: httpx sends a body after its headers, and with Nagle on a turn "
-        "could wait out the delayed ACK (the same server measured 21 or 60 ms by the order of "
-        "the requests around it); this bench sends each request in one write, Nagle off.",
+        "Runs on a quiet host (2026-12-03, fifth session), 100k against 1, turn p50: before "
+        "the fix below +52.38 ms (72.95 against 20.57); after it +13.54 ms (39.59 against "
+        "26.05) and +10.64 ms (33.20 against 22.57). What is left is memory work (+9.7 and "
+        "+8.0 ms timed in the server): the 100k turn recalls 10.5 conversations, the other "
+        "0.6, and each costs its excerpts, its audit row and its counter.",
+        "",
+        "**The fix: Nagle was on.** `caesar serve` binds its own socket (to say clearly when "
+        "the port is taken) and made it with protocol 0; asyncio turns Nagle off only on "
+        "sockets whose protocol says TCP, so every connection kept it on. uvicorn writes a "
+        "response's headers and body apart, and the body waited for the client's delayed ACK, "
+        "~40 ms, whenever a request followed the last one closely (one server, back to back: "
+        "63.9 ms a turn at 1 episode, 23.3 ms with a 100 ms pause between requests). Any client "
+        "sending turns or requests in a row met it. Now the socket says IPPROTO_TCP "
+        "(cli/main.py, `bind`; tests/test_cli.py checks TCP_NODELAY on an accepted "
+        "connection): back to back, 25.4 ms at 1 episode and 36.4 ms at 100k. This bench's "
+        "client also sends each request in one write with Nagle off (httpx writes the body "
+        "after the headers).",
         "",
     ]
 
