@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from caesar import audit
+from caesar import audit, people
 from caesar.db.models import EpisodeSummary
 from caesar.memory.search import hybrid, keywords
 from caesar.workers import run_until_caught_up
@@ -145,6 +145,39 @@ def test_term_counts_follow_the_index_tokenizer_on_both_engines(migrated_db):
     with migrated_db.write() as session:
         session.execute(text("DELETE FROM episode_summaries WHERE id = :id"), {"id": ids[1]})
     assert check(3)[:2] == [1, 1]
+
+
+def test_a_persons_total_follows_moves_and_deletes_on_both_engines(migrated_db):
+    """The idfs' N is the person's episodes (PostgreSQL keeps it by trigger, migration 0014):
+    an episode given to another person moves from one total to the other, and a delete
+    leaves it at once."""
+    with migrated_db.write() as session:
+        other, _token = people.add(session, audit.Audit(), "Ben")
+        texts = ["kayak on the lake", "tax forms", "piano recital"]
+        ids = [
+            _episode(session, _chat(session, [{"role": "user", "content": t}], "ok"), "x")
+            for t in texts
+        ]
+        ben = other.id
+
+    def totals():
+        with migrated_db.read() as session:
+            return tuple(
+                keywords.term_counts(session, ["kayak"], person=p)[0] for p in (OWNER, ben)
+            )
+
+    assert totals() == (3, 0)
+    with migrated_db.write() as session:
+        session.execute(
+            text("UPDATE episode_summaries SET person_id = :p WHERE id = :id"),
+            {"p": ben, "id": ids[0]},
+        )
+    assert totals() == (2, 1)
+    with migrated_db.write() as session:
+        session.execute(
+            text("DELETE FROM episode_summaries WHERE id IN (:a, :b)"), {"a": ids[1], "b": ids[2]}
+        )
+    assert totals() == (0, 1)
 
 
 @pytest.mark.parametrize(

@@ -54,6 +54,7 @@ KEYWORD_TABLES = (
     "episode_window_fts_idx",
     "episode_window_fts_docsize",
     "episode_window_fts_config",
+    "episode_fts_counts",  # each person's number of episode_fts rows (0014, PostgreSQL only)
 )
 
 MAX_QUERY_TERMS = 32

@@ -6,7 +6,8 @@ memory/search/pgvector.py is the backend with it).
 Tables (migrations 0002, 0005): `episode_fts` holds each episode's GIN-indexed tsvector
 (summary labelled A, conversation B; trigger-maintained), `episode_window_fts` one tsvector per
 3-turn window (episode_id, window_no), written by the windows' writer; both go with their
-episode (ON DELETE CASCADE).
+episode (ON DELETE CASCADE); `episode_fts_counts` each person's number of `episode_fts` rows,
+kept by statement triggers (migration 0014).
 """
 
 from __future__ import annotations
@@ -148,10 +149,12 @@ class PostgresFullText:
         self, session: Session, terms: Sequence[str], *, person: int
     ) -> tuple[int, list[int]]:
         """The person's episodes only: how common a word is in others' never moves a rank.
-        The person is on the row (migration 0012): one statement, their rows only."""
+        The person is on the row (migration 0012): one statement, their rows only; their
+        total is kept by triggers (migration 0014)."""
         params: dict[str, object] = {"person": person}
         counts = [
-            "(SELECT count(*) FROM episode_fts WHERE person_id = :person)",
+            # kept by triggers (migration 0014): a count here read all of the person's rows
+            "coalesce((SELECT documents FROM episode_fts_counts WHERE person_id = :person), 0)",
             "(SELECT avg(length(document)) FROM (SELECT document FROM episode_fts "
             f"WHERE person_id = :person ORDER BY episode_id DESC LIMIT {AVGDL_SAMPLE}) AS d)",
         ]
