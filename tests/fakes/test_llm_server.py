@@ -358,13 +358,16 @@ def test_broken_stream_openai(server):
     assert len(got) == 2  # the couple of chunks before the hang-up were delivered
 
 
-def test_broken_stream_anthropic_leaks_httpx2_error(server):
-    # Surprising: the anthropic SDK does NOT wrap mid-stream transport errors;
-    # the raw httpx2 exception escapes from iteration (openai wraps it).
+def test_broken_stream_anthropic_raises_a_transport_error(server):
+    # The anthropic SDK up to 2.16 let a mid-stream transport error out raw (the httpx2
+    # exception escaped from iteration); 2.17 wraps it as APIConnectionError, as openai does.
+    # The gateway (caesar/gateway/errors.py) maps either to a provider error.
+    raised = (httpx2.TransportError, anthropic.APIConnectionError)
     server.fail_next("broken_stream", count=2)
-    with pytest.raises(httpx2.RemoteProtocolError):
+    with pytest.raises(raised) as caught:
         list(ant_msg(ant(server), stream=True))
-    with pytest.raises(httpx2.TransportError):
+    assert "incomplete chunked read" in str(caught.value)
+    with pytest.raises(raised):
         with ant(server).messages.stream(model="claude-x", max_tokens=100, messages=MSGS) as st:
             "".join(st.text_stream)
 
