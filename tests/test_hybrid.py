@@ -3,6 +3,8 @@ end-to-end recall of a conversation that only its words (not its summary's meani
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -11,7 +13,7 @@ import pytest
 from conftest import OWNER
 from hypothesis import given
 from hypothesis import strategies as st
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from caesar import audit, people
 from caesar.db.models import EpisodeSummary
@@ -379,7 +381,10 @@ def test_the_prior_ranking_lets_neither_age_nor_past_recalls_outweigh_relevance(
 
 
 # -- end to end: import → summarise → embed → recall ------------------------------------------
-def test_keyword_only_match_is_recalled_that_dense_alone_misses(make_services):
+def _garden_and_letter(make_services):
+    """Services whose history is two chats three days old, summarised offline: one about
+    garden beds (in which Ottoline lent a tiller) and one about a cover letter; and the
+    garden chat's audit id."""
     services = make_services(
         gateway={"routes": {"memory_summarise": "offline:textrank"}},
         memory={"episodes_summarise": {"enabled": True}},
@@ -414,7 +419,11 @@ def test_keyword_only_match_is_recalled_that_dense_alone_misses(make_services):
     )
     assert report.imported == 2
     run_until_caught_up(services.workers["memory.summarise"])
-    garden = report.audit_ids[0]
+    return services, report.audit_ids[0]
+
+
+def test_keyword_only_match_is_recalled_that_dense_alone_misses(make_services):
+    services, garden = _garden_and_letter(make_services)
     # "lent", as the chat says: Porter does not stem "lend" to it, and a message word found in
     # no past conversation counts against every match (keywords.coverage)
     query = "What was it Ottoline lent me?"
@@ -434,3 +443,45 @@ def test_keyword_only_match_is_recalled_that_dense_alone_misses(make_services):
     assert "Ottoline" not in hit.summary and hit.cosine < 0.45
     assert hit.keyword == pytest.approx(1.0) and hit.relevance >= 0.45
     assert hit.score == pytest.approx(hit.relevance * hit.freshness * hit.recall_weight)
+
+
+def test_the_keyword_pool_is_read_while_the_message_is_still_being_embedded(make_services):
+    """A turn embeds its message on another thread (EpisodeMemory.embed_query_soon) and
+    hybrid_search reads what needs no vector — the dates, the keyword pool — before it waits
+    for it. Here the vector is held back until the keyword pool's MATCH has run: a search that
+    waited for the vector first would never get there."""
+    services, garden = _garden_and_letter(make_services)
+    query = "What was it Ottoline lent me?"
+    memory = services.episodes
+    vector = memory.embed_query(query)
+    with services.db.read() as session:
+        expected = hybrid.hybrid_search(
+            session, memory.backend, query, vector, NOW, Params(), person=OWNER
+        )
+    matched = threading.Event()
+
+    def seen(conn, cursor, statement, parameters, context, executemany):
+        if "MATCH" in statement:
+            matched.set()
+
+    pending: Future[np.ndarray] = Future()
+    event.listen(services.db.engine, "before_cursor_execute", seen)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+
+            def search():
+                with services.db.read() as session:
+                    return hybrid.hybrid_search(
+                        session, memory.backend, query, pending, NOW, Params(), person=OWNER
+                    )
+
+            found = pool.submit(search)
+            try:
+                assert matched.wait(10), "the keyword pool waited for the vector"
+                assert not found.done()  # it is waiting for the vector now
+            finally:
+                pending.set_result(vector)
+            assert found.result(30) == expected
+    finally:
+        event.remove(services.db.engine, "before_cursor_execute", seen)
+    assert [h.audit_log_id for h in expected] == [garden]

@@ -160,12 +160,15 @@ class Brain:
             with self.services.db.read() as session:
                 sent = conversations.transcript_of(session, conversation, person=person) or []
         history = sent[-MAX_HISTORY_TURNS:]
+        recall = self.settings.memory.episodes_recall
+        recalling = recall.enabled and self.services.embedder.enabled
+        # The message is embedded on another thread while its facts are read.
+        vector = self.services.episodes.embed_query_soon(message) if recalling else None
         inject = self.settings.memory.facts_inject
         memory = facts_for_prompt(
             self.services.facts, inject, now, person=person, sentences=self.small
         )
-        recall = self.settings.memory.episodes_recall
-        if recall.enabled and self.services.embedder.enabled:
+        if recalling:
             recall_for_prompt(
                 self.services.episodes,
                 recall,
@@ -174,6 +177,7 @@ class Brain:
                 memory,
                 person=person,
                 current=conversations.Current.of(conversation, sent),
+                vector=vector,
             )
         ctx = TurnContext(
             now,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 import numpy as np
@@ -27,6 +28,24 @@ class Embedder(Protocol):
 
 def embed_one(embedder: Embedder, text: str) -> np.ndarray:
     return embedder.embed_batch([text])[0]
+
+
+# A turn embeds its message here while it reads what needs no vector (its facts, the keyword
+# pool): ONNX Runtime and SQLite both let go of the GIL, so on two cores the ~5 ms embedding
+# and the reads overlap (docs/performance.md, "The embedding beside the reads"). Threads start
+# on first use; a few, so that turns arriving together do not queue behind one another.
+_SOON = ThreadPoolExecutor(max_workers=4, thread_name_prefix="caesar-embed")
+
+
+def embed_soon(handle: EmbedderHandle, text: str) -> Future[np.ndarray]:
+    """`text`'s vector, computed on another thread: `.result()` is it, or raises what the
+    embedding raised."""
+    return _SOON.submit(lambda: embed_one(handle.get(), text))
+
+
+def vector_of(vector: np.ndarray | Future[np.ndarray]) -> np.ndarray:
+    """The vector itself, waiting for it if it is still being computed (`embed_soon`)."""
+    return vector.result() if isinstance(vector, Future) else vector
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:

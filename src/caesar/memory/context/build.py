@@ -11,6 +11,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 
@@ -143,18 +144,21 @@ def recall_for_prompt(
     *,
     person: int,
     current: Current = NO_CURRENT,
+    vector: Future[np.ndarray] | None = None,
 ) -> TurnMemory:
     """`memory` with the past conversations of `person`'s that `message` recalls, or with the
     recall error. `current`: the turn's own conversation, which is not recalled while it is
-    not summarised yet (it is in the prompt as the history)."""
+    not summarised yet (it is in the prompt as the history). `vector`: the message's, already
+    under way (EpisodeMemory.embed_query_soon); else it is embedded here."""
     try:
         params = RecallParams.from_settings(settings)
         memory.asked = episodes.read(message, now)
-        vector = episodes.embed_query(message)
+        if vector is None:
+            vector = episodes.embed_query_soon(message)
+        pending = episodes.unsummarised(memory.asked, now, person=person, current=current)
         ranked = episodes.search(
             vector, now, params, query_text=message, asked=memory.asked, person=person
         )
-        pending = episodes.unsummarised(memory.asked, now, person=person, current=current)
         ranked = with_unsummarised(ranked, pending, memory.asked)
         memory.episodes_text, memory.recalled = with_excerpts(
             episodes, settings, ranked, message, now, memory.asked, person=person

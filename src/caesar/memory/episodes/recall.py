@@ -15,6 +15,7 @@ relevance is exactly the cosine.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -28,7 +29,7 @@ from caesar.clock import utcnow
 from caesar.config import EpisodesRecallSettings
 from caesar.db.engine import Database
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.embeddings import EmbedderHandle, embed_one
+from caesar.embeddings import EmbedderHandle, embed_one, embed_soon, vector_of
 from caesar.gateway.base import Message
 from caesar.memory.conversations import NO_CURRENT, Current, unsummarised_within
 from caesar.memory.importance import (
@@ -296,13 +297,18 @@ class EpisodeMemory:
     def embed_query(self, text: str) -> np.ndarray:
         return embed_one(self.embedder.get(), text)
 
+    def embed_query_soon(self, text: str) -> Future[np.ndarray]:
+        """`embed_query` on another thread (embeddings.embed_soon): `search` takes the future
+        and reads what needs no vector while it is computed."""
+        return embed_soon(self.embedder, text)
+
     def read(self, text: str, now: datetime) -> Asked:
         """What `text` says of time and gathering, on the operator's clock."""
         return read_question(text, now, self.zone)
 
     def search(
         self,
-        query_vector: np.ndarray,
+        query_vector: np.ndarray | Future[np.ndarray],
         now: datetime,
         params: RecallParams,
         query_text: str | None = None,
@@ -325,6 +331,7 @@ class EpisodeMemory:
                     person=person,
                 )
             return [RecalledEpisode(**vars(hit)) for hit in fused]  # (asdict deep-copies)
+        query_vector = vector_of(query_vector)
         backend = self.backend
         now_s = epoch_seconds(now)
         min_created = None
@@ -370,7 +377,7 @@ class EpisodeMemory:
         """What auto-recall would surface for `person`, without bumping anything."""
         params = RecallParams.from_settings(self.settings, **overrides)
         return self.search(
-            self.embed_query(query), now or utcnow(), params, query_text=query, person=person
+            self.embed_query_soon(query), now or utcnow(), params, query_text=query, person=person
         )
 
     def record_recalls(

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -41,6 +42,7 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from caesar.db.models import EpisodeSummary
+from caesar.embeddings import vector_of
 from caesar.memory.importance import (
     SECONDS_PER_DAY,
     episode_rank,
@@ -318,7 +320,7 @@ def hybrid_search(
     session: Session,
     backend: SearchBackend,
     query_text: str,
-    query_vector: np.ndarray,
+    query_vector: np.ndarray | Future[np.ndarray],
     now: datetime,
     params: HybridParams,
     asked: Asked | None = None,
@@ -339,10 +341,26 @@ def hybrid_search(
     pool = max(MIN_POOL, 4 * params.top_k)
     min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
     backend.refresh(session, person=person)
+    spans = [(s.start, s.end) for s in asked.time.spans]
+    dated: set[int] = set()
+    found: KeywordPool | KeywordMatch = KeywordMatch.empty()
+    if params.fusion != "dense":
+        # What needs no vector first: the message may still be being embedded (embed_soon).
+        dated = dated_episodes(session, spans, backend.model_id, min_created, params, person=person)
+        found = keyword_pool(
+            session,
+            asked.time.rest if asked.time.spans else query_text,
+            person=person,
+            model_id=backend.model_id,
+            pool=pool,
+            min_created=min_created,
+            backend=backend,
+        )
+    vector = vector_of(query_vector)
     rank, factor_range = pool_rank(params, now, backend.max_recall_count)
     dense = backend.search(
         session,
-        query_vector,
+        vector,
         person=person,
         limit=pool,
         threshold=dense_pool_threshold(params),
@@ -352,32 +370,22 @@ def hybrid_search(
     )
     cosine = {int(i): float(c) for i, c in zip(dense.ids, dense.cosine, strict=True)}
     match = KeywordMatch.empty()
-    dated: set[int] = set()
     if params.fusion != "dense":
         recent = backend.newest(
             session,
-            query_vector,
+            vector,
             person=person,
             limit=RECENT_POOL,
             min_created=None if min_created is None else epoch_seconds(min_created),
         )
         for i, c in zip(recent.ids, recent.cosine, strict=True):
             cosine.setdefault(int(i), float(c))
-        spans = [(s.start, s.end) for s in asked.time.spans]
-        dated = dated_episodes(session, spans, backend.model_id, min_created, params, person=person)
         fresh_ids = [i for i in dated if i not in cosine]
-        cosine.update(backend.cosines(session, fresh_ids, query_vector, person=person))
+        cosine.update(backend.cosines(session, fresh_ids, vector, person=person))
         # Every candidate gets its episode-level keyword score, the recent ones included: one
         # left unscored would have only its best window's half of the keyword mean.
-        match = keyword_stage(
-            session,
-            asked.time.rest if asked.time.spans else query_text,
-            person=person,
-            model_id=backend.model_id,
-            pool=pool,
-            min_created=min_created,
-            candidates=cosine.keys(),
-            backend=backend,
+        match = keyword_candidates(
+            session, found, cosine.keys(), person=person, model_id=backend.model_id, backend=backend
         )
     keyword = match.relevance
     ids = sorted(set(cosine) | set(keyword))
@@ -392,12 +400,12 @@ def hybrid_search(
     # is read only for one it lacks: committed after the refresh (PostgreSQL's statements each
     # see the latest commits), or of a size it skipped.
     missing = [r[0] for r in rows if r[0] not in cosine]
-    cosine.update(backend.cosines(session, missing, query_vector, person=person))
+    cosine.update(backend.cosines(session, missing, vector, person=person))
     unseen = [i for i in missing if i not in cosine]
-    cosine.update(backend.stored_cosines(session, unseen, query_vector, person=person))
+    cosine.update(backend.stored_cosines(session, unseen, vector, person=person))
     if params.fusion == "dense":
         return rank_candidates(rows, cosine, keyword, now, params)
-    each_cosine = window_cosines(rows, query_vector)
+    each_cosine = window_cosines(rows, vector)
     passage = {i: float(v.max()) for i, v in each_cosine.items()}
     each_keyword = window_keyword_relevance(session, match, rows, backend, person=person)
     window = {i: max(v.values(), default=0.0) for i, v in each_keyword.items()}
@@ -420,7 +428,7 @@ def hybrid_search(
 def time_search(
     session: Session,
     backend: SearchBackend,
-    query_vector: np.ndarray,
+    query_vector: np.ndarray | Future[np.ndarray],
     now: datetime,
     params: HybridParams,
     asked: Asked,
@@ -438,10 +446,11 @@ def time_search(
     rows = candidate_rows(session, sorted(dated), person=person)
     if not rows:
         return []
-    cosine = backend.cosines(session, [r[0] for r in rows], query_vector, person=person)
+    vector = vector_of(query_vector)
+    cosine = backend.cosines(session, [r[0] for r in rows], vector, person=person)
     missing = [r[0] for r in rows if r[0] not in cosine]
-    cosine.update(backend.stored_cosines(session, missing, query_vector, person=person))
-    each_cosine = window_cosines(rows, query_vector)
+    cosine.update(backend.stored_cosines(session, missing, vector, person=person))
+    each_cosine = window_cosines(rows, vector)
     passage = {i: float(v.max()) for i, v in each_cosine.items()}
     hits = rank_candidates(rows, cosine, {}, now, params, passage, {}, 1.0, dated, False, asked)
     return [with_windows(h, each_cosine, {}, params) for h in hits]
@@ -621,7 +630,26 @@ class KeywordMatch:
         return KeywordMatch({}, [], 0.0)
 
 
-def keyword_stage(
+@dataclass(frozen=True)
+class KeywordPool:
+    """The keyword stage's first half (`keyword_pool`), which needs no vector: the message's
+    words, their counts in the person's history and the best matches among all of it. What
+    is known of the message is final here; `.scores` still lacks the dense candidates'."""
+
+    query: str
+    terms: list[str]
+    total: int
+    counts: list[int]
+    matched: list[str]
+    known: float
+    stranger: bool
+    # the common-word pool's share (common_words.recent_share); None: a plain MATCH
+    share: float | None
+    scores: dict[int, float]
+    pool: int
+
+
+def keyword_pool(
     session: Session,
     query: str,
     *,
@@ -629,15 +657,13 @@ def keyword_stage(
     model_id: str,
     pool: int,
     min_created: datetime | None,
-    candidates: Collection[int],
     budget: int = SCORE_BUDGET,
     backend: FullTextSearch | None = None,
-) -> KeywordMatch:
-    """Normalised keyword relevance ∈ (0, 1] of the keyword pool — the best `pool` matches
-    created ≥ min_created — and of the dense `candidates` that match (`.relevance`:
-    {episode_id: relevance}; an episode absent from it has no keyword match, or is in neither
-    set), with the words matched and the best match's coverage. `budget`: see recent_share.
-    `backend`: the search backend (by default, that of the session's engine)."""
+) -> KeywordPool | KeywordMatch:
+    """The keyword pool — the best `pool` matches created ≥ min_created — with the counts it
+    was chosen by; a KeywordMatch when the stage ends here (no word of the message matches).
+    `budget`: see recent_share. `backend`: the search backend (by default, that of the
+    session's engine)."""
     terms = query_terms(query)
     if not terms:
         return KeywordMatch.empty()
@@ -674,28 +700,81 @@ def keyword_stage(
             budget=budget,
             backend=text,
         )
+    return KeywordPool(query, terms, total, counts, matched, known, stranger, share, scores, pool)
+
+
+def keyword_candidates(
+    session: Session,
+    found: KeywordPool | KeywordMatch,
+    candidates: Collection[int],
+    *,
+    person: int,
+    model_id: str,
+    backend: FullTextSearch | None = None,
+) -> KeywordMatch:
+    """The keyword stage's second half: the pool with the dense `candidates` that match
+    scored too, normalised (see keyword_stage)."""
+    if isinstance(found, KeywordMatch):
+        return found
+    text = backend or full_text(session)
+    scores = dict(found.scores)
     # A pool that is neither full nor bounded holds every match in the window, where the dense
     # candidates are: the ones it lacks have no keyword score to find.
     unscored = [i for i in candidates if i not in scores]
-    if unscored and (len(scores) >= pool or share is not None):
+    if unscored and (len(scores) >= found.pool or found.share is not None):
         scores.update(
             keyword_scores(
                 session,
-                query,
+                found.query,
                 person=person,
                 model_id=model_id,
                 limit=len(unscored),
                 ids=unscored,
-                terms=matched,
+                terms=found.matched,
                 backend=text,
             )
         )
     if not scores:
-        return KeywordMatch({}, [], 0.0, known, stranger)
+        return KeywordMatch({}, [], 0.0, found.known, found.stranger)
     best_id = max(scores, key=lambda i: (scores[i], i))
-    has = probe_contains(session, terms, best_id, text, person=person)
-    strength = coverage(total, list(zip(counts, has, strict=True)))
-    return KeywordMatch(keyword_relevance(scores, strength), matched, strength, known, stranger)
+    has = probe_contains(session, found.terms, best_id, text, person=person)
+    strength = coverage(found.total, list(zip(found.counts, has, strict=True)))
+    relevance = keyword_relevance(scores, strength)
+    return KeywordMatch(relevance, found.matched, strength, found.known, found.stranger)
+
+
+def keyword_stage(
+    session: Session,
+    query: str,
+    *,
+    person: int,
+    model_id: str,
+    pool: int,
+    min_created: datetime | None,
+    candidates: Collection[int],
+    budget: int = SCORE_BUDGET,
+    backend: FullTextSearch | None = None,
+) -> KeywordMatch:
+    """Normalised keyword relevance ∈ (0, 1] of the keyword pool — the best `pool` matches
+    created ≥ min_created — and of the dense `candidates` that match (`.relevance`:
+    {episode_id: relevance}; an episode absent from it has no keyword match, or is in neither
+    set), with the words matched and the best match's coverage. `budget`: see recent_share.
+    `backend`: the search backend (by default, that of the session's engine). In two halves
+    (`keyword_pool`, `keyword_candidates`): hybrid_search runs the first while the message is
+    still being embedded."""
+    found = keyword_pool(
+        session,
+        query,
+        person=person,
+        model_id=model_id,
+        pool=pool,
+        min_created=min_created,
+        budget=budget,
+        backend=backend,
+    )
+    return keyword_candidates(
+        session, found, candidates, person=person, model_id=model_id, backend=backend
+    )
 
 
 # What ranking reads of an episode (rank_candidates' rows; episodes/recall.py's dense path too).
