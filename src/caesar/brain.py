@@ -1,8 +1,9 @@
 """One brain turn: a chat message from the operator, or a proactive run caesar starts itself.
 
     1. facts, ranked by importance, capped           (facts block)
-    2. embed the message, auto-recall episodes, with the excerpts of each that match, under
-       one character budget                          (past conversations block)
+    2. embed the message (on another thread, while 1 and what needs no vector are read),
+       auto-recall episodes, with the excerpts of each that match, under one character budget
+                                                     (past conversations block)
        (both gathered by memory/context/build.py)
     3. system prompt = base + facts + episodes + operator prompt; for a small model (the
        chat route's `prompt`, "small" for the embedded one): a short system prompt, and the
