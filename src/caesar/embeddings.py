@@ -33,8 +33,9 @@ def embed_one(embedder: Embedder, text: str) -> np.ndarray:
 # A turn embeds its message here while it reads what needs no vector (its facts, the keyword
 # pool): ONNX Runtime and SQLite both let go of the GIL, so on two cores the ~5 ms embedding
 # and the reads overlap (docs/performance.md, "The embedding beside the reads"). Threads start
-# on first use; a few, so that turns arriving together do not queue behind one another.
-_SOON = ThreadPoolExecutor(max_workers=4, thread_name_prefix="caesar-embed")
+# on first use, as turns need them: as many as turns embed at once, up to 16 (a remote embedder
+# answers in ~100 ms, and turns arriving together should not queue behind one another).
+_SOON = ThreadPoolExecutor(max_workers=16, thread_name_prefix="caesar-embed")
 
 
 def embed_soon(handle: EmbedderHandle, text: str) -> Future[np.ndarray]:
