@@ -37,6 +37,7 @@ import re
 import sqlite3
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -205,13 +206,15 @@ def load_longmemeval(folder: Path, ranked: bool = True) -> list[Haystack]:
 
 # -- embeddings cached by content hash ------------------------------------------------------
 class CachedEmbedder:
-    """The real embedder behind an on-disk cache keyed by sha256(model id, text)."""
+    """The real embedder behind an on-disk cache keyed by sha256(model id, text). Thread-safe:
+    a turn embeds its message on a thread of caesar's own (embeddings.embed_soon)."""
 
     def __init__(self, inner: Embedder, path: Path) -> None:
         self.inner = inner
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path)
+        self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB)")
+        self._lock = threading.Lock()
         self.hits = self.misses = 0
 
     @property
@@ -222,6 +225,10 @@ class CachedEmbedder:
         return hashlib.sha256(f"{self.model_id}\0{text}".encode()).hexdigest()
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            return self._embed_batch(texts)
+
+    def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         keys = [self._key(t) for t in texts]
         found: dict[str, np.ndarray] = {}
         for start in range(0, len(keys), 500):

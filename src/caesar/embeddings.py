@@ -18,6 +18,9 @@ from caesar.errors import ConfigError, EmbedderError
 
 
 class Embedder(Protocol):
+    """Called from more than one thread (a turn embeds its message on one of `embed_soon`'s):
+    an implementation must be safe to share between threads."""
+
     @property
     def model_id(self) -> str: ...
 
