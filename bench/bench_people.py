@@ -102,6 +102,7 @@ def _block_rows(
 
 def _window_rows(conn: Any, sqlite: bool, texts: list[tuple[int, list[str]]]) -> None:
     from caesar.memory.search import window_keywords
+    from caesar.memory.search.postgres import FTS_CONFIG
 
     if sqlite:
         rows = [r for i, w in texts for r in window_keywords.sqlite_rows(i, w)]
@@ -110,7 +111,7 @@ def _window_rows(conn: Any, sqlite: bool, texts: list[tuple[int, list[str]]]) ->
         rows = [{"id": i, "k": k, "body": b} for i, w in texts for k, b in enumerate(w)]
         sql = (
             "INSERT INTO episode_window_fts (episode_id, window_no, document) "
-            "VALUES (:id, :k, to_tsvector('english', :body))"
+            f"VALUES (:id, :k, to_tsvector('{FTS_CONFIG}', :body))"
         )
     if rows:
         conn.execute(text(sql), rows)

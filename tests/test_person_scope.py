@@ -23,6 +23,7 @@ from caesar import people
 from caesar.api import create_app
 from caesar.cli.main import app as cli_app
 from caesar.db import Database
+from caesar.memory.search.postgres import FTS_CONFIG
 from caesar.workers import run_until_caught_up
 from tests.memory_helpers import learning_household
 
@@ -237,7 +238,7 @@ def _keyword_hits(db: Database, word: str) -> int:
     sql = (
         "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :w"
         if db.is_sqlite
-        else "SELECT count(*) FROM episode_fts WHERE document @@ plainto_tsquery('english', :w)"
+        else f"SELECT count(*) FROM episode_fts WHERE document @@ plainto_tsquery('{FTS_CONFIG}', :w)"
     )
     with db.engine.connect() as c:
         return int(c.execute(sa.text(sql), {"w": word}).scalar() or 0)

@@ -1,13 +1,14 @@
-"""PostgreSQL's full-text search: `tsvector`, the episodes ranked by BM25 (`_bm25`) and their
-windows by each query word's `ts_rank` weighed by its idf (`_idf_rank`), and
-`PostgresSearch`, that with the in-process vector index (a database without pgvector;
-memory/search/pgvector.py is the backend with it).
+"""PostgreSQL's full-text search: `tsvector`, the episodes and their windows ranked by BM25 as
+SQLite's FTS5 ranks them (`_bm25`), and `PostgresSearch`, that with the in-process vector index
+(a database without pgvector; memory/search/pgvector.py is the backend with it).
 
 Tables (migrations 0002, 0005): `episode_fts` holds each episode's GIN-indexed tsvector
 (summary labelled A, conversation B; trigger-maintained), `episode_window_fts` one tsvector per
 3-turn window (episode_id, window_no), written by the windows' writer; both go with their
 episode (ON DELETE CASCADE); `episode_fts_counts` each person's number of `episode_fts` rows,
-kept by statement triggers (migration 0014).
+kept by statement triggers (migration 0014). Words are cut as FTS5 cuts them: the text search
+configuration `FTS_CONFIG` (migration 0015: unaccented, Porter-stemmed, no stop words), each
+row's number of words in its generated column `tokens`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from caesar.memory.search.sql import (
 # summary counts double one in the conversation, as on SQLite (SUMMARY_WEIGHT). PostgreSQL
 # takes weights up to 1, so the sum is doubled (`_bm25`).
 _WEIGHTS = "{0.5, 0.5, 0.5, 1.0}"
+FTS_CONFIG = "caesar_porter"  # migration 0015
 # BM25's constants, as SQLite's FTS5 `bm25()` has them.
 K1 = 1.2
 B = 0.75
@@ -50,11 +52,11 @@ def tsquery_text(terms: Iterable[str], *, every: bool = False) -> str:
 # that says "Melanie" and "go" often outranked the one holding the question's rare word
 # ("museum"), which bm25 (SQLite) ranks first; LoCoMo's dev figures on PostgreSQL fell behind
 # SQLite's by 0.09 (answer in prompt 0.682 against 0.769). So each word is ranked alone and
-# weighed by its idf among the person's episodes: episodes by BM25 (`_bm25`), windows by
-# idf × ts_rank (`_idf_rank`). The idfs come from `term_counts`, which the keyword stage runs
-# first in the same read transaction: they are kept on the session (under `_IDF`) and read
-# back, not counted again (counting them in each scoring statement cost a household of
-# 100 × 1,000 episodes +14 ms a turn).
+# weighed by its idf, by BM25: episodes among the person's (`_bm25`), windows among the
+# candidates' (`window_bm25`). The episodes' idfs come from `term_counts`, which the keyword stage runs first in the same read
+# transaction: they are kept on the session (under `_IDF`) and read back, not counted again
+# (counting them in each scoring statement cost a household of 100 × 1,000 episodes +14 ms a
+# turn).
 _IDF = "caesar.pg_idf"
 # BM25's mean document length (`_AVGDL` on the session, per person) is read from the person's
 # latest this many episodes, by their index: an exact mean would read every one of them.
@@ -67,37 +69,52 @@ def bm25_idf(total: int, n: int) -> float:
     return math.log(1.0 + (total - n + 0.5) / (n + 0.5))
 
 
-def _idf_rank(
-    terms: Sequence[str], document: str, weights: str = "", mark: str | None = None
-) -> str:
-    """Σ idf × ts_rank of each term alone (normalisation 1: by the log of the length), the
-    windows' score; each term's idf and tsquery are the parameters `:w0`, `:t0`, `:w1`, …
-    (`mark`: positional, in that order). (BM25 here too ranked LoCoMo's windows worse: answer
-    in prompt 0.758 against 0.771 with this.)"""
-    return " + ".join(
-        f"CAST({mark or f':w{i}'} AS float8) * "
-        f"ts_rank({weights}{document}, to_tsquery('english', {mark or f':t{i}'}), 1)"
-        for i in range(len(terms))
-    )
+def fts5_idf(total: int, n: int) -> float:
+    """FTS5 `bm25()`'s idf: ln((N − n + 0.5) / (n + 0.5)), at least 1e-6 (a word in over half
+    of the documents counts next to nothing)."""
+    idf = math.log((total - n + 0.5) / (n + 0.5)) if total > 0 else 0.0
+    return max(idf, 1e-6)
 
 
 def _bm25(terms: Sequence[str]) -> tuple[str, str]:
     """The episodes' score: BM25 as FTS5's `bm25()` computes it,
     Σ idf × tf·(k1+1) / (tf + k1·(1 − b + b·dl/avgdl)), where a term's tf is its occurrences
-    weighed by label (`ts_rank_cd` of the term alone is that sum) and dl the document's
-    number of distinct words. Returns (the columns an inner SELECT over `f` computes: `k` and
-    `tf0`, `tf1`, …; the score over them, for the outer SELECT over `s`). Parameters: `:avgdl`,
-    and each term's idf and tsquery, `:w0`, `:t0`, `:w1`, …. On LoCoMo dev (against SQLite's
-    0.769 / 0.818 / 0.824), answer in prompt 0.771, all evidence 0.817, MRR 0.827 — with
-    idf × ts_rank, 0.767 / 0.811 / 0.816."""
-    columns = [f"{K1} * ({1 - B} + {B} * length(f.document) / CAST(:avgdl AS float8)) AS k"]
+    weighed by label (`ts_rank_cd` of the term alone is that sum), dl the row's number of words
+    (`tokens`) and idf FTS5's (`fts5_idf`). Returns (the columns an inner SELECT over `f`
+    computes: `k` and `tf0`, `tf1`, …; the score over them, for the outer SELECT over `s`).
+    Parameters: `:avgdl`, and each term's idf and tsquery, `:w0`, `:t0`, `:w1`, ….
+    With migration 0015's words, LongMemEval dev's figures equal SQLite's (docs/recall-quality.md,
+    "Why the engines differ")."""
+    columns = [f"{K1} * ({1 - B} + {B} * f.tokens / CAST(:avgdl AS float8)) AS k"]
     score = []
     for i in range(len(terms)):
         columns.append(
-            f"2 * ts_rank_cd('{_WEIGHTS}', f.document, to_tsquery('english', :t{i})) AS tf{i}"
+            f"2 * ts_rank_cd('{_WEIGHTS}', f.document, to_tsquery('{FTS_CONFIG}', :t{i})) AS tf{i}"
         )
         score.append(f"CAST(:w{i} AS float8) * s.tf{i} * {K1 + 1} / (s.tf{i} + s.k)")
     return ", ".join(columns), " + ".join(score)
+
+
+def window_bm25(rows: Sequence[Sequence[float]]) -> list[tuple[int, int, float]]:
+    """(episode id, window number, BM25) of the windows that hold a query word, from every
+    candidate window's (episode id, window number, words, each query word's occurrences):
+    FTS5's formula (`_bm25`, unlabelled words) with N, each word's n and the mean length
+    counted over `rows`.
+    Pure."""
+    if not rows:
+        return []
+    terms = len(rows[0]) - 3
+    avgdl = sum(float(r[2]) for r in rows) / len(rows) or 1.0
+    idfs = [fts5_idf(len(rows), sum(1 for r in rows if r[3 + i] > 0)) for i in range(terms)]
+    scored = []
+    for episode, window, tokens, *tfs in rows:
+        k = K1 * (1 - B + B * float(tokens) / avgdl)
+        score = sum(
+            idf * tf * (K1 + 1) / (tf + k) for idf, tf in zip(idfs, tfs, strict=True) if tf > 0
+        )
+        if score > 0:
+            scored.append((int(episode), int(window), score))
+    return scored
 
 
 class PostgresFullText:
@@ -133,13 +150,13 @@ class PostgresFullText:
             where.append("f.episode_id IN :ids")
         if every:  # filtered by the all-words query, ranked by the any-word one (as ever)
             params["every"] = tsquery_text(terms, every=True)
-            where.append("f.document @@ to_tsquery('english', :every)")
+            where.append(f"f.document @@ to_tsquery('{FTS_CONFIG}', :every)")
         params["avgdl"] = session.info[_AVGDL][person]  # counted with the idfs (_weighed)
         columns, score = _bm25(terms)
         sql = f"""
             SELECT s.id, {score} AS score FROM (
                 SELECT f.episode_id AS id, {columns} FROM episode_fts AS f {" ".join(join)}
-                , to_tsquery('english', :tsquery) AS q(query)
+                , to_tsquery('{FTS_CONFIG}', :tsquery) AS q(query)
                 WHERE {" AND ".join(["f.document @@ q.query", *where])}) AS s
             ORDER BY score DESC, s.id DESC LIMIT :limit"""
         rows = session.execute(statement(sql, *(("ids",) if ids is not None else ())), params)
@@ -155,28 +172,27 @@ class PostgresFullText:
         counts = [
             # kept by triggers (migration 0014): a count here read all of the person's rows
             "coalesce((SELECT documents FROM episode_fts_counts WHERE person_id = :person), 0)",
-            "(SELECT avg(length(document)) FROM (SELECT document FROM episode_fts "
+            "(SELECT avg(tokens) FROM (SELECT tokens FROM episode_fts "
             f"WHERE person_id = :person ORDER BY episode_id DESC LIMIT {AVGDL_SAMPLE}) AS d)",
         ]
         for i, term in enumerate(terms):
             params[f"t{i}"] = tsquery_text([term])
             counts.append(
                 "(SELECT count(*) FROM episode_fts WHERE person_id = :person "
-                f"AND document @@ to_tsquery('english', :t{i}))"
+                f"AND document @@ to_tsquery('{FTS_CONFIG}', :t{i}))"
             )
         n, avgdl, *found = session.execute(statement(f"SELECT {', '.join(counts)}"), params).one()
         session.info.setdefault(_AVGDL, {})[person] = float(avgdl or 1.0)
         idf = session.info.setdefault(_IDF, {})
         for term, c in zip(terms, found, strict=True):
-            idf[(person, term)] = bm25_idf(int(n), int(c))
+            idf[(person, term)] = fts5_idf(int(n), int(c))
         return int(n), [int(c) for c in found]
 
     def _weighed(
         self, session: Session, terms: Sequence[str], person: int
     ) -> list[tuple[float, str]]:
-        """The parameters of `_idf_rank` and `_bm25`: each term's idf and its tsquery. The
-        idfs and the mean length are counted once a transaction (`term_counts` keeps them on
-        the session)."""
+        """The parameters of `_bm25`: each term's idf and its tsquery. The idfs and the mean
+        lengths are counted once a transaction (`term_counts` keeps them on the session)."""
         missing = [t for t in terms if (person, t) not in session.info.get(_IDF, {})]
         if missing or person not in session.info.get(_AVGDL, {}):
             self.term_counts(session, missing, person=person)
@@ -194,14 +210,14 @@ class PostgresFullText:
             params[f"t{i}"] = tsquery_text([term])
             checks.append(
                 "EXISTS (SELECT 1 FROM episode_fts "
-                f"WHERE episode_id = :probe AND document @@ to_tsquery('english', :t{i}))"
+                f"WHERE episode_id = :probe AND document @@ to_tsquery('{FTS_CONFIG}', :t{i}))"
             )
         return all_exist(session, checks, params)
 
     def count_holding_all(self, session: Session, terms: Sequence[str], *, person: int) -> int:
         sql = (
             "SELECT count(*) FROM episode_fts "
-            "WHERE person_id = :person AND document @@ to_tsquery('english', :q)"
+            f"WHERE person_id = :person AND document @@ to_tsquery('{FTS_CONFIG}', :q)"
         )
         return count(session, sql, {"q": tsquery_text(terms, every=True), "person": person})
 
@@ -212,19 +228,26 @@ class PostgresFullText:
     def window_scores(
         self, session: Session, terms: Sequence[str], ids: Sequence[int], *, person: int
     ) -> dict[int, dict[int, float]]:
-        """Each term's ts_rank weighed by its idf among the person's episodes, as the episode
-        level."""
+        """BM25 as FTS5's over the windows (`window_bm25`), with the statistics of the
+        candidates' windows: all of them are read (their words counted by the tsvector's
+        index, ~10 a candidate). FTS5 takes the whole table's; counting a word's windows in a
+        person's ~1M took 60–490 ms a word here (once per query word, every turn). The
+        candidates are what the windows re-rank, and on a history of up to ~50 conversations
+        they are all of it, so the dev sets' figures equal SQLite's."""
         ids = owned(session, ids, person)
-        if not ids:
+        if not ids or not terms:
             return {}
         # sent to the driver as written: this runs on every turn (see driver_rows)
         mark = marks(session, 1)
+        counts = ", ".join(
+            f"ts_rank_cd('{{1, 1, 1, 1}}', document, to_tsquery('{FTS_CONFIG}', {mark}))"
+            for _ in terms
+        )
         sql = f"""
-            SELECT f.episode_id, f.window_no, {_idf_rank(terms, "f.document", mark=mark)}
-            FROM episode_window_fts AS f, to_tsquery('english', {mark}) AS q(query)
-            WHERE f.episode_id IN ({marks(session, len(ids))}) AND f.document @@ q.query"""
-        weighed = [p for pair in self._weighed(session, terms, person) for p in pair]
-        return by_window(driver_rows(session, sql, [*weighed, tsquery_text(terms), *ids]))
+            SELECT episode_id, window_no, tokens, {counts} FROM episode_window_fts
+            WHERE episode_id IN ({marks(session, len(ids))})"""
+        params = [*(tsquery_text([term]) for term in terms), *ids]
+        return by_window(window_bm25(driver_rows(session, sql, params)))
 
     def has_windows(self, session: Session, episode_id: int) -> bool:
         sql = "SELECT 1 FROM episode_window_fts WHERE episode_id = :id LIMIT 1"
@@ -233,7 +256,7 @@ class PostgresFullText:
     def add_windows(self, session: Session, episode_id: int, windows: Sequence[str]) -> int:
         sql = (
             "INSERT INTO episode_window_fts (episode_id, window_no, document) "
-            "VALUES (:id, :k, to_tsvector('english', :body)) ON CONFLICT DO NOTHING"
+            f"VALUES (:id, :k, to_tsvector('{FTS_CONFIG}', :body)) ON CONFLICT DO NOTHING"
         )
         rows = [{"id": episode_id, "k": k, "body": w} for k, w in enumerate(windows)]
         session.execute(text(sql), rows)

@@ -29,6 +29,10 @@ depends_on = None
 
 _SQLITE_TOKENIZE = "porter unicode61 remove_diacritics 2"  # = migration 0002's
 _BACKFILL_BATCH = 500
+_PG_INSERT = sa.text(
+    "INSERT INTO episode_window_fts (episode_id, window_no, document) "
+    "VALUES (:id, :k, to_tsvector('english', :body)) ON CONFLICT DO NOTHING"
+)
 
 
 def upgrade() -> None:
@@ -58,12 +62,18 @@ def _backfill(session: Session) -> None:
         "WHERE e.passage_vectors IS NOT NULL AND e.summary != '' AND e.id > :after "
         "ORDER BY e.id LIMIT :limit"
     ).columns(sa.column("id", sa.Integer), sa.column("payload", sa.JSON))
+    sqlite = session.get_bind().dialect.name == "sqlite"
     after = 0
     while True:
         rows = session.execute(query, {"after": after, "limit": _BACKFILL_BATCH}).all()
         for row in rows:
             windows = passages.windows(conversation_turns(row.payload))
-            window_keywords.index_windows(session, int(row.id), windows)
+            if sqlite:
+                window_keywords.index_windows(session, int(row.id), windows)
+            elif windows:  # this revision's words (migration 0015 changes them)
+                session.execute(
+                    _PG_INSERT, [{"id": row.id, "k": k, "body": w} for k, w in enumerate(windows)]
+                )
         if len(rows) < _BACKFILL_BATCH:
             return
         after = int(rows[-1].id)
