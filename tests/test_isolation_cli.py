@@ -191,6 +191,7 @@ NOT_A_PERSONS: dict[tuple[str, ...], str] = {
     ("episodes", "reembed"): "re-embeds every episode for a new model; prints counts",
     ("db", "upgrade"): "the schema",
     ("db", "vectors"): "moves every vector into pgvector; prints counts",
+    ("db", "words"): "indexes everyone's full text again under FTS5's words; prints counts",
     ("db", "backup"): "a copy of the whole database file: the host's, like the file itself",
     ("models", "prepare"): "the embedder's files",
     ("people", "add"): "the people themselves (test_people.py)",

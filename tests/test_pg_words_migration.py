@@ -1,12 +1,14 @@
-"""Migration 0015 (issue #24): PostgreSQL cuts and counts words as SQLite's FTS5 does — every
-episode and window indexed again under `caesar_porter` (unaccented, Porter-stemmed, no stop
-words), each row's word count in `tokens`; new rows the same; the downgrade gives `english`
-back."""
+"""Migration 0015 (issue #24): PostgreSQL cuts and counts words as SQLite's FTS5 does — new rows
+under `caesar_porter` (unaccented, Porter-stemmed, no stop words) at once, older episodes and
+windows indexed again afterwards (memory/search/pg_words.py: batched, resumable), each row's
+word count in `tokens`; the downgrade gives `english` back."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime
 
@@ -14,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from caesar.db import Database, migrate
-from caesar.memory.search import passages
+from caesar.memory.search import passages, pg_words
 from caesar.memory.transcript import conversation_turns
 
 WHEN = datetime(2026, 12, 1, 12, 0)
@@ -95,10 +97,31 @@ def test_an_upgrade_indexes_every_episode_and_window_again_under_fts5s_words(pg_
     assert "generous" in _lexemes(db, 1)
 
     migrate.upgrade(db)
+    with db.read() as session:
+        assert pg_words.status(session) == pg_words.WordsStatus(left=2, finished=False)
+    assert _holding(db, "episode_fts", "simple", "other") == []  # the older words, for now
+    _episode(db, 3, "Other plans because of snow")  # the trigger writes the new words at once
+    assert _holding(db, "episode_fts", "simple", "other") == [3]
 
-    for table in ("episode_fts", "episode_window_fts"):
-        assert _holding(db, table, "simple", "other") == [1]
-        assert _holding(db, table, "simple", "becaus") == [1]  # stemmed
+    # stopped after its first batch (one episode), then run again: it resumes
+    def stop(done: int, total: int) -> None:
+        if 0 < done < total:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pg_words.reindex(db, progress=stop, batch=1)
+    assert _holding(db, "episode_fts", "simple", "other") == [1, 3]
+    with db.read() as session:
+        assert pg_words.status(session) == pg_words.WordsStatus(left=1, finished=False)
+    seen: list[tuple[int, int]] = []
+    status = pg_words.reindex(db, progress=lambda d, t: seen.append((d, t)), batch=1)
+    assert status == pg_words.WordsStatus(left=0, finished=True)
+    assert seen[0] == (0, 1) and seen[-1] == (1, 1)
+
+    # (episode 3's windows were written by this test's helper, as before 0015: not the reindex's)
+    for table, holding in (("episode_fts", [1, 3]), ("episode_window_fts", [1])):
+        assert _holding(db, table, "simple", "other") == holding
+        assert _holding(db, table, "simple", "becaus") == holding  # stemmed
         assert _holding(db, table, "simple", "cafe") == [1]  # unaccented
         assert _holding(db, table, "caesar_porter", "Café") == [1]
     assert {"gener", "run", "other"} <= _lexemes(db, 1)  # Porter 1, as FTS5's porter
@@ -115,8 +138,6 @@ def test_an_upgrade_indexes_every_episode_and_window_again_under_fts5s_words(pg_
     )
     assert window_tokens == [_fts5_tokens(t) for t in texts]
 
-    _episode(db, 3, "Other plans because of snow")  # the trigger writes the new words too
-    assert _holding(db, "episode_fts", "simple", "other") == [1, 3]
     fts = PostgresFullText()
     with db.read() as session:
         owner = int(session.scalar(sa.text("SELECT id FROM people WHERE is_owner")))
@@ -130,6 +151,8 @@ def test_a_downgrade_gives_the_english_words_back(pg_at_0014):
     db = pg_at_0014
     _episode(db, 1, CHAT)
     migrate.upgrade(db)
+    pg_words.reindex(db)
+    assert _holding(db, "episode_window_fts", "simple", "other") == [1]
     migrate.downgrade(db, "0014")
 
     assert _holding(db, "episode_fts", "simple", "other") == []
@@ -147,3 +170,46 @@ def test_a_downgrade_gives_the_english_words_back(pg_at_0014):
         assert "tokens" not in set(columns)
     _episode(db, 2, CHAT)  # migration 0002's trigger, english again
     assert _holding(db, "episode_fts", "simple", "other") == []
+
+
+def test_caesar_db_upgrade_says_what_is_left_and_caesar_db_words_does_it(
+    pg_at_0014, pg_url, tmp_path
+):
+    """The real commands: the upgrade is quick and says how many episodes are left; `caesar db
+    words` indexes them with progress, and run again has nothing to do."""
+    from crashkit import settings_dict, settings_env
+
+    db = pg_at_0014
+    for n in range(1, 6):
+        _episode(db, n, f"{CHAT} {n}")
+    env = settings_env(
+        settings_dict(
+            tmp_path / "home",
+            pg_url,
+            "http://127.0.0.1:9",
+            "-",
+        )
+    )
+    caesar = [sys.executable, "-c", "from caesar.cli.main import main; main()", "db"]
+    upgraded = subprocess.run(
+        [*caesar, "upgrade"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "5 episodes to index again under FTS5's words" in upgraded.stdout
+    assert "caesar db words" in upgraded.stdout
+
+    words = subprocess.run(
+        [*caesar, "words", "--batch-size", "2"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert words.returncode == 0, words.stderr
+    assert "0 of 5 episodes indexed again" in words.stderr
+    assert "5 of 5 episodes indexed again" in words.stderr
+    assert "every episode indexed under FTS5's words" in words.stdout
+    assert _holding(db, "episode_window_fts", "simple", "other") == [1, 2, 3, 4, 5]
+
+    again = subprocess.run([*caesar, "words"], env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "indexed again" not in again.stderr

@@ -77,6 +77,46 @@ def upgrade_database(settings: Settings) -> None:
                 "`caesar db vectors`",
                 highlight=False,
             )
+    if not db.is_sqlite:
+        from caesar.memory.search import pg_words
+
+        with db.read() as session:
+            words = pg_words.status(session)
+        if not words.finished:
+            console.print(
+                f"full text: {words.describe()}; `caesar serve` does it in the background "
+                "(recall goes on meanwhile), or run `caesar db words`",
+                highlight=False,
+            )
+    db.engine.dispose()
+
+
+@db_app.command("words")
+@friendly
+def db_words(
+    batch_size: int = typer.Option(500, min=1, max=100_000, help="Episodes per transaction."),
+) -> None:
+    """PostgreSQL: index the episodes and windows written before migration 0015 again under
+    FTS5's words, with progress; safe to stop and run again (it resumes), and chat goes on
+    meanwhile. `caesar serve` does the same in the background once ready."""
+    from caesar.db import Database
+    from caesar.errors import ConfigError
+    from caesar.memory.search import pg_words
+
+    db = Database(load_settings().sqlalchemy_url)
+    if db.is_sqlite:
+        raise ConfigError("caesar db words is for PostgreSQL; SQLite's words are FTS5's already")
+    with db.engine.connect() as conn:
+        if not pg_words.installed(conn):
+            raise ConfigError("the database predates migration 0015: run `caesar db upgrade`")
+
+    def say(line: str) -> None:
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
+
+    status = pg_words.reindex(
+        db, progress=pg_words.progress_log(say, every=2.0), batch=batch_size, wait=True
+    )
+    console.print(f"full text: {status.describe()}", highlight=False, markup=False)
     db.engine.dispose()
 
 
@@ -283,6 +323,8 @@ def _warm(built: Any, when_ready: Callable[[], object] | None = None) -> None:
         when_ready()
     if built.settings.semantic.enabled:
         _migrate_vectors(built)
+    if not built.db.is_sqlite:
+        _reindex_words(built)
 
 
 def _warm_chat_model(built: Any) -> None:
@@ -333,6 +375,21 @@ def _migrate_vectors(built: Any) -> None:
         log.exception(
             "episode vectors: the migration stopped (recall keeps the in-process index); "
             "the next start resumes it, or run `caesar db vectors`"
+        )
+
+
+def _reindex_words(built: Any) -> None:
+    """Ready and serving: index the full text written before migration 0015 again under FTS5's
+    words (PostgreSQL), recall reading the older words until it is."""
+    from caesar.memory.search import pg_words
+
+    log = logging.getLogger("caesar.words")
+    try:
+        pg_words.reindex(built.db, progress=pg_words.progress_log(log.info))
+    except Exception:
+        log.exception(
+            "full text: indexing again under FTS5's words stopped (recall goes on); the next "
+            "start resumes it, or run `caesar db words`"
         )
 
 

@@ -21,6 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from caesar.memory.search.in_process import InProcessVectors
+from caesar.memory.search.pg_words import WORDS as FTS_CONFIG  # migration 0015
 from caesar.memory.search.sql import (
     all_exist,
     by_window,
@@ -37,7 +38,6 @@ from caesar.memory.search.sql import (
 # summary counts double one in the conversation, as on SQLite (SUMMARY_WEIGHT). PostgreSQL
 # takes weights up to 1, so the sum is doubled (`_bm25`).
 _WEIGHTS = "{0.5, 0.5, 0.5, 1.0}"
-FTS_CONFIG = "caesar_porter"  # migration 0015
 # BM25's constants, as SQLite's FTS5 `bm25()` has them.
 K1 = 1.2
 B = 0.75

@@ -1,0 +1,250 @@
+"""PostgreSQL's full text indexed again under FTS5's words (migration 0015, issue #24) — batched,
+resumable, with progress — while chat goes on.
+
+Migration 0015 creates the text search configuration `WORDS` (`caesar_porter`: unaccented,
+Porter-stemmed, no stop words, as SQLite's FTS5 cuts words) and points the episodes' trigger
+and the windows' writer at it, so every row written after it has the new words. It records in
+`fulltext_reindex` the last episode indexed before it (`upto`). Those older rows are indexed
+again here, `BATCH` episodes a transaction, their windows with them, the place kept
+(`done_through`, moved in the transaction of its rows) so a stopped run resumes where it
+stopped. Until then they keep `english` words: a query word both stem alike (most) still
+finds them, and their word counts (`tokens`) are right already.
+
+`caesar serve` runs it in the background once ready; `caesar db words` runs it by hand. One
+process at a time (an advisory lock); the others see the result in the database. Measured in
+docs/performance.md ("PostgreSQL's words"): about 7 ms an episode of LongMemEval's length.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
+from caesar.db.engine import Database
+from caesar.memory.search import passages
+from caesar.memory.transcript import conversation_turns
+
+log = logging.getLogger("caesar.words")
+
+WORDS = "caesar_porter"  # the configuration (migration 0015)
+STATE = "fulltext_reindex"  # not a SQLAlchemy model: db/migrate.py's comparison skips it
+BATCH = 500  # episodes per transaction
+_LOCK = 0x6361657361727774  # pg_advisory_lock key ("caesarwt")
+
+# A progress callback: (episodes done, episodes in all).
+Progress = Callable[[int, int], None]
+
+# Migration 0002's document of an episode: the summary (label A) and its chat (B).
+_CONVERSATION = """
+    coalesce((SELECT string_agg(m.value ->> 'content', E'\\n' ORDER BY m.ordinality)
+              FROM jsonb_array_elements(
+                  CASE WHEN jsonb_typeof(a.payload -> 'messages') = 'array'
+                       THEN a.payload -> 'messages' ELSE '[]'::jsonb END
+              ) WITH ORDINALITY AS m(value, ordinality)
+              WHERE jsonb_typeof(m.value) = 'object'
+                AND m.value ->> 'role' IN ('user', 'assistant')), '')
+    || E'\\n' || coalesce(a.payload ->> 'reply', '')
+"""
+
+
+def document(config: str, summary: str) -> str:
+    """An episode's tsvector under `config`, `summary` its summary's expression, over its chat's
+    audit row `a`."""
+    return (
+        f"setweight(to_tsvector('{config}', {summary}), 'A') || "
+        f"setweight(to_tsvector('{config}', {_CONVERSATION}), 'B')"
+    )
+
+
+def sync_function(config: str) -> str:
+    """Migration 0002's `episode_fts_sync` (the trigger that indexes an episode), under
+    `config`."""
+    return f"""CREATE OR REPLACE FUNCTION episode_fts_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'UPDATE' THEN
+            DELETE FROM episode_fts WHERE episode_id = OLD.id;
+        END IF;
+        IF NEW.summary <> '' THEN
+            INSERT INTO episode_fts (episode_id, document)
+            SELECT NEW.id, {document(config, "NEW.summary")}
+            FROM audit_log AS a WHERE a.id = NEW.audit_log_id;
+        END IF;
+        RETURN NULL;
+    END $$"""
+
+
+# After the trigger's new function (whose replacement waits out writes in flight): every
+# episode up to `upto` is the reindex's, every later one the trigger's.
+SCHEMA = [
+    f"""CREATE TABLE {STATE} (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        upto BIGINT NOT NULL,
+        done_through BIGINT NOT NULL DEFAULT 0,
+        finished_at TIMESTAMP WITHOUT TIME ZONE
+    )""",
+    f"""INSERT INTO {STATE} (id, upto, finished_at)
+    SELECT 1, coalesce(max(episode_id), 0),
+           CASE WHEN max(episode_id) IS NULL THEN now() AT TIME ZONE 'UTC' END
+    FROM episode_fts""",
+]
+
+
+@dataclass(frozen=True)
+class WordsStatus:
+    left: int  # episodes not indexed again yet
+    finished: bool
+
+    def describe(self) -> str:
+        if self.finished:
+            return "every episode indexed under FTS5's words"
+        return f"{self.left:,} episodes to index again under FTS5's words"
+
+
+def status(session: Session) -> WordsStatus:
+    """Where the reindex stands (finished where there is nothing to do: SQLite, or no table)."""
+    if session.get_bind().dialect.name == "sqlite" or not installed(session.connection()):
+        return WordsStatus(0, True)
+    row = session.execute(sa.text(f"SELECT upto, done_through, finished_at FROM {STATE}")).one()
+    if row.finished_at is not None:
+        return WordsStatus(0, True)
+    left = session.execute(
+        sa.text(
+            "SELECT count(*) FROM episode_fts WHERE episode_id > :after AND episode_id <= :upto"
+        ),
+        {"after": row.done_through, "upto": row.upto},
+    ).scalar()
+    return WordsStatus(int(left or 0), False)
+
+
+def installed(conn: Connection) -> bool:
+    return conn.scalar(sa.text(f"SELECT to_regclass('{STATE}')")) is not None
+
+
+def reindex_batch(
+    conn: Connection, config: str, after: int, upto: int | None, batch: int
+) -> list[int]:
+    """Index the next `batch` episodes after `after` (up to `upto`, None: all) and their windows
+    again under `config`, in `conn`'s transaction; returns their ids, in order (fewer than
+    `batch`: there are no more)."""
+    bound = "" if upto is None else "AND episode_id <= :upto"
+    ids = [
+        int(i)
+        for i in conn.execute(
+            sa.text(
+                f"SELECT episode_id FROM episode_fts WHERE episode_id > :after {bound} "
+                "ORDER BY episode_id LIMIT :n"
+            ),
+            {"after": after, "upto": upto, "n": batch},
+        ).scalars()
+    ]
+    if not ids:
+        return ids
+    conn.execute(
+        sa.text(
+            f"""UPDATE episode_fts AS f SET document = {document(config, "e.summary")}
+            FROM episode_summaries AS e JOIN audit_log AS a ON a.id = e.audit_log_id
+            WHERE f.episode_id = e.id AND f.episode_id BETWEEN :first AND :last"""
+        ),
+        {"first": ids[0], "last": ids[-1]},
+    )
+    chats = conn.execute(
+        sa.text(
+            "SELECT e.id, a.payload FROM episode_summaries AS e "
+            "JOIN audit_log AS a ON a.id = e.audit_log_id "
+            "WHERE e.id IN (SELECT DISTINCT episode_id FROM episode_window_fts "
+            "WHERE episode_id > :after AND episode_id <= :last)"
+        ).columns(sa.column("id", sa.Integer), sa.column("payload", sa.JSON)),
+        {"after": after, "last": ids[-1]},
+    ).all()
+    windows = [
+        (int(chat.id), k, body)
+        for chat in chats
+        for k, body in enumerate(passages.windows(conversation_turns(chat.payload)))
+    ]
+    if windows:
+        episode, number, body = (list(column) for column in zip(*windows, strict=True))
+        conn.execute(
+            sa.text(
+                f"UPDATE episode_window_fts AS w SET document = to_tsvector('{config}', v.body) "
+                "FROM unnest(CAST(:ids AS integer[]), CAST(:ks AS smallint[]), "
+                "CAST(:bodies AS text[])) AS v(id, k, body) "
+                "WHERE w.episode_id = v.id AND w.window_no = v.k"
+            ),
+            {"ids": episode, "ks": number, "bodies": body},
+        )
+    return ids
+
+
+def reindex(
+    db: Database, *, progress: Progress | None = None, batch: int = BATCH, wait: bool = False
+) -> WordsStatus:
+    """Index the episodes left (and their windows) again under `WORDS`, `batch` a transaction;
+    returns where things stand after. Resumable: stop it anywhere and run it again. Another
+    process at it: wait for it, or (not `wait`) return at once."""
+    report = progress or (lambda _done, _total: None)
+    with db.read() as session:
+        before = status(session)
+    if before.finished:
+        return before
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as lock:
+        if not lock.execute(sa.text("SELECT pg_try_advisory_lock(:key)"), {"key": _LOCK}).scalar():
+            if not wait:
+                log.info("another process is indexing the full text again: left to it")
+                return before
+            lock.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": _LOCK})
+        try:
+            _run(db, batch, report)
+        finally:
+            lock.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK})
+    with db.read() as session:
+        return status(session)
+
+
+def _run(db: Database, batch: int, report: Progress) -> None:
+    with db.read() as session:
+        total = status(session).left
+    done = 0
+    report(0, total)
+    while True:
+        with db.write() as session:
+            conn = session.connection()
+            upto, after, finished = conn.execute(
+                sa.text(f"SELECT upto, done_through, finished_at FROM {STATE} FOR UPDATE")
+            ).one()
+            if finished is not None:
+                return
+            ids = reindex_batch(conn, WORDS, int(after), int(upto), batch)
+            last = len(ids) < batch or ids[-1] >= upto
+            conn.execute(
+                sa.text(
+                    f"UPDATE {STATE} SET done_through = :through, finished_at = "
+                    "CASE WHEN :last THEN now() AT TIME ZONE 'UTC' END WHERE id = 1"
+                ),
+                {"through": ids[-1] if ids else upto, "last": last},
+            )
+        done = min(total, done + len(ids))
+        report(total if last else done, total)
+        if last:
+            return
+
+
+def progress_log(emit: Callable[[str], None], every: float = 5.0) -> Progress:
+    """A Progress that says where the reindex is at most every `every` seconds, and when it
+    starts and ends."""
+    last_at = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if 0 < done < total and now - last_at[0] < every:
+            return
+        last_at[0] = now
+        share = f" ({100 * done / total:.0f}%)" if total else ""
+        emit(f"full text: {done:,} of {total:,} episodes indexed again under FTS5's words{share}")
+
+    return report
