@@ -21,8 +21,8 @@ Score rules (every backend, so the fusion can compare numbers across engines):
 - a vector score is the cosine of the stored vector with the query, in [-1, 1], higher =
   better — exact, as `vector @ query` over unit vectors, to float32 rounding: an approximate
   backend may miss a row, never misreport one;
-- a full-text score is > 0, higher = better, and compares within one query only (BM25 and
-  ts_rank scales differ); it depends on the episode and the words only, not on the filters
+- a full-text score is > 0, higher = better, and compares within one query only (BM25's scale
+  depends on the corpus); it depends on the episode and the words only, not on the filters
   (keywords.keyword_relevance turns it into a share of the best match).
 """
 

@@ -1,6 +1,6 @@
 """The keyword stage of hybrid recall (memory/search/hybrid.py): full-text relevance of past
 episodes to a message, from the database's own index, asked through the engine's search
-backend (memory/search/backend.py: SQLite FTS5 `bm25()`, PostgreSQL `ts_rank` over a
+backend (memory/search/backend.py: SQLite FTS5 `bm25()`, PostgreSQL the same BM25 over a
 GIN-indexed tsvector), kept in step with `episode_summaries` by triggers (migration 0002) over
 the summary and the source conversation.
 
@@ -77,8 +77,9 @@ STOP_WORDS = frozenset(
     these they this those through to too under until up very was we were what when where which
     while who whom why will with would you your yours yourself ive im don didn doesn""".split()  # noqa: SIM905
 )
-# PostgreSQL's english stop words that STOP_WORDS keeps as terms: its parser drops them, so
-# there they are found nowhere, and `coverage` must not count them as words new to the history.
+# PostgreSQL's english stop words that STOP_WORDS keeps as terms. Its `english` configuration
+# dropped them (before migration 0015), so there they were found nowhere, and `coverage` left
+# them out on both engines; it still does, so the measured off-topic figures hold.
 PG_ONLY_STOP_WORDS = frozenset(
     """above against because below between both down few further herself himself more most now
     other ourselves same themselves yourselves""".split()  # noqa: SIM905
@@ -117,8 +118,8 @@ def keyword_scores(
     among `ids` if given, holding every term if `every`) by keyword relevance to `query`:
     {episode_id: score > 0}. `terms`, if given, replaces the query's own words (the stage passes
     the ones worth matching). A score depends on the episode and the terms only — not on the
-    filters, nor on `every` (bm25, and on PostgreSQL each term's ts_rank times its idf, weigh
-    each term by the person's whole index).
+    filters, nor on `every` (bm25 weighs each term by the whole index; PostgreSQL's by the
+    person's).
     `backend`: the search backend (by default, that of the session's engine)."""
     terms = query_terms(query) if terms is None else terms
     id_list = None if ids is None else sorted({int(i) for i in ids})
@@ -181,7 +182,7 @@ def match_terms(terms: list[str], total: int, counts: list[int]) -> list[str]:
     return [t for t, n in found if n < COMMON_MIN_DOCS or _idf(total, n) >= COMMON_IDF_SHARE * top]
 
 
-_idf = bm25_idf  # as `coverage` weighs words (and PostgreSQL its ts_rank)
+_idf = bm25_idf  # how `coverage` weighs words (kept positive: FTS5's idf floors at ~0)
 
 
 def coverage(total: int, counts: list[tuple[int, bool]]) -> float:
@@ -211,8 +212,8 @@ def known_share(
     say nothing ("What are Caroline's plans for the summer?" asked of a history without a
     Caroline). Left out: a word naming a time (a month or day name, a number) found nowhere,
     since a conversation's date is not in its words ("what did I buy in March?") — a name that
-    is also a month ("June") is taken for the month — and PostgreSQL's stop words, found or not
-    (that engine's parser drops them, SQLite's keeps them), so both engines weigh the same.
+    is also a month ("June") is taken for the month — and PostgreSQL's english stop words,
+    found or not (see PG_ONLY_STOP_WORDS), so both engines weigh the same.
     Measured in docs/recall-quality.md ("Off-topic"). `counts[i]`: episodes holding
     `terms[i]`. Pure; ∈ [0, 1], 1 with nothing to weigh."""
     if names_unknown(terms, counts, names):
@@ -298,8 +299,8 @@ def is_time_word(term: str) -> bool:
 
 
 def keyword_relevance(scores: Mapping[K, float], strength: float) -> dict[K, float]:
-    """Each score as a share of the best one (BM25 and ts_rank scales differ and depend on the
-    corpus), times the best match's `coverage`: so an episode that only shares a common word
+    """Each score as a share of the best one (BM25's scale depends on the corpus and the
+    query), times the best match's `coverage`: so an episode that only shares a common word
     with the query stays near 0 however it ranks, and one holding all its rare words nears 1."""
     best = max(scores.values(), default=0.0)
     if best <= 0:

@@ -84,8 +84,9 @@ def each_window_score(
 ) -> dict[int, dict[int, float]]:
     """{episode_id: {window number: full-text score > 0}} for the windows of the episodes `ids`
     matching any of `terms` (the words the episode-level stage matched). SQLite: FTS5 bm25()
-    over the windows; PostgreSQL: ts_rank over each window's tsvector (normalisation 1, as the
-    episode-level stage). Scores compare within one query only."""
+    over the windows; PostgreSQL: the same BM25 over each window's tsvector, with the
+    candidates' windows' statistics (postgres.window_bm25). Scores compare within one query
+    only."""
     id_list = sorted({int(i) for i in ids})
     if not terms or not id_list:
         return {}
