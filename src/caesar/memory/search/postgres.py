@@ -58,6 +58,9 @@ def tsquery_text(terms: Iterable[str], *, every: bool = False) -> str:
 # (counting them in each scoring statement cost a household of 100 × 1,000 episodes +14 ms a
 # turn).
 _IDF = "caesar.pg_idf"
+# A row's number of words (migration 0015), or its distinct words where that is not counted
+# yet (a row from before it, not indexed again yet: memory/search/pg_words.py).
+TOKENS = "coalesce({0}tokens, length({0}document))"
 # BM25's mean document length (`_AVGDL` on the session, per person) is read from the person's
 # latest this many episodes, by their index: an exact mean would read every one of them.
 AVGDL_SAMPLE = 1000
@@ -85,7 +88,7 @@ def _bm25(terms: Sequence[str]) -> tuple[str, str]:
     Parameters: `:avgdl`, and each term's idf and tsquery, `:w0`, `:t0`, `:w1`, ….
     With migration 0015's words, LongMemEval dev's figures equal SQLite's (docs/recall-quality.md,
     "Why the engines differ")."""
-    columns = [f"{K1} * ({1 - B} + {B} * f.tokens / CAST(:avgdl AS float8)) AS k"]
+    columns = [f"{K1} * ({1 - B} + {B} * {TOKENS.format('f.')} / CAST(:avgdl AS float8)) AS k"]
     score = []
     for i in range(len(terms)):
         columns.append(
@@ -172,7 +175,7 @@ class PostgresFullText:
         counts = [
             # kept by triggers (migration 0014): a count here read all of the person's rows
             "coalesce((SELECT documents FROM episode_fts_counts WHERE person_id = :person), 0)",
-            "(SELECT avg(tokens) FROM (SELECT tokens FROM episode_fts "
+            f"(SELECT avg({TOKENS.format('')}) FROM (SELECT tokens, document FROM episode_fts "
             f"WHERE person_id = :person ORDER BY episode_id DESC LIMIT {AVGDL_SAMPLE}) AS d)",
         ]
         for i, term in enumerate(terms):
@@ -244,7 +247,7 @@ class PostgresFullText:
             for _ in terms
         )
         sql = f"""
-            SELECT episode_id, window_no, tokens, {counts} FROM episode_window_fts
+            SELECT episode_id, window_no, {TOKENS.format("")}, {counts} FROM episode_window_fts
             WHERE episode_id IN ({marks(session, len(ids))})"""
         params = [*(tsquery_text([term]) for term in terms), *ids]
         return by_window(window_bm25(driver_rows(session, sql, params)))
