@@ -320,6 +320,7 @@ def write(results: dict[str, Any], timings: dict[str, float] | None = None) -> P
     lines += sections.openwebui(results)
     lines += sections.first_start(results)
     lines += sections.pgvector(results)
+    lines += sections.pg_words(results)
     lines += sections.turn_http(results)
     lines += sections.people(results)
     lines += sections.startup(results)

@@ -46,6 +46,10 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
             "pgvector recall search (100k)",
             ["bench_pgvector.py", "--episodes", "100000", "--queries", "100" if quick else "300"],
         ),
+        (
+            "PostgreSQL's words (migration 0015)",
+            ["bench_pg_words.py", "--episodes", "2000" if quick else "10000"],
+        ),
         ("memory work per turn", ["bench_turn.py", "--turns", "60" if quick else "200"]),
         ("serve ready", ["bench_serve.py", "--starts", "1" if quick else "3"]),
         ("summarise overhead", ["bench_summarise.py", "--chats", "60" if quick else "200"]),
