@@ -8,7 +8,7 @@ Tables (migrations 0002, 0005): `episode_fts` holds each episode's GIN-indexed t
 episode (ON DELETE CASCADE); `episode_fts_counts` each person's number of `episode_fts` rows,
 kept by statement triggers (migration 0014). Words are cut as FTS5 cuts them: the text search
 configuration `FTS_CONFIG` (migration 0015: unaccented, Porter-stemmed, no stop words), each
-row's number of words in its generated column `tokens`.
+row's number of words in its column `tokens` (set by a trigger; `TOKENS`).
 """
 
 from __future__ import annotations
@@ -53,10 +53,10 @@ def tsquery_text(terms: Iterable[str], *, every: bool = False) -> str:
 # ("museum"), which bm25 (SQLite) ranks first; LoCoMo's dev figures on PostgreSQL fell behind
 # SQLite's by 0.09 (answer in prompt 0.682 against 0.769). So each word is ranked alone and
 # weighed by its idf, by BM25: episodes among the person's (`_bm25`), windows among the
-# candidates' (`window_bm25`). The episodes' idfs come from `term_counts`, which the keyword stage runs first in the same read
-# transaction: they are kept on the session (under `_IDF`) and read back, not counted again
-# (counting them in each scoring statement cost a household of 100 × 1,000 episodes +14 ms a
-# turn).
+# candidates' (`window_bm25`). The episodes' idfs come from `term_counts`, which the keyword
+# stage runs first in the same read transaction: they are kept on the session (under `_IDF`)
+# and read back, not counted again (counting them in each scoring statement cost a household
+# of 100 × 1,000 episodes +14 ms a turn).
 _IDF = "caesar.pg_idf"
 # A row's number of words (migration 0015), or its distinct words where that is not counted
 # yet (a row from before it, not indexed again yet: memory/search/pg_words.py).
@@ -86,8 +86,8 @@ def _bm25(terms: Sequence[str]) -> tuple[str, str]:
     (`tokens`) and idf FTS5's (`fts5_idf`). Returns (the columns an inner SELECT over `f`
     computes: `k` and `tf0`, `tf1`, …; the score over them, for the outer SELECT over `s`).
     Parameters: `:avgdl`, and each term's idf and tsquery, `:w0`, `:t0`, `:w1`, ….
-    With migration 0015's words, LongMemEval dev's figures equal SQLite's (docs/recall-quality.md,
-    "Why the engines differ")."""
+    With migration 0015's words, LongMemEval dev's figures equal SQLite's
+    (docs/recall-quality.md, "Shipped (seventh session)")."""
     columns = [f"{K1} * ({1 - B} + {B} * {TOKENS.format('f.')} / CAST(:avgdl AS float8)) AS k"]
     score = []
     for i in range(len(terms)):
@@ -102,8 +102,7 @@ def window_bm25(rows: Sequence[Sequence[float]]) -> list[tuple[int, int, float]]
     """(episode id, window number, BM25) of the windows that hold a query word, from every
     candidate window's (episode id, window number, words, each query word's occurrences):
     FTS5's formula (`_bm25`, unlabelled words) with N, each word's n and the mean length
-    counted over `rows`.
-    Pure."""
+    counted over `rows`. Pure."""
     if not rows:
         return []
     terms = len(rows[0]) - 3
