@@ -219,3 +219,19 @@ def test_caesar_db_upgrade_says_what_is_left_and_caesar_db_words_does_it(
 
     again = subprocess.run([*caesar, "words"], env=env, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "indexed again" not in again.stderr
+
+
+def test_caesar_db_words_says_what_to_do_where_it_has_nothing_to_do(pg_at_0014, pg_url, tmp_path):
+    """A PostgreSQL database from before 0015 is told to upgrade; SQLite needs nothing."""
+    from crashkit import settings_dict, settings_env
+
+    caesar = [sys.executable, "-c", "from caesar.cli.main import main; main()", "db", "words"]
+    for url, said in (
+        (pg_url, "predates migration 0015: run `caesar db upgrade`"),
+        (f"sqlite:///{tmp_path / 'caesar.db'}", "SQLite's words are FTS5's already"),
+    ):
+        home = tmp_path / f"home-{len(said)}"
+        env = settings_env(settings_dict(home, url, "http://127.0.0.1:9", "-"))
+        run = subprocess.run(caesar, env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode != 0 and said in run.stderr, run.stderr
+        assert "Traceback" not in run.stderr

@@ -106,9 +106,6 @@ def db_words(
     db = Database(load_settings().sqlalchemy_url)
     if db.is_sqlite:
         raise ConfigError("caesar db words is for PostgreSQL; SQLite's words are FTS5's already")
-    with db.engine.connect() as conn:
-        if not pg_words.installed(conn):
-            raise ConfigError("the database predates migration 0015: run `caesar db upgrade`")
 
     def say(line: str) -> None:
         err.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -27,6 +27,7 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
+from caesar.errors import ConfigError
 from caesar.memory.search import passages
 from caesar.memory.transcript import conversation_turns
 
@@ -107,9 +108,12 @@ class WordsStatus:
 
 
 def status(session: Session) -> WordsStatus:
-    """Where the reindex stands (finished where there is nothing to do: SQLite, or no table)."""
-    if session.get_bind().dialect.name == "sqlite" or not installed(session.connection()):
+    """Where the reindex stands (finished where there is nothing to do: SQLite). A PostgreSQL
+    database from before migration 0015 is a ConfigError that says to upgrade it."""
+    if session.get_bind().dialect.name == "sqlite":
         return WordsStatus(0, True)
+    if not installed(session.connection()):
+        raise ConfigError("the database predates migration 0015: run `caesar db upgrade`")
     row = session.execute(sa.text(f"SELECT upto, done_through, finished_at FROM {STATE}")).one()
     if row.finished_at is not None:
         return WordsStatus(0, True)
