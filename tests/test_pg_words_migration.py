@@ -235,3 +235,17 @@ def test_caesar_db_words_says_what_to_do_where_it_has_nothing_to_do(pg_at_0014, 
         run = subprocess.run(caesar, env=env, capture_output=True, text=True, timeout=120)
         assert run.returncode != 0 and said in run.stderr, run.stderr
         assert "Traceback" not in run.stderr
+
+
+def test_serves_warm_up_indexes_the_older_words_once_ready(pg_at_0014, pg_url, make_services):
+    from caesar.cli.main import _warm
+
+    _episode(pg_at_0014, 1, CHAT)
+    migrate.upgrade(pg_at_0014)
+    services = make_services(database_url=pg_url)
+    ready: list[bool] = []
+    _warm(services, when_ready=lambda: ready.append(True))
+    assert ready == [True]
+    with pg_at_0014.read() as session:
+        assert pg_words.status(session).finished
+    assert _holding(pg_at_0014, "episode_window_fts", "simple", "other") == [1]

@@ -303,9 +303,9 @@ EMBEDDER, EPISODE_INDEX, CHAT_MODEL = "embedder", "episode index", "chat model"
 def _warm(built: Any, when_ready: Callable[[], object] | None = None) -> None:
     """The embedder and the episode index in this thread, the chat model in another: on two
     cores the two loads overlap (the first start's ready time is the longer one, not the sum).
-    Then the chat model's client, `when_ready` (serve: start the worker process), and, ready and serving, it moves the
-    episodes' vectors into pgvector if they are not there yet (PostgreSQL); returns when that
-    is done too."""
+    Then the chat model's client, `when_ready` (serve: start the worker process), and, ready
+    and serving, on PostgreSQL it moves the episodes' vectors into pgvector and indexes the
+    older full text under FTS5's words if they are not yet; returns when that is done too."""
     model = threading.Thread(target=_warm_chat_model, args=(built,), daemon=True, name="warm-chat")
     model.start()
     if built.settings.semantic.enabled:
