@@ -616,6 +616,25 @@ def turn_http(results: dict[str, Any]) -> list[str]:
         "target is met in the median only, within the host's noise. The table above is the "
         "last run.",
         "",
+        "**Seventh session (2026-12-04), the same code for SQLite.** Eleven runs of this bench "
+        "over an hour: +8.60, +8.16, +13.40 (load 2.3), +9.45, +8.20, "
+        "+7.56, +7.82, +11.04, +11.10, +12.75, +12.55 ms; median +9.45 ms, five of eleven over "
+        "+10. The added time moves with the host: the runs at 13.6–16.4 ms a turn at 1 episode "
+        "gave +7.6 to +8.6, the one at 17.9 ms +9.5, those at 18.0–19.6 ms +11.0 to +13.4. Where the 100k turn's "
+        "extra ~10 ms goes, in-process (cProfile, big against small): the recall audit rows of "
+        "the ~10 conversations it shows and their counters (~2.6 ms profiled), their excerpts "
+        "(reading the chats ~1.4 ms, choosing ~1.0 ms), the keyword search (~1.8 ms), the "
+        "windows' keyword scores (~1.3 ms), the vector search (~1.1 ms); SQL is ~2.9 ms of it. "
+        "Most of it is the work of showing ten conversations where the 1-episode turn shows "
+        "0.6.",
+        "",
+        "Tried and dropped: reading the facts on a third thread beside the search (the ~4 ms of "
+        "facts are the same at any size, so it could only help where the search outlasts the "
+        "embedding). Alternating runs, before / after: at 1 episode 14.55, 14.10, 13.58 / "
+        "16.48, 17.58, 19.68 ms; at 100k 22.75, 21.66, 21.41 / 26.72, 28.48, 32.21 ms. The "
+        "facts' Python (the ORM rows, the ranking) fights the search for the interpreter's "
+        "lock, and every turn got slower.",
+        "",
     ]
 
 
