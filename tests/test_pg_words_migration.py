@@ -249,3 +249,27 @@ def test_serves_warm_up_indexes_the_older_words_once_ready(pg_at_0014, pg_url, m
     with pg_at_0014.read() as session:
         assert pg_words.status(session).finished
     assert _holding(pg_at_0014, "episode_window_fts", "simple", "other") == [1]
+
+
+def test_unaccent_created_later_is_put_in_and_the_older_rows_indexed_again(pg_at_0014):
+    """As if migration 0015 had found no `unaccent` (the configuration then stems alone): once
+    it exists, the next reindex puts it before the stemmer and indexes every row again."""
+    db = pg_at_0014
+    _episode(db, 1, CHAT)
+    migrate.upgrade(db)
+    with db.engine.begin() as c:  # what 0015 builds without the extension
+        c.execute(
+            sa.text(
+                f"ALTER TEXT SEARCH CONFIGURATION caesar_porter ALTER MAPPING FOR "
+                f"{pg_words.WORD_TOKENS} WITH caesar_porter_stem"
+            )
+        )
+    _episode(db, 2, CHAT)  # written meanwhile: its accents kept (and 1's, under english)
+    assert _holding(db, "episode_fts", "simple", "café") == [1, 2]
+
+    assert pg_words.reindex(db).finished  # the extension is there: mended, all indexed again
+    assert _holding(db, "episode_fts", "simple", "cafe") == [1, 2]
+    assert _holding(db, "episode_fts", "simple", "café") == []
+    assert _holding(db, "episode_window_fts", "simple", "cafe") == [1, 2]
+    with db.write() as session:
+        assert not pg_words.mend_unaccent(session)  # once

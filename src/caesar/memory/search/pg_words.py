@@ -126,6 +126,47 @@ def status(session: Session) -> WordsStatus:
     return WordsStatus(int(left or 0), False)
 
 
+# The english parser's word tokens (migration 0015 maps them to `unaccent` and the stemmer).
+WORD_TOKENS = "asciiword, word, numword, hword_part, hword_asciipart, hword_numpart"
+
+
+def mend_unaccent(session: Session) -> bool:
+    """Where migration 0015 found no `unaccent` extension and it is there now (a superuser ran
+    `CREATE EXTENSION unaccent`): put it before the stemmer and index every older row again.
+    Returns whether it did."""
+    if session.get_bind().dialect.name == "sqlite" or not installed(session.connection()):
+        return False
+    # one process at a time: a second one finds it done
+    session.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK + 1})
+    there = session.execute(
+        sa.text("SELECT 1 FROM pg_extension WHERE extname = 'unaccent'")
+    ).first()
+    mapped = session.execute(
+        sa.text(
+            "SELECT 1 FROM pg_ts_config_map AS m JOIN pg_ts_config AS c ON c.oid = m.mapcfg "
+            "JOIN pg_ts_dict AS d ON d.oid = m.mapdict "
+            "WHERE c.cfgname = :config AND d.dictname = 'unaccent'"
+        ),
+        {"config": WORDS},
+    ).first()
+    if there is None or mapped is not None:
+        return False
+    session.execute(
+        sa.text(
+            f"ALTER TEXT SEARCH CONFIGURATION {WORDS} ALTER MAPPING FOR {WORD_TOKENS} "
+            f"WITH unaccent, {WORDS}_stem"
+        )
+    )
+    session.execute(
+        sa.text(
+            f"UPDATE {STATE} SET upto = (SELECT coalesce(max(episode_id), 0) FROM episode_fts), "
+            "done_through = 0, finished_at = NULL"
+        )
+    )
+    log.info("full text: unaccent added to %s; every older episode is indexed again", WORDS)
+    return True
+
+
 def installed(conn: Connection) -> bool:
     return conn.scalar(sa.text(f"SELECT to_regclass('{STATE}')")) is not None
 
@@ -192,6 +233,10 @@ def reindex(
     returns where things stand after. Resumable: stop it anywhere and run it again. Another
     process at it: wait for it, or (not `wait`) return at once."""
     report = progress or (lambda _done, _total: None)
+    if db.is_sqlite:
+        return WordsStatus(0, True)
+    with db.write() as session:
+        mend_unaccent(session)
     with db.read() as session:
         before = status(session)
     if before.finished:

@@ -20,7 +20,8 @@ differ"): the words, and how BM25 counts them (memory/search/postgres.py). The w
 
 Without the `unaccent` extension (not installed, or the role may not create it) the
 configuration stems without unaccenting, with a warning: only accented words then differ
-from SQLite.
+from SQLite. Once a superuser creates it, `caesar db words` (or `caesar serve`) puts it in and
+indexes the older rows again (`pg_words.mend_unaccent`).
 
 SQLite: nothing.
 
@@ -53,7 +54,7 @@ log = logging.getLogger("caesar.migrations")
 CONFIG = pg_words.WORDS
 # The english parser's word tokens; the hyphenated whole words (asciihword, hword, numhword)
 # are dropped, their parts kept.
-_WORDS = "asciiword, word, numword, hword_part, hword_asciipart, hword_numpart"
+_WORDS = pg_words.WORD_TOKENS
 _WHOLE_HYPHENATED = "asciihword, hword, numhword"
 
 _TOKENS = [
@@ -89,8 +90,9 @@ def _configuration(bind: sa.Connection) -> None:
         unaccent = ""
         log.warning(
             "full text: the unaccent extension could not be created (%s); words are stemmed "
-            "without removing accents. To fix, as a superuser: CREATE EXTENSION unaccent; "
-            "then `caesar db downgrade 0014 && caesar db upgrade`",
+            "without removing accents. To fix, as a superuser, in caesar's database: CREATE "
+            "EXTENSION unaccent; then `caesar db words` (or the next `caesar serve`) adds it "
+            "and indexes the older rows again",
             str(e.orig).strip().splitlines()[0] if e.orig else e,
         )
     for statement in (
