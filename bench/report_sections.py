@@ -541,7 +541,7 @@ def pg_words(results: dict[str, Any]) -> list[str]:
         "",
         f"Load average {data['load']}. The reindex is PostgreSQL's `to_tsvector` over every "
         "episode's chat and each of its windows (~1.7 ms per 10 KB session here, under either "
-        "configuration), 500 episodes a transaction; chat and recall go on meanwhile, the "
+        "configuration), `pg_words.BATCH` episodes a transaction; chat and recall go on meanwhile, the "
         "older rows found by their older words.",
         "",
     ]

@@ -273,3 +273,41 @@ def test_unaccent_created_later_is_put_in_and_the_older_rows_indexed_again(pg_at
     assert _holding(db, "episode_window_fts", "simple", "cafe") == [1, 2]
     with db.write() as session:
         assert not pg_words.mend_unaccent(session)  # once
+
+
+def test_a_reindex_batch_in_flight_blocks_no_new_episode_and_no_forget(pg_at_0014):
+    """A batch holds its own episodes' rows until it commits, and nothing else: not the
+    person's counter (migration 0015's counter trigger skips an update that moves no row
+    between people). Before, a new episode of the same person waited for the batch, and a
+    forget that had deleted another episode first deadlocked with it."""
+    db = pg_at_0014
+    for n in range(1, 5):
+        _episode(db, n, f"{CHAT} {n}")
+    migrate.upgrade(db)
+    with db.engine.connect() as batch, db.engine.connect() as writer:
+        open_batch = batch.begin()
+        assert pg_words.reindex_batch(batch, pg_words.WORDS, 0, 4, 2) == [1, 2]
+        written = writer.begin()
+        writer.execute(sa.text("SET LOCAL lock_timeout = '2s'"))
+        writer.execute(sa.text("DELETE FROM episode_summaries WHERE id = 4"))  # a forget
+        owner = int(writer.scalar(sa.text("SELECT id FROM people WHERE is_owner")))
+        chat = json.dumps({"messages": [{"role": "user", "content": "kayak"}], "reply": "ok"})
+        writer.execute(
+            sa.text(
+                "INSERT INTO audit_log (id, event_type, created_at, payload, subject_id, "
+                "person_id) VALUES (9, 'chat.completed', :t, :p, 9, :o)"
+            ),
+            {"t": WHEN, "p": chat, "o": owner},
+        )
+        writer.execute(  # a new episode of the same person: its row and its person's counter
+            sa.text(
+                "INSERT INTO episode_summaries (id, audit_log_id, summary, embedding, model, "
+                "created_at, person_id) VALUES (9, 9, 'kayaking', '[0.6, 0.8]', 'm', :t, :o)"
+            ),
+            {"t": WHEN, "o": owner},
+        )
+        written.commit()
+        open_batch.commit()
+    with db.engine.connect() as c:
+        counted = c.scalar(sa.text("SELECT documents FROM episode_fts_counts"))
+        assert counted == c.scalar(sa.text("SELECT count(*) FROM episode_fts")) == 4

@@ -94,7 +94,7 @@ def upgrade_database(settings: Settings) -> None:
 @db_app.command("words")
 @friendly
 def db_words(
-    batch_size: int = typer.Option(500, min=1, max=100_000, help="Episodes per transaction."),
+    batch_size: int = typer.Option(100, min=1, max=100_000, help="Episodes per transaction."),
 ) -> None:
     """PostgreSQL: index the episodes and windows written before migration 0015 again under
     FTS5's words, with progress; safe to stop and run again (it resumes), and chat goes on

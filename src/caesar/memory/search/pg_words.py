@@ -7,8 +7,14 @@ and the windows' writer at it, so every row written after it has the new words. 
 `fulltext_reindex` the last episode indexed before it (`upto`). Those older rows are indexed
 again here, `BATCH` episodes a transaction, their windows with them, the place kept
 (`done_through`, moved in the transaction of its rows) so a stopped run resumes where it
-stopped. Until then they keep `english` words: a query word both stem alike (most) still
-finds them, and their word counts (`tokens`) are right already.
+stopped. Until then they keep `english` words (a query word both stem alike, most, still
+finds them) and no word count (`tokens` is NULL: search takes `length()` instead).
+
+A batch holds its episodes' rows until it commits, so a write to one of them (a re-summarised
+or forgotten old episode) waits for it: batches are small (`BATCH`, ~0.7 s of work), and one
+that meets a deadlock is retried (`Database.write_retrying`). Migration 0015 made the
+per-person counters' trigger skip an update that moves no row between people, so a batch
+locks no counter.
 
 `caesar serve` runs it in the background once ready; `caesar db words` runs it by hand. One
 process at a time (an advisory lock); the others see the result in the database. Measured in
@@ -35,7 +41,7 @@ log = logging.getLogger("caesar.words")
 
 WORDS = "caesar_porter"  # the configuration (migration 0015)
 STATE = "fulltext_reindex"  # not a SQLAlchemy model: db/migrate.py's comparison skips it
-BATCH = 500  # episodes per transaction
+BATCH = 100  # episodes per transaction (~7 ms each at LongMemEval's length)
 _LOCK = 0x6361657361727774  # pg_advisory_lock key ("caesarwt")
 
 # A progress callback: (episodes done, episodes in all).
@@ -56,44 +62,11 @@ _CONVERSATION = """
 
 def document(config: str, summary: str) -> str:
     """An episode's tsvector under `config`, `summary` its summary's expression, over its chat's
-    audit row `a`."""
+    audit row `a` (migration 0002's document; 0015 writes its own frozen copy)."""
     return (
         f"setweight(to_tsvector('{config}', {summary}), 'A') || "
         f"setweight(to_tsvector('{config}', {_CONVERSATION}), 'B')"
     )
-
-
-def sync_function(config: str) -> str:
-    """Migration 0002's `episode_fts_sync` (the trigger that indexes an episode), under
-    `config`."""
-    return f"""CREATE OR REPLACE FUNCTION episode_fts_sync() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-        IF TG_OP = 'UPDATE' THEN
-            DELETE FROM episode_fts WHERE episode_id = OLD.id;
-        END IF;
-        IF NEW.summary <> '' THEN
-            INSERT INTO episode_fts (episode_id, document)
-            SELECT NEW.id, {document(config, "NEW.summary")}
-            FROM audit_log AS a WHERE a.id = NEW.audit_log_id;
-        END IF;
-        RETURN NULL;
-    END $$"""
-
-
-# After the trigger's new function (whose replacement waits out writes in flight): every
-# episode up to `upto` is the reindex's, every later one the trigger's.
-SCHEMA = [
-    f"""CREATE TABLE {STATE} (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        upto BIGINT NOT NULL,
-        done_through BIGINT NOT NULL DEFAULT 0,
-        finished_at TIMESTAMP WITHOUT TIME ZONE
-    )""",
-    f"""INSERT INTO {STATE} (id, upto, finished_at)
-    SELECT 1, coalesce(max(episode_id), 0),
-           CASE WHEN max(episode_id) IS NULL THEN now() AT TIME ZONE 'UTC' END
-    FROM episode_fts""",
-]
 
 
 @dataclass(frozen=True)
@@ -260,23 +233,27 @@ def _run(db: Database, batch: int, report: Progress) -> None:
         total = status(session).left
     done = 0
     report(0, total)
+
+    def one_batch(session: Session) -> tuple[list[int], bool]:
+        conn = session.connection()
+        upto, after, finished = conn.execute(
+            sa.text(f"SELECT upto, done_through, finished_at FROM {STATE} FOR UPDATE")
+        ).one()
+        if finished is not None:
+            return [], True
+        ids = reindex_batch(conn, WORDS, int(after), int(upto), batch)
+        last = len(ids) < batch or ids[-1] >= upto
+        conn.execute(
+            sa.text(
+                f"UPDATE {STATE} SET done_through = :through, finished_at = "
+                "CASE WHEN :last THEN now() AT TIME ZONE 'UTC' END WHERE id = 1"
+            ),
+            {"through": ids[-1] if ids else upto, "last": last},
+        )
+        return ids, last
+
     while True:
-        with db.write() as session:
-            conn = session.connection()
-            upto, after, finished = conn.execute(
-                sa.text(f"SELECT upto, done_through, finished_at FROM {STATE} FOR UPDATE")
-            ).one()
-            if finished is not None:
-                return
-            ids = reindex_batch(conn, WORDS, int(after), int(upto), batch)
-            last = len(ids) < batch or ids[-1] >= upto
-            conn.execute(
-                sa.text(
-                    f"UPDATE {STATE} SET done_through = :through, finished_at = "
-                    "CASE WHEN :last THEN now() AT TIME ZONE 'UTC' END WHERE id = 1"
-                ),
-                {"through": ids[-1] if ids else upto, "last": last},
-            )
+        ids, last = db.write_retrying(one_batch)
         done = min(total, done + len(ids))
         report(total if last else done, total)
         if last:

@@ -57,8 +57,104 @@ CONFIG = pg_words.WORDS
 _WORDS = pg_words.WORD_TOKENS
 _WHOLE_HYPHENATED = "asciihword, hword, numhword"
 
+# Frozen here (a migration must not change when runtime code does): migration 0002's
+# `episode_fts_sync` under the new words, and the reindex's state (memory/search/pg_words.py).
+_CONVERSATION = """
+    coalesce((SELECT string_agg(m.value ->> 'content', E'\\n' ORDER BY m.ordinality)
+              FROM jsonb_array_elements(
+                  CASE WHEN jsonb_typeof(a.payload -> 'messages') = 'array'
+                       THEN a.payload -> 'messages' ELSE '[]'::jsonb END
+              ) WITH ORDINALITY AS m(value, ordinality)
+              WHERE jsonb_typeof(m.value) = 'object'
+                AND m.value ->> 'role' IN ('user', 'assistant')), '')
+    || E'\\n' || coalesce(a.payload ->> 'reply', '')
+"""
+
+
+def _sync_function(config: str) -> str:
+    document = (
+        f"setweight(to_tsvector('{config}', NEW.summary), 'A') || "
+        f"setweight(to_tsvector('{config}', {_CONVERSATION}), 'B')"
+    )
+    return f"""CREATE OR REPLACE FUNCTION episode_fts_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'UPDATE' THEN
+            DELETE FROM episode_fts WHERE episode_id = OLD.id;
+        END IF;
+        IF NEW.summary <> '' THEN
+            INSERT INTO episode_fts (episode_id, document)
+            SELECT NEW.id, {document}
+            FROM audit_log AS a WHERE a.id = NEW.audit_log_id;
+        END IF;
+        RETURN NULL;
+    END $$"""
+
+
+# Every episode up to `upto` is the reindex's, every later one the new trigger's. (A server of
+# the older version still writing during the upgrade could add a row with the older words past
+# `upto`: stop them for `caesar db upgrade`, docs/deployment.md.)
+_STATE = [
+    f"""CREATE TABLE {pg_words.STATE} (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        upto BIGINT NOT NULL,
+        done_through BIGINT NOT NULL DEFAULT 0,
+        finished_at TIMESTAMP WITHOUT TIME ZONE
+    )""",
+    f"""INSERT INTO {pg_words.STATE} (id, upto, finished_at)
+    SELECT 1, coalesce(max(episode_id), 0),
+           CASE WHEN max(episode_id) IS NULL THEN now() AT TIME ZONE 'UTC' END
+    FROM episode_fts""",
+]
+
+# Migration 0014's counter trigger, but an UPDATE touches only the people whose count it
+# changes (it moved rows between them): re-indexing words changes none, and so locks no
+# counter row (a reindex batch holding every batch person's counter until it committed
+# deadlocked with writers that lock an episode's row, then its person's counter).
+_COUNTED = """CREATE OR REPLACE FUNCTION episode_fts_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'UPDATE' THEN
+            INSERT INTO episode_fts_counts AS c (person_id, documents)
+            SELECT person_id, sum(n) FROM (
+                SELECT person_id, count(*) AS n FROM added GROUP BY person_id
+                UNION ALL
+                SELECT person_id, -count(*) AS n FROM gone GROUP BY person_id) AS d
+            GROUP BY person_id HAVING sum(n) <> 0 ORDER BY person_id
+            ON CONFLICT (person_id) DO UPDATE SET documents = c.documents + EXCLUDED.documents;
+            RETURN NULL;
+        END IF;
+        IF TG_OP = 'DELETE' THEN
+            UPDATE episode_fts_counts AS c SET documents = c.documents - g.n
+            FROM (SELECT person_id, count(*) AS n FROM gone GROUP BY person_id
+                  ORDER BY person_id) AS g
+            WHERE c.person_id = g.person_id;
+        END IF;
+        IF TG_OP = 'INSERT' THEN
+            INSERT INTO episode_fts_counts AS c (person_id, documents)
+            SELECT person_id, count(*) FROM added GROUP BY person_id ORDER BY person_id
+            ON CONFLICT (person_id) DO UPDATE SET documents = c.documents + EXCLUDED.documents;
+        END IF;
+        RETURN NULL;
+    END $$"""
+# 0014's own, for the downgrade.
+_COUNTED_0014 = """CREATE OR REPLACE FUNCTION episode_fts_counted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP IN ('DELETE', 'UPDATE') THEN
+            UPDATE episode_fts_counts AS c SET documents = c.documents - g.n
+            FROM (SELECT person_id, count(*) AS n FROM gone GROUP BY person_id
+                  ORDER BY person_id) AS g
+            WHERE c.person_id = g.person_id;
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            INSERT INTO episode_fts_counts AS c (person_id, documents)
+            SELECT person_id, count(*) FROM added GROUP BY person_id ORDER BY person_id
+            ON CONFLICT (person_id) DO UPDATE SET documents = c.documents + EXCLUDED.documents;
+        END IF;
+        RETURN NULL;
+    END $$"""
+
 _TOKENS = [
-    # A row's words: each lexeme's positions (to_tsvector keeps up to 256 of a lexeme's).
+    # A row's words: each lexeme's positions (to_tsvector keeps a bounded number of a lexeme's:
+    # a word said hundreds of times in one chat is undercounted).
     """CREATE FUNCTION caesar_tokens(tsvector) RETURNS integer LANGUAGE sql IMMUTABLE
     PARALLEL SAFE AS $$ SELECT coalesce(sum(cardinality(positions)), 0)::integer
     FROM unnest($1) $$""",
@@ -110,7 +206,7 @@ def upgrade() -> None:
     if bind.dialect.name == "sqlite":
         return
     _configuration(bind)
-    for statement in [*_TOKENS, pg_words.sync_function(CONFIG), *pg_words.SCHEMA]:
+    for statement in [*_TOKENS, _sync_function(CONFIG), *_STATE, _COUNTED]:
         op.execute(statement)
 
 
@@ -118,13 +214,14 @@ def downgrade() -> None:
     bind = op.get_bind()
     if bind.dialect.name == "sqlite":
         return
+    op.execute(_COUNTED_0014)
     op.execute(f"DROP TABLE IF EXISTS {pg_words.STATE}")
     for table in ("episode_window_fts", "episode_fts"):
         op.execute(f"DROP TRIGGER IF EXISTS {table}_tokens ON {table}")
         op.execute(f"ALTER TABLE {table} DROP COLUMN IF EXISTS tokens")
     op.execute("DROP FUNCTION IF EXISTS caesar_tokens_sync()")
     op.execute("DROP FUNCTION IF EXISTS caesar_tokens(tsvector)")
-    op.execute(pg_words.sync_function("english"))
+    op.execute(_sync_function("english"))
     started, after, done = time.monotonic(), 0, 0
     while ids := pg_words.reindex_batch(bind, "english", after, None, 2_000):
         after, done = ids[-1], done + len(ids)
