@@ -541,8 +541,10 @@ def pg_words(results: dict[str, Any]) -> list[str]:
         "",
         f"Load average {data['load']}. The reindex is PostgreSQL's `to_tsvector` over every "
         "episode's chat and each of its windows (~1.7 ms per 10 KB session here, under either "
-        "configuration), `pg_words.BATCH` episodes a transaction; chat and recall go on meanwhile, the "
-        "older rows found by their older words.",
+        "configuration), 100 episodes a transaction (`pg_words.BATCH`); chat and recall go on "
+        "meanwhile, the older rows found by their older words. A batch holds its own episodes' "
+        "rows until it commits (a re-summarised or forgotten old episode waits for it, well "
+        "under a second) and no person's counter.",
         "",
     ]
 

@@ -18,7 +18,7 @@ locks no counter.
 
 `caesar serve` runs it in the background once ready; `caesar db words` runs it by hand. One
 process at a time (an advisory lock); the others see the result in the database. Measured in
-docs/performance.md ("PostgreSQL's words"): about 7 ms an episode of LongMemEval's length.
+docs/performance.md ("PostgreSQL's words"): about 6–7 ms an episode of LongMemEval's length.
 """
 
 from __future__ import annotations
