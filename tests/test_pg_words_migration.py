@@ -311,3 +311,21 @@ def test_a_reindex_batch_in_flight_blocks_no_new_episode_and_no_forget(pg_at_001
     with db.engine.connect() as c:
         counted = c.scalar(sa.text("SELECT documents FROM episode_fts_counts"))
         assert counted == c.scalar(sa.text("SELECT count(*) FROM episode_fts")) == 4
+
+
+def test_a_second_process_leaves_the_reindex_to_the_first(pg_at_0014):
+    """One process at a time (Database.exclusively): while another holds the job, a reindex
+    without `wait` returns at once and touches nothing."""
+    db = pg_at_0014
+    _episode(db, 1, CHAT)
+    migrate.upgrade(db)
+    other = Database(str(db.engine.url.render_as_string(hide_password=False)))
+    try:
+        with other.exclusively(pg_words._LOCK, "indexing", wait=False) as held:
+            assert held
+            assert pg_words.reindex(db) == pg_words.WordsStatus(left=1, finished=False)
+            assert _holding(db, "episode_fts", "simple", "other") == []
+        assert pg_words.reindex(db).finished  # released: done
+        assert _holding(db, "episode_fts", "simple", "other") == [1]
+    finally:
+        other.dispose()

@@ -131,6 +131,27 @@ class Database:
                 log.warning("write transaction retried (attempt %d): %s", attempt, exc.orig)
         raise AssertionError("unreachable")  # the loop returns or raises
 
+    @contextmanager
+    def exclusively(self, key: int, what: str, *, wait: bool) -> Iterator[bool]:
+        """PostgreSQL: the session-level advisory lock `key`, held while the block runs, so one
+        process at a time does `what`, a long job (moving the vectors, indexing words again).
+        Yields whether it is held: another process holding it yields False at once (the job is
+        left to it), or with `wait`, is waited for."""
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as lock:
+            held = bool(lock.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar())
+            if not held:
+                log.info(
+                    "another process is %s: %s", what, "waiting for it" if wait else "left to it"
+                )
+            if not held and wait:
+                lock.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+                held = True
+            try:
+                yield held
+            finally:
+                if held:
+                    lock.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+
     def dispose(self) -> None:
         self.engine.dispose()
 

@@ -214,16 +214,10 @@ def reindex(
         before = status(session)
     if before.finished:
         return before
-    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as lock:
-        if not lock.execute(sa.text("SELECT pg_try_advisory_lock(:key)"), {"key": _LOCK}).scalar():
-            if not wait:
-                log.info("another process is indexing the full text again: left to it")
-                return before
-            lock.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": _LOCK})
-        try:
-            _run(db, batch, report)
-        finally:
-            lock.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK})
+    with db.exclusively(_LOCK, "indexing the full text again", wait=wait) as held:
+        if not held:
+            return before
+        _run(db, batch, report)
     with db.read() as session:
         return status(session)
 

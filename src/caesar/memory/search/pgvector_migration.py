@@ -307,22 +307,14 @@ def migrate(
         return before
     if before.problem is not None:
         raise ConfigError(before.problem)
-    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as lock:
-        sql = text("SELECT pg_try_advisory_lock(:key)")
-        if not lock.execute(sql, {"key": _LOCK}).scalar():
-            if not wait:
-                log.info("another process is migrating the episode vectors: left to it")
-                return before
-            log.info("another process is migrating the episode vectors: waiting for it")
-            lock.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _LOCK})
-        try:
-            if not before.installed:
-                with db.write() as session:
-                    install(session)
-            _copy(db, batch, report)
-            _build_index(db, model, dimension, report)
-        finally:
-            lock.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK})
+    with db.exclusively(_LOCK, "migrating the episode vectors", wait=wait) as held:
+        if not held:
+            return before
+        if not before.installed:
+            with db.write() as session:
+                install(session)
+        _copy(db, batch, report)
+        _build_index(db, model, dimension, report)
     with db.read() as session:
         return status(session, model)
 

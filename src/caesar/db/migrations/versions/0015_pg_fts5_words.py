@@ -51,10 +51,11 @@ depends_on = None
 
 log = logging.getLogger("caesar.migrations")
 
-CONFIG = pg_words.WORDS
+CONFIG = "caesar_porter"  # = pg_words.WORDS
+STATE = "fulltext_reindex"  # = pg_words.STATE
 # The english parser's word tokens; the hyphenated whole words (asciihword, hword, numhword)
 # are dropped, their parts kept.
-_WORDS = pg_words.WORD_TOKENS
+_WORDS = "asciiword, word, numword, hword_part, hword_asciipart, hword_numpart"
 _WHOLE_HYPHENATED = "asciihword, hword, numhword"
 
 # Frozen here (a migration must not change when runtime code does): migration 0002's
@@ -94,13 +95,13 @@ def _sync_function(config: str) -> str:
 # the older version still writing during the upgrade could add a row with the older words past
 # `upto`: stop them for `caesar db upgrade`, docs/deployment.md.)
 _STATE = [
-    f"""CREATE TABLE {pg_words.STATE} (
+    f"""CREATE TABLE {STATE} (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         upto BIGINT NOT NULL,
         done_through BIGINT NOT NULL DEFAULT 0,
         finished_at TIMESTAMP WITHOUT TIME ZONE
     )""",
-    f"""INSERT INTO {pg_words.STATE} (id, upto, finished_at)
+    f"""INSERT INTO {STATE} (id, upto, finished_at)
     SELECT 1, coalesce(max(episode_id), 0),
            CASE WHEN max(episode_id) IS NULL THEN now() AT TIME ZONE 'UTC' END
     FROM episode_fts""",
@@ -215,7 +216,7 @@ def downgrade() -> None:
     if bind.dialect.name == "sqlite":
         return
     op.execute(_COUNTED_0014)
-    op.execute(f"DROP TABLE IF EXISTS {pg_words.STATE}")
+    op.execute(f"DROP TABLE IF EXISTS {STATE}")
     for table in ("episode_window_fts", "episode_fts"):
         op.execute(f"DROP TRIGGER IF EXISTS {table}_tokens ON {table}")
         op.execute(f"ALTER TABLE {table} DROP COLUMN IF EXISTS tokens")
@@ -223,6 +224,7 @@ def downgrade() -> None:
     op.execute("DROP FUNCTION IF EXISTS caesar_tokens(tsvector)")
     op.execute(_sync_function("english"))
     started, after, done = time.monotonic(), 0, 0
+    # (runtime code: a downgrade's reindex under `english` is the runtime reindex's batch)
     while ids := pg_words.reindex_batch(bind, "english", after, None, 2_000):
         after, done = ids[-1], done + len(ids)
         log.info("full text under english: %d episodes indexed again", done)
