@@ -7,7 +7,14 @@ from datetime import datetime, timedelta
 import numpy as np
 import pytest
 
-from caesar.memory.context.excerpts import Candidate, select, stem_weights, stems, trim_turn
+from caesar.memory.context.excerpts import (
+    BREADTH_SAID,
+    Candidate,
+    select,
+    stem_weights,
+    stems,
+    trim_turn,
+)
 from caesar.memory.context.render import EPISODES_HEADER, EpisodeLine
 from caesar.memory.importance import recency_among_comparable
 from caesar.memory.search.passages import window_spans, windows
@@ -303,3 +310,37 @@ def test_in_breadth_the_telling_turn_comes_from_the_most_relevant_window():
     scores = [0.9 if k == best else 0.2 for k in range(len(spans))]
     block = _breadth([_candidate(turns, scores)], "camping lake", 360)
     assert "marshmallows" in block.text
+
+
+def test_in_breadth_a_line_shows_what_the_conversation_said_of_the_topic():
+    # a question that gathers: each conversation that says the topic's words shows, in place
+    # of its summary, its most telling turn from anywhere in it, cut short; one that says
+    # nothing of it keeps its summary line; a message about time alone keeps every summary
+    filler = [f"We caught up about week {k}, the kids and the weather." for k in range(12)]
+    horse = _candidate(
+        _turns(*filler, "I painted a horse last week, it took " + "ages and ages, " * 20),
+        [0.4] * 6 + [0.1] * 3,
+        summary="Catching up on the family.",
+    )
+    groceries = _candidate(
+        _turns("We need milk.", "Noted."), [0.3], 0.7, days=5, summary="Groceries list."
+    )
+    block = _breadth([horse, groceries], "What have I painted?", 2500)
+    assert "operator: I painted a horse last week" in block.text
+    assert "Catching up on the family." not in block.text
+    assert "Groceries list." in block.text
+    told = next(line for line in block.text.splitlines() if "painted a horse" in line)
+    assert len(told) <= len("  operator: ") + BREADTH_SAID
+    # what the block shows is what is recorded as shown: the turn is the episode's excerpt
+    (shown,) = [c for c in block.chosen if c.index == 0]
+    assert any("painted a horse" in text for e in shown.excerpts for _, text in e.turns)
+    timeline = select(
+        [horse, groceries],
+        "",
+        NOW,
+        budget=2500,
+        turn_chars=600,
+        summary_chars=60,
+        layout="timeline",
+    )
+    assert "Catching up on the family." in timeline.text

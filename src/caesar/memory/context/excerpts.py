@@ -63,10 +63,23 @@ SHOWN_TOGETHER = 2
 # turn cut to BREADTH_TURN, then the rest of the budget as in depth.
 BREADTH_SUMMARY = 140
 BREADTH_TURN = 220
+# ... and when the message has a topic, a conversation that says any of its words shows, in
+# place of its summary, its most telling turn from anywhere in it (not only its best window),
+# cut to BREADTH_SAID: the sentences that hold what is gathered ("What has Melanie painted?":
+# the horse, the sunset, the sunrise, each said in another chat), not "The operator said:
+# "It's so sweet to see your love for…" cut to fit. Longer put more answers in the prompt and
+# fewer conversations (LoCoMo dev at 2,500 characters, lead 0.5: 160 → answer 0.783 but all
+# of a multi-hop question's evidence 0.493, LongMemEval multi-session all evidence 0.841 →
+# 0.795); 120 with a lead of 0.3 is the one measured that is no worse than before on any
+# figure (docs/recall-by-time.md, "What each line says").
+BREADTH_SAID = 120
 # ... but first, the best windows (as in depth) within this share of the budget: a question
 # read as gathering may still want one answer in full. LoCoMo answer in prompt at 0 / 0.3 /
-# 0.5: 0.752 / 0.771 / 0.777, all evidence shown 0.770 each (docs/recall-quality.md).
-BREADTH_LEAD = 0.5
+# 0.5: 0.752 / 0.771 / 0.777, all evidence shown 0.770 each (docs/recall-quality.md). 0.5
+# until the lines showed what each conversation said (BREADTH_SAID): with them, 0.3 left the
+# lines the room to show as many conversations as before (docs/recall-by-time.md, "What each
+# line says").
+BREADTH_LEAD = 0.3
 # In breadth the summaries are cut so that every line fits: (budget − frame) / lines − the
 # anchor's share, but never below MIN_SUMMARY.
 ANCHOR_CHARS = 36
@@ -217,7 +230,7 @@ class _Episode:
         self.short: set[int] = set()  # taken turns shown cut to short_chars (telling turns)
         self.best: dict[int, float] = {}  # taken turn → the best window that brought it in
         self._wanted, self._turn_chars = wanted, turn_chars
-        self._short_chars = short_chars or turn_chars
+        self.short_chars = short_chars or turn_chars
         # the wanted stems' weights, shared by the episodes of a selection (select sets it)
         self.weights: _Weights | None = None
         self._stems: list[frozenset[str]] | None = None
@@ -240,7 +253,7 @@ class _Episode:
         short = turn in self.short if short is None else short
         if (turn, short) not in self._shown:
             content = self.turns[turn]["content"]
-            limit = self._short_chars if short else self._turn_chars
+            limit = self.short_chars if short else self._turn_chars
             # weighed only when a turn must be cut: the weights stem every candidate's turns
             weights = self.weights.get() if self.weights and len(content) > limit else None
             self._shown[(turn, short)] = trim_turn(content, self._wanted, limit, weights)
@@ -345,8 +358,10 @@ def select(
     """The past-conversations block for these recalled episodes (best first), at most `budget`
     characters, fences included (see the module docstring). `layout` "breadth" (a span of
     time, or a question that gathers): the best windows within BREADTH_LEAD of the budget,
-    then every conversation's line, its summary cut so that all fit, then each one's most
-    telling turn (cut to BREADTH_TURN), then the rest of the budget as in "depth"; the lines
+    then every conversation's line, its summary cut so that all fit — or, for one that says
+    the message's words, its most telling turn in place of the summary (cut to BREADTH_SAID;
+    see `_said`) — then each other one's most telling turn (cut to BREADTH_TURN), then the
+    rest of the budget as in "depth"; the lines
     newest first in the block. Measured against a line with its turn, best
     first, on the gathering probes: all evidence shown 0.300 against 0.100. "timeline" (a
     message about time alone): the same without the lead — there is no topic to lead with."""
@@ -384,6 +399,9 @@ def select(
         else None
         for ep, c in zip(episodes, candidates, strict=True)
     ]
+    # breadth with a topic: what each conversation said of it, in place of its summary
+    headers = [ep.header for ep in episodes]
+    said = _said(episodes, candidates, wanted, weights, now, zone) if lead and weights else {}
     items: list[tuple[float, int, int]] = []  # (−priority, candidate, window)
     for ci, c in enumerate(candidates):
         windows = list(c.windows or [])[: len(episodes[ci].spans)]
@@ -402,10 +420,17 @@ def select(
         _fill(state, items, candidates, episodes)
         state.budget = budget
     for ci in range(len(candidates)) if breadth else ():
+        if ci in said:  # its line is the turn: both or neither
+            state.take(ci, {said[ci]}, candidates[ci].score, short=True)
+            if ci in state.included:
+                continue
+            # no room for what it said: its summary line, as any other's
+            episodes[ci].header, episodes[ci].short_chars = headers[ci], BREADTH_TURN
+            del said[ci]
         state.take_line(ci)
     for ci in range(len(candidates)) if breadth else ():
         turn = telling[ci]
-        if turn is not None and ci in state.included:
+        if turn is not None and ci in state.included and ci not in said:
             state.take(ci, {turn}, candidates[ci].score, short=True)
     if not breadth:
         # depth: a leading episode whose best window does not fit (a long turn beside the
@@ -513,6 +538,33 @@ def _fill(
             continue  # its line did not fit: no excerpt without it
         start, end = episodes[ci].spans[wi]
         state.take(ci, set(range(start, end)), candidates[ci].windows[wi])  # type: ignore[index]
+
+
+def _said(
+    episodes: Sequence[_Episode],
+    candidates: Sequence[Candidate],
+    wanted: set[str],
+    weights: _Weights,
+    now: datetime,
+    zone: tzinfo,
+) -> dict[int, int]:
+    """{candidate: its most telling turn} of the conversations that say any of `wanted` (by
+    weight, anywhere in them; of turns that say as much, the first in its most relevant
+    window, else the first), each turned into what its line shows: its time anchor, then that
+    turn cut to BREADTH_SAID (its summary is left out)."""
+    found: dict[int, int] = {}
+    w = weights.get()
+    for ci, (ep, c) in enumerate(zip(episodes, candidates, strict=True)):
+        told = [_overlap(have, wanted, w) for have in ep.turn_stems()]
+        top = max(told, default=0.0)
+        if top <= 0:
+            continue
+        start, end = _best_window(ep, c) or (0, 0)
+        most = [k for k, v in enumerate(told) if v == top]
+        found[ci] = next((k for k in most if start <= k < end), most[0])
+        ep.header = episode_header(EpisodeLine(c.line.created_at, ""), now, zone=zone).rstrip()
+        ep.short_chars = BREADTH_SAID
+    return found
 
 
 def _best_window(ep: _Episode, c: Candidate) -> tuple[int, int] | None:
