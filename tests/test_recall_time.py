@@ -139,7 +139,10 @@ def test_a_question_that_gathers_shows_every_matching_conversation(make_services
     system = gathered.messages[0]["content"]
     lines = [line for line in system.splitlines() if line.startswith("- ")]
     assert len(lines) >= len(runs)
-    assert all(": " in line and " ago" in line or "yesterday" in line for line in lines)
+    assert all(" ago:" in line or "yesterday:" in line for line in lines)
+    # ... each with what it said of running (its telling turn, in place of its summary)
+    block = system[system.index("- ") :]
+    assert block.count("went running") >= len(runs)
 
 
 def test_an_old_conversation_is_recalled_with_the_shipped_defaults(make_services, db_url):
