@@ -9,7 +9,10 @@ wrote them then: each chat a real LongMemEval session (../shared/data/longmemeva
 its audit row, its episode (indexed by migration 0002's trigger, `english`) and its 3-turn
 windows (`english`); not timed. Then `caesar db upgrade` to 0015 is timed, and the reindex
 after it (as `caesar db words` runs it), its rate given per 1,000 episodes (it reads every row
-once, so it grows linearly; larger sizes are extrapolated, and said to be). Figures go to bench/out/results/perf_pg_words.json.
+once, so it grows linearly; larger sizes are extrapolated, and said to be). Then migration 0016
+and the count of the person's words after it (`pg_words.count_words`, migration 0016: one
+person, one transaction, episode writes waiting meanwhile), timed the same way. Figures go to
+bench/out/results/perf_pg_words.json.
 """
 
 from __future__ import annotations
@@ -119,6 +122,14 @@ def main() -> None:
         done = pg_words.reindex(db)
         took = time.perf_counter() - started
         assert done.finished, done
+        started = time.perf_counter()
+        migrate.upgrade(db, "0016")
+        upgrade_0016_s = time.perf_counter() - started
+        started = time.perf_counter()
+        assert pg_words.count_words(db) == 0
+        count_s = time.perf_counter() - started
+        with db.engine.connect() as c:
+            words = int(c.exec_driver_sql(f"SELECT count(*) FROM {pg_words.VOCABULARY}").scalar())
         db.dispose()
     finally:
         server.stop()
@@ -132,6 +143,10 @@ def main() -> None:
         "per_1k_episodes_s": round(per_1k, 3),
         "extrapolated_100k_s": round(per_1k * 100, 1),
         "extrapolated_1m_s": round(per_1k * 1000, 1),
+        "upgrade_0016_s": round(upgrade_0016_s, 2),
+        "count_words_s": round(count_s, 2),
+        "count_words_per_1k_episodes_s": round(count_s / args.episodes * 1000, 3),
+        "vocabulary_rows": words,
         "load": benchlib.load_avg(),
     }
     print(
@@ -139,6 +154,11 @@ def main() -> None:
         f"{upgrade_s:.2f} s, then the reindex {took:.1f} s, "
         f"{per_1k:.2f} s per 1,000 episodes; extrapolated (linear, not measured): "
         f"100k {per_1k * 100:.0f} s, 1M {per_1k * 1000:.0f} s; load {result['load']}"
+    )
+    print(
+        f"migration 0016: upgrade {upgrade_0016_s:.2f} s, then counting the person's words "
+        f"{count_s:.2f} s ({words:,} words), {count_s / args.episodes * 1000:.3f} s per 1,000 "
+        "episodes"
     )
     benchlib.write_result("perf_pg_words", result)
 

@@ -203,6 +203,7 @@ def test_caesar_db_upgrade_says_what_is_left_and_caesar_db_words_does_it(
     assert upgraded.returncode == 0, upgraded.stderr
     assert "5 episodes to index again under FTS5's words" in upgraded.stdout
     assert "caesar db words" in upgraded.stdout
+    assert "the words of 1 person to count" in upgraded.stdout  # migration 0016's, the owner's
 
     words = subprocess.run(
         [*caesar, "words", "--batch-size", "2"],
@@ -215,6 +216,8 @@ def test_caesar_db_upgrade_says_what_is_left_and_caesar_db_words_does_it(
     assert "0 of 5 episodes indexed again" in words.stderr
     assert "5 of 5 episodes indexed again" in words.stderr
     assert "every episode indexed under FTS5's words" in words.stdout
+    assert "words counted for 1 of 1 people" in words.stderr
+    assert "every person's words counted" in words.stdout
     assert _holding(db, "episode_window_fts", "simple", "other") == [1, 2, 3, 4, 5]
 
     again = subprocess.run([*caesar, "words"], env=env, capture_output=True, text=True, timeout=120)
@@ -248,6 +251,8 @@ def test_serves_warm_up_indexes_the_older_words_once_ready(pg_at_0014, pg_url, m
     assert ready == [True]
     with pg_at_0014.read() as session:
         assert pg_words.status(session).finished
+        assert pg_words.uncounted(session) == []  # then the words counted (migration 0016)
+        assert session.scalar(sa.text("SELECT count(*) FROM episode_fts_words")) > 5
     assert _holding(pg_at_0014, "episode_window_fts", "simple", "other") == [1]
 
 

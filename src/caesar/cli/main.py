@@ -82,10 +82,18 @@ def upgrade_database(settings: Settings) -> None:
 
         with db.read() as session:
             words = pg_words.status(session)
+            uncounted = len(pg_words.uncounted(session))
         if not words.finished:
             console.print(
                 f"full text: {words.describe()}; `caesar serve` does it in the background "
                 "(recall goes on meanwhile), or run `caesar db words`",
+                highlight=False,
+            )
+        if uncounted:
+            console.print(
+                f"full text: the words of {uncounted:,} {'person' if uncounted == 1 else 'people'}"
+                " to count; `caesar serve` counts them in the background (recall goes on "
+                "meanwhile), or run `caesar db words`",
                 highlight=False,
             )
     db.engine.dispose()
@@ -97,8 +105,9 @@ def db_words(
     batch_size: int = typer.Option(100, min=1, max=100_000, help="Episodes per transaction."),
 ) -> None:
     """PostgreSQL: index the episodes and windows written before migration 0015 again under
-    FTS5's words, with progress; safe to stop and run again (it resumes), and chat goes on
-    meanwhile. `caesar serve` does the same in the background once ready."""
+    FTS5's words, then count each person's words (migration 0016), with progress; safe to stop
+    and run again (it resumes), and chat goes on meanwhile. `caesar serve` does the same in the
+    background once ready."""
     from caesar.db import Database
     from caesar.errors import ConfigError
     from caesar.memory.search import pg_words
@@ -114,6 +123,14 @@ def db_words(
         db, progress=pg_words.progress_log(say, every=2.0), batch=batch_size, wait=True
     )
     console.print(f"full text: {status.describe()}", highlight=False, markup=False)
+    left = pg_words.count_words(db, progress=pg_words.counting_log(say, every=2.0), wait=True)
+    console.print(
+        "full text: every person's words counted"
+        if not left
+        else f"full text: the words of {left:,} people left to count (the reindex first)",
+        highlight=False,
+        markup=False,
+    )
     db.engine.dispose()
 
 
@@ -377,12 +394,15 @@ def _migrate_vectors(built: Any) -> None:
 
 def _reindex_words(built: Any) -> None:
     """Ready and serving: index the full text written before migration 0015 again under FTS5's
-    words (PostgreSQL), recall reading the older words until it is."""
+    words (PostgreSQL), recall reading the older words until it is; then count the words of
+    the people who had episodes before migration 0016 (their keyword counts read the index
+    until then)."""
     from caesar.memory.search import pg_words
 
     log = logging.getLogger("caesar.words")
     try:
         pg_words.reindex(built.db, progress=pg_words.progress_log(log.info))
+        pg_words.count_words(built.db, progress=pg_words.counting_log(log.info))
     except Exception:
         log.exception(
             "full text: indexing again under FTS5's words stopped (recall goes on); the next "

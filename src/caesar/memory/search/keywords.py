@@ -55,6 +55,7 @@ KEYWORD_TABLES = (
     "episode_window_fts_docsize",
     "episode_window_fts_config",
     "episode_fts_counts",  # each person's number of episode_fts rows (0014, PostgreSQL only)
+    "episode_fts_words",  # each person's documents per word (0016, PostgreSQL only)
     "fulltext_reindex",  # where the reindex under FTS5's words stands (0015, PostgreSQL only)
 )
 

@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
@@ -254,9 +255,99 @@ def _run(db: Database, batch: int, report: Progress) -> None:
             return
 
 
+# Migration 0016's vocabulary: each person's number of `episode_fts` rows per word.
+VOCABULARY = "episode_fts_words"
+
+
+def uncounted(session: Session) -> list[int]:
+    """The people whose words migration 0016 left to count (none on SQLite)."""
+    conn = session.connection()
+    if session.get_bind().dialect.name == "sqlite":
+        return []
+    if conn.scalar(sa.text(f"SELECT to_regclass('{VOCABULARY}')")) is None:
+        raise ConfigError("the database predates migration 0016: run `caesar db upgrade`")
+    sql = "SELECT person_id FROM episode_fts_counts WHERE NOT words_counted ORDER BY person_id"
+    return [int(p) for p in conn.execute(sa.text(sql)).scalars()]
+
+
+def count_person(session: Session, *, person: int) -> bool:
+    """Count `person`'s words into the vocabulary, in `session`'s transaction; from its commit
+    the triggers keep them. Returns whether it counted (False: counted already).
+
+    Episode rows are not written meanwhile (SHARE: a writer of anyone's episodes waits for
+    the commit, a chat turn does not), so no change slips between the count and the flag."""
+    conn = session.connection()
+    conn.execute(sa.text("LOCK TABLE episode_fts IN SHARE MODE"))
+    done = conn.scalar(
+        sa.text("SELECT words_counted FROM episode_fts_counts WHERE person_id = :p"), {"p": person}
+    )
+    if done is None or done:
+        return False
+    conn.execute(sa.text(f"DELETE FROM {VOCABULARY} WHERE person_id = :p"), {"p": person})
+    conn.execute(
+        sa.text(
+            f"INSERT INTO {VOCABULARY} (person_id, word, documents) "
+            "SELECT f.person_id, u.lexeme, count(*) FROM episode_fts AS f "
+            "CROSS JOIN LATERAL unnest(f.document) AS u WHERE f.person_id = :p "
+            "GROUP BY f.person_id, u.lexeme"
+        ),
+        {"p": person},
+    )
+    conn.execute(
+        sa.text("UPDATE episode_fts_counts SET words_counted = true WHERE person_id = :p"),
+        {"p": person},
+    )
+    return True
+
+
+def count_words(db: Database, *, progress: Progress | None = None, wait: bool = False) -> int:
+    """Count the words of the people migration 0016 left uncounted, one person a transaction
+    (resumable); returns how many are left. After the reindex (`reindex`): until it finished,
+    nothing (its batches would change the words counted). Another process at either: wait
+    for it, or (not `wait`) return at once."""
+    report = progress or (lambda _done, _total: None)
+    if db.is_sqlite:
+        return 0
+    with db.read() as session:
+        left = uncounted(session)
+        if not left or not status(session).finished:
+            return len(left)
+    with db.exclusively(_LOCK, "counting the full text's words", wait=wait) as held:
+        if not held:
+            return len(left)
+        report(0, len(left))
+        for done, person in enumerate(left, 1):
+            db.write_retrying(partial(count_person, person=person))
+            report(done, len(left))
+    with db.read() as session:
+        return len(uncounted(session))
+
+
 def progress_log(emit: Callable[[str], None], every: float = 5.0) -> Progress:
     """A Progress that says where the reindex is at most every `every` seconds, and when it
     starts and ends."""
+
+    def say(done: int, total: int) -> str:
+        share = f" ({100 * done / total:.0f}%)" if total else ""
+        return f"full text: {done:,} of {total:,} episodes indexed again under FTS5's words{share}"
+
+    return _throttled(emit, every, say)
+
+
+def counting_log(emit: Callable[[str], None], every: float = 5.0) -> Progress:
+    """A Progress for `count_words`: people counted, at most every `every` seconds."""
+    return _throttled(
+        emit,
+        every,
+        lambda done, total: f"full text: words counted for {done:,} of {total:,} people",
+    )
+
+
+def _throttled(
+    emit: Callable[[str], None], every: float, say: Callable[[int, int], str]
+) -> Progress:
+    """`say(done, total)` emitted at the start, at the end, and at most every `every` seconds
+    between."""
     last_at = [0.0]
 
     def report(done: int, total: int) -> None:
@@ -264,7 +355,6 @@ def progress_log(emit: Callable[[str], None], every: float = 5.0) -> Progress:
         if 0 < done < total and now - last_at[0] < every:
             return
         last_at[0] = now
-        share = f" ({100 * done / total:.0f}%)" if total else ""
-        emit(f"full text: {done:,} of {total:,} episodes indexed again under FTS5's words{share}")
+        emit(say(done, total))
 
     return report

@@ -6,7 +6,9 @@ Tables (migrations 0002, 0005): `episode_fts` holds each episode's GIN-indexed t
 (summary labelled A, conversation B; trigger-maintained), `episode_window_fts` one tsvector per
 3-turn window (episode_id, window_no), written by the windows' writer; both go with their
 episode (ON DELETE CASCADE); `episode_fts_counts` each person's number of `episode_fts` rows,
-kept by statement triggers (migration 0014). Words are cut as FTS5 cuts them: the text search
+kept by statement triggers (migration 0014), and `episode_fts_words` each person's number of
+rows per word, kept by triggers too once the person's older words are counted (migration 0016,
+memory/search/pg_words.py). Words are cut as FTS5 cuts them: the text search
 configuration `FTS_CONFIG` (migration 0015: unaccented, Porter-stemmed, no stop words), each
 row's number of words in its column `tokens` (set by a trigger; `TOKENS`).
 """
@@ -65,6 +67,13 @@ TOKENS = "coalesce({0}tokens, length({0}document))"
 # latest this many episodes, by their index: an exact mean would read every one of them.
 AVGDL_SAMPLE = 1000
 _AVGDL = "caesar.pg_avgdl"
+
+
+# Whether the person's words are counted in `episode_fts_words` (migration 0016): a person with
+# no episodes has no counter row, and nothing to count.
+_WORDS_COUNTED = (
+    "coalesce((SELECT words_counted FROM episode_fts_counts WHERE person_id = :person), true)"
+)
 
 
 def bm25_idf(total: int, n: int) -> float:
@@ -168,8 +177,10 @@ class PostgresFullText:
         self, session: Session, terms: Sequence[str], *, person: int
     ) -> tuple[int, list[int]]:
         """The person's episodes only: how common a word is in others' never moves a rank.
-        The person is on the row (migration 0012): one statement, their rows only; their
-        total is kept by triggers (migration 0014)."""
+        One statement. Their total is kept by triggers (migration 0014), and so are their
+        words' counts (migration 0016); until their older episodes' words are counted
+        (pg_words.count_words), each word's are counted among their rows (the person is on
+        the row: migration 0012)."""
         params: dict[str, object] = {"person": person}
         counts = [
             # kept by triggers (migration 0014): a count here read all of the person's rows
@@ -180,8 +191,16 @@ class PostgresFullText:
         for i, term in enumerate(terms):
             params[f"t{i}"] = tsquery_text([term])
             counts.append(
-                "(SELECT count(*) FROM episode_fts WHERE person_id = :person "
-                f"AND document @@ to_tsquery('{FTS_CONFIG}', :t{i}))"
+                # a word of one lexeme, where the person's words are counted: one row of their
+                # vocabulary (migration 0016); else (their older episodes not counted yet, the
+                # query word cut in several lexemes) the rows of the GIN index that hold it
+                f"(CASE WHEN {_WORDS_COUNTED} AND cardinality(tsvector_to_array("
+                f"to_tsvector('{FTS_CONFIG}', :t{i}))) <= 1 "
+                "THEN (SELECT coalesce(sum(documents), 0) FROM episode_fts_words "
+                "WHERE person_id = :person AND word = ANY(tsvector_to_array("
+                f"to_tsvector('{FTS_CONFIG}', :t{i})))) "
+                "ELSE (SELECT count(*) FROM episode_fts WHERE person_id = :person "
+                f"AND document @@ to_tsquery('{FTS_CONFIG}', :t{i})) END)"
             )
         n, avgdl, *found = session.execute(statement(f"SELECT {', '.join(counts)}"), params).one()
         session.info.setdefault(_AVGDL, {})[person] = float(avgdl or 1.0)
