@@ -10,7 +10,8 @@ FTS5's vocabulary table does for SQLite, so a count is one row read per word.
 - Kept by statement triggers on `episode_fts` (insert, delete, update), each statement's
   changes netted out per (person, word) and applied in that order, so two writers lock the
   rows they share in the same order. An update that changes no count (the words of a row
-  indexed again under the same words) locks nothing.
+  indexed again under the same words) locks nothing. A word whose count falls to 0 is
+  deleted: a forgotten conversation's words leave no row behind.
 - Only for a person whose words are counted (`episode_fts_counts.words_counted`). A person
   new after this migration is counted from their first episode (the column's default). The
   people who had episodes before it are counted afterwards, in the background, one person a
@@ -45,6 +46,14 @@ _APPLY = """
     GROUP BY person_id, word HAVING sum(n) <> 0 ORDER BY person_id, word
     ON CONFLICT (person_id, word) DO UPDATE SET documents = w.documents + EXCLUDED.documents"""
 
+# A word none of the person's rows holds any more is gone from their vocabulary (what the
+# operator forgets is gone: a forgotten conversation's words included).
+_EMPTIED = """
+    DELETE FROM episode_fts_words AS w
+    USING (SELECT DISTINCT r.person_id, u.lexeme AS word
+           FROM gone AS r CROSS JOIN LATERAL unnest(r.document) AS u) AS g
+    WHERE w.person_id = g.person_id AND w.word = g.word AND w.documents <= 0"""
+
 _UPGRADE = [
     "CREATE TABLE episode_fts_words ("
     " person_id INTEGER NOT NULL, word TEXT NOT NULL, documents INTEGER NOT NULL,"
@@ -58,6 +67,7 @@ _UPGRADE = [
             {_APPLY.format(changes=_CHANGES.format(sign=1, table="added"))};
         ELSIF TG_OP = 'DELETE' THEN
             {_APPLY.format(changes=_CHANGES.format(sign=-1, table="gone"))};
+            {_EMPTIED};
         ELSE
             {
         _APPLY.format(
@@ -66,6 +76,7 @@ _UPGRADE = [
             + _CHANGES.format(sign=-1, table="gone")
         )
     };
+            {_EMPTIED};
         END IF;
         RETURN NULL;
     END $$""",
