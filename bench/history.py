@@ -33,6 +33,7 @@ from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.memory.search import passages, window_keywords
+from caesar.memory.search.sqlite import window_table
 from caesar.memory.transcript import conversation_turns
 from caesar.minilm import MODEL_ID
 
@@ -399,7 +400,9 @@ def build(episodes: int, *, quiet: bool = False) -> History:
                 conn.execute(audit_table.insert(), audits)
                 conn.execute(episode_table.insert(), summaries)
                 conn.execute(
-                    text("INSERT INTO episode_window_fts (rowid, body) VALUES (:rowid, :body)"),
+                    text(
+                        f"INSERT INTO {window_table(benchlib.OWNER)} (rowid, body) VALUES (:rowid, :body)"
+                    ),
                     window_rows,
                 )
             if not quiet:

@@ -29,6 +29,22 @@ TEST_TOKEN = "test-token-0123456789abcdef"
 # first, and nothing removes them (tests/test_people.py checks it). Tests that do not care about
 # people act as the owner, as a one-person install does.
 OWNER = 1
+
+
+def sqlite_fts_tables(db: Any, base: str = "episode_fts") -> list[str]:
+    """The SQLite full-text tables named `base` there are: the shared one (before migration
+    0017) or each person's (`base`_p<id>)."""
+    import sqlalchemy as sa
+
+    sql = (
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL%fts5(%' "
+        "AND (name = :base OR name GLOB :each) ORDER BY name"
+    )
+    with db.engine.connect() as c:
+        found = c.execute(sa.text(sql), {"base": base, "each": f"{base}_p[0-9]*"}).scalars()
+        return [str(t) for t in found]
+
+
 PROVIDER_KEY = "sk-test-provider-key-987654"
 
 

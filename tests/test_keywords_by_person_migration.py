@@ -1,6 +1,7 @@
-"""Migration 0011 (issue #23): SQLite's episode keywords keyed by person — every row kept under
-person_id << 40 | episode id, the triggers keying new, re-owned and deleted episodes, the
-backend answering each person from their own range; the downgrade gives the episode ids back."""
+"""Migrations 0011 and 0017 (issue #23): SQLite's episode keywords keyed by person — every row
+kept under person_id << 40 | episode id (0011), in its person's own table (0017), the triggers
+keying new, re-owned and deleted episodes, the backend answering each person from their own
+rows; the downgrade gives the episode ids back, in one table."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from conftest import sqlite_fts_tables
 
 from caesar.db import Database, migrate
-from caesar.memory.search.sqlite import SqliteFullText, fts_key
+from caesar.memory.search.sqlite import SqliteFullText, fts_key, fts_table
 
 WHEN = datetime(2026, 12, 1, 12, 0)
 
@@ -58,16 +60,21 @@ def _episode(db: Database, n: int, person: int, words: str) -> None:
         )
 
 
-def _rowids(db: Database, word: str) -> list[int]:
-    sql = "SELECT rowid FROM episode_fts WHERE episode_fts MATCH :w ORDER BY rowid"
+def _rowids(db: Database, word: str, table: str | None = None) -> list[int]:
+    found = []
     with db.engine.connect() as c:
-        return [int(i) for i in c.execute(sa.text(sql), {"w": word}).scalars()]
+        for t in [table] if table else sqlite_fts_tables(db):
+            sql = f"SELECT rowid FROM {t} WHERE {t} MATCH :w"
+            found += [int(i) for i in c.execute(sa.text(sql), {"w": word}).scalars()]
+    return sorted(found)
 
 
 def _vocab_docs(db: Database, term: str) -> int:
-    sql = "SELECT doc FROM episode_fts_vocab WHERE term = :t"
     with db.engine.connect() as c:
-        return int(c.scalar(sa.text(sql), {"t": term}) or 0)
+        return sum(
+            int(c.scalar(sa.text(f"SELECT doc FROM {t}_vocab WHERE term = :t"), {"t": term}) or 0)
+            for t in sqlite_fts_tables(db)
+        )
 
 
 def test_an_upgrade_keys_every_row_by_its_person_and_the_backend_reads_only_theirs(at_0010):
@@ -81,7 +88,10 @@ def test_an_upgrade_keys_every_row_by_its_person_and_the_backend_reads_only_thei
 
     assert _rowids(at_0010, "kayaking") == [fts_key(owner, 1), fts_key(bea, 2)]
     assert _rowids(at_0010, "canoe") == [fts_key(owner, 3)]
-    assert _vocab_docs(at_0010, "kayak") == 2  # the vocabulary reads the new table
+    # each in their person's own table (0017)
+    assert _rowids(at_0010, "kayaking", fts_table(bea)) == [fts_key(bea, 2)]
+    assert _rowids(at_0010, "kayaking", fts_table(owner)) == [fts_key(owner, 1)]
+    assert _vocab_docs(at_0010, "kayak") == 2  # the vocabularies read the new tables
     text = SqliteFullText()
     with at_0010.read() as s:
         assert set(text.keyword_scores(s, ["kayaking"], person=bea, limit=10)) == {2}
@@ -113,7 +123,8 @@ def test_the_triggers_key_new_reowned_and_deleted_episodes(at_0010):
         c.execute(sa.text("DELETE FROM episode_summaries WHERE id = 4"))
     assert _rowids(at_0010, "canoe") == []
     with at_0010.engine.connect() as c:  # nothing left behind: FTS5's own integrity check
-        c.execute(sa.text("INSERT INTO episode_fts (episode_fts) VALUES ('integrity-check')"))
+        for t in sqlite_fts_tables(at_0010):
+            c.execute(sa.text(f"INSERT INTO {t} ({t}) VALUES ('integrity-check')"))
 
 
 def test_a_downgrade_gives_the_episode_ids_back(at_0010):

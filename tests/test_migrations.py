@@ -39,7 +39,7 @@ def schema_diff(db: Database) -> list[object]:
 def tables(db: Database) -> set[str]:
     """The model tables present (full-text index tables are not models: left out)."""
     found = set(sa.inspect(db.engine).get_table_names())
-    return found - {"alembic_version"} - migrate.unmanaged_tables()
+    return {t for t in found - {"alembic_version"} if not migrate.is_unmanaged(t)}
 
 
 def all_tables(db: Database) -> set[str]:

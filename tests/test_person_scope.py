@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import OWNER, TEST_TOKEN
+from conftest import OWNER, TEST_TOKEN, sqlite_fts_tables
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -235,13 +235,19 @@ def _learn(services: Any) -> None:
 
 
 def _keyword_hits(db: Database, word: str) -> int:
-    sql = (
-        "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :w"
-        if db.is_sqlite
-        else f"SELECT count(*) FROM episode_fts WHERE document @@ plainto_tsquery('{FTS_CONFIG}', :w)"
-    )
+    if not db.is_sqlite:
+        sql = f"SELECT count(*) FROM episode_fts WHERE document @@ plainto_tsquery('{FTS_CONFIG}', :w)"
+        with db.engine.connect() as c:
+            return int(c.execute(sa.text(sql), {"w": word}).scalar() or 0)
     with db.engine.connect() as c:
-        return int(c.execute(sa.text(sql), {"w": word}).scalar() or 0)
+        return sum(
+            int(
+                c.execute(
+                    sa.text(f"SELECT count(*) FROM {t} WHERE {t} MATCH :w"), {"w": word}
+                ).scalar()
+            )
+            for t in sqlite_fts_tables(db)
+        )
 
 
 def test_removing_a_person_forgets_everything_of_theirs_and_nothing_else(learning):
@@ -268,6 +274,11 @@ def test_removing_a_person_forgets_everything_of_theirs_and_nothing_else(learnin
             ).scalar()
             assert left == 0, table
     assert _keyword_hits(services.db, "Tomas") == 0  # her full-text rows went with her
+    if services.db.is_sqlite:  # and so did her tables
+        tables = sqlite_fts_tables(services.db) + sqlite_fts_tables(
+            services.db, "episode_window_fts"
+        )
+        assert not [t for t in tables if t.endswith(f"_p{anna_id}")]
     assert _keyword_hits(services.db, "Maya") >= 1
     assert client.get("/v1/facts", headers=as_(anna)).status_code == 401
     after = services.episodes.preview("kayaking", person=OWNER)

@@ -9,10 +9,11 @@ from datetime import datetime
 
 import pytest
 import sqlalchemy as sa
+from conftest import sqlite_fts_tables
 
 from caesar.db import Database, migrate
 from caesar.errors import ConfigError
-from caesar.memory.search.sqlite import EPISODE_MASK
+from caesar.memory.search.sqlite import EPISODE_MASK, create_person_index
 
 TABLES = ("audit_log", "conversations", "facts", "episode_summaries", "semantic_chunks")
 WHEN = datetime(2026, 11, 1, 12, 0)
@@ -86,10 +87,17 @@ def _rows(db: Database) -> dict[str, list[tuple[object, ...]]]:
 
 def _keyword_hits(db: Database, word: str) -> list[int]:
     if db.is_sqlite:
-        # the episode id, whether the rowid is it (0008) or holds it (0011: keyed by person)
-        sql = (
-            f"SELECT rowid & {EPISODE_MASK} FROM episode_fts WHERE episode_fts MATCH :w ORDER BY 1"
-        )
+        # the episode id, whether the rowid is it (0008) or holds it (0011: keyed by person),
+        # in the shared table or each person's (0017)
+        with db.engine.connect() as c:
+            return sorted(
+                int(i)
+                for t in sqlite_fts_tables(db)
+                for i in c.execute(
+                    sa.text(f"SELECT rowid & {EPISODE_MASK} FROM {t} WHERE {t} MATCH :w"),
+                    {"w": word},
+                ).scalars()
+            )
     else:
         sql = (
             "SELECT episode_id FROM episode_fts WHERE document @@ plainto_tsquery('english', :w) "
@@ -153,6 +161,8 @@ def test_keys_are_unique_per_person_and_the_triggers_still_index(at_0008):
             ),
             {"f": False, "t": WHEN},
         ).scalar_one()
+        if at_0008.is_sqlite:  # her full-text tables, as an ORM write of a person makes them
+            create_person_index(c, anna)
         fact = (
             "INSERT INTO facts (key, value, confidence, created_at, updated_at, person_id) "
             "VALUES ('dog_name', 'Rex', 1.0, :t, :t, :p)"

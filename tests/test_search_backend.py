@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 from conftest import OWNER
 from sqlalchemy import text
 from test_vectors import (
@@ -38,6 +39,7 @@ from caesar.db import Database, migrate
 from caesar.db.models import EpisodeSummary, Person
 from caesar.memory.importance import SECONDS_PER_DAY
 from caesar.memory.search.backend import VectorSearch, full_text, search_backend
+from caesar.memory.search.in_process import InProcessVectors
 from caesar.memory.search.pgvector import PgvectorSearch, PgvectorVectors
 from caesar.memory.search.pgvector_migration import index_name
 from caesar.memory.search.vectors import CurrentModelIndex, epoch_seconds
@@ -317,3 +319,70 @@ def test_recall_through_pgvector_answers_as_the_in_process_index_does(make_servi
 def test_pgvector_is_refused_on_sqlite(make_settings):
     with pytest.raises(ValueError, match="needs PostgreSQL"):
         make_settings(memory={"episodes_recall": {"vector_search": "pgvector"}})
+
+
+def test_a_persons_keyword_scores_are_theirs_alone_whatever_the_household_holds(store):
+    """Each person's full text is their own (SQLite: their own FTS5 tables, migration 0017;
+    PostgreSQL: their own counts): another person's rows, sharing every word, change neither
+    a person's scores nor their counts."""
+    db, name = store
+    if name in ("pgvector", "pgvector-hnsw"):
+        return  # the full text is the engine's, checked on the other two
+    with db.write() as session:
+        session.add(person := Person(name="Anna", is_owner=False, created_at=utcnow()))
+        session.flush()
+        anna = person.id
+    theirs = Corpus(db, seed=4, person=anna)
+    theirs.next_id = 10_001
+    theirs.add(300)
+    _say(db, range(10_001, 10_031), "a kayak trip")  # 30 of Anna's 300
+
+    def anna_sees() -> tuple[dict[int, float], tuple[int, list[int]]]:
+        with db.read() as session:
+            words = full_text(session)
+            return (
+                words.keyword_scores(session, ["kayak", "trip"], limit=400, person=anna),
+                words.term_counts(session, ["kayak", "trip"], person=anna),
+            )
+
+    alone = anna_sees()
+    assert len(alone[0]) == 30 and alone[1] == (300, [30, 30])
+    Corpus(db, seed=6).add(900)
+    _say(db, range(1, 801), "kayak")  # the owner's: a common word in the household's rows
+    assert anna_sees() == alone
+
+
+def _say(db: Database, ids: range, summary: str) -> None:
+    """Set these episodes' summaries (the full-text triggers index them again)."""
+    with db.write() as session:
+        session.execute(
+            sa.text("UPDATE episode_summaries SET summary = :s WHERE id BETWEEN :lo AND :hi"),
+            {"s": summary, "lo": ids[0], "hi": ids[-1]},
+        )
+
+
+def test_start_up_loads_the_most_recently_active_within_its_budget(tmp_path):
+    """SQLite's in-process index: `warm` loads the most recently active person first and stops
+    at its budget (the first person whatever their size); the others load on their first
+    search, and find what they would have."""
+    db = Database(f"sqlite:///{tmp_path / 'caesar.db'}")
+    migrate.upgrade(db)
+    with db.write() as session:
+        session.add(person := Person(name="Anna", is_owner=False, created_at=utcnow()))
+        session.flush()
+        anna = person.id
+    mine = Corpus(db, seed=7)
+    mine.add(300)
+    theirs = Corpus(db, seed=8, person=anna)
+    theirs.next_id = 10_001
+    theirs.add(200)  # Anna's episodes are the newest
+    backend = _backend(db, "sqlite", [MODEL])
+    assert isinstance(backend, InProcessVectors)
+    assert backend.warm(db, budget=400) == 200  # Anna's; the owner's 300 would pass 400
+    assert backend.warm(db, budget=100) == 200  # the first person's, over the budget
+    assert backend.warm(db, budget=500) == 500
+    fresh = _backend(db, "sqlite", [MODEL])
+    assert isinstance(fresh, InProcessVectors)
+    fresh.warm(db, budget=1)
+    assert _check((db, "sqlite"), fresh, mine, person=OWNER) > 100  # loaded on first search
+    db.dispose()

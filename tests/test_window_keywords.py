@@ -19,6 +19,7 @@ from caesar.memory import conversations
 from caesar.memory.episodes import reembed
 from caesar.memory.episodes.recall import episode_row
 from caesar.memory.search import passages, window_keywords
+from caesar.memory.search.sqlite import window_table
 from caesar.workers import run_until_caught_up
 
 FILLER = [
@@ -63,7 +64,8 @@ def _window_rows(db: Database, episode_id: int) -> int:
     with db.read() as session:
         if db.engine.dialect.name == "sqlite":
             span = window_keywords.rowids(episode_id)
-            sql = f"SELECT count(*) FROM episode_window_fts WHERE rowid BETWEEN {span[0]} AND {span[-1]}"
+            table = window_table(OWNER)  # every episode here is the owner's
+            sql = f"SELECT count(*) FROM {table} WHERE rowid BETWEEN {span[0]} AND {span[-1]}"
         else:
             sql = f"SELECT count(*) FROM episode_window_fts WHERE episode_id = {episode_id}"
         return int(session.execute(text(sql)).scalar() or 0)
@@ -168,11 +170,8 @@ def test_retention_removes_a_swept_chats_window_words(make_services, llm, db_url
     assert _window_rows(svc.db, spread) == len(SPREAD) - 2
     if svc.db.engine.dialect.name == "sqlite":
         with svc.db.write() as session:  # FTS5 checks its index against the docsize table
-            session.execute(
-                text(
-                    "INSERT INTO episode_window_fts (episode_window_fts) VALUES ('integrity-check')"
-                )
-            )
+            table = window_table(OWNER)
+            session.execute(text(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')"))
     hits = svc.episodes.preview("kayak on the lake?", NOW, similarity_threshold=None, person=OWNER)
     assert [h.episode_id for h in hits] == [spread]
     assert hits[0].window_keyword == pytest.approx(1.0)  # the best window left is its own

@@ -24,6 +24,14 @@ def unmanaged_tables() -> frozenset[str]:
     return frozenset(KEYWORD_TABLES + VECTOR_TABLES)
 
 
+def is_unmanaged(name: str) -> bool:
+    """Whether the table `name` is unmanaged: one of `unmanaged_tables`, or one of a person's
+    full-text tables on SQLite (memory/search/sqlite.py, made as people are added)."""
+    from caesar.memory.search.sqlite import is_person_index
+
+    return name in unmanaged_tables() or is_person_index(name)
+
+
 def unmanaged_indexes() -> frozenset[str]:
     """Indexes migrations create on model tables outside the models (PostgreSQL's for
     pgvector's search)."""
@@ -37,7 +45,7 @@ def include_name(name: str | None, type_: str, _parent_names: object) -> bool:
     indexes."""
     if type_ == "index":
         return name not in unmanaged_indexes()
-    return not (type_ == "table" and name in unmanaged_tables())
+    return not (type_ == "table" and name is not None and is_unmanaged(name))
 
 
 def _config() -> Config:

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, text, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from caesar import audit
@@ -42,6 +42,7 @@ from caesar.errors import InputError, NotFound
 from caesar.memory import conversations
 from caesar.memory.facts.store import normalise_key
 from caesar.memory.search import window_keywords
+from caesar.memory.search.sqlite import merge_person_index
 from caesar.memory.transcript import conversation_turns
 
 log = logging.getLogger(__name__)
@@ -299,7 +300,7 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
         result.audit_id = row.id
         removed_episodes, removed_chunks = episodes, chunks
         if services.db.is_sqlite:
-            merge_keyword_indexes(session)
+            merge_person_index(session, request.person)
     services.episodes.forget(removed_episodes)
     services.semantic.forget(removed_chunks)
     if services.db.is_sqlite:
@@ -312,13 +313,6 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
         result.facts,
     )
     return result
-
-
-def merge_keyword_indexes(session: Session) -> None:
-    """FTS5 deletes are markers over older segments until a merge: merge it all now, so no
-    segment keeps a forgotten word."""
-    for table in ("episode_fts", "episode_window_fts"):
-        session.execute(text(f"INSERT INTO {table} ({table}) VALUES ('optimize')"))
 
 
 def checkpoint_wal(services: Any) -> None:

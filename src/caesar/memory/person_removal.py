@@ -29,7 +29,6 @@ from caesar.memory.forget import (
     ForgetRequest,
     checkpoint_wal,
     forget,
-    merge_keyword_indexes,
 )
 from caesar.memory.search import window_keywords
 
@@ -72,9 +71,8 @@ def remove_person(services: Any, name: str) -> Removed:
         window_keywords.forget_windows(session, episodes)
         for model in (EpisodeSummary, SemanticChunk, Fact, Conversation, AuditLog):
             session.execute(delete(model).where(model.person_id == who))
+        # On SQLite their full-text tables are dropped with them (memory/search/sqlite.py).
         people.remove(session, services.audit, shown)
-        if services.db.is_sqlite:
-            merge_keyword_indexes(session)
     services.episodes.forget(episodes)
     services.semantic.forget(chunks)
     if services.db.is_sqlite:

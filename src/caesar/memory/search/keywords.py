@@ -39,7 +39,9 @@ from caesar.memory.search.sqlite import fts5_match, indexed_rows  # noqa: F401 -
 K = TypeVar("K")  # what is scored: an episode id, or (episode id, window number)
 
 # Not SQLAlchemy models (FTS5 cannot be declared; PostgreSQL's twin is trigger-maintained):
-# the schema-vs-models comparison must skip these (FTS5's shadow tables included).
+# the schema-vs-models comparison must skip these (FTS5's shadow tables included). The SQLite
+# names are those of migrations 0002–0016; from 0017 each person has their own tables
+# (memory/search/sqlite.py, `is_person_index`).
 KEYWORD_TABLES = (
     "episode_fts",
     "episode_fts_data",

@@ -1,12 +1,19 @@
 """SQLite's search backend: FTS5 full text (`bm25()`) and the in-process vector index.
 
-Tables (migrations 0002, 0003, 0005, 0011): `episode_fts` holds each episode's summary and
-conversation (trigger-maintained; rowid = its person's id << PERSON_SHIFT | episode id, so a
-person's episodes are one rowid range: FTS5 seeks it, and in a household reads nobody else's
-rows — no join to `episode_summaries` to drop them), `episode_fts_vocab` its vocabulary, and
-`episode_window_fts` the words of its 3-turn windows — contentless, rowid = episode id ×
-WINDOW_SLOTS + window number, so an episode's windows are one rowid range (FTS5 seeks a range;
-it restarts for every value of an IN list).
+Each person has their own full-text tables (migration 0017; `person_index_ddl` makes them when
+the person is added, `drop_person_index` drops them when they are removed):
+- `episode_fts_p<id>` holds each of their episodes' summary and conversation
+  (trigger-maintained; rowid = person id << PERSON_SHIFT | episode id), and
+  `episode_fts_p<id>_vocab` its vocabulary;
+- `episode_window_fts_p<id>` the words of their episodes' 3-turn windows — contentless, rowid =
+  episode id × WINDOW_SLOTS + window number, so an episode's windows are one rowid range (FTS5
+  seeks a range; it restarts for every value of an IN list).
+
+Why one set per person: FTS5's bm25() counts each query word's documents over the whole
+table, every query. In one shared table a person's turn read every household member's
+doclists (100 people × 10k episodes: the keyword statement 9.7 ms against 3.5 ms alone, the
+windows' 3.0 against 0.6), and their scores took the household's word counts. In their own
+tables a person's search is exactly an install of one's.
 
 Cost on large histories (memory/search/keywords.py has the rest):
 - per-word document counts come from the vocabulary, not a COUNT, and are remembered while the
@@ -18,18 +25,18 @@ Cost on large histories (memory/search/keywords.py has the rest):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import select, text
+from sqlalchemy import Connection, event, select, text
 from sqlalchemy.orm import Session
 
-from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.db.models import AuditLog, EpisodeSummary, Person
 from caesar.memory.search import passages
 from caesar.memory.search.in_process import InProcessVectors
 from caesar.memory.search.sql import (
     all_exist,
-    alone,
     by_window,
     count,
     driver_rows,
@@ -47,7 +54,7 @@ CONVERSATION_WEIGHT = 1.0
 # document counts up in the index's vocabulary (porter stems "hiking" to "hike").
 SQLITE_TOKENIZE = "porter unicode61 remove_diacritics 2"
 _TOKEN_CACHE_SIZE = 10_000
-_DATABASES_CACHED = 16
+_TABLES_CACHED = 256  # (database, person) pairs
 _token_cache: dict[str, tuple[str, ...]] = {}
 
 # `episode_fts` rowid of person p's episode e: p << PERSON_SHIFT | e (migration 0011).
@@ -85,6 +92,146 @@ def sqlite_rows(episode_id: int, windows: Sequence[str]) -> list[dict[str, objec
     return [{"rowid": r, "body": w} for r, w in zip(rowids(episode_id), windows, strict=False)]
 
 
+# A person's tables: episode_fts_p<id> (+ _vocab) and episode_window_fts_p<id>, with FTS5's
+# shadow tables (_data, _idx, _content, _docsize, _config).
+PERSON_INDEX = re.compile(r"episode_(window_)?fts_p\d+(_[a-z]+)?")
+# A chat row's conversation text, as the index holds it (= migration 0002's).
+CONVERSATION_TEXT = """
+    coalesce((SELECT group_concat(json_extract(m.value, '$.content'), char(10))
+              FROM json_each(a.payload, '$.messages') AS m
+              WHERE json_type(m.value) = 'object'
+                AND json_extract(m.value, '$.role') IN ('user', 'assistant')), '')
+    || char(10) || coalesce(json_extract(a.payload, '$.reply'), '')
+"""
+
+
+def fts_table(person: int) -> str:
+    """`person`'s episode full-text table. Pure."""
+    return f"episode_fts_p{int(person)}"
+
+
+def window_table(person: int) -> str:
+    """`person`'s window full-text table. Pure."""
+    return f"episode_window_fts_p{int(person)}"
+
+
+def is_person_index(name: str) -> bool:
+    """Whether `name` is one of a person's full-text tables (or its FTS5 shadow). Pure."""
+    return PERSON_INDEX.fullmatch(name) is not None
+
+
+def person_index_ddl(person: int) -> list[str]:
+    """Statements creating `person`'s full-text tables and the triggers that keep their episode
+    table (idempotent). Pure."""
+    p, fts, windows = int(person), fts_table(person), window_table(person)
+    new_key = f"(new.person_id << {PERSON_SHIFT}) | new.id"
+    old_key = f"(old.person_id << {PERSON_SHIFT}) | old.id"
+    insert = f"""
+        INSERT INTO {fts} (rowid, summary, conversation)
+        SELECT {new_key}, new.summary, {CONVERSATION_TEXT}
+        FROM audit_log AS a
+        WHERE a.id = new.audit_log_id AND new.summary != '' AND new.person_id = {p};"""
+    return [
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING "
+        f"fts5(summary, conversation, tokenize = '{SQLITE_TOKENIZE}')",
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts}_vocab USING fts5vocab({fts}, 'row')",
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {windows} USING "
+        f"fts5(body, content = '', tokenize = '{SQLITE_TOKENIZE}')",
+        f"CREATE TRIGGER IF NOT EXISTS {fts}_insert AFTER INSERT ON episode_summaries "
+        f"WHEN new.person_id = {p} BEGIN {insert} END",
+        f"CREATE TRIGGER IF NOT EXISTS {fts}_delete AFTER DELETE ON episode_summaries "
+        f"WHEN old.person_id = {p} BEGIN DELETE FROM {fts} WHERE rowid = {old_key}; END",
+        f"CREATE TRIGGER IF NOT EXISTS {fts}_update "
+        "AFTER UPDATE OF summary, audit_log_id, person_id ON episode_summaries "
+        f"WHEN old.person_id = {p} OR new.person_id = {p} "
+        f"BEGIN DELETE FROM {fts} WHERE rowid = {old_key}; {insert} END",
+    ]
+
+
+def drop_person_index(connection: Connection, person: int) -> None:
+    """Drop `person`'s full-text tables and triggers: every word of theirs goes with them."""
+    fts = fts_table(person)
+    for sql in (
+        *(f"DROP TRIGGER IF EXISTS {fts}_{t}" for t in ("insert", "delete", "update")),
+        f"DROP TABLE IF EXISTS {fts}_vocab",
+        f"DROP TABLE IF EXISTS {fts}",
+        f"DROP TABLE IF EXISTS {window_table(person)}",
+    ):
+        connection.exec_driver_sql(sql)
+
+
+def create_person_index(connection: Connection, person: int) -> None:
+    for sql in person_index_ddl(person):
+        connection.exec_driver_sql(sql)
+
+
+@event.listens_for(Person, "after_insert")
+def _person_added(_mapper: object, connection: Connection, person: Person) -> None:
+    """However a person is written (`caesar people add`, a front-end's first sight, a test),
+    their tables come with them, in the same transaction."""
+    if connection.dialect.name == "sqlite":
+        create_person_index(connection, person.id)
+
+
+@event.listens_for(Person, "after_delete")
+def _person_removed(_mapper: object, connection: Connection, person: Person) -> None:
+    if connection.dialect.name == "sqlite":
+        drop_person_index(connection, person.id)
+
+
+def episode_people(session: Session, episode_ids: Sequence[int]) -> dict[int, int]:
+    """{episode id: its person} for those of `episode_ids` still there."""
+    rows = session.execute(
+        select(EpisodeSummary.id, EpisodeSummary.person_id).where(
+            EpisodeSummary.id.in_(list(episode_ids))
+        )
+    )
+    return {int(i): int(p) for i, p in rows}
+
+
+def table_has_windows(session: Session, table: str, episode_id: int) -> bool:
+    span = rowids(episode_id)
+    sql = f"SELECT 1 FROM {table} WHERE rowid BETWEEN :lo AND :hi LIMIT 1"
+    return session.execute(statement(sql), {"lo": span[0], "hi": span[-1]}).first() is not None
+
+
+def insert_windows(session: Session, table: str, episode_id: int, windows: Sequence[str]) -> int:
+    rows = sqlite_rows(episode_id, windows)
+    session.execute(text(f"INSERT INTO {table} (rowid, body) VALUES (:rowid, :body)"), rows)
+    return len(rows)
+
+
+def delete_windows(session: Session, table: str, episode_id: int, windows: Sequence[str]) -> int:
+    """Drop an episode's windows from a contentless table, given the texts it indexed (SQLite
+    < 3.43 has no `contentless_delete`). An episode with none indexed is left alone: a 'delete'
+    of words that are not there would corrupt the index."""
+    if not table_has_windows(session, table, episode_id):
+        return 0
+    session.execute(
+        statement(f"INSERT INTO {table} ({table}, rowid, body) VALUES ('delete', :rowid, :body)"),
+        sqlite_rows(episode_id, windows),
+    )
+    return len(windows)
+
+
+def merge_person_index(session: Session, person: int) -> None:
+    """FTS5 deletes are markers over older segments until a merge: merge the person's tables
+    now, so no segment keeps a forgotten word."""
+    for table in (fts_table(person), window_table(person)):
+        session.execute(text(f"INSERT INTO {table} ({table}) VALUES ('optimize')"))
+
+
+def chat_windows(session: Session, episode_ids: Sequence[int]) -> list[tuple[int, list[str]]]:
+    """(episode id, its windows derived again from its chat, which the audit log never
+    changes) for those of `episode_ids` still there."""
+    rows = session.execute(
+        select(EpisodeSummary.id, AuditLog.payload)
+        .join(AuditLog, AuditLog.id == EpisodeSummary.audit_log_id)
+        .where(EpisodeSummary.id.in_(list(episode_ids)))
+    ).all()
+    return [(int(i), passages.windows(conversation_turns(payload))) for i, payload in rows]
+
+
 class SqliteFullText:
     """`FullTextSearch` (memory/search/backend.py) over FTS5."""
 
@@ -101,9 +248,7 @@ class SqliteFullText:
         min_id: int | None = None,
         every: bool = False,
     ) -> dict[int, float]:
-        # The person's rows are one rowid range (see the module doc): FTS5 reads only theirs,
-        # and bm25 is computed for no one else's (its document frequencies stay the
-        # household's: docs/household.md, "Known limits").
+        # The person's own table (see the module doc): bm25's counts are theirs.
         join, where, params = episode_filters(
             f"(f.rowid & {EPISODE_MASK})",
             person=None,
@@ -121,11 +266,12 @@ class SqliteFullText:
             params["keys"] = [fts_key(person, i) for i in ids]
             where.append("+f.rowid IN :keys")
         params.update(limit=limit, match=fts5_match(terms, every=every), lo=lo, hi=hi)
-        score = f"-bm25(episode_fts, {SUMMARY_WEIGHT}, {CONVERSATION_WEIGHT})"
+        table = fts_table(person)
+        score = f"-bm25({table}, {SUMMARY_WEIGHT}, {CONVERSATION_WEIGHT})"
         sql = f"""
             SELECT f.rowid & {EPISODE_MASK} AS id, {score} AS score
-            FROM episode_fts AS f {" ".join(join)}
-            WHERE {" AND ".join(["episode_fts MATCH :match", "f.rowid BETWEEN :lo AND :hi", *where])}
+            FROM {table} AS f {" ".join(join)}
+            WHERE {" AND ".join([f"{table} MATCH :match", "f.rowid BETWEEN :lo AND :hi", *where])}
             ORDER BY score DESC, f.rowid DESC LIMIT :limit"""
         rows = session.execute(statement(sql, *(("keys",) if ids is not None else ())), params)
         return {int(i): float(score) for i, score in rows if score > 0}
@@ -133,27 +279,14 @@ class SqliteFullText:
     def term_counts(
         self, session: Session, terms: Sequence[str], *, person: int
     ) -> tuple[int, list[int]]:
-        """By the index's tokenizer. Alone: the counts from its vocabulary (see _doc_counts)
-        and the total from FTS5's averages record (count(*) on episode_fts reads every row:
-        ~35 ms at 100k episodes); a word the tokenizer splits in several tokens (or none) is
-        counted as a phrase. Where others have episodes too, each term's matches in the
-        person's rowid range are counted (FTS5 reads that part of its doclist only), and
-        their rows in the docsize table."""
-        if not alone(session, person):
-            lo, hi = person_keys(person)
-            params: dict[str, object] = {"lo": lo, "hi": hi}
-            counts = ["(SELECT count(*) FROM episode_fts_docsize WHERE id BETWEEN :lo AND :hi)"]
-            for i, term in enumerate(terms):
-                params[f"t{i}"] = fts5_match([term])
-                counts.append(
-                    f"(SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :t{i} "
-                    "AND rowid BETWEEN :lo AND :hi)"
-                )
-            n, *found = session.execute(statement(f"SELECT {', '.join(counts)}"), params).one()
-            return int(n), [int(c) for c in found]
+        """By the index's tokenizer: the counts from the person's vocabulary (see _doc_counts)
+        and the total from FTS5's averages record (count(*) reads every row: ~35 ms at 100k
+        episodes); a word the tokenizer splits in several tokens (or none) is counted as a
+        phrase."""
+        table = fts_table(person)
         tokens = sqlite_tokens(session, list(terms))
-        n, docs = _doc_counts(session, {t[0] for t in tokens.values() if len(t) == 1})
-        per_term = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :term"
+        n, docs = _doc_counts(session, table, {t[0] for t in tokens.values() if len(t) == 1})
+        per_term = f"SELECT count(*) FROM {table} WHERE {table} MATCH :term"
         return n, [
             docs[tokens[t][0]]
             if len(tokens[t]) == 1
@@ -167,27 +300,27 @@ class SqliteFullText:
         """One statement: a cheap lookup per term (no bm25, the rowid pushed into FTS5). Under
         another person's key the episode is not there: all False."""
         params: dict[str, object] = {"probe": fts_key(person, probe_id)}
-        checks = []
+        table, checks = fts_table(person), []
         for i, term in enumerate(terms):
             params[f"t{i}"] = fts5_match([term])
             checks.append(
-                f"EXISTS (SELECT 1 FROM episode_fts WHERE episode_fts MATCH :t{i} AND rowid = :probe)"
+                f"EXISTS (SELECT 1 FROM {table} WHERE {table} MATCH :t{i} AND rowid = :probe)"
             )
         return all_exist(session, checks, params)
 
     def count_holding_all(self, session: Session, terms: Sequence[str], *, person: int) -> int:
-        lo, hi = person_keys(person)
-        sql = "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH :q AND rowid BETWEEN :lo AND :hi"
+        lo, hi, table = *person_keys(person), fts_table(person)
+        sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH :q AND rowid BETWEEN :lo AND :hi"
         return count(session, sql, {"q": fts5_match(terms, every=True), "lo": lo, "hi": hi})
 
     def indexed_id_range(self, session: Session, *, person: int) -> tuple[int, int]:
         # Two subqueries: each seeks one end of the person's range of the docsize table's
         # primary key (min and max in one SELECT scan).
-        lo, hi = person_keys(person)
+        lo, hi, docsize = *person_keys(person), f"{fts_table(person)}_docsize"
         first, last = session.execute(
             statement(
-                "SELECT (SELECT min(id) FROM episode_fts_docsize WHERE id BETWEEN :lo AND :hi), "
-                "(SELECT max(id) FROM episode_fts_docsize WHERE id BETWEEN :lo AND :hi)"
+                f"SELECT (SELECT min(id) FROM {docsize} WHERE id BETWEEN :lo AND :hi), "
+                f"(SELECT max(id) FROM {docsize} WHERE id BETWEEN :lo AND :hi)"
             ),
             {"lo": lo, "hi": hi},
         ).one()
@@ -201,48 +334,32 @@ class SqliteFullText:
             return {}
         # The id filter is kept out of FTS5 (unary +) and the rowid range pushed in; bm25 is
         # computed only for the rows that pass.
+        table = window_table(person)
         sql = f"""
-            SELECT f.rowid / {WINDOW_SLOTS}, f.rowid % {WINDOW_SLOTS}, -bm25(episode_window_fts)
-            FROM episode_window_fts AS f
-            WHERE episode_window_fts MATCH ? AND f.rowid BETWEEN ? AND ?
+            SELECT f.rowid / {WINDOW_SLOTS}, f.rowid % {WINDOW_SLOTS}, -bm25({table})
+            FROM {table} AS f
+            WHERE {table} MATCH ? AND f.rowid BETWEEN ? AND ?
               AND +(f.rowid / {WINDOW_SLOTS}) IN ({marks(session, len(ids))})"""
         params = [fts5_match(terms), rowids(ids[0])[0], rowids(ids[-1])[-1], *ids]
         return by_window(driver_rows(session, sql, params))
 
     def has_windows(self, session: Session, episode_id: int) -> bool:
-        span = rowids(episode_id)
-        sql = "SELECT 1 FROM episode_window_fts WHERE rowid BETWEEN :lo AND :hi LIMIT 1"
-        return session.execute(statement(sql), {"lo": span[0], "hi": span[-1]}).first() is not None
+        person = episode_people(session, [episode_id]).get(episode_id)
+        return person is not None and table_has_windows(session, window_table(person), episode_id)
 
     def add_windows(self, session: Session, episode_id: int, windows: Sequence[str]) -> int:
-        rows = sqlite_rows(episode_id, windows)
-        sql = "INSERT INTO episode_window_fts (rowid, body) VALUES (:rowid, :body)"
-        session.execute(text(sql), rows)
-        return len(rows)
+        person = episode_people(session, [episode_id]).get(episode_id)
+        if person is None:
+            return 0
+        return insert_windows(session, window_table(person), episode_id, windows)
 
     def forget_windows(self, session: Session, episode_ids: Sequence[int]) -> int:
-        """The contentless table drops a row only when given the text it indexed (SQLite <
-        3.43 has no `contentless_delete`): the windows are derived again from the chat, which
-        the audit log never changes."""
-        rows = session.execute(
-            select(EpisodeSummary.id, AuditLog.payload)
-            .join(AuditLog, AuditLog.id == EpisodeSummary.audit_log_id)
-            .where(EpisodeSummary.id.in_(list(episode_ids)))
-        ).all()
-        removed = 0
-        for episode_id, payload in rows:
-            if not self.has_windows(session, episode_id):
-                continue  # never indexed: a 'delete' of words that are not there would corrupt it
-            windows = passages.windows(conversation_turns(payload))
-            session.execute(
-                statement(
-                    "INSERT INTO episode_window_fts (episode_window_fts, rowid, body) "
-                    "VALUES ('delete', :rowid, :body)"
-                ),
-                sqlite_rows(episode_id, windows),
-            )
-            removed += len(windows)
-        return removed
+        """From each episode's person's table, by the texts it indexed (see delete_windows)."""
+        people = episode_people(session, episode_ids)
+        return sum(
+            delete_windows(session, window_table(people[episode_id]), episode_id, windows)
+            for episode_id, windows in chat_windows(session, episode_ids)
+        )
 
 
 class SqliteSearch(InProcessVectors, SqliteFullText):
@@ -276,26 +393,26 @@ def sqlite_tokens(session: Session, words: list[str]) -> dict[str, tuple[str, ..
     return {w: _token_cache[w] for w in words}
 
 
-# Per database: the index's state and the token document counts read in that state. The
+# Per database and person: the person's index's state and the token document counts read in that state. The
 # vocabulary counts a token's documents by reading its whole doclist (~0.5 ms for a word in 17k
 # episodes), and a chat's common words come back turn after turn.
 _doc_count_cache: dict[str, tuple[tuple[object, ...], dict[str, int]]] = {}
 # FTS5's averages record (rowid 1: rows, then tokens per column) and structure record (rowid
 # 10: its segments and a write counter) are rewritten by every commit that changes the index.
-_INDEX_STATE = """SELECT (SELECT block FROM episode_fts_data WHERE id = 1),
-    (SELECT block FROM episode_fts_data WHERE id = 10)"""
+_INDEX_STATE = """SELECT (SELECT block FROM {table}_data WHERE id = 1),
+    (SELECT block FROM {table}_data WHERE id = 10)"""
 
 
-def _doc_counts(session: Session, tokens: set[str]) -> tuple[int, dict[str, int]]:
+def _doc_counts(session: Session, table: str, tokens: set[str]) -> tuple[int, dict[str, int]]:
     """(indexed episodes, {token: episodes holding it}), remembered while the index is
     unchanged (the read session's snapshot holds it still between the two reads). The number
     of episodes is the averages record's first field, as FTS5's own bm25() reads it: counting
     the docsize table instead read 100k rows a search (0.4 ms)."""
-    state = tuple(session.execute(statement(_INDEX_STATE)).one())
-    key = str(session.get_bind().engine.url)
+    state = tuple(session.execute(statement(_INDEX_STATE.format(table=table))).one())
+    key = f"{session.get_bind().engine.url} {table}"
     cached = _doc_count_cache.get(key)
     if cached is None or cached[0] != state:
-        if len(_doc_count_cache) >= _DATABASES_CACHED:
+        if len(_doc_count_cache) >= _TABLES_CACHED:
             _doc_count_cache.clear()
         cached = _doc_count_cache[key] = (state, {})
     counts = cached[1]
@@ -303,7 +420,7 @@ def _doc_counts(session: Session, tokens: set[str]) -> tuple[int, dict[str, int]
     if missing:
         if len(counts) + len(missing) > _TOKEN_CACHE_SIZE:
             counts.clear()
-        sql = f"SELECT term, doc FROM episode_fts_vocab WHERE term IN ({', '.join(':' + k for k in missing)})"
+        sql = f"SELECT term, doc FROM {table}_vocab WHERE term IN ({', '.join(':' + k for k in missing)})"
         counts.update(dict.fromkeys(missing.values(), 0))
         counts.update({str(r.term): int(r.doc) for r in session.execute(text(sql), missing)})
     return indexed_rows(state[0]), {t: counts[t] for t in tokens}

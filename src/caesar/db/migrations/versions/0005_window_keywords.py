@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.orm import Session
 
-from caesar.memory.search import passages, window_keywords
+from caesar.memory.search import passages, sqlite
 from caesar.memory.transcript import conversation_turns
 
 revision = "0005"
@@ -29,6 +29,7 @@ depends_on = None
 
 _SQLITE_TOKENIZE = "porter unicode61 remove_diacritics 2"  # = migration 0002's
 _BACKFILL_BATCH = 500
+_TABLE = "episode_window_fts"
 _PG_INSERT = sa.text(
     "INSERT INTO episode_window_fts (episode_id, window_no, document) "
     "VALUES (:id, :k, to_tsvector('english', :body)) ON CONFLICT DO NOTHING"
@@ -62,14 +63,17 @@ def _backfill(session: Session) -> None:
         "WHERE e.passage_vectors IS NOT NULL AND e.summary != '' AND e.id > :after "
         "ORDER BY e.id LIMIT :limit"
     ).columns(sa.column("id", sa.Integer), sa.column("payload", sa.JSON))
-    sqlite = session.get_bind().dialect.name == "sqlite"
+    is_sqlite = session.get_bind().dialect.name == "sqlite"
     after = 0
     while True:
         rows = session.execute(query, {"after": after, "limit": _BACKFILL_BATCH}).all()
         for row in rows:
             windows = passages.windows(conversation_turns(row.payload))
-            if sqlite:
-                window_keywords.index_windows(session, int(row.id), windows)
+            if is_sqlite:  # the shared table of this revision (0017 gives each person theirs)
+                if windows and not sqlite.table_has_windows(session, _TABLE, int(row.id)):
+                    sqlite.insert_windows(
+                        session, _TABLE, int(row.id), windows[: sqlite.WINDOW_SLOTS]
+                    )
             elif windows:  # this revision's words (migration 0015 changes them)
                 session.execute(
                     _PG_INSERT, [{"id": row.id, "k": k, "body": w} for k, w in enumerate(windows)]

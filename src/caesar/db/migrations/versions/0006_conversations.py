@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 from caesar.clock import utcnow
 from caesar.gateway.base import Message
 from caesar.memory.conversations import turns_key
-from caesar.memory.search import window_keywords
+from caesar.memory.search import sqlite
 
 revision = "0006"
 down_revision = "0005"
@@ -233,7 +233,9 @@ def _one_episode_each(session: Session, found: list[_Conversation]) -> None:
         recalled = [e.last_recalled_at for e in mine if e.last_recalled_at is not None]
         if merged:
             ids = [int(e.id) for e in merged]
-            window_keywords.forget_windows(session, ids)
+            if session.get_bind().dialect.name == "sqlite":  # this revision's shared table
+                for episode_id, windows in sqlite.chat_windows(session, ids):
+                    sqlite.delete_windows(session, "episode_window_fts", episode_id, windows)
             session.execute(
                 sa.text("DELETE FROM episode_summaries WHERE id IN :ids").bindparams(
                     sa.bindparam("ids", expanding=True)
