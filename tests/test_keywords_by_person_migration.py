@@ -15,7 +15,16 @@ import sqlalchemy as sa
 from conftest import sqlite_fts_tables
 
 from caesar.db import Database, migrate
-from caesar.memory.search.sqlite import SqliteFullText, fts_key, fts_table
+from caesar.memory.search import passages
+from caesar.memory.search.sqlite import (
+    WINDOW_SLOTS,
+    SqliteFullText,
+    fts_key,
+    fts_table,
+    sqlite_rows,
+    window_table,
+)
+from caesar.memory.transcript import conversation_turns
 
 WHEN = datetime(2026, 12, 1, 12, 0)
 
@@ -192,3 +201,48 @@ def test_postgres_rows_carry_their_person_and_the_backend_reads_only_theirs(pg_a
             )
         ).scalars()
         assert "person_id" not in set(columns)
+
+
+def _index_windows(db: Database, episode_id: int) -> None:
+    """The episode's windows into the shared window table, as memory.passages wrote them
+    before migration 0017."""
+    with db.engine.begin() as c:
+        payload = c.execute(
+            sa.text("SELECT payload FROM audit_log WHERE id = :n"), {"n": episode_id}
+        ).scalar_one()
+        windows = passages.windows(conversation_turns(json.loads(payload)))
+        c.execute(
+            sa.text("INSERT INTO episode_window_fts (rowid, body) VALUES (:rowid, :body)"),
+            sqlite_rows(episode_id, windows),
+        )
+
+
+def _window_hits(db: Database, table: str, word: str) -> list[int]:
+    sql = f"SELECT rowid / {WINDOW_SLOTS} FROM {table} WHERE {table} MATCH :w ORDER BY 1"
+    with db.engine.connect() as c:
+        return [int(i) for i in c.execute(sa.text(sql), {"w": word}).scalars()]
+
+
+def test_0017_moves_each_persons_windows_to_their_own_table_and_back(at_0010):
+    owner, bea = _people(at_0010)
+    migrate.upgrade(at_0010, "0016")
+    for n, who, words in ((1, owner, "kayaking on the lake"), (2, bea, "kayaking in the sea")):
+        _episode(at_0010, n, who, words)
+        _index_windows(at_0010, n)
+    assert _window_hits(at_0010, "episode_window_fts", "kayaking") == [1, 2]
+
+    migrate.upgrade(at_0010)
+
+    assert _window_hits(at_0010, window_table(owner), "kayaking") == [1]
+    assert _window_hits(at_0010, window_table(bea), "kayaking") == [2]
+    with at_0010.engine.connect() as c:  # FTS5's own check: the owner's 'delete' was exact
+        for t in (window_table(owner), window_table(bea)):
+            c.execute(sa.text(f"INSERT INTO {t} ({t}) VALUES ('integrity-check')"))
+    with at_0010.read() as s:
+        scores = SqliteFullText().window_scores(s, ["kayaking"], [1, 2], person=bea)
+    assert list(scores) == [2]
+
+    migrate.downgrade(at_0010, "0016")
+
+    assert _window_hits(at_0010, "episode_window_fts", "kayaking") == [1, 2]
+    assert sqlite_fts_tables(at_0010, "episode_window_fts") == ["episode_window_fts"]

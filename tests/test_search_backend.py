@@ -174,10 +174,7 @@ def test_a_person_searches_their_own_rows_alone_and_still_gets_k(store):
     of the other's, and as many as asked (the other's equal rows, filtered out after a top k,
     would leave fewer). The full-text half counts, scores and returns their rows alone."""
     db, name = store
-    with db.write() as session:  # not people.add: its audit row would take an id the corpus uses
-        session.add(person := Person(name="Anna", is_owner=False, created_at=utcnow()))
-        session.flush()
-        anna = person.id
+    anna = _add_anna(db)
     mine = Corpus(db, seed=4)
     mine.add(600)
     theirs = Corpus(db, seed=4, person=anna)
@@ -328,10 +325,7 @@ def test_a_persons_keyword_scores_are_theirs_alone_whatever_the_household_holds(
     db, name = store
     if name in ("pgvector", "pgvector-hnsw"):
         return  # the full text is the engine's, checked on the other two
-    with db.write() as session:
-        session.add(person := Person(name="Anna", is_owner=False, created_at=utcnow()))
-        session.flush()
-        anna = person.id
+    anna = _add_anna(db)
     theirs = Corpus(db, seed=4, person=anna)
     theirs.next_id = 10_001
     theirs.add(300)
@@ -352,6 +346,14 @@ def test_a_persons_keyword_scores_are_theirs_alone_whatever_the_household_holds(
     assert anna_sees() == alone
 
 
+def _add_anna(db: Database) -> int:
+    """A second person, Anna (not people.add: its audit row would take an id the corpus uses)."""
+    with db.write() as session:
+        session.add(person := Person(name="Anna", is_owner=False, created_at=utcnow()))
+        session.flush()
+        return int(person.id)
+
+
 def _say(db: Database, ids: range, summary: str) -> None:
     """Set these episodes' summaries (the full-text triggers index them again)."""
     with db.write() as session:
@@ -367,10 +369,7 @@ def test_start_up_loads_the_most_recently_active_within_its_budget(tmp_path):
     search, and find what they would have."""
     db = Database(f"sqlite:///{tmp_path / 'caesar.db'}")
     migrate.upgrade(db)
-    with db.write() as session:
-        session.add(person := Person(name="Anna", is_owner=False, created_at=utcnow()))
-        session.flush()
-        anna = person.id
+    anna = _add_anna(db)
     mine = Corpus(db, seed=7)
     mine.add(300)
     theirs = Corpus(db, seed=8, person=anna)
