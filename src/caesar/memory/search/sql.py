@@ -86,17 +86,6 @@ def episode_filters(
     return join, where, params
 
 
-def alone(session: Session, person: int) -> bool:
-    """Whether every episode is `person`'s (an install of one, or a household where only they
-    have memory yet): then the index's own household-wide counts are theirs, and its rows
-    need no join to their episodes. Two probes of the (person_id, …) index."""
-    sql = (
-        "SELECT NOT EXISTS (SELECT 1 FROM episode_summaries WHERE person_id < :person) "
-        "AND NOT EXISTS (SELECT 1 FROM episode_summaries WHERE person_id > :person)"
-    )
-    return bool(session.execute(statement(sql), {"person": person}).scalar())
-
-
 # Where a list of ids drives a lookup, the person is checked on the rows found (`+person_id`:
 # unary plus keeps an index out of that term, on both engines). Without statistics SQLite's
 # planner takes an equality on an indexed column for ~10 rows, and read the person's whole
