@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     Boolean,
+    Connection,
     DateTime,
     Float,
     ForeignKey,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    event,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -257,3 +259,23 @@ class MemoryExtractCursor(_CursorMixin, Base):
 
 class SemanticIndexCursor(_CursorMixin, Base):
     __tablename__ = "semantic_index_cursor"
+
+
+# SQLite keeps each person's full text in tables of their own (memory/search/sqlite.py, migration
+# 0017): however a person is written (`caesar people add`, a front-end's first sight, a test) or
+# deleted, their tables come or go with them, in the same transaction. Registered here, with
+# the model, so that no import order can leave a person without them.
+@event.listens_for(Person, "after_insert")
+def _person_added(_mapper: object, connection: Connection, person: Person) -> None:
+    if connection.dialect.name == "sqlite":
+        from caesar.memory.search.sqlite import create_person_index
+
+        create_person_index(connection, person.id)
+
+
+@event.listens_for(Person, "after_delete")
+def _person_removed(_mapper: object, connection: Connection, person: Person) -> None:
+    if connection.dialect.name == "sqlite":
+        from caesar.memory.search.sqlite import drop_person_index
+
+        drop_person_index(connection, person.id)

@@ -1,7 +1,8 @@
 """SQLite's search backend: FTS5 full text (`bm25()`) and the in-process vector index.
 
 Each person has their own full-text tables (migration 0017; `person_index_ddl` makes them when
-the person is added, `drop_person_index` drops them when they are removed):
+the person is written, `drop_person_index` drops them when they are deleted: db/models.py's
+events on `Person`):
 - `episode_fts_p<id>` holds each of their episodes' summary and conversation
   (trigger-maintained; rowid = person id << PERSON_SHIFT | episode id), and
   `episode_fts_p<id>_vocab` its vocabulary;
@@ -29,10 +30,10 @@ import re
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection, event, select, text
+from sqlalchemy import Connection, select, text
 from sqlalchemy.orm import Session
 
-from caesar.db.models import AuditLog, EpisodeSummary, Person
+from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.memory.search import passages
 from caesar.memory.search.in_process import InProcessVectors
 from caesar.memory.search.sql import (
@@ -163,20 +164,6 @@ def drop_person_index(connection: Connection, person: int) -> None:
 def create_person_index(connection: Connection, person: int) -> None:
     for sql in person_index_ddl(person):
         connection.exec_driver_sql(sql)
-
-
-@event.listens_for(Person, "after_insert")
-def _person_added(_mapper: object, connection: Connection, person: Person) -> None:
-    """However a person is written (`caesar people add`, a front-end's first sight, a test),
-    their tables come with them, in the same transaction."""
-    if connection.dialect.name == "sqlite":
-        create_person_index(connection, person.id)
-
-
-@event.listens_for(Person, "after_delete")
-def _person_removed(_mapper: object, connection: Connection, person: Person) -> None:
-    if connection.dialect.name == "sqlite":
-        drop_person_index(connection, person.id)
 
 
 def episode_people(session: Session, episode_ids: Sequence[int]) -> dict[int, int]:
