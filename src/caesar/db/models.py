@@ -28,6 +28,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from caesar.memory.search import person_tables
+
 JsonType = JSON().with_variant(JSONB(), "postgresql")
 
 
@@ -268,14 +270,10 @@ class SemanticIndexCursor(_CursorMixin, Base):
 @event.listens_for(Person, "after_insert")
 def _person_added(_mapper: object, connection: Connection, person: Person) -> None:
     if connection.dialect.name == "sqlite":
-        from caesar.memory.search.sqlite import create_person_index
-
-        create_person_index(connection, person.id)
+        person_tables.create_person_index(connection, person.id)
 
 
 @event.listens_for(Person, "after_delete")
 def _person_removed(_mapper: object, connection: Connection, person: Person) -> None:
     if connection.dialect.name == "sqlite":
-        from caesar.memory.search.sqlite import drop_person_index
-
-        drop_person_index(connection, person.id)
+        person_tables.drop_person_index(connection, person.id)

@@ -5,4 +5,5 @@
 - `passages.py`: a conversation's 3-turn windows and their packed vectors.
 - `hybrid.py`: dense and keyword relevance fused, then freshness × recall weight.
 - `semantic.py`: the semantic index over raw replies, for explicit recall.
+- `person_tables.py`: each person's own SQLite full-text tables (made with the `Person` model).
 """
