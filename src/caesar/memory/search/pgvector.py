@@ -132,8 +132,10 @@ class PgvectorVectors:
         if dim is None:
             return Hits.empty()
         distance = f"v.embedding::vector({dim}) <=> CAST(:q AS vector({dim}))"
-        where = [index_predicate(self.model_id, dim, "v."), "v.person_id = :person"]
-        params: dict[str, object] = {"q": _vector(query), "limit": limit, "person": person}
+        # the person written into the statement, as the model is: the planner takes the
+        # person's own partial index (person_tables.py) only for a predicate it can see
+        where = [index_predicate(self.model_id, dim, "v."), f"v.person_id = {int(person)}"]
+        params: dict[str, object] = {"q": _vector(query), "limit": limit}
         if min_created is not None:
             where.append("v.created_at >= to_timestamp(:min_created) AT TIME ZONE 'UTC'")
             params["min_created"] = min_created

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
 from caesar.errors import ConfigError
+from caesar.memory.search import person_tables
 
 log = logging.getLogger("caesar.vectors")
 
@@ -192,7 +193,9 @@ def status(session: Session, model: str) -> VectorStatus:
         ),
         {"prefix": index_prefix(model).replace("_", r"\_") + "%"},
     ).all()
-    valid = [name for name, ok in found if ok]
+    # the model's index, not a person's partial one beside it (person_tables.py: <name>_p<id>)
+    prefix = index_prefix(model)
+    valid = [name for name, ok in found if ok and name[len(prefix) :].isdigit()]
     return VectorStatus(
         installed=True,
         copied=finished is not None,
@@ -303,7 +306,8 @@ def migrate(
     report = progress or (lambda _phase, _done, _total: None)
     with db.read() as session:
         before = status(session, model)
-    if before.ready:
+        missing = person_indexes_missing(session) if before.ready else []
+    if before.ready and not missing:
         return before
     if before.problem is not None:
         raise ConfigError(before.problem)
@@ -315,8 +319,45 @@ def migrate(
                 install(session)
         _copy(db, batch, report)
         _build_index(db, model, dimension, report)
+        _build_person_indexes(db, report)
     with db.read() as session:
         return status(session, model)
+
+
+def person_indexes_missing(session: Session) -> list[tuple[str, str]]:
+    """A household's people's partial indexes (person_tables.py) not built yet, or left invalid
+    by a build that was stopped: (name, statement tail) each. An install of one has none: the
+    model's own index is the owner's."""
+    people = session.execute(text("SELECT id FROM people ORDER BY id")).scalars().all()
+    if len(people) < 2:
+        return []
+    conn = session.connection()
+    valid = set(
+        session.execute(
+            text(
+                "SELECT c.relname FROM pg_class AS c JOIN pg_index AS i ON i.indexrelid = c.oid "
+                "WHERE i.indisvalid AND c.relname LIKE 'idx\\_episode\\_%\\_p%'"
+            )
+        ).scalars()
+    )
+    wanted = [w for p in people for w in person_tables.pg_person_indexes(conn, p)]
+    return [(name, tail) for name, tail in wanted if name not in valid]
+
+
+def _build_person_indexes(db: Database, report: Progress) -> None:
+    """Each person's partial indexes that are missing, built concurrently (chat goes on): a
+    household's searches then read their own rows' indexes (person_tables.py). A person
+    written later gets theirs as they are written."""
+    with db.read() as session:
+        missing = person_indexes_missing(session)
+    if not missing:
+        return
+    report("people", 0, len(missing))
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        for done, (name, tail) in enumerate(missing, start=1):
+            conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+            conn.execute(text(f"CREATE INDEX CONCURRENTLY {tail}"))
+            report("people", done, len(missing))
 
 
 def _copy(db: Database, batch: int, report: Progress) -> None:
@@ -452,7 +493,9 @@ def progress_log(emit: Callable[[str], None], every: float = 5.0) -> Progress:
         if not (start or end or now - last_at[0] >= every):
             return
         last_at[0], last_phase[0] = now, phase
-        if phase == "copy":
+        if phase == "people":
+            emit(f"episode vectors: {done:,} of {total:,} of the people's own indexes built")
+        elif phase == "copy":
             share = f" ({100 * done / total:.0f}%)" if total else ""
             emit(f"episode vectors: {done:,} of {total:,} episodes copied into pgvector{share}")
         elif end:

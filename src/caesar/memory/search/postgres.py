@@ -152,8 +152,10 @@ class PostgresFullText:
             min_created=min_created,
             min_id=min_id,
         )
-        where.append("f.person_id = :person")
-        params.update(limit=limit, tsquery=tsquery_text(terms), person=person)
+        # the person written into the statement: the planner takes their partial GIN index
+        # (person_tables.py) only for a predicate it can see
+        where.append(f"f.person_id = {int(person)}")
+        params.update(limit=limit, tsquery=tsquery_text(terms))
         for i, (idf, tsquery) in enumerate(self._weighed(session, terms, person)):
             params.update({f"w{i}": idf, f"t{i}": tsquery})
         if ids is not None:
@@ -199,7 +201,7 @@ class PostgresFullText:
                 "THEN (SELECT coalesce(sum(documents), 0) FROM episode_fts_words "
                 "WHERE person_id = :person AND word = ANY(tsvector_to_array("
                 f"to_tsvector('{FTS_CONFIG}', :t{i})))) "
-                "ELSE (SELECT count(*) FROM episode_fts WHERE person_id = :person "
+                f"ELSE (SELECT count(*) FROM episode_fts WHERE person_id = {int(person)} "
                 f"AND document @@ to_tsquery('{FTS_CONFIG}', :t{i})) END)"
             )
         n, avgdl, *found = session.execute(statement(f"SELECT {', '.join(counts)}"), params).one()
@@ -238,9 +240,9 @@ class PostgresFullText:
     def count_holding_all(self, session: Session, terms: Sequence[str], *, person: int) -> int:
         sql = (
             "SELECT count(*) FROM episode_fts "
-            f"WHERE person_id = :person AND document @@ to_tsquery('{FTS_CONFIG}', :q)"
+            f"WHERE person_id = {int(person)} AND document @@ to_tsquery('{FTS_CONFIG}', :q)"
         )
-        return count(session, sql, {"q": tsquery_text(terms, every=True), "person": person})
+        return count(session, sql, {"q": tsquery_text(terms, every=True)})
 
     def indexed_id_range(self, session: Session, *, person: int) -> tuple[int, int]:
         _n, lo, hi = person_episodes(session, person)
