@@ -339,6 +339,7 @@ def _warm(built: Any, when_ready: Callable[[], object] | None = None) -> None:
         _migrate_vectors(built)
     if not built.db.is_sqlite:
         _reindex_words(built)
+        _person_indexes(built)
 
 
 def _warm_chat_model(built: Any) -> None:
@@ -390,6 +391,18 @@ def _migrate_vectors(built: Any) -> None:
             "episode vectors: the migration stopped (recall keeps the in-process index); "
             "the next start resumes it, or run `caesar db vectors`"
         )
+
+
+def _person_indexes(built: Any) -> None:
+    """PostgreSQL: a household's people's own indexes that are missing (an upgraded household,
+    a build stopped half-way), built concurrently while chat goes on."""
+    from caesar.memory.search.pgvector_migration import build_person_indexes, progress_log
+
+    log = logging.getLogger("caesar.vectors")
+    try:
+        build_person_indexes(built.db, progress_log(log.info))
+    except Exception:
+        log.exception("the people's own indexes: the build stopped; the next start resumes it")
 
 
 def _reindex_words(built: Any) -> None:

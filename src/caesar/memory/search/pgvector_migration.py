@@ -319,7 +319,7 @@ def migrate(
                 install(session)
         _copy(db, batch, report)
         _build_index(db, model, dimension, report)
-        _build_person_indexes(db, report)
+        build_person_indexes(db, report)
     with db.read() as session:
         return status(session, model)
 
@@ -344,10 +344,11 @@ def person_indexes_missing(session: Session) -> list[tuple[str, str]]:
     return [(name, tail) for name, tail in wanted if name not in valid]
 
 
-def _build_person_indexes(db: Database, report: Progress) -> None:
+def build_person_indexes(db: Database, report: Progress) -> None:
     """Each person's partial indexes that are missing, built concurrently (chat goes on): a
     household's searches then read their own rows' indexes (person_tables.py). A person
-    written later gets theirs as they are written."""
+    written later gets theirs as they are written. Run by `migrate` and, whatever the vector
+    search, by `caesar serve` after its warm-up; a build stopped half-way is built again."""
     with db.read() as session:
         missing = person_indexes_missing(session)
     if not missing:
@@ -494,7 +495,7 @@ def progress_log(emit: Callable[[str], None], every: float = 5.0) -> Progress:
             return
         last_at[0], last_phase[0] = now, phase
         if phase == "people":
-            emit(f"episode vectors: {done:,} of {total:,} of the people's own indexes built")
+            emit(f"the people's own search indexes: {done:,} of {total:,} built")
         elif phase == "copy":
             share = f" ({100 * done / total:.0f}%)" if total else ""
             emit(f"episode vectors: {done:,} of {total:,} episodes copied into pgvector{share}")
