@@ -144,6 +144,10 @@ def test_auto_create_makes_a_person_on_first_sight_once(household):
     with services.db.read() as session:
         made = session.get(Person, bob)
         assert made is not None and made.token_hash is None and made.frontend_id == "owui-bob"
+        if not services.db.is_sqlite:  # their own search index, built before their request
+            own = "SELECT indexname FROM pg_indexes WHERE indexname = :name"
+            name = f"idx_episode_fts_document_p{bob}"
+            assert session.execute(sa.text(own), {"name": name}).scalar() == name
 
 
 @pytest.mark.parametrize(

@@ -318,8 +318,19 @@ def test_cli_rotate_invalidates_the_old_token(cli):
     assert owner.exit_code == 1 and "api_token" in owner.output
 
 
+def _own_indexes(db: Database) -> set[str]:
+    """PostgreSQL: the people's own partial indexes (docs/household.md)."""
+    sql = "SELECT indexname FROM pg_indexes WHERE indexname ~ '^idx_episode_.*_p[0-9]+$'"
+    with db.read() as session:
+        return set(session.execute(sa.text(sql)).scalars())
+
+
 def test_cli_remove_asks_first_and_never_removes_the_owner(cli):
     token = _token_of(run("people", "add", "Anna", "--json"))["token"]
+    if not cli.is_sqlite:  # built by `people add`, dropped by `people remove`
+        with cli.read() as session:
+            anna = people.named(session, "Anna").id
+        assert _own_indexes(cli) == {f"idx_episode_fts_document_p{anna}"}
     declined = run("people", "remove", "Anna", input="n\n")
     assert declined.exit_code == 1 and "Remove Anna" in declined.output
     assert "Anna" in stored_hashes(cli)
@@ -328,6 +339,8 @@ def test_cli_remove_asks_first_and_never_removes_the_owner(cli):
     assert "Anna" not in stored_hashes(cli)
     with cli.read() as session:
         assert people.by_token(session, token, TEST_TOKEN) is None
+    if not cli.is_sqlite:
+        assert _own_indexes(cli) == set()
 
     assert run("people", "add", "Bob").exit_code == 0
     unasked = run("people", "remove", "Bob", "--yes")

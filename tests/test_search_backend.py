@@ -41,7 +41,11 @@ from caesar.memory.importance import SECONDS_PER_DAY
 from caesar.memory.search.backend import VectorSearch, full_text, search_backend
 from caesar.memory.search.in_process import InProcessVectors
 from caesar.memory.search.pgvector import PgvectorSearch, PgvectorVectors
-from caesar.memory.search.pgvector_migration import index_name
+from caesar.memory.search.pgvector_migration import (
+    build_person_indexes,
+    drop_person_indexes,
+    index_name,
+)
 from caesar.memory.search.vectors import CurrentModelIndex, epoch_seconds
 
 OTHER = "other-model"
@@ -353,10 +357,10 @@ def test_a_persons_keyword_scores_are_theirs_alone_whatever_the_household_holds(
     assert anna_sees() == alone
 
 
-def _add_anna(db: Database) -> int:
+def _add_anna(db: Database, name: str = "Anna") -> int:
     """A second person, Anna (not people.add: its audit row would take an id the corpus uses)."""
     with db.write() as session:
-        session.add(person := Person(name="Anna", is_owner=False, created_at=utcnow()))
+        session.add(person := Person(name=name, is_owner=False, created_at=utcnow()))
         session.flush()
         return int(person.id)
 
@@ -392,8 +396,8 @@ def test_in_a_household_each_persons_searches_read_their_own_indexes(pg_url):
     gets theirs at once; a removed person's go with them."""
     db = Database(pg_url)
     migrate.upgrade(db)
-    anna = _add_anna(db)  # before the model has an index: her GIN index only
-    assert _indexes(db) == {f"idx_episode_fts_document_p{anna}"}
+    anna = _add_anna(db)  # built after the person's commit, not by writing them
+    assert _indexes(db) == set()
     Corpus(db, seed=4).add(300)
     theirs = Corpus(db, seed=5, person=anna)
     theirs.next_id = 10_001
@@ -427,17 +431,16 @@ def test_in_a_household_each_persons_searches_read_their_own_indexes(pg_url):
     assert _index_scans(db, MODEL, anna) > before[0]  # her own HNSW index
     assert _index_scans(db, MODEL, OWNER) == before[1]
     assert _gin_scans(db, anna) > before[2]  # her own GIN index
-    with db.write() as session:
-        session.add(ben := Person(name="Ben", is_owner=False, created_at=utcnow()))
-        session.flush()
-        ben_id = int(ben.id)
-    assert _indexes(db, ben_id) == {
-        f"idx_episode_fts_document_p{ben_id}",
-        f"{hnsw}_p{ben_id}",
-    }
-    with db.write() as session:
-        session.delete(session.get(Person, ben_id))
-    assert _indexes(db, ben_id) == set()
+    ben, cleo = _add_anna(db, "Ben"), _add_anna(db, "Cleo")
+    for p in (ben, cleo):  # as `caesar people add` and a front-end's first sight do
+        assert build_person_indexes(db, person=p) == 2
+        assert _indexes(db, p) == {f"idx_episode_fts_document_p{p}", f"{hnsw}_p{p}"}
+    drop_person_indexes(db, ben)  # as `caesar people remove` does
+    assert _indexes(db, ben) == set()
+    with db.write() as session:  # a person gone while their indexes were built
+        session.delete(session.get(Person, cleo))
+    assert build_person_indexes(db) == 2  # Ben's two again: he is still a person here
+    assert _indexes(db, cleo) == set()
     db.dispose()
 
 

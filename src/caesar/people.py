@@ -126,6 +126,8 @@ def by_token(session: Session, token: str, api_token: str | None) -> Person | No
 
 
 MAX_FRONTEND_ID = 255
+# session.info key: the person `frontend_person` added in this transaction
+ADDED = "caesar.person_added"
 
 
 def frontend_person(
@@ -169,6 +171,7 @@ def frontend_person(
         person,
         {"name": name, "via": "frontend", "frontend_id": frontend_id},
     )
+    session.info[ADDED] = person.id  # the caller builds their indexes after the commit
     return person
 
 

@@ -17,6 +17,7 @@ with any other, the token's person acts, whatever the headers say."""
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Mapping
 from typing import Annotated
 from urllib.parse import unquote
@@ -28,6 +29,8 @@ from caesar.api.auth_limit import AuthLocked, audit_lockout, client_address, lim
 from caesar.brain import Brain
 from caesar.errors import InputError
 from caesar.services import Services
+
+log = logging.getLogger("caesar.people")
 
 SESSION_COOKIE = "caesar_session"
 
@@ -113,6 +116,9 @@ def frontend_person(services: Services, headers: Mapping[str, str]) -> int:
                 session, services.audit, user, names, auto_create=config.auto_create
             )
             person = None if found is None else found.id
+            added = session.info.pop(people.ADDED, None)
+        if added is not None and not services.db.is_sqlite:
+            _build_indexes_of(services, added)
     except InputError as bad:
         raise FrontendRefused(400, str(bad)) from None
     if person is None:
@@ -122,6 +128,19 @@ def frontend_person(services: Services, headers: Mapping[str, str]) -> int:
             "[people] auto_create = true, or ask the user to be added",
         )
     return person
+
+
+def _build_indexes_of(services: Services, person: int) -> None:
+    """PostgreSQL: a new person's own search indexes (docs/household.md), built concurrently
+    after their row is committed, before their first request goes on (seconds among 1M
+    episodes, once). Should it fail, their searches use the shared indexes, with the same
+    results, and the next `caesar serve` builds what is missing."""
+    from caesar.memory.search.pgvector_migration import build_person_indexes
+
+    try:
+        build_person_indexes(services.db, person=person)
+    except Exception:
+        log.exception("person %d's own search indexes: the build stopped", person)
 
 
 def person_of(

@@ -264,21 +264,17 @@ class SemanticIndexCursor(_CursorMixin, Base):
 
 
 # SQLite keeps each person's full text in tables of their own (memory/search/sqlite.py, migration
-# 0017), PostgreSQL has partial indexes of each person's rows (memory/search/person_tables.py):
-# however a person is written (`caesar people add`, a front-end's first sight, a test) or
-# deleted, their tables and indexes come or go with them, in the same transaction. Registered here, with
+# 0017): however a person is written (`caesar people add`, a front-end's first sight, a test) or
+# deleted, their tables come or go with them, in the same transaction. (PostgreSQL's partial
+# indexes of a person's rows are built concurrently, after: pgvector_migration.py.) Registered here, with
 # the model, so that no import order can leave a person without them.
 @event.listens_for(Person, "after_insert")
 def _person_added(_mapper: object, connection: Connection, person: Person) -> None:
     if connection.dialect.name == "sqlite":
         person_tables.create_person_index(connection, person.id)
-    elif connection.dialect.name == "postgresql":
-        person_tables.pg_create_person_index(connection, person.id)
 
 
 @event.listens_for(Person, "after_delete")
 def _person_removed(_mapper: object, connection: Connection, person: Person) -> None:
     if connection.dialect.name == "sqlite":
         person_tables.drop_person_index(connection, person.id)
-    elif connection.dialect.name == "postgresql":
-        person_tables.pg_drop_person_index(connection, person.id)

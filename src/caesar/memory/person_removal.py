@@ -31,6 +31,7 @@ from caesar.memory.forget import (
     forget,
 )
 from caesar.memory.search import window_keywords
+from caesar.memory.search.pgvector_migration import drop_person_indexes
 
 log = logging.getLogger(__name__)
 _EVERYTHING_BEFORE = datetime(9999, 1, 1)
@@ -71,12 +72,15 @@ def remove_person(services: Any, name: str) -> Removed:
         window_keywords.forget_windows(session, episodes)
         for model in (EpisodeSummary, SemanticChunk, Fact, Conversation, AuditLog):
             session.execute(delete(model).where(model.person_id == who))
-        # On SQLite their full-text tables are dropped with them (memory/search/sqlite.py).
+        # On SQLite their full-text tables are dropped with them (memory/search/sqlite.py);
+        # on PostgreSQL their partial indexes after the commit.
         people.remove(session, services.audit, shown)
     services.episodes.forget(episodes)
     services.semantic.forget(chunks)
     if services.db.is_sqlite:
         checkpoint_wal(services)
+    else:  # their own search indexes, concurrently (docs/household.md)
+        drop_person_indexes(services.db, who)
     removed = Removed(
         shown, len(forgot.conversation_ids), forgot.episodes + len(episodes), len(facts), len(rows)
     )

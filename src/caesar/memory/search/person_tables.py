@@ -2,9 +2,10 @@
 memory/search/sqlite.py searches them), on PostgreSQL their partial indexes (a GIN over their
 `episode_fts` rows, an HNSW over their `episode_vectors` rows for each embedding model's index;
 memory/search/postgres.py and pgvector.py name the person in their queries so that the planner
-takes them). Their names and the statements that make and drop them. Imports nothing of
-caesar's, so the `Person` model's events (db/models.py) can make a person's indexes as the
-person is written.
+takes them; memory/search/pgvector_migration.py builds and drops them, concurrently, outside
+any transaction of the person's). Their names and the statements that make and drop them.
+Imports nothing of caesar's, so the `Person` model's events (db/models.py) can make a
+person's SQLite tables as the person is written.
 
 Why on PostgreSQL: among 100 people with 10k episodes each, one person's search over the
 shared HNSW index, filtered to their 1 %, ran 127 ms a turn against 7 ms alone (pgvector's
@@ -120,9 +121,12 @@ def pg_vector_index(person: int, model_index: str, column: str, predicate: str) 
     )
 
 
-def pg_person_indexes(connection: Connection, person: int) -> list[tuple[str, str]]:
-    """`person`'s partial indexes as this database's tables and models' HNSW indexes call for
-    them: (name, statement tail) each."""
+def pg_person_indexes(
+    connection: Connection, person: int, model_prefix: str | None = None
+) -> list[tuple[str, str]]:
+    """`person`'s partial indexes as this database's tables and embedding models' HNSW indexes
+    (those whose names start with `model_prefix`, if given) call for them: (name, statement
+    tail) each."""
     wanted = [pg_fts_index(person)]
     if connection.exec_driver_sql("SELECT to_regclass('episode_vectors')").scalar() is None:
         return wanted
@@ -130,25 +134,16 @@ def pg_person_indexes(connection: Connection, person: int) -> list[tuple[str, st
         "SELECT c.relname, pg_get_indexdef(i.indexrelid, 1, true), "
         "pg_get_expr(i.indpred, i.indrelid, true) FROM pg_index AS i "
         "JOIN pg_class AS c ON c.oid = i.indexrelid "
-        f"WHERE i.indisvalid AND c.relname ~ '{_PG_MODEL_INDEX}'"
+        f"WHERE i.indisvalid AND c.relname ~ '{_PG_MODEL_INDEX}' ORDER BY c.relname"
     ).all()
     for name, column, predicate in models:
-        wanted.append(pg_vector_index(person, name, f"{column} vector_cosine_ops", predicate))
+        if model_prefix is None or name.startswith(model_prefix):
+            wanted.append(pg_vector_index(person, name, f"{column} vector_cosine_ops", predicate))
     return wanted
 
 
-def pg_create_person_index(connection: Connection, person: int) -> None:
-    """`person`'s partial indexes, in the caller's transaction: for a person written now, whose
-    rows are none yet, each is a read of the table."""
-    for _name, tail in pg_person_indexes(connection, person):
-        connection.exec_driver_sql(f"CREATE INDEX IF NOT EXISTS {tail}")
-
-
-def pg_drop_person_index(connection: Connection, person: int) -> None:
-    names = connection.exec_driver_sql(
-        "SELECT c.relname FROM pg_class AS c WHERE c.relkind = 'i' "
-        f"AND c.relname ~ '^idx_episode_.*_p{int(person)}$'"
-    ).scalars()
-    for name in list(names):
-        if PG_PERSON_INDEX.fullmatch(name):
-            connection.exec_driver_sql(f"DROP INDEX IF EXISTS {name}")
+def pg_index_person(name: str) -> int | None:
+    """Whose partial index `name` is (None: not a person's). Pure."""
+    if PG_PERSON_INDEX.fullmatch(name) is None:
+        return None
+    return int(name.rsplit("_p", 1)[1])

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, TextClause, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -306,7 +306,7 @@ def migrate(
     report = progress or (lambda _phase, _done, _total: None)
     with db.read() as session:
         before = status(session, model)
-        missing = person_indexes_missing(session) if before.ready else []
+        missing = person_indexes_missing(session, model=model) if before.ready else []
     if before.ready and not missing:
         return before
     if before.problem is not None:
@@ -319,19 +319,24 @@ def migrate(
                 install(session)
         _copy(db, batch, report)
         _build_index(db, model, dimension, report)
-        build_person_indexes(db, report)
+        build_person_indexes(db, report, model=model)
     with db.read() as session:
         return status(session, model)
 
 
-def person_indexes_missing(session: Session) -> list[tuple[str, str]]:
-    """A household's people's partial indexes (person_tables.py) not built yet, or left invalid
-    by a build that was stopped: (name, statement tail) each. An install of one has none: the
-    model's own index is the owner's."""
+_PEOPLE_LOCK = 0x6361657361727070  # pg_advisory_lock key of the people's indexes ("caesarpp")
+
+
+def person_indexes_missing(
+    session: Session, *, model: str | None = None, person: int | None = None
+) -> list[tuple[str, str]]:
+    """A household's people's partial indexes (person_tables.py; `person`'s alone if given;
+    beside `model`'s HNSW index only, if given) not built yet, or left invalid by a build that
+    was stopped: (name, statement tail) each. An install of one has none: the shared indexes
+    are the owner's."""
     people = session.execute(text("SELECT id FROM people ORDER BY id")).scalars().all()
     if len(people) < 2:
         return []
-    conn = session.connection()
     valid = set(
         session.execute(
             text(
@@ -340,25 +345,91 @@ def person_indexes_missing(session: Session) -> list[tuple[str, str]]:
             )
         ).scalars()
     )
-    wanted = [w for p in people for w in person_tables.pg_person_indexes(conn, p)]
+    prefix = None if model is None else index_prefix(model)
+    conn = session.connection()
+    targets = [p for p in people if person is None or p == person]
+    wanted = [w for p in targets for w in person_tables.pg_person_indexes(conn, p, prefix)]
     return [(name, tail) for name, tail in wanted if name not in valid]
 
 
-def build_person_indexes(db: Database, report: Progress) -> None:
-    """Each person's partial indexes that are missing, built concurrently (chat goes on): a
-    household's searches then read their own rows' indexes (person_tables.py). A person
-    written later gets theirs as they are written. Run by `migrate` and, whatever the vector
-    search, by `caesar serve` after its warm-up; a build stopped half-way is built again."""
+def build_person_indexes(
+    db: Database,
+    report: Progress | None = None,
+    *,
+    model: str | None = None,
+    person: int | None = None,
+) -> int:
+    """Each person's partial indexes that are missing (`person`'s alone, if given), built
+    concurrently, outside any transaction of theirs, while chat goes on (a plain CREATE INDEX
+    in the transaction writing the person would stop every write to the table while it reads
+    it); the indexes of people removed meanwhile are dropped. Until a person's are built, their
+    searches use the shared indexes, with the same results. Run by `migrate`, by `caesar serve`
+    after its warm-up, after `caesar people add` and a front-end's new person (theirs alone:
+    no other process builds a person's who did not exist when it looked). Returns how many were
+    built."""
+    report = report or (lambda _phase, _done, _total: None)
+    if person is not None:
+        with db.read() as session:
+            missing = person_indexes_missing(session, model=model, person=person)
+        return _build_concurrently(db, missing, report)
+    with db.exclusively(_PEOPLE_LOCK, "building the people's own indexes", wait=False) as held:
+        if not held:
+            return 0
+        with db.read() as session:
+            people = set(session.execute(text("SELECT id FROM people")).scalars())
+            gone = [
+                name
+                for name in session.execute(
+                    text("SELECT relname FROM pg_class WHERE relkind = 'i' AND relname ~ :p"),
+                    {"p": "^idx_episode_.*_p[0-9]+$"},
+                ).scalars()
+                if person_tables.pg_index_person(name) not in (None, *people)
+            ]
+            missing = person_indexes_missing(session, model=model)
+        _drop_concurrently(db, gone)
+        return _build_concurrently(db, missing, report)
+
+
+def drop_person_indexes(db: Database, person: int) -> None:
+    """A removed person's partial indexes, dropped concurrently (a plain DROP INDEX waits for,
+    and then holds up, every search of the table)."""
     with db.read() as session:
-        missing = person_indexes_missing(session)
-    if not missing:
+        names = session.execute(
+            text("SELECT relname FROM pg_class WHERE relkind = 'i' AND relname ~ :p"),
+            {"p": f"^idx_episode_.*_p{int(person)}$"},
+        ).scalars()
+        mine = [n for n in names if person_tables.pg_index_person(n) == int(person)]
+    _drop_concurrently(db, mine)
+
+
+def _ddl(sql: str) -> TextClause:
+    # a model's name, written into a predicate, is text: no colon in it is a parameter
+    return text(sql.replace(":", "\\:"))
+
+
+def _drop_concurrently(db: Database, names: list[str]) -> None:
+    if not names:
         return
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        for name in names:
+            conn.execute(_ddl(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+
+
+def _build_concurrently(db: Database, missing: list[tuple[str, str]], report: Progress) -> int:
+    if not missing:
+        return 0
     report("people", 0, len(missing))
+    built = 0
     with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         for done, (name, tail) in enumerate(missing, start=1):
-            conn.execute(text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
-            conn.execute(text(f"CREATE INDEX CONCURRENTLY {tail}"))
+            person = person_tables.pg_index_person(name)
+            there = "SELECT 1 FROM people WHERE id = :id"
+            if conn.execute(text(there), {"id": person}).first() is not None:
+                conn.execute(_ddl(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+                conn.execute(_ddl(f"CREATE INDEX CONCURRENTLY {tail}"))
+                built += 1
             report("people", done, len(missing))
+    return built
 
 
 def _copy(db: Database, batch: int, report: Progress) -> None:
