@@ -142,8 +142,9 @@ def db_vectors(
     ),
 ) -> None:
     """PostgreSQL: copy the episodes' vectors into pgvector and build the embedding model's
-    HNSW index, with progress; safe to stop and run again (it resumes), and chat goes on
-    meanwhile. `caesar serve` does the same in the background after its warm-up."""
+    HNSW index (and, in a household, each person's own indexes), with progress; safe to stop
+    and run again (it resumes), and chat goes on meanwhile. `caesar serve` does the same in
+    the background after its warm-up."""
     from caesar.errors import ConfigError
     from caesar.memory.search import pgvector_migration as migration
 
