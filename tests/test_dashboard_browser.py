@@ -289,6 +289,7 @@ def _chat(base: str, message: str) -> httpx.Response:
 
 
 def _event_ids(page: Any) -> list[int]:
+    page.wait_for_load_state()  # after a click on a paging link: the new page, not the old
     ids = page.locator("li.event").evaluate_all("rows => rows.map(r => r.id)")
     return [int(i.removeprefix("event-")) for i in ids]
 
@@ -333,13 +334,17 @@ def test_timeline_reads_as_words_and_pages_both_ways(server, page, llm):
     page.goto(f"{base}/dashboard/audit?limit=3")
     assert _event_ids(page) == everything[:3]
     assert page.locator("a.newer").count() == 0
-    page.locator("a.older").first.click()
+    with page.expect_navigation():
+        page.locator("a.older").first.click()
     assert _event_ids(page) == everything[3:6]
-    page.locator("a.older").first.click()
+    with page.expect_navigation():
+        page.locator("a.older").first.click()
     assert _event_ids(page) == everything[6:9]
-    page.locator("a.newer").first.click()
+    with page.expect_navigation():
+        page.locator("a.newer").first.click()
     assert _event_ids(page) == everything[3:6]
-    page.locator("a.newer").first.click()
+    with page.expect_navigation():
+        page.locator("a.newer").first.click()
     assert _event_ids(page) == everything[:3] and page.locator("a.newer").count() == 0
 
 

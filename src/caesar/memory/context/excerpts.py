@@ -80,6 +80,12 @@ BREADTH_SAID = 120
 # lines the room to show as many conversations as before (docs/recall-by-time.md, "What each
 # line says").
 BREADTH_LEAD = 0.3
+# A question that gathers (layout "breadth") may take this much more than the budget: it shows
+# many conversations, one line each, and the issue's condition is the mean over all turns
+# (issue #22). LoCoMo dev at 2,500 characters, ×1.0 / 1.1 / 1.2 / 1.4: answer in prompt 0.773 /
+# 0.781 / 0.781 / 0.787 of 484, past-conversation characters a turn, mean 2,407 / 2,449 /
+# 2,490 / 2,574 (docs/recall-quality.md, "Room for a question that gathers").
+GATHER_ROOM = 1.1
 # In breadth the summaries are cut so that every line fits: (budget − frame) / lines − the
 # anchor's share, but never below MIN_SUMMARY.
 ANCHOR_CHARS = 36
@@ -356,7 +362,8 @@ def select(
     layout: Layout = "depth",
 ) -> Block:
     """The past-conversations block for these recalled episodes (best first), at most `budget`
-    characters, fences included (see the module docstring). `layout` "breadth" (a span of
+    characters (GATHER_ROOM times it for a question that gathers), fences included (see the
+    module docstring). `layout` "breadth" (a span of
     time, or a question that gathers): the best windows within BREADTH_LEAD of the budget,
     then every conversation's line, its summary cut so that all fit — or, for one that says
     the message's words, its most telling turn in place of the summary (cut to BREADTH_SAID;
@@ -368,6 +375,8 @@ def select(
     # a message about time alone has no topic: its words are about talking and when
     wanted = set() if layout == "timeline" else set(_stemmer().stemWords(query_terms(query)))
     breadth = layout != "depth"
+    if layout == "breadth":
+        budget = int(budget * GATHER_ROOM)
     lead = int(budget * BREADTH_LEAD) if layout == "breadth" else 0
     if breadth:
         summary_chars = min(summary_chars, BREADTH_SUMMARY)
