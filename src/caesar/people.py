@@ -126,8 +126,6 @@ def by_token(session: Session, token: str, api_token: str | None) -> Person | No
 
 
 MAX_FRONTEND_ID = 255
-# session.info key: the person `frontend_person` added in this transaction
-ADDED = "caesar.person_added"
 
 
 def frontend_person(
@@ -137,22 +135,23 @@ def frontend_person(
     names: list[str | None],
     *,
     auto_create: bool,
-) -> Person | None:
+) -> tuple[Person | None, bool]:
     """The person a trusted front-end's user header names (`frontend_id`), in the caller's
-    write transaction. Someone it has not named before is None, or with `auto_create` a new
-    person with no token of their own, named by the first of `names` that makes a valid name
-    (the front-end's display name, then the email, then the id), with " (2)", " (3)", …
-    added if it is taken. One `person.added` row, via "frontend"."""
+    write transaction, and whether this call made them (their search indexes are then the
+    caller's to build, after the commit). Someone it has not named before is None, or with
+    `auto_create` a new person with no token of their own, named by the first of `names` that
+    makes a valid name (the front-end's display name, then the email, then the id), with
+    " (2)", " (3)", … added if it is taken. One `person.added` row, via "frontend"."""
     frontend_id = frontend_id.strip()
     if not frontend_id or len(frontend_id) > MAX_FRONTEND_ID:
         raise InputError(f"a front-end user id must be 1–{MAX_FRONTEND_ID} characters")
     found = session.scalar(select(Person).where(Person.frontend_id == frontend_id))
     if found is not None or not auto_create:
-        return found
+        return found, False
     audit.serialise_appends(session)
     found = session.scalar(select(Person).where(Person.frontend_id == frontend_id))
     if found is not None:  # made meanwhile, by a request that took the lock first
-        return found
+        return found, False
     base = _first_valid_name([*names, frontend_id])
     name, n = base, 1
     while session.scalar(select(Person.id).where(Person.name == name)) is not None:
@@ -171,8 +170,7 @@ def frontend_person(
         person,
         {"name": name, "via": "frontend", "frontend_id": frontend_id},
     )
-    session.info[ADDED] = person.id  # the caller builds their indexes after the commit
-    return person
+    return person, True
 
 
 def link(session: Session, audit_log: audit.Audit, name: str, frontend_id: str) -> Person:

@@ -112,13 +112,12 @@ def frontend_person(services: Services, headers: Mapping[str, str]) -> int:
     names = [header_text(headers.get(h)) for h in (config.name_header, config.email_header)]
     try:
         with services.db.write() as session:
-            found = people.frontend_person(
+            found, made = people.frontend_person(
                 session, services.audit, user, names, auto_create=config.auto_create
             )
             person = None if found is None else found.id
-            added = session.info.pop(people.ADDED, None)
-        if added is not None and not services.db.is_sqlite:
-            _build_indexes_of(services, added)
+        if made and person is not None and not services.db.is_sqlite:
+            _build_indexes_of(services, person)
     except InputError as bad:
         raise FrontendRefused(400, str(bad)) from None
     if person is None:

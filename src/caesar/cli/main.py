@@ -400,8 +400,10 @@ def _person_indexes(built: Any) -> None:
     from caesar.memory.search.pgvector_migration import build_person_indexes, progress_log
 
     log = logging.getLogger("caesar.vectors")
+    # beside the current embedding model's index only (loaded by the warm-up), not old ones'
+    model = built.episodes.backend.model_id if built.settings.semantic.enabled else None
     try:
-        build_person_indexes(built.db, progress_log(log.info))
+        build_person_indexes(built.db, progress_log(log.info), model=model)
     except Exception:
         log.exception("the people's own indexes: the build stopped; the next start resumes it")
 

@@ -121,25 +121,31 @@ def pg_vector_index(person: int, model_index: str, column: str, predicate: str) 
     )
 
 
-def pg_person_indexes(
-    connection: Connection, person: int, model_prefix: str | None = None
-) -> list[tuple[str, str]]:
-    """`person`'s partial indexes as this database's tables and embedding models' HNSW indexes
-    (those whose names start with `model_prefix`, if given) call for them: (name, statement
-    tail) each."""
-    wanted = [pg_fts_index(person)]
+def pg_model_indexes(
+    connection: Connection, model_prefix: str | None = None
+) -> list[tuple[str, str, str]]:
+    """The embedding models' valid HNSW indexes (those whose names start with `model_prefix`,
+    if given) a person's are made beside: (name, column, predicate) each; none before pgvector's
+    table exists."""
     if connection.exec_driver_sql("SELECT to_regclass('episode_vectors')").scalar() is None:
-        return wanted
+        return []
     models = connection.exec_driver_sql(
         "SELECT c.relname, pg_get_indexdef(i.indexrelid, 1, true), "
         "pg_get_expr(i.indpred, i.indrelid, true) FROM pg_index AS i "
         "JOIN pg_class AS c ON c.oid = i.indexrelid "
         f"WHERE i.indisvalid AND c.relname ~ '{_PG_MODEL_INDEX}' ORDER BY c.relname"
     ).all()
-    for name, column, predicate in models:
-        if model_prefix is None or name.startswith(model_prefix):
-            wanted.append(pg_vector_index(person, name, f"{column} vector_cosine_ops", predicate))
-    return wanted
+    return [
+        (name, f"{column} vector_cosine_ops", predicate)
+        for name, column, predicate in models
+        if model_prefix is None or name.startswith(model_prefix)
+    ]
+
+
+def pg_person_indexes(person: int, models: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
+    """`person`'s partial indexes: their GIN, and one beside each of `models`
+    (`pg_model_indexes`): (name, statement tail) each. Pure."""
+    return [pg_fts_index(person), *(pg_vector_index(person, *model) for model in models)]
 
 
 def pg_index_person(name: str) -> int | None:

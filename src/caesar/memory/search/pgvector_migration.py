@@ -346,9 +346,9 @@ def person_indexes_missing(
         ).scalars()
     )
     prefix = None if model is None else index_prefix(model)
-    conn = session.connection()
+    models = person_tables.pg_model_indexes(session.connection(), prefix)
     targets = [p for p in people if person is None or p == person]
-    wanted = [w for p in targets for w in person_tables.pg_person_indexes(conn, p, prefix)]
+    wanted = [w for p in targets for w in person_tables.pg_person_indexes(p, models)]
     return [(name, tail) for name, tail in wanted if name not in valid]
 
 
