@@ -635,6 +635,12 @@ def ask(
                 "layout": contexts[0].asked.layout,
                 "spans": len(contexts[0].asked.time.spans),
                 "prompt": prompt,
+                "windows": {
+                    ",".join(built.sessions_of_episode.get(e.episode_id, [])): [
+                        round(float(x), 4) for x in (e.windows or ())
+                    ]
+                    for e in contexts[0].recalled
+                },
             }
             with DUMP.open("a") as f:
                 f.write(json.dumps(record, default=str) + "\n")

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from caesar.memory.context.excerpts import (
-    BREADTH_SAID,
+    BREADTH_SAID_LEAST,
+    BREADTH_SAID_MOST,
     GATHER_ROOM,
     Candidate,
     select,
@@ -226,6 +227,78 @@ def test_a_conversation_held_in_the_named_span_is_shown_though_it_scores_lower()
     assert "1300 followers" not in block.text
 
 
+def test_in_depth_every_window_of_the_named_span_comes_before_another_conversations():
+    # "What did we say about the garden on Tuesday?": Tuesday's chat matches the words weakly,
+    # another day's strongly. The other's best window still comes (it is comparable among all,
+    # see the test above), but then Tuesday's, all that fits, before the other's second
+    question = "What did we say about the garden on Tuesday?"
+    tuesday = _turns(*[f"Tuesday, part {k}: the roses need {k} litres." for k in range(8)])
+    other = _turns(*[f"Garden, another day, part {k}: mulch the beds." for k in range(8)])
+    tuesday_windows = [0.4, 0.35, 0.3, 0.3, 0.25, 0.2]
+    strong = _candidate(other, [0.9, 0.85, 0.8, 0.8, 0.75, 0.7], score=0.9, days=9)
+
+    def on_tuesday(dated: bool) -> Candidate:
+        line = EpisodeLine(NOW - timedelta(days=2), "Tue.")
+        return Candidate(line, tuesday, tuesday_windows, 0.6, dated)
+
+    budget = len(_select([on_tuesday(True)], question, 10_000).text) + 240
+    block = _select([on_tuesday(True), strong], question, budget)
+    assert all(f"the roses need {k} litres" in block.text for k in range(8))
+    assert "part 0: mulch" in block.text and "part 3: mulch" not in block.text
+    # without the span the strong match's windows come first, and Tuesday's are left out
+    block = _select([on_tuesday(False), strong], question, budget)
+    assert not all(f"the roses need {k} litres" in block.text for k in range(8))
+
+
+def test_in_breadth_a_line_whose_turn_asks_shows_the_reply():
+    # "What instruments do I play?": the turn that echoes the question ("Do you play any
+    # instruments?") says more of its words than the answer does, and the answer is the reply
+    filler = [f"We caught up about week {k}, the kids and the weather." for k in range(6)]
+    music = _candidate(
+        _turns(*filler, "Do you play any instruments?", "Yeah, I play the clarinet, since school."),
+        [0.3] * 6,
+        summary="Catching up.",
+    )
+    other = _candidate(_turns("We need milk.", "Noted."), [0.3], 0.7, days=5, summary="Milk.")
+    # (a budget whose lead has no room for a whole window: the lines are what is shown)
+    block = _breadth([music, other], "What instruments do I play?", 400)
+    lines = block.text.splitlines()
+    asked = next(k for k, line in enumerate(lines) if "play any instruments?" in line)
+    assert "clarinet" in lines[asked + 1]
+    # a line that does not ask shows its turn alone
+    plain = _candidate(
+        _turns(*filler, "I play the clarinet, since school.", "Nice."), [0.3] * 6, summary="C."
+    )
+    block = _breadth([plain, other], "What instruments do I play?", 400)
+    assert "clarinet" in block.text and "Nice." not in block.text
+
+
+def test_in_breadth_a_line_is_the_longer_the_more_of_the_message_it_says():
+    # the conversation saying every word of the message gets the longest line, one saying one
+    # word of it a shorter one: each line is the turn's sentences that say them, cut
+    both = _candidate(
+        _turns("Hi.", " ".join(f"Day {k}: camping by the lake, tent {k}." for k in range(12))),
+        [0.4],
+        summary="Camping.",
+    )
+    one = _candidate(
+        _turns(
+            "Hi.", " ".join(f"Day {k}: the kids ran to the lake, shore {k}." for k in range(12))
+        ),
+        [0.4],
+        0.7,
+        days=5,
+    )
+    third = _candidate(_turns("We need milk.", "Noted."), [0.3], 0.6, days=7, summary="Milk.")
+    # (a budget whose lead has no room for a whole window: the lines are what is shown)
+    block = _breadth([both, one, third], "Where did we go camping by the lake?", 600)
+    line_both = next(line for line in block.text.splitlines() if "tent 0" in line)
+    line_one = next(line for line in block.text.splitlines() if "shore 0" in line)
+    assert len(line_both) > len(line_one) + 20
+    assert len(line_both) <= len("  caesar: ") + BREADTH_SAID_MOST
+    assert len(line_one) >= len("  caesar: ") + BREADTH_SAID_LEAST - 30  # cut at a sentence
+
+
 def test_a_comparable_conversation_too_long_to_fit_still_comes_as_its_telling_turn():
     # LongMemEval's turns are long: the first chat's best window takes most of the budget and
     # the second's (as long) does not fit beside it; the second still comes, as its line and
@@ -350,7 +423,7 @@ def test_in_breadth_a_line_shows_what_the_conversation_said_of_the_topic():
     assert "Catching up on the family." not in block.text
     assert "Groceries list." in block.text
     told = next(line for line in block.text.splitlines() if "painted a horse" in line)
-    assert len(told) <= len("  operator: ") + BREADTH_SAID
+    assert len(told) <= len("  operator: ") + BREADTH_SAID_MOST
     # what the block shows is what is recorded as shown: the turn is the episode's excerpt
     (shown,) = [c for c in block.chosen if c.index == 0]
     assert any("painted a horse" in text for e in shown.excerpts for _, text in e.turns)

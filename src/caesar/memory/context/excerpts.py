@@ -65,21 +65,33 @@ BREADTH_SUMMARY = 140
 BREADTH_TURN = 220
 # ... and when the message has a topic, a conversation that says any of its words shows, in
 # place of its summary, its most telling turn from anywhere in it (not only its best window),
-# cut to BREADTH_SAID: the sentences that hold what is gathered ("What has Melanie painted?":
-# the horse, the sunset, the sunrise, each said in another chat), not "The operator said:
-# "It's so sweet to see your love for…" cut to fit. Longer put more answers in the prompt and
-# fewer conversations (LoCoMo dev at 2,500 characters, lead 0.5: 160 → answer 0.783 but all
-# of a multi-hop question's evidence 0.493, LongMemEval multi-session all evidence 0.841 →
-# 0.795); 120 with a lead of 0.3 is the one measured that is no worse than before on any
-# figure (docs/recall-by-time.md, "What each line says").
-BREADTH_SAID = 120
+# cut short: the sentences that hold what is gathered ("What has Melanie painted?": the horse,
+# the sunset, the sunrise, each said in another chat), not "The operator said: "It's so sweet
+# to see your love for…" cut to fit. How short is by how much of the message it says: the line
+# of the conversation that says most of it (by weight) is cut to BREADTH_SAID_MOST, one that
+# says little nearer BREADTH_SAID_LEAST, in proportion, so the likely answers get the room.
+# Every line at one length first: longer put more answers in the prompt and fewer
+# conversations (LoCoMo dev at 2,500 characters, lead 0.5: 160 → answer 0.783 but all of a
+# multi-hop question's evidence 0.493, LongMemEval multi-session all evidence 0.841 → 0.795);
+# 120 with a lead of 0.3 was the one measured no worse than before on any figure. Then, against
+# 120 for every line, LoCoMo dev answer in prompt 381 → 385 of 484 with 60–200 (80–160: 383;
+# 60–260 and 40–200: 383, each losing more evidence), all evidence shown 625 → 624 of 760
+# (docs/recall-by-time.md, "What each line says").
+BREADTH_SAID_LEAST = 60
+BREADTH_SAID_MOST = 200
 # ... but first, the best windows (as in depth) within this share of the budget: a question
 # read as gathering may still want one answer in full. LoCoMo answer in prompt at 0 / 0.3 /
 # 0.5: 0.752 / 0.771 / 0.777, all evidence shown 0.770 each (docs/recall-quality.md). 0.5
-# until the lines showed what each conversation said (BREADTH_SAID): with them, 0.3 left the
+# until the lines showed what each conversation said (`_said`): with them, 0.3 left the
 # lines the room to show as many conversations as before (docs/recall-by-time.md, "What each
 # line says").
 BREADTH_LEAD = 0.3
+# ... and a turn that asks counts for this share of the message's words it says: it echoes the
+# question ("You play any instruments?") where the reply holds the answer ("Yeah, I play
+# clarinet!"). When it still tells most, its line shows the reply after it, both cut to the
+# line's length (`_with_reply`). LoCoMo dev, with the span rule of depth below: answer in prompt
+# 380 → 382 of 484 (docs/recall-by-time.md, "What each line says").
+ASKING_WEIGHT = 0.5
 # A question that gathers (layout "breadth") may take this much more than the budget: it shows
 # many conversations, one line each, and the issue's condition is the mean over all turns
 # (issue #22). LoCoMo dev at 2,500 characters, ×1.0 / 1.1 / 1.2 / 1.4: answer in prompt 0.773 /
@@ -366,7 +378,7 @@ def select(
     module docstring). `layout` "breadth" (a span of
     time, or a question that gathers): the best windows within BREADTH_LEAD of the budget,
     then every conversation's line, its summary cut so that all fit — or, for one that says
-    the message's words, its most telling turn in place of the summary (cut to BREADTH_SAID;
+    the message's words, its most telling turn in place of the summary (cut short;
     see `_said`) — then each other one's most telling turn (cut to BREADTH_TURN), then the
     rest of the budget as in "depth"; the lines
     newest first in the block. Measured against a line with its turn, best
@@ -419,8 +431,20 @@ def select(
         for wi, relevance in enumerate(windows):
             priority = EPISODE_SHARE * c.score + (1 - EPISODE_SHARE) * relevance
             items.append((-priority, ci, wi))
-    # the best window of each comparable episode first (see _leading)
     items = sorted(items)
+    if not breadth and any(c.dated for c in candidates):
+        # depth, a message naming a span: every window of the conversations held in it that
+        # match it best (their best window at least COMPARABLE_SHARE of the best of the span's:
+        # the span lifts every score it holds alike) before any other's — the span is what it
+        # asks about; a strong topic match outside it still comes before the span's weak ones
+        # (issue #22; docs/recall-by-time.md, "Depth within a span")
+        best = [max(c.windows or [c.score]) for c in candidates]
+        top = max(b for b, c in zip(best, candidates, strict=True) if c.dated)
+        held = [
+            c.dated and b >= COMPARABLE_SHARE * top for b, c in zip(best, candidates, strict=True)
+        ]
+        items.sort(key=lambda item: not held[item[1]])  # stable
+    # the best window of each comparable episode first (see _leading)
     front = _leading(items, candidates)
     led = set(front)
     items = front + [item for item in items if item not in led]
@@ -429,8 +453,8 @@ def select(
         _fill(state, items, candidates, episodes)
         state.budget = budget
     for ci in range(len(candidates)) if breadth else ():
-        if ci in said:  # its line is the turn: both or neither
-            state.take(ci, {said[ci]}, candidates[ci].score, short=True)
+        if ci in said:  # its line is the turn (and the reply to it): all or none
+            state.take(ci, _with_reply(episodes[ci], said[ci]), candidates[ci].score, short=True)
             if ci in state.included:
                 continue
             # no room for what it said: its summary line, as any other's
@@ -558,13 +582,19 @@ def _said(
     zone: tzinfo,
 ) -> dict[int, int]:
     """{candidate: its most telling turn} of the conversations that say any of `wanted` (by
-    weight, anywhere in them; of turns that say as much, the first in its most relevant
-    window, else the first), each turned into what its line shows: its time anchor, then that
-    turn cut to BREADTH_SAID (its summary is left out)."""
+    weight, a turn that asks counting ASKING_WEIGHT of it, anywhere in them; of turns that say
+    as much, the first in its most relevant window, else the first), each turned into what its
+    line shows: its time anchor, then that turn (its summary is left out), cut to between
+    BREADTH_SAID_LEAST and BREADTH_SAID_MOST by how much of `wanted` it says against the
+    conversation that says most."""
     found: dict[int, int] = {}
+    told_most: dict[int, float] = {}
     w = weights.get()
     for ci, (ep, c) in enumerate(zip(episodes, candidates, strict=True)):
-        told = [_overlap(have, wanted, w) for have in ep.turn_stems()]
+        told = [
+            _overlap(have, wanted, w) * (ASKING_WEIGHT if _asks(turn) else 1.0)
+            for have, turn in zip(ep.turn_stems(), ep.turns, strict=True)
+        ]
         top = max(told, default=0.0)
         if top <= 0:
             continue
@@ -572,8 +602,28 @@ def _said(
         most = [k for k, v in enumerate(told) if v == top]
         found[ci] = next((k for k in most if start <= k < end), most[0])
         ep.header = episode_header(EpisodeLine(c.line.created_at, ""), now, zone=zone).rstrip()
-        ep.short_chars = BREADTH_SAID
+        told_most[ci] = top
+    most_of_all = max(told_most.values(), default=0.0)
+    for ci, top in told_most.items():
+        share = top / most_of_all
+        episodes[ci].short_chars = round(
+            BREADTH_SAID_LEAST + (BREADTH_SAID_MOST - BREADTH_SAID_LEAST) * share
+        )
     return found
+
+
+def _asks(turn: Message) -> bool:
+    """Whether the turn ends by asking: what answers it is in the next turn."""
+    return turn["content"].rstrip().endswith("?")
+
+
+def _with_reply(ep: _Episode, turn: int) -> set[int]:
+    """The turn, and the other side's next turn if it asks (see ASKING_WEIGHT)."""
+    after = turn + 1
+    if _asks(ep.turns[turn]) and after < len(ep.turns):
+        if ep.turns[after]["role"] != ep.turns[turn]["role"]:
+            return {turn, after}
+    return {turn}
 
 
 def _best_window(ep: _Episode, c: Candidate) -> tuple[int, int] | None:
