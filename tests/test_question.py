@@ -189,6 +189,9 @@ def test_questions_that_gather_across_conversations(text):
         "I'm more than happy with it.",
         "Total nonsense, that film.",
         "We love each other. What is my name?",
+        # a word in s that is no plural asks for one thing
+        "What exciting news did Maria share on 16 June, 2023?",
+        "What analysis did I ask for?",
         "",
     ],
 )

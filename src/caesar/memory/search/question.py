@@ -58,6 +58,13 @@ _GATHERS = re.compile(
 _WORDS = re.compile(r"[\w'-]+")
 _ASKS = frozenset({"what", "which"})
 _AUXILIARIES = frozenset({"has", "have", "does", "do", "did", "are", "were"})
+# Words ending in s that are no plural ("what exciting news did Maria share?" asks for one
+# thing), besides those in -ss, -us and -is (business, bonus, analysis); not "series" or
+# "species", which are both ("which TV series does Tim watch?")
+_NOT_PLURAL = frozenset(
+    "news means lens canvas chaos physics mathematics economics politics "
+    "gymnastics athletics diabetes".split()  # noqa: SIM905
+)
 _GATHER_WORDS = (
     *("how", "total", "altogether", "all", "time", "which", "list", "both", "combined", "sum"),
     *("average", "minimum", "maximum", "difference", "each", "than", "first", "what", "where"),
@@ -69,7 +76,7 @@ _CLOCK = re.compile(r"\d+(?:am|pm|h)?")  # "3", "3pm": a time of day is no topic
 def _asks_plural(low: str) -> bool:
     """ "which cities has John been to?", "what books have I read?": a plural asked for, its
     answer spread over several conversations — "what"/"which", up to three words, one ending
-    in s (not ss, us), then an auxiliary."""
+    in s (not ss, us, is, nor one of _NOT_PLURAL), then an auxiliary."""
     if "what" not in low and "which" not in low:
         return False
     words = _WORDS.findall(low)
@@ -79,7 +86,8 @@ def _asks_plural(low: str) -> bool:
                 w = words[k]
                 if (
                     w.endswith("s")
-                    and not w.endswith(("ss", "us"))
+                    and not w.endswith(("ss", "us", "is"))
+                    and w not in _NOT_PLURAL
                     and words[k + 1] in _AUXILIARIES
                 ):
                     return True
