@@ -90,7 +90,7 @@ BREADTH_LEAD = 0.3
 # question ("You play any instruments?") where the reply holds the answer ("Yeah, I play
 # clarinet!"). When it still tells most, its line shows the reply after it, both cut to the
 # line's length (`_with_reply`). LoCoMo dev, with the span rule of depth below: answer in prompt
-# 380 → 382 of 484 (docs/recall-by-time.md, "What each line says").
+# 380 → 381 of 484 (docs/recall-by-time.md, "What each line says").
 ASKING_WEIGHT = 0.5
 # A question that gathers (layout "breadth") may take this much more than the budget: it shows
 # many conversations, one line each, and the issue's condition is the mean over all turns
