@@ -431,19 +431,10 @@ def select(
         for wi, relevance in enumerate(windows):
             priority = EPISODE_SHARE * c.score + (1 - EPISODE_SHARE) * relevance
             items.append((-priority, ci, wi))
-    items = sorted(items)
-    if not breadth and any(c.dated for c in candidates):
-        # depth, a message naming a span: every window of the conversations held in it that
-        # match it best (their best window at least COMPARABLE_SHARE of the best of the span's:
-        # the span lifts every score it holds alike) before any other's — the span is what it
-        # asks about; a strong topic match outside it still comes before the span's weak ones
-        # (issue #22; docs/recall-by-time.md, "Depth within a span")
-        best = [max(c.windows or [c.score]) for c in candidates]
-        top = max(b for b, c in zip(best, candidates, strict=True) if c.dated)
-        held = [
-            c.dated and b >= COMPARABLE_SHARE * top for b, c in zip(best, candidates, strict=True)
-        ]
-        items.sort(key=lambda item: not held[item[1]])  # stable
+    held = None if breadth else _span_leaders(candidates)
+    # depth, a message naming a span: the windows of its best conversations first, each
+    # group best first (`_span_leaders`)
+    items.sort(key=(lambda item: (not held[item[1]], item)) if held else None)
     # the best window of each comparable episode first (see _leading)
     front = _leading(items, candidates)
     led = set(front)
@@ -591,10 +582,8 @@ def _said(
     told_most: dict[int, float] = {}
     w = weights.get()
     for ci, (ep, c) in enumerate(zip(episodes, candidates, strict=True)):
-        told = [
-            _overlap(have, wanted, w) * (ASKING_WEIGHT if _asks(turn) else 1.0)
-            for have, turn in zip(ep.turn_stems(), ep.turns, strict=True)
-        ]
+        told = [_overlap(have, wanted, w) for have in ep.turn_stems()]
+        told = [v * ASKING_WEIGHT if v and _asks(ep.turns[k]) else v for k, v in enumerate(told)]
         top = max(told, default=0.0)
         if top <= 0:
             continue
@@ -612,9 +601,24 @@ def _said(
     return found
 
 
+def _span_leaders(candidates: Sequence[Candidate]) -> list[bool] | None:
+    """Which candidates' windows all come before any other's in depth (None: no span named,
+    or none held in it): those held in the span that match it best — their best window at
+    least COMPARABLE_SHARE of the best of the span's. Window relevance, not the score: the
+    span lifts every score it holds alike. The span is what the message asks about; a strong
+    topic match outside it still comes before the span's weak ones (issue #22;
+    docs/recall-by-time.md, "Depth within a span")."""
+    if not any(c.dated for c in candidates):
+        return None
+    best = [max(c.windows or [c.score]) if c.dated else 0.0 for c in candidates]
+    top = max(best)
+    return [c.dated and b >= COMPARABLE_SHARE * top for b, c in zip(best, candidates, strict=True)]
+
+
 def _asks(turn: Message) -> bool:
-    """Whether the turn ends by asking: what answers it is in the next turn."""
-    return turn["content"].rstrip().endswith("?")
+    """Whether the turn ends by asking: what answers it is in the next turn (the turns are
+    `window_turns`', their whitespace trimmed)."""
+    return turn["content"].endswith("?")
 
 
 def _with_reply(ep: _Episode, turn: int) -> set[int]:
