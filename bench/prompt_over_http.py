@@ -90,7 +90,15 @@ def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=1)
+    parser.add_argument(
+        "--recall-chars",
+        type=int,
+        default=None,
+        help="the chat provider's recall_chars, e.g. 2500 (the embedded model's budget, what "
+        "the in-process figure uses); default: its kind's (openai: 6,000)",
+    )
     args = parser.parse_args()
+    budget = "" if args.recall_chars is None else f"recall_chars = {args.recall_chars}\n"
     haystacks = rq.load_locomo(rq.DATA / "locomo" / "locomo_dev.json")[: args.conversations]
     recorder = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=recorder.serve_forever, daemon=True).start()
@@ -111,7 +119,7 @@ cache_dir = "{rq.OUT / "models"}"
 kind = "openai"
 base_url = "http://127.0.0.1:{recorder.server_port}/v1"
 max_retries = 0
-[gateway.providers.offline]
+{budget}[gateway.providers.offline]
 kind = "offline"
 [gateway.routes]
 chat = "recorder:m"
