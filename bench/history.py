@@ -283,7 +283,8 @@ def episode_rows(
 ) -> tuple[dict[str, object], dict[str, object]]:
     """One synthetic episode: its `chat.completed` row and its summary row (id `row_id`),
     six words picked by `seed`, about planted `topic` (−1: none), with its float32 vector,
-    the ADR's JSON record and the one window vector."""
+    the ADR's JSON record, the one window vector and its two turns' (the window's: only their
+    cost to read and compare matters here)."""
     words = " ".join(WORDS[(seed * 7 + k * 13) % len(WORDS)] for k in range(6))
     about = f"{TOPIC_TEXTS[topic][0][:-1]}; " if topic >= 0 else ""
     audit = {
@@ -305,6 +306,7 @@ def episode_rows(
         "embedding": encoded,
         "embedding_f32": vector.astype("<f4").tobytes(),
         "passage_vectors": passages.pack(window[None, :]),
+        "turn_vectors": passages.pack(np.stack([window, window])),
         "model": MODEL_ID,
         "created_at": created,
         "recall_count": recall_count,

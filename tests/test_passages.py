@@ -3,19 +3,22 @@ summarise worker writes them with the summary."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
 from conftest import OWNER
 from memory_helpers import BrokenEmbedder, add_chat
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from caesar.db.models import EpisodeSummary
 from caesar.errors import CaesarError
 from caesar.memory import conversations
+from caesar.memory.context import build
 from caesar.memory.episodes.recall import RecallParams
 from caesar.memory.search import hybrid, passages
+from caesar.memory.search.backend import full_text
 from caesar.workers import run_until_caught_up
 
 NOW = datetime(2026, 5, 18, 12, 0)
@@ -104,6 +107,13 @@ def test_passages_worker_stores_the_conversation_windows(make_services, llm, db_
     stored = passages.unpack(row.passage_vectors, expected.shape[1])
     assert stored.shape == (1, expected.shape[1])
     assert float(stored[0] @ expected[0]) == pytest.approx(1.0, abs=2e-3)
+    # and each turn alone, in order
+    turns = embedder.embed_batch(
+        ["My sister Ana is visiting in May.", "Nice! Want restaurant ideas for her visit?"]
+    )
+    stored_turns = passages.unpack(row.turn_vectors, turns.shape[1])
+    assert stored_turns.shape == (2, turns.shape[1])
+    assert np.diag(stored_turns @ turns.T) == pytest.approx([1.0, 1.0], abs=2e-3)
 
 
 def test_trivial_and_textless_chats(make_services, llm):
@@ -115,7 +125,7 @@ def test_trivial_and_textless_chats(make_services, llm):
     with svc.db.read() as session:
         trivial, textless = session.scalars(select(EpisodeSummary).order_by(EpisodeSummary.id))
     assert trivial.summary == "" and trivial.passage_vectors is None  # never recalled
-    assert textless.passage_vectors == b""
+    assert textless.passage_vectors == b"" and textless.turn_vectors == b""
     assert svc.workers["memory.passages"].backlog() == 0
 
 
@@ -229,3 +239,117 @@ def test_every_turn_is_in_a_window_and_the_cap_holds(n, cap):
     assert 1 <= len(got) <= cap
     assert {w for text in got for w in text.split()} == {f"t{i}" for i in range(n)}
     assert all(len(text.split()) >= min(3, n) for text in got)
+
+
+def test_lift_takes_a_share_from_each_windows_best_turn():
+    # five turns: windows (0, 3), (1, 4), (2, 5); turn 3 is the one nearest the message
+    turns = np.array([0.1, 0.2, 0.1, 0.9, 0.2], dtype=np.float32)
+    got = passages.lift([0.5, 0.5, 0.5], turns, 0.2)
+    assert got == pytest.approx([0.8 * 0.5 + 0.2 * 0.2, 0.8 * 0.5 + 0.2 * 0.9, 0.5 * 0.8 + 0.18])
+    assert got[1] == got[2] > got[0]
+    # turns that do not match the windows (another version of the chat): windows as they are
+    assert passages.lift([0.5, 0.4], turns, 0.2) == (0.5, 0.4)
+
+
+class CountingEmbedder:
+    """The real embedder, counting the texts it is given."""
+
+    def __init__(self, inner):
+        self.inner, self.texts = inner, []
+        self.model_id = inner.model_id
+
+    def embed_batch(self, texts):
+        self.texts.extend(texts)
+        return self.inner.embed_batch(texts)
+
+
+def _chat(svc, turns: list[str]) -> int:
+    """A past conversation of these turns, user first (an even number: the last is the reply)."""
+    roles = ["user", "assistant"] * len(turns)
+    with svc.db.write() as session:
+        return conversations.add_finished(
+            session,
+            svc.audit,
+            {
+                "messages": [{"role": r, "content": c} for r, c in zip(roles, turns[:-1])],
+                "reply": turns[-1],
+            },
+            NOW - timedelta(days=2),
+            person=OWNER,
+        )
+
+
+def test_an_episode_from_before_turn_vectors_gets_its_turns_alone(
+    make_services, llm, shared_embedder, db_url
+):
+    """Migration 0018 leaves every older episode's turn vectors NULL: the worker embeds its
+    turns, and keeps the windows it has (not embedded again, their words not indexed twice)."""
+    svc = make_services(database_url=db_url, memory={"episodes_summarise": {"enabled": True}})
+    chat = _chat(svc, [c for _, c in KNEE_CHAT])
+    llm.replies.append("The operator asked for weekend plans and about an aching knee.")
+    _summarise_and_window(svc)
+    e = EpisodeSummary
+    with svc.db.write() as session:
+        before = session.scalars(select(e).where(e.audit_log_id == chat)).one()
+        windows, turns = before.passage_vectors, before.turn_vectors
+        session.execute(update(e).where(e.id == before.id).values(turn_vectors=None))
+    worker = svc.workers["memory.passages"]
+    assert worker.backlog() == 1
+    counting = CountingEmbedder(shared_embedder)
+    svc.embedder.set(counting)
+    assert run_until_caught_up(worker) == 1
+    assert counting.texts == [c for _, c in KNEE_CHAT]  # the turns, not the windows
+    with svc.db.read() as session:
+        after = session.scalars(select(e).where(e.audit_log_id == chat)).one()
+        indexed = full_text(session).has_windows(session, after.id)
+    assert after.passage_vectors == windows
+    assert passages.unpack(after.turn_vectors, 384) == pytest.approx(
+        passages.unpack(turns, 384), abs=1e-3
+    )
+    assert indexed and worker.backlog() == 0
+
+
+GARDEN_CHAT = [
+    "I spent the whole weekend in the garden.",
+    "The garden must be looking lovely by now!",
+    "We planted tomatoes and basil in the raised beds.",
+    "Tomatoes and basil go well together in a garden.",
+    "Then my neighbour came over to talk about the garden fence.",
+    "A garden fence is worth getting right with a neighbour.",
+    "She wants to paint the fence dark green before winter.",
+    "Dark green will suit a garden fence well.",
+]
+
+
+@pytest.mark.parametrize("nearest", [2, 6])
+def test_the_turn_nearest_the_message_picks_the_excerpt(make_services, llm, db_url, nearest):
+    """Every window says the message's words alike (equal relevance): the one holding the turn
+    nearest the message in meaning is shown first — here, the message's vector is that turn's
+    own — and the block holds no room for the rest."""
+    svc = make_services(
+        database_url=db_url,
+        memory={
+            "episodes_summarise": {"enabled": True},
+            "episodes_recall": {"prompt_chars": 420, "summary_chars": 20},
+        },
+    )
+    chat = _chat(svc, GARDEN_CHAT)
+    llm.replies.append("The operator talked about the garden.")
+    _summarise_and_window(svc)
+    query = "What did we do in the garden?"
+    [hit] = svc.episodes.preview(query, NOW, similarity_threshold=None, person=OWNER)
+    assert hit.audit_log_id == chat and len(hit.windows) == len(GARDEN_CHAT) - 2
+    level = replace(hit, windows=(0.5,) * len(hit.windows))
+    with svc.db.read() as session:
+        blob = session.scalar(
+            select(EpisodeSummary.turn_vectors).where(EpisodeSummary.id == hit.episode_id)
+        )
+    vector = passages.unpack(blob, 384)[nearest]
+    vector /= np.linalg.norm(vector)
+    settings = svc.settings.memory.episodes_recall
+    text, [shown] = build.with_excerpts(
+        svc.episodes, settings, [level], query, NOW, person=OWNER, vector=vector
+    )
+    said = [turn for excerpt in shown.excerpts for _, turn in excerpt.turns]
+    assert GARDEN_CHAT[nearest] in said and GARDEN_CHAT[nearest] in text
+    assert GARDEN_CHAT[8 - nearest] not in said  # the other end of the chat: no room for it

@@ -94,6 +94,7 @@ class Fact(Base):
 
 
 _NO_PASSAGES = "passage_vectors IS NULL AND summary != ''"
+_NO_TURNS = "turn_vectors IS NULL AND summary != ''"
 _UNSUMMARISED = "tip_audit_id > summarised_audit_id"
 
 
@@ -147,7 +148,8 @@ class EpisodeSummary(Base):
     within one worker interval of the summary; for an imported one, its original date), so the
     time anchors "3 days ago" describe the conversation. `embedding_f32` is a compact copy of
     `embedding` for fast loading into the in-process vector index; the JSON stays the record.
-    `passage_vectors` holds the conversation's window vectors (memory/search/passages.py, float16)."""
+    `passage_vectors` holds the conversation's window vectors and `turn_vectors` its turns'
+    (memory/search/passages.py, float16)."""
 
     __tablename__ = "episode_summaries"
 
@@ -165,6 +167,7 @@ class EpisodeSummary(Base):
     )
     embedding_f32: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     passage_vectors: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    turn_vectors: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     # One episode per conversation; `audit_log_id` is the conversation's turn it was written
     # from (its tip then), whose row holds the whole conversation. No foreign key (migration
     # 0006 says why): whatever deletes a conversation deletes its episode.
@@ -185,6 +188,14 @@ class EpisodeSummary(Base):
             "id",
             sqlite_where=text(_NO_PASSAGES),
             postgresql_where=text(_NO_PASSAGES),
+        ),
+        # ... and those still without turn vectors (windows and turns are written together;
+        # episodes from before migration 0018 have windows alone)
+        Index(
+            "idx_episode_summaries_no_turns",
+            "id",
+            sqlite_where=text(_NO_TURNS),
+            postgresql_where=text(_NO_TURNS),
         ),
         {"sqlite_autoincrement": True},
     )

@@ -18,12 +18,13 @@ from datetime import datetime, tzinfo
 import numpy as np
 
 from caesar.config import EpisodesRecallSettings, FactsInjectSettings
-from caesar.embeddings import EmbedderHandle, normalise
+from caesar.embeddings import EmbedderHandle, normalise, vector_of
 from caesar.memory.context import excerpts, plain
 from caesar.memory.context.render import EpisodeLine, FactLine, facts_block
 from caesar.memory.conversations import NO_CURRENT, Current
 from caesar.memory.episodes.recall import EpisodeMemory, RecalledEpisode, RecallParams
 from caesar.memory.facts.store import FactsStore
+from caesar.memory.search import passages
 from caesar.memory.search.question import NOTHING, Asked
 
 log = logging.getLogger(__name__)
@@ -83,19 +84,25 @@ def with_excerpts(
     asked: Asked = NOTHING,
     *,
     person: int,
+    vector: np.ndarray | Future[np.ndarray] | None = None,
 ) -> tuple[str, list[RecalledEpisode]]:
     """The past-conversations block for `ranked` (best first) under `settings.prompt_chars`,
     and the episodes in it, each with its excerpts (`settings.excerpts` off: the lines alone).
-    A message about a span of time or gathering across conversations is shown in breadth."""
+    A message about a span of time or gathering across conversations is shown in breadth.
+    `vector`: the message's (embedded here if None), for the turns' cosines that help pick
+    the excerpts (`excerpts.TURN_SHARE`)."""
     if not ranked:
         return "", []
     ids = [e.audit_log_id for e in ranked]
     turns = episodes.conversations(ids, person=person) if settings.excerpts else {}
+    # a message about time alone has no topic a turn could be near
+    lift = settings.excerpts and asked.layout != "timeline"
+    windows = _lifted(episodes, ranked, vector, query, person) if lift else {}
     candidates = [
         excerpts.Candidate(
             EpisodeLine(e.created_at, e.summary),
             turns.get(e.audit_log_id, []),
-            e.windows if settings.excerpts else None,
+            windows.get(e.episode_id, e.windows) if settings.excerpts else None,
             e.score,
             e.dated,
             e.pending,
@@ -114,6 +121,27 @@ def with_excerpts(
     )
     shown = [replace(ranked[c.index], excerpts=c.excerpts) for c in block.chosen]
     return block.text, shown
+
+
+def _lifted(
+    episodes: EpisodeMemory,
+    ranked: list[RecalledEpisode],
+    vector: np.ndarray | Future[np.ndarray] | None,
+    query: str,
+    person: int,
+) -> dict[int, tuple[float, ...]]:
+    """{episode: its windows' relevance lifted by its turns' cosines} of those with windows
+    and turn vectors (memory/search/passages.py, `lift`)."""
+    ids = [e.episode_id for e in ranked if e.windows and not e.pending]
+    if not ids:
+        return {}
+    unit = vector_of(vector) if vector is not None else episodes.embed_query(query)
+    cosines = episodes.turn_cosines(ids, unit, person=person)
+    return {
+        e.episode_id: passages.lift(e.windows, cosines[e.episode_id], excerpts.TURN_SHARE)
+        for e in ranked
+        if e.windows and e.episode_id in cosines
+    }
 
 
 def with_unsummarised(
@@ -161,7 +189,7 @@ def recall_for_prompt(
         )
         ranked = with_unsummarised(ranked, pending, memory.asked)
         memory.episodes_text, memory.recalled = with_excerpts(
-            episodes, settings, ranked, message, now, memory.asked, person=person
+            episodes, settings, ranked, message, now, memory.asked, person=person, vector=vector
         )
     except Exception as exc:  # noqa: BLE001 - memory never breaks chat; the brain audits it
         log.warning("auto-recall failed: %s", exc)

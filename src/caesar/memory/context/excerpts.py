@@ -51,6 +51,12 @@ from caesar.memory.search.passages import window_spans, window_turns
 
 # The share of a window's priority that is its episode's score (the rest is its own relevance).
 EPISODE_SHARE = 0.5
+# A window's relevance, for choosing the excerpts, takes this share from its best turn's own
+# cosine with the message (memory/search/passages.py, `lift`; memory/context/build.py): a
+# window says the message's words three turns wide, and the turn that answers is the one whose
+# own meaning is nearest (docs/recall-by-time.md, "Turns that answer"). LoCoMo dev at 2,500
+# characters, in depth, 0 / 0.2 / 0.3 / 0.6: answer in prompt 385 / 389 / 388 / 378 of 484.
+TURN_SHARE = 0.2
 # Comparable conversations are both shown: among the episodes scoring at least
 # COMPARABLE_SHARE of the best one's, the SHOWN_TOGETHER whose best windows rank highest each
 # get that window before any episode gets a second — an old statement and the one updating it,

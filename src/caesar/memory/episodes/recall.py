@@ -38,6 +38,7 @@ from caesar.memory.importance import (
     freshness,
     recall_weight,
 )
+from caesar.memory.search import passages
 from caesar.memory.search.backend import SearchBackend, search_backend
 from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, Ranking, hybrid_search
 from caesar.memory.search.passages import window_spans, window_turns
@@ -257,6 +258,25 @@ class EpisodeMemory:
                 )
             ).all()
         return {int(i): conversation_turns(payload or {}) for i, payload in rows}
+
+    def turn_cosines(
+        self, episode_ids: list[int], vector: np.ndarray, *, person: int
+    ) -> dict[int, np.ndarray]:
+        """Each of these episodes' turn cosines with the (unit) message vector, in turn order
+        (memory/search/passages.py, `turn_texts`), for those of `person`'s with turn vectors of
+        its dimension: what picks their excerpts with the windows (`passages.lift`)."""
+        if not episode_ids:
+            return {}
+        e = EpisodeSummary
+        with self.db.read() as session:
+            rows = session.execute(
+                select(e.id, e.turn_vectors).where(
+                    e.id.in_(episode_ids), person_checked(e.person_id, person)
+                )
+            ).all()
+        query = np.asarray(vector, dtype=np.float32)
+        found = {int(i): passages.unpack(blob, query.shape[0]) for i, blob in rows}
+        return {i: m @ query for i, m in found.items() if m.shape[0]}
 
     def unsummarised(
         self, asked: Asked, now: datetime, *, person: int, current: Current = NO_CURRENT

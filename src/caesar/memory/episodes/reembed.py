@@ -1,13 +1,15 @@
 """Embedding episodes after the summary: conversation windows, and re-embedding.
 
 Worker `memory.passages` embeds the 3-turn windows (memory/search/passages.py) of every summarised
-chat that has none yet. It is its own worker, not a step of `memory.summarise`, because the
-costs differ by ~50×: 14 ms per chat for the summary against ~690 ms for a LongMemEval-size
-chat's windows — up to 32 of up to 256 tokens (docs/performance.md). Its queue is the episodes
-themselves — `passage_vectors IS NULL`, under a partial index — so it needs no cursor: a
-crash or an embedder outage leaves the rows NULL and the next step takes them again, and a
-write is conditional on the row still lacking windows, so two workers never write twice. An
-episode whose chat has no text gets an empty value: done, with no windows.
+chat that has none yet, and each of its turns alone (`turn_vectors`: they pick the excerpts
+shown). It is its own worker, not a step of `memory.summarise`, because the costs differ by
+~50×: 14 ms per chat for the summary against ~690 ms for a LongMemEval-size chat's windows —
+up to 32 of up to 256 tokens (docs/performance.md); its turns are about a third more. Its
+queue is the episodes themselves — `turn_vectors IS NULL`, under a partial index — so it needs
+no cursor: a crash or an embedder outage leaves the rows NULL and the next step takes them
+again, and a write is conditional on the row still lacking them, so two workers never write
+twice. An episode whose chat has no text gets empty values: done, with no windows. An episode
+from before migration 0018 has its windows already: its turns alone are embedded.
 
 `caesar episodes reembed` brings older episodes up to date: those embedded by another model
 (after `embedder` settings changed — recall only compares vectors of the current model, so
@@ -37,21 +39,33 @@ from caesar.workers import SPREAD, Worker, spread
 @dataclass(frozen=True)
 class EmbeddedWindows:
     texts: list[str]  # passages.windows of the chat
-    vectors: bytes  # packed (passages.pack); b"" for a chat without text
+    vectors: bytes | None  # packed (passages.pack); b"" for a chat without text; None: not embedded
+    turns: bytes  # the turns' vectors (passages.turn_texts), packed; b"" for a chat without text
 
 
-def embed_windows(embedder: Embedder, payloads: Sequence[dict[str, Any]]) -> list[EmbeddedWindows]:
-    """Each chat payload's windows and their packed vectors, embedded in one batch call."""
-    windows = [passages.windows(conversation_turns(p)) for p in payloads]
-    flat = [w for ws in windows for w in ws]
+def embed_windows(
+    embedder: Embedder, payloads: Sequence[dict[str, Any]], windows: Sequence[bool] | None = None
+) -> list[EmbeddedWindows]:
+    """Each chat payload's windows and turns, their vectors packed, embedded in one batch call;
+    `windows[i]` False: the i-th chat's turns alone (its windows are stored already)."""
+    chats = [conversation_turns(p) for p in payloads]
+    wanted = windows if windows is not None else [True] * len(chats)
+    texts = [passages.windows(c) if w else [] for c, w in zip(chats, wanted, strict=True)]
+    turns = [passages.turn_texts(c) for c in chats]
+    flat = [t for ws, ts in zip(texts, turns, strict=True) for t in (*ws, *ts)]
     vectors = embedder.embed_batch(flat) if flat else None
+
+    def packed(start: int, n: int) -> bytes:
+        return passages.pack(vectors[start : start + n]) if n and vectors is not None else b""
+
     out, start = [], 0
-    for ws in windows:
-        blob = (
-            passages.pack(vectors[start : start + len(ws)]) if ws and vectors is not None else b""
+    for ws, ts, w in zip(texts, turns, wanted, strict=True):
+        out.append(
+            EmbeddedWindows(
+                ws, packed(start, len(ws)) if w else None, packed(start + len(ws), len(ts))
+            )
         )
-        out.append(EmbeddedWindows(ws, blob))
-        start += len(ws)
+        start += len(ws) + len(ts)
     return out
 
 
@@ -62,17 +76,20 @@ def store_windows(
     conditions: Sequence[Any] = (),
     **values: Any,
 ) -> bool:
-    """Write an episode's window vectors (and `values`) if its row still meets `conditions`,
-    and index the windows' words (memory/search/window_keywords.py) in the same transaction.
+    """Write an episode's window and turn vectors (and `values`) if its row still meets
+    `conditions`, and index the windows' words (memory/search/window_keywords.py) in the same
+    transaction; its turn vectors alone if its windows were not embedded (stored already).
     Whether the row was written."""
+    written = {"turn_vectors": embedded.turns, **values}
+    if embedded.vectors is not None:
+        written["passage_vectors"] = embedded.vectors
     result = session.execute(
-        update(EpisodeSummary)
-        .where(EpisodeSummary.id == episode_id, *conditions)
-        .values(passage_vectors=embedded.vectors, **values)
+        update(EpisodeSummary).where(EpisodeSummary.id == episode_id, *conditions).values(**written)
     )
     if not result.rowcount:  # type: ignore[attr-defined]
         return False
-    window_keywords.index_windows(session, episode_id, embedded.texts)
+    if embedded.vectors is not None:
+        window_keywords.index_windows(session, episode_id, embedded.texts)
     return True
 
 
@@ -104,7 +121,7 @@ class PassagesWorker(Worker):
                 session.scalar(
                     select(func.count())
                     .select_from(e)
-                    .where(e.passage_vectors.is_(None), e.summary != "", e.model == model_id)
+                    .where(e.turn_vectors.is_(None), e.summary != "", e.model == model_id)
                 )
                 or 0
             )
@@ -114,7 +131,7 @@ class PassagesWorker(Worker):
         e = EpisodeSummary
         head = session.scalars(
             select(e.id)
-            .where(e.passage_vectors.is_(None), e.summary != "", e.model == model_id)
+            .where(e.turn_vectors.is_(None), e.summary != "", e.model == model_id)
             .order_by(e.id)
             .limit(limit * SPREAD)
         ).all()
@@ -122,7 +139,7 @@ class PassagesWorker(Worker):
         if not chosen:
             return []
         query = (
-            select(e.id, AuditLog.payload)
+            select(e.id, e.passage_vectors.is_(None).label("no_windows"), AuditLog.payload)
             .join(AuditLog, AuditLog.id == e.audit_log_id)
             .where(e.id.in_(chosen))
             .order_by(e.id)
@@ -135,14 +152,16 @@ class PassagesWorker(Worker):
             rows = self._pending(session, embedder.model_id, int(self.settings.passages_batch_size))
         if not rows:
             return 0
-        embedded = embed_windows(embedder, [r.payload for r in rows])
-        still_without_windows = (
-            EpisodeSummary.passage_vectors.is_(None),
-            EpisodeSummary.model == embedder.model_id,
+        embedded = embed_windows(
+            embedder, [r.payload for r in rows], [bool(r.no_windows) for r in rows]
         )
+        e = EpisodeSummary
         with self.db.write() as session:
             for row, windows in zip(rows, embedded, strict=True):
-                store_windows(session, row.id, windows, still_without_windows)
+                still = [e.turn_vectors.is_(None), e.model == embedder.model_id]
+                if windows.vectors is not None:
+                    still.append(e.passage_vectors.is_(None))
+                store_windows(session, row.id, windows, still)
         return len(rows)
 
 
@@ -155,12 +174,12 @@ class ReembedReport:
 
 
 def stale_episode_ids(session: Session, model_id: str) -> list[int]:
-    """Episodes with a summary that are of another model or have no windows."""
+    """Episodes with a summary that are of another model or have no windows or turn vectors."""
     e = EpisodeSummary
     query = (
         select(e.id)
         .where(e.summary != "")
-        .where(or_(e.model != model_id, e.passage_vectors.is_(None)))
+        .where(or_(e.model != model_id, e.passage_vectors.is_(None), e.turn_vectors.is_(None)))
         .order_by(e.id)
     )
     return list(session.scalars(query))

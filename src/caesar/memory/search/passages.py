@@ -10,6 +10,13 @@ cosine with the message — and uses `max(cosine, passage)` as the dense side of
 (memory/search/hybrid.py). Measured in docs/recall-quality.md: windows of 3 turns beat single turns,
 windows of 2 and 4, and non-overlapping chunks on LoCoMo.
 
+The worker also embeds each turn alone (`turn_texts`; `episode_summaries.turn_vectors`). Those
+are not a recall signal: they pick which of a recalled conversation's windows are shown
+(`lift`, memory/context/build.py). A window holds the message's words three turns wide; the
+turn that answers often shares few of them ("What game did Nate play at the convention?" —
+"We played this game Catan"), and its own cosine finds it among the windows that all match
+(docs/recall-by-time.md, "Turns that answer").
+
 Windows are a re-ranking signal: recall reads them for its candidates (the summary index's, the
 keyword index's and the last-written episodes), not through an index of their own (see
 docs/episodes.md).
@@ -57,6 +64,11 @@ def window_turns(turns: Sequence[Message]) -> list[Message]:
     return out
 
 
+def turn_texts(turns: Sequence[Message]) -> list[str]:
+    """The texts each turn vector is embedded from: the turns windows are made of, in order."""
+    return [t["content"] for t in window_turns(turns)]
+
+
 def windows(
     turns: Sequence[Message], size: int = WINDOW_TURNS, cap: int = MAX_WINDOWS
 ) -> list[str]:
@@ -93,3 +105,16 @@ def best_cosine(blob: bytes | None, query: np.ndarray) -> float | None:
     if vectors.shape[0] == 0:
         return None
     return float((vectors @ np.asarray(query, dtype=np.float32)).max())
+
+
+def lift(windows: Sequence[float], turns: np.ndarray, share: float) -> tuple[float, ...]:
+    """Each window's relevance with `share` of it taken from its best turn's cosine with the
+    message (`turns`: one cosine per turn, `turn_texts` order). `windows` unchanged when the
+    turns do not match them (another count: embedded from another version of the chat)."""
+    spans = window_spans(len(turns))
+    if len(spans) != len(windows):
+        return tuple(windows)
+    return tuple(
+        round((1 - share) * w + share * float(turns[a:b].max()), 6)
+        for w, (a, b) in zip(windows, spans, strict=True)
+    )
