@@ -98,7 +98,14 @@ def run(chats: int, batch_size: int, items: list[dict[str, Any]]) -> dict[str, A
     window_s, window_cpu = time.perf_counter() - started, time.thread_time() - c1
     with services.db.read() as session:
         blobs = session.scalars(select(EpisodeSummary.passage_vectors)).all()
+        # and each turn alone (migration 0018; absent in an older checkout run by CAESAR_SRC)
+        turn_blobs = (
+            session.scalars(select(EpisodeSummary.turn_vectors)).all()
+            if hasattr(EpisodeSummary, "turn_vectors")
+            else []
+        )
     windows = sum(len(b or b"") // passages.window_bytes(384) for b in blobs)
+    turns = sum(len(b or b"") // passages.window_bytes(384) for b in turn_blobs)
     services.close()
     return {
         "batch_size": batch_size,
@@ -111,6 +118,7 @@ def run(chats: int, batch_size: int, items: list[dict[str, Any]]) -> dict[str, A
         "one_embed_batch_ms": round(embed_batch_ms, 2),
         "passages_chats": windowed,
         "passages_windows_per_chat": round(windows / max(windowed, 1), 1),
+        "passages_turns_per_chat": round(turns / max(windowed, 1), 1),
         "passages_ms_per_chat": round(benchlib.ms(window_s) / max(windowed, 1), 2),
         "passages_cpu_ms_per_chat": round(benchlib.ms(window_cpu) / max(windowed, 1), 2),
         "passages_ms_per_window": round(benchlib.ms(window_s) / max(windows, 1), 2),
@@ -130,7 +138,8 @@ def main() -> None:
             f"summarise, batch {row['batch_size']}: {row['overhead_ms_per_chat']:.2f} ms/chat overhead "
             f"(CPU {row['overhead_cpu_ms_per_chat']:.2f}) over {row['chats']} chats; then windows "
             f"(memory.passages): {row['passages_ms_per_chat']:.1f} ms/chat for "
-            f"{row['passages_windows_per_chat']} windows/chat ({row['passages_ms_per_window']:.2f} ms/window)"
+            f"{row['passages_windows_per_chat']} windows/chat ({row['passages_ms_per_window']:.2f} ms/window) "
+            f"and {row['passages_turns_per_chat']} turns/chat"
         )
 
 

@@ -95,7 +95,9 @@ def test_reembed_fixes_old_model_and_missing_windows_only(make_services, db_url)
         assert float(from_row(row.embedding_f32, None) @ expected) == pytest.approx(1.0, abs=1e-5)
         assert np.allclose(row.embedding, from_row(row.embedding_f32, None), atol=1e-7)
         assert passages.unpack(row.passage_vectors, 384).shape == (1, 384)
+        assert passages.unpack(row.turn_vectors, 384).shape == (2, 384)
     assert after[fine].passage_vectors == before[fine].passage_vectors
+    assert after[fine].turn_vectors is None  # the passages worker's: its turns alone
     with svc.db.read() as session:
         assert stale_episode_ids(session, model) == []
     assert reembed(svc.db, embedder).done == 0  # a second run has nothing left to do

@@ -205,7 +205,7 @@ def test_the_migration_indexes_episodes_that_already_have_windows(db_url, shared
             )
             row.id = audit_id
             table = EpisodeSummary.__table__
-            later = ("conversation_id", "person_id")
+            later = ("conversation_id", "person_id", "turn_vectors")
             old = {c.name: getattr(row, c.key) for c in table.columns if c.name not in later}
             session.execute(sa.insert(table).values(old))
     migrate.upgrade(db)

@@ -174,12 +174,13 @@ class ReembedReport:
 
 
 def stale_episode_ids(session: Session, model_id: str) -> list[int]:
-    """Episodes with a summary that are of another model or have no windows or turn vectors."""
+    """Episodes with a summary that are of another model or have no windows. (One with windows
+    and no turn vectors is the `memory.passages` worker's: it embeds the turns alone.)"""
     e = EpisodeSummary
     query = (
         select(e.id)
         .where(e.summary != "")
-        .where(or_(e.model != model_id, e.passage_vectors.is_(None), e.turn_vectors.is_(None)))
+        .where(or_(e.model != model_id, e.passage_vectors.is_(None)))
         .order_by(e.id)
     )
     return list(session.scalars(query))
