@@ -55,7 +55,8 @@ EPISODE_SHARE = 0.5
 # cosine with the message (memory/search/passages.py, `lift`; memory/context/build.py): a
 # window says the message's words three turns wide, and the turn that answers is the one whose
 # own meaning is nearest (docs/recall-by-time.md, "Turns that answer"). LoCoMo dev at 2,500
-# characters, in depth, 0 / 0.2 / 0.3 / 0.6: answer in prompt 385 / 389 / 388 / 378 of 484.
+# characters, answer in prompt of 484: 385 without; in depth only (a prototype) 0.2 / 0.3 /
+# 0.6: 389 / 388 / 378; as shipped, every layout but time alone, 0.2: 388.
 TURN_SHARE = 0.2
 # Comparable conversations are both shown: among the episodes scoring at least
 # COMPARABLE_SHARE of the best one's, the SHOWN_TOGETHER whose best windows rank highest each
