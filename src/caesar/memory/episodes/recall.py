@@ -44,7 +44,7 @@ from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, Ranking, hybrid
 from caesar.memory.search.passages import window_spans, window_turns
 from caesar.memory.search.pgvector_migration import Progress, VectorStatus
 from caesar.memory.search.question import Asked, read_question
-from caesar.memory.search.sql import person_checked
+from caesar.memory.search.sql import PERSON_CHECK, driver_rows, marks, person_checked
 from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
 from caesar.memory.transcript import conversation_turns
 
@@ -267,16 +267,13 @@ class EpisodeMemory:
         its dimension: what picks their excerpts with the windows (`passages.lift`)."""
         if not episode_ids:
             return {}
-        e = EpisodeSummary
         with self.db.read() as session:
-            rows = session.execute(
-                select(e.id, e.turn_vectors).where(
-                    e.id.in_(episode_ids), person_checked(e.person_id, person)
-                )
-            ).all()
-        query = np.asarray(vector, dtype=np.float32)
-        found = {int(i): passages.unpack(blob, query.shape[0]) for i, blob in rows}
-        return {i: m @ query for i, m in found.items() if m.shape[0]}
+            sql = (
+                "SELECT id, turn_vectors FROM episode_summaries WHERE id IN "
+                f"({marks(session, len(episode_ids))}) AND {PERSON_CHECK} = {marks(session, 1)}"
+            )
+            rows = driver_rows(session, sql, [*(int(i) for i in episode_ids), int(person)])
+        return passages.cosines([(int(i), blob) for i, blob in rows], vector)
 
     def unsummarised(
         self, asked: Asked, now: datetime, *, person: int, current: Current = NO_CURRENT

@@ -824,12 +824,4 @@ def passage_cosines(rows: list[Any], query_vector: np.ndarray) -> dict[int, floa
 def window_cosines(rows: list[Any], query_vector: np.ndarray) -> dict[int, np.ndarray]:
     """Each candidate's window cosines, in window order, for those that have windows of the
     query's dimension: one matrix product over all their windows."""
-    query = np.asarray(query_vector, dtype=np.float32)
-    row_bytes = passages.window_bytes(query.shape[0])
-    found = [(r[0], r[PASSAGES]) for r in rows if r[PASSAGES] and len(r[PASSAGES]) % row_bytes == 0]
-    if not found:
-        return {}
-    matrix = passages.unpack(b"".join(blob for _, blob in found), query.shape[0])
-    counts = [len(blob) // row_bytes for _, blob in found]
-    parts = np.split(matrix @ query, np.cumsum(counts[:-1]))
-    return {i: part for (i, _), part in zip(found, parts, strict=True)}
+    return passages.cosines([(r[0], r[PASSAGES]) for r in rows], query_vector)

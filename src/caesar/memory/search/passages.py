@@ -112,9 +112,27 @@ def lift(windows: Sequence[float], turns: np.ndarray, share: float) -> tuple[flo
     message (`turns`: one cosine per turn, `turn_texts` order). `windows` unchanged when the
     turns do not match them (another count: embedded from another version of the chat)."""
     spans = window_spans(len(turns))
-    if len(spans) != len(windows):
+    if len(spans) != len(windows) or not spans:
         return tuple(windows)
-    return tuple(
-        round((1 - share) * w + share * float(turns[a:b].max()), 6)
-        for w, (a, b) in zip(windows, spans, strict=True)
-    )
+    # the windows of a conversation are all as wide (window_spans): the best turn of each is
+    # the maximum over a sliding view, taken at the windows' starts
+    width = spans[0][1] - spans[0][0]
+    starts = [a for a, _ in spans]
+    best = np.lib.stride_tricks.sliding_window_view(np.asarray(turns), width).max(axis=1)[starts]
+    lifted = (1 - share) * np.asarray(windows, dtype=np.float64) + share * best
+    return tuple(np.round(lifted, 6).tolist())
+
+
+def cosines(blobs: Sequence[tuple[int, bytes]], query: np.ndarray) -> dict[int, np.ndarray]:
+    """{id: the cosines of the (unit) query with its packed vectors, in order} for those of
+    `blobs` (id, packed vectors) that hold vectors of the query's dimension: one matrix product
+    over all of them."""
+    query = np.asarray(query, dtype=np.float32)
+    row_bytes = window_bytes(query.shape[0])
+    found = [(i, blob) for i, blob in blobs if blob and len(blob) % row_bytes == 0]
+    if not found:
+        return {}
+    matrix = unpack(b"".join(blob for _, blob in found), query.shape[0])
+    counts = [len(blob) // row_bytes for _, blob in found]
+    parts = np.split(matrix @ query, np.cumsum(counts[:-1]))
+    return {i: part for (i, _), part in zip(found, parts, strict=True)}
