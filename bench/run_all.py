@@ -51,6 +51,8 @@ def steps(quick: bool) -> list[tuple[str, list[str]]]:
             ["bench_pg_words.py", "--episodes", "2000" if quick else "10000"],
         ),
         ("memory work per turn", ["bench_turn.py", "--turns", "60" if quick else "200"]),
+        # the excerpts' turn lift on real conversations (issue #22)
+        ("turn lift", ["bench_turn_lift.py", "--limit", "1" if quick else "5"]),
         ("serve ready", ["bench_serve.py", "--starts", "1" if quick else "3"]),
         ("summarise overhead", ["bench_summarise.py", "--chats", "60" if quick else "200"]),
         ("a live conversation", ["bench_conversation.py", "--turns", "20"]),

@@ -265,13 +265,15 @@ class CountingEmbedder:
 
 def _chat(svc, turns: list[str]) -> int:
     """A past conversation of these turns, user first (an even number: the last is the reply)."""
-    roles = ["user", "assistant"] * len(turns)
+    roles = ["user", "assistant"] * (len(turns) // 2)
     with svc.db.write() as session:
         return conversations.add_finished(
             session,
             svc.audit,
             {
-                "messages": [{"role": r, "content": c} for r, c in zip(roles, turns[:-1])],
+                "messages": [{"role": r, "content": c} for r, c in zip(roles, turns, strict=True)][
+                    :-1
+                ],
                 "reply": turns[-1],
             },
             NOW - timedelta(days=2),
