@@ -111,14 +111,19 @@ def lift(windows: Sequence[float], turns: np.ndarray, share: float) -> tuple[flo
     """Each window's relevance with `share` of it taken from its best turn's cosine with the
     message (`turns`: one cosine per turn, `turn_texts` order). `windows` unchanged when the
     turns do not match them (another count: embedded from another version of the chat)."""
-    spans = window_spans(len(turns))
+    n = len(turns)
+    spans = window_spans(n)
     if len(spans) != len(windows) or not spans:
         return tuple(windows)
-    # the windows of a conversation are all as wide (window_spans): the best turn of each is
-    # the maximum over a sliding view, taken at the windows' starts
+    # the windows of a conversation are all as wide (window_spans): each one's best turn is the
+    # running maximum over that width, taken at the windows' starts (every start, uncapped)
     width = spans[0][1] - spans[0][0]
-    starts = [a for a, _ in spans]
-    best = np.lib.stride_tricks.sliding_window_view(np.asarray(turns), width).max(axis=1)[starts]
+    cos = np.asarray(turns, dtype=np.float64)
+    best = cos[: n - width + 1]
+    for k in range(1, width):
+        best = np.maximum(best, cos[k : n - width + 1 + k])
+    if len(best) != len(spans):
+        best = best[[a for a, _ in spans]]
     lifted = (1 - share) * np.asarray(windows, dtype=np.float64) + share * best
     return tuple(np.round(lifted, 6).tolist())
 
