@@ -4,7 +4,7 @@ Worker `memory.passages` embeds the 3-turn windows (memory/search/passages.py) o
 chat that has none yet, and each of its turns alone (`turn_vectors`: they pick the excerpts
 shown). It is its own worker, not a step of `memory.summarise`, because the costs differ by
 ~50×: 14 ms per chat for the summary against ~690 ms for a LongMemEval-size chat's windows —
-up to 32 of up to 256 tokens (docs/performance.md); its turns are about a third more. Its
+up to 32 of up to 256 tokens (docs/performance.md); its turns cost more again (~630 ms). Its
 queue is the episodes themselves — `turn_vectors IS NULL`, under a partial index — so it needs
 no cursor: a crash or an embedder outage leaves the rows NULL and the next step takes them
 again, and a write is conditional on the row still lacking them, so two workers never write
