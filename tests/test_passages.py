@@ -12,6 +12,7 @@ from conftest import OWNER
 from memory_helpers import BrokenEmbedder, add_chat
 from sqlalchemy import select, update
 
+from caesar import people
 from caesar.db.models import EpisodeSummary
 from caesar.errors import CaesarError
 from caesar.memory import conversations
@@ -348,6 +349,13 @@ def test_the_turn_nearest_the_message_picks_the_excerpt(make_services, llm, db_u
         )
     vector = passages.unpack(blob, 384)[nearest]
     vector /= np.linalg.norm(vector)
+    # the turns are read for their person only: another's ids bring nothing
+    assert (
+        len(svc.episodes.turn_cosines([hit.episode_id], vector, person=OWNER)[hit.episode_id]) == 8
+    )
+    with svc.db.write() as session:
+        ben = people.add(session, svc.audit, "Ben")[0].id
+    assert svc.episodes.turn_cosines([hit.episode_id], vector, person=ben) == {}
     settings = svc.settings.memory.episodes_recall
     text, [shown] = build.with_excerpts(
         svc.episodes, settings, [level], query, NOW, person=OWNER, vector=vector

@@ -84,20 +84,20 @@ def with_excerpts(
     asked: Asked = NOTHING,
     *,
     person: int,
-    vector: np.ndarray | Future[np.ndarray] | None = None,
+    vector: np.ndarray | Future[np.ndarray],
 ) -> tuple[str, list[RecalledEpisode]]:
     """The past-conversations block for `ranked` (best first) under `settings.prompt_chars`,
     and the episodes in it, each with its excerpts (`settings.excerpts` off: the lines alone).
     A message about a span of time or gathering across conversations is shown in breadth.
-    `vector`: the message's (embedded here if None), for the turns' cosines that help pick
-    the excerpts (`excerpts.TURN_SHARE`)."""
+    `vector`: the message's, the one recall searched with, for the turns' cosines that help
+    pick the excerpts (`excerpts.TURN_SHARE`)."""
     if not ranked:
         return "", []
     ids = [e.audit_log_id for e in ranked]
     turns = episodes.conversations(ids, person=person) if settings.excerpts else {}
     # a message about time alone has no topic a turn could be near
     lift = settings.excerpts and asked.layout != "timeline"
-    windows = _lifted(episodes, ranked, vector, query, person) if lift else {}
+    windows = _lifted(episodes, ranked, vector, person) if lift else {}
     candidates = [
         excerpts.Candidate(
             EpisodeLine(e.created_at, e.summary),
@@ -126,8 +126,7 @@ def with_excerpts(
 def _lifted(
     episodes: EpisodeMemory,
     ranked: list[RecalledEpisode],
-    vector: np.ndarray | Future[np.ndarray] | None,
-    query: str,
+    vector: np.ndarray | Future[np.ndarray],
     person: int,
 ) -> dict[int, tuple[float, ...]]:
     """{episode: its windows' relevance lifted by its turns' cosines} of those with windows
@@ -135,8 +134,7 @@ def _lifted(
     ids = [e.episode_id for e in ranked if e.windows and not e.pending]
     if not ids:
         return {}
-    unit = vector_of(vector) if vector is not None else episodes.embed_query(query)
-    cosines = episodes.turn_cosines(ids, unit, person=person)
+    cosines = episodes.turn_cosines(ids, vector_of(vector), person=person)
     return {
         e.episode_id: passages.lift(e.windows, cosines[e.episode_id], excerpts.TURN_SHARE)
         for e in ranked
@@ -208,10 +206,14 @@ def preview(
 ) -> list[RecalledEpisode]:
     """What auto-recall would surface for `person`'s `query`, read-only: the ranking, and for
     the episodes that would reach the prompt, their excerpts (the others have none)."""
-    ranked = episodes.preview(query, now, person=person, **overrides)
+    # one embedding of the query, for the ranking and the excerpts
+    vector = episodes.embed_query_soon(query)
+    ranked = episodes.preview(query, now, person=person, vector=vector, **overrides)
     asked = episodes.read(query, now)
     ranked = with_unsummarised(ranked, episodes.unsummarised(asked, now, person=person), asked)
-    _text, shown = with_excerpts(episodes, settings, ranked, query, now, asked, person=person)
+    _text, shown = with_excerpts(
+        episodes, settings, ranked, query, now, asked, person=person, vector=vector
+    )
     # by chat row: the conversations not summarised yet have no episode id
     by_chat = {e.audit_log_id: e for e in shown}
     return [by_chat.get(e.audit_log_id, e) for e in ranked]

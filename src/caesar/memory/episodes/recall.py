@@ -389,13 +389,19 @@ class EpisodeMemory:
         return rank_episodes([tuple(r) for r in rows], cosines, now, params)  # type: ignore[misc]
 
     def preview(
-        self, query: str, now: datetime | None = None, *, person: int, **overrides: object
+        self,
+        query: str,
+        now: datetime | None = None,
+        *,
+        person: int,
+        vector: np.ndarray | Future[np.ndarray] | None = None,
+        **overrides: object,
     ) -> list[RecalledEpisode]:
-        """What auto-recall would surface for `person`, without bumping anything."""
+        """What auto-recall would surface for `person`, without bumping anything. `vector`: the
+        query's, if the caller has it under way (else it is embedded here)."""
         params = RecallParams.from_settings(self.settings, **overrides)
-        return self.search(
-            self.embed_query_soon(query), now or utcnow(), params, query_text=query, person=person
-        )
+        vector = self.embed_query_soon(query) if vector is None else vector
+        return self.search(vector, now or utcnow(), params, query_text=query, person=person)
 
     def record_recalls(
         self,
