@@ -45,6 +45,13 @@ FACT_USER_DELETED = "memory.fact.user_deleted"
 # an extraction that contradicts a value the operator set by hand: kept apart, not applied
 FACT_CONFLICT = "memory.fact.conflict"
 EXTRACT_FAILED = "memory.extract_failed"
+# standing statements (issue #46): learned from a chat (subject_id: the chat), replaced by a
+# newer one, edited or deleted by the person (subject_id: the memory's chat, when it has one)
+MEMORY_LEARNED = "memory.learned"
+MEMORY_SUPERSEDED = "memory.superseded"
+MEMORY_USER_ADDED = "memory.user_added"
+MEMORY_USER_EDITED = "memory.user_edited"
+MEMORY_USER_DELETED = "memory.user_deleted"
 EPISODE_SUMMARISED = "memory.episode.summarised"
 EPISODE_SUMMARISE_SKIPPED = "memory.episode.summarise_skipped"
 EPISODE_SUMMARISE_FAILED = "memory.episode.summarise_failed"

@@ -46,6 +46,7 @@ from caesar.memory.context.build import (
     facts_for_prompt,
     plain_memory,
     recall_for_prompt,
+    standing_for_prompt,
 )
 from caesar.memory.context.render import system_prompt
 from caesar.memory.episodes.recall import RecalledEpisode
@@ -72,6 +73,7 @@ class TurnContext:
     # whose turn it is (issue #23): their memory is read, their rows are written
     person: int
     fact_keys: list[str] = field(default_factory=list)  # the facts injected, by key
+    standing_ids: list[int] = field(default_factory=list)  # the standing statements, by id
     recalled: list[RecalledEpisode] = field(default_factory=list)
     recall_error: str | None = None
     asked: Asked = NOTHING  # the spans the message named, whether it gathers (memory/search)
@@ -169,6 +171,18 @@ class Brain:
         memory = facts_for_prompt(
             self.services.facts, inject, now, person=person, sentences=self.small
         )
+        if vector is None and self.services.embedder.enabled:
+            vector = self.services.episodes.embed_query_soon(message)
+        standing_for_prompt(
+            self.services.standing,
+            self.settings.memory.standing,
+            self.settings.memory.facts_importance,
+            now,
+            memory,
+            person=person,
+            vector=vector,
+            zone=self.services.episodes.zone,
+        )
         if recalling:
             recall_for_prompt(
                 self.services.episodes,
@@ -192,6 +206,7 @@ class Brain:
         ctx.conversation, ctx.sent_history = conversation, sent
         ctx.tail = list(tail or [])
         ctx.recalled, ctx.recall_error = memory.recalled, memory.recall_error
+        ctx.standing_ids = memory.standing_ids
         ctx.asked = memory.asked
         system, said = self._prompt(memory, message, now)
         ctx.messages = [
@@ -208,7 +223,10 @@ class Brain:
         operator = self.settings.operator_prompt
         if not self.small:
             facts, episodes = memory.facts_text, memory.episodes_text
-            return system_prompt(self.settings.system_prompt, facts, episodes, operator), message
+            prompt = system_prompt(
+                self.settings.system_prompt, facts, episodes, operator, memory.standing_text
+            )
+            return prompt, message
         # the operator's own base prompt, if they set one; else the short one
         chosen = "system_prompt" in self.settings.model_fields_set
         base = self.settings.system_prompt if chosen else plain.SMALL_SYSTEM_PROMPT
@@ -239,6 +257,8 @@ class Brain:
             # keys, not values: a value forgotten later must not live on in every turn's row
             "fact_keys": ctx.fact_keys,
             "episodes_recalled": [e.audit_log_id for e in ctx.recalled],
+            # ids, not text: a statement forgotten later must not live on in every turn's row
+            "standing_injected": ctx.standing_ids,
             "memory_ms": round(ctx.memory_ms, 2),
         }
         if named(ctx.asked):

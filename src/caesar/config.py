@@ -238,6 +238,17 @@ class FactsInjectSettings(Section):
     max_chars: int = Field(default=2048, ge=0)
 
 
+class StandingSettings(Section):
+    """What the person says about themselves that holds (issue #46, docs/standing.md): learned
+    in the `memory.extract` pass, and injected into every prompt they bear on."""
+
+    enabled: bool = True
+    # The block's cap, header and fences included: instructions first, then the constraints,
+    # preferences and profile that bear on the message most (docs/standing.md, "Budget").
+    max_chars: int = Field(default=1200, ge=0)
+    max_statements: int = Field(default=16, ge=0)
+
+
 class EpisodesSummariseSettings(Section):
     # On by default since a conversation costs one summary, not one per turn (issue #13), and
     # the default route is offline:textrank (no LLM). The ADR made it opt-in for LLM cost:
@@ -308,6 +319,7 @@ class MemorySettings(Section):
     facts_extract: FactsExtractSettings = Field(default_factory=FactsExtractSettings)
     facts_importance: FactsImportanceSettings = Field(default_factory=FactsImportanceSettings)
     facts_inject: FactsInjectSettings = Field(default_factory=FactsInjectSettings)
+    standing: StandingSettings = Field(default_factory=StandingSettings)
     episodes_summarise: EpisodesSummariseSettings = Field(default_factory=EpisodesSummariseSettings)
     episodes_recall: EpisodesRecallSettings = Field(default_factory=EpisodesRecallSettings)
 

@@ -12,6 +12,7 @@ from caesar.gateway import Gateway
 from caesar.memory.episodes.recall import EpisodeMemory
 from caesar.memory.facts.store import FactsStore
 from caesar.memory.search.semantic import SemanticMemory
+from caesar.memory.standing.store import StandingStore
 from caesar.readiness import Readiness
 from caesar.workers import Worker
 
@@ -39,6 +40,7 @@ class Services:
     facts: FactsStore
     episodes: EpisodeMemory
     semantic: SemanticMemory
+    standing: StandingStore
     workers: dict[str, Worker] = field(default_factory=dict)
     readiness: Readiness = field(default_factory=Readiness)
 
@@ -58,6 +60,7 @@ class Services:
                 db, embedder, settings.memory.episodes_recall, audit_log, settings.zone
             ),
             semantic=SemanticMemory(db, embedder),
+            standing=StandingStore(db, embedder),
         )
         services.workers = {w.name: w for w in _all_workers(services)}
         return services

@@ -93,6 +93,63 @@ class Fact(Base):
     )
 
 
+class Memory(Base):
+    """A thing the person said, kept on its own (issue #46; docs/standing.md): today the
+    standing kinds, what holds until they say otherwise (`instruction`, `constraint`,
+    `preference`, `profile`; memory/standing/kinds.py). The dated memories of what was said
+    and done extend this table.
+
+    `text` is the person's own words; `about` what it is about, in a normal form, which tells a
+    restatement or a change of mind from a new statement. A newer statement that replaces one
+    (a new home, "I eat fish again now") sets the older's `superseded_by`: the history keeps
+    both, the prompt gets the current. `contradicts`: another current statement that says the
+    opposite with no word of a change; the prompt shows both, dated.
+
+    Derived from the chat it was said in (`source_audit_id`): forgetting that chat, or the
+    retention sweep deleting it, deletes the memory (ON DELETE CASCADE). One the person wrote
+    by hand has none. `vector`: float32 of the statement with the words of what it bears on
+    (`kinds.bearing_text`), by `model`."""
+
+    __tablename__ = "memories"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    person_id: Mapped[int] = _person()
+    kind: Mapped[str] = mapped_column(String(20), nullable=False)
+    slot: Mapped[str] = mapped_column(String(40), nullable=False)
+    text: Mapped[str] = mapped_column(Text, nullable=False)
+    about: Mapped[str] = mapped_column(String(200), nullable=False, default="")
+    polarity: Mapped[int] = mapped_column(Integer, nullable=False, default=1, server_default="1")
+    confidence: Mapped[float] = mapped_column(Float, nullable=False)
+    # who said it: "person" (caesar's own words become dated memories, never standing ones)
+    speaker: Mapped[str] = mapped_column(
+        String(20), nullable=False, default="person", server_default="person"
+    )
+    source_audit_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("audit_log.id", ondelete="CASCADE"), nullable=True
+    )
+    said_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, nullable=False)
+    superseded_by: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("memories.id", ondelete="SET NULL"), nullable=True
+    )
+    contradicts: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("memories.id", ondelete="SET NULL"), nullable=True
+    )
+    edit_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    vector: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+
+    __table_args__ = (
+        # a turn reads the person's current ones: superseded_by IS NULL
+        Index("idx_memories_person_current", "person_id", "superseded_by", "kind"),
+        Index("idx_memories_source_audit", "source_audit_id"),
+        Index("idx_memories_superseded_by", "superseded_by"),
+        Index("idx_memories_contradicts", "contradicts"),
+        {"sqlite_autoincrement": True},
+    )
+
+
 _NO_PASSAGES = "passage_vectors IS NULL AND summary != ''"
 _NO_TURNS = "turn_vectors IS NULL AND summary != ''"
 _UNSUMMARISED = "tip_audit_id > summarised_audit_id"

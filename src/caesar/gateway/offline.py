@@ -3,7 +3,8 @@
 memory_summarise: an extractive TextRank summary (textrank.py, as sumy rates sentences) of the
 operator's and caesar's turns, framed in the third person; trivial chats get "" (the ADR's skip
 signal).
-memory_extract: facts from plain first-person patterns ("my dog's name is Biscuit").
+memory_extract: facts from plain first-person patterns ("my dog's name is Biscuit"), and the
+person's standing statements by their shape (memory/standing/offline.py).
 It never chats: routing `chat` here is rejected when the settings load.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from caesar.errors import ProviderError
 from caesar.gateway import textrank
 from caesar.gateway.base import Completion, Generation, Message, StreamChunk
+from caesar.memory.standing.offline import extract_statements
 from caesar.memory.transcript import parse_transcript
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -180,7 +182,8 @@ class OfflineProvider:
         if task == "memory_summarise":
             text = summarise(turns)
         elif task == "memory_extract":
-            text = json.dumps({"facts": extract_facts(turns)})
+            memories = [s.as_json() for s in extract_statements(turns)]
+            text = json.dumps({"facts": extract_facts(turns), "memories": memories})
         else:
             raise ProviderError(self.name, f"the offline provider cannot serve task {task!r}")
         return Completion(text=text, provider=self.name, model=model)

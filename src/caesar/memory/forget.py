@@ -7,7 +7,8 @@ any turn containing a text. In one write transaction it deletes
 - the conversations' chat rows (`chat.completed`, `chat.failed`);
 - everything derived from them: the episode (and, on SQLite, its window words by hand — that
   index is contentless), semantic chunks, the facts they taught (a fact the operator set or
-  edited by hand since is the operator's and stays), and every audit row about them
+  edited by hand since is the operator's and stays), the standing statements said in them
+  (memory/standing: a statement they replaced holds again), and every audit row about them
   (summarised / skipped / failed, recalled — which quote excerpts —, extracted / updated /
   conflict, indexed, extract failed);
 - the conversation rows;
@@ -37,7 +38,14 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from caesar import audit
-from caesar.db.models import AuditLog, Conversation, EpisodeSummary, Fact, SemanticChunk
+from caesar.db.models import (
+    AuditLog,
+    Conversation,
+    EpisodeSummary,
+    Fact,
+    Memory,
+    SemanticChunk,
+)
 from caesar.errors import InputError, NotFound
 from caesar.memory import conversations
 from caesar.memory.facts.store import normalise_key
@@ -58,6 +66,9 @@ DERIVED_EVENTS = (
     audit.FACT_UPDATED,
     audit.FACT_CONFLICT,
     audit.EXTRACT_FAILED,
+    audit.MEMORY_LEARNED,
+    audit.MEMORY_SUPERSEDED,
+    audit.MEMORY_USER_EDITED,
     audit.SEMANTIC_INDEXED,
     audit.SEMANTIC_INDEX_FAILED,
 )
@@ -102,6 +113,7 @@ class ForgetResult:
     episodes: int = 0
     chunks: int = 0
     facts: int = 0
+    memories: int = 0  # standing statements said in them (memory/standing)
     derived_audit_rows: int = 0
     # rows about a fact it taught that are not about the chats (the operator's delete of the
     # fact, another chat's update): the value cut out, the row kept
@@ -270,6 +282,9 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
         facts = _ids_in(
             session, lambda b: select(Fact.id).where(Fact.source_audit_id.in_(b)), chats
         )
+        memories = _ids_in(
+            session, lambda b: select(Memory.id).where(Memory.source_audit_id.in_(b)), chats
+        )
         derived = _ids_in(
             session,
             lambda b: select(AuditLog.id).where(
@@ -279,6 +294,7 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
         )
         result.chat_rows, result.episodes, result.chunks = len(chats), len(episodes), len(chunks)
         result.facts, result.derived_audit_rows = len(facts), len(derived)
+        result.memories = len(memories)
         if dry_run or not conversations:
             return result
         # The window words first: on SQLite they are found again from the chats' text.
@@ -288,6 +304,7 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
         _delete_in(session, EpisodeSummary, episodes)
         _delete_in(session, SemanticChunk, chunks)
         _delete_in(session, Fact, facts)
+        _delete_in(session, Memory, memories)
         _delete_in(session, AuditLog, derived)
         _delete_in(session, Conversation, conversations)
         _delete_in(session, AuditLog, chats)

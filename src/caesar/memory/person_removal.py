@@ -20,10 +20,17 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from caesar import audit, people
-from caesar.db.models import AuditLog, Conversation, EpisodeSummary, Fact, SemanticChunk
+from caesar.db.models import (
+    AuditLog,
+    Conversation,
+    EpisodeSummary,
+    Fact,
+    Memory,
+    SemanticChunk,
+)
 from caesar.errors import InputError
 from caesar.memory.forget import (
     ForgetRequest,
@@ -70,7 +77,13 @@ def remove_person(services: Any, name: str) -> Removed:
         facts, rows = theirs(Fact), theirs(AuditLog)
         # the window words first: on SQLite they are found again from the chats' text
         window_keywords.forget_windows(session, episodes)
-        for model in (EpisodeSummary, SemanticChunk, Fact, Conversation, AuditLog):
+        # memories first: one may name another (superseded_by), and all name their chat
+        session.execute(
+            update(Memory)
+            .where(Memory.person_id == who)
+            .values(superseded_by=None, contradicts=None)
+        )
+        for model in (EpisodeSummary, SemanticChunk, Fact, Memory, Conversation, AuditLog):
             session.execute(delete(model).where(model.person_id == who))
         # On SQLite their full-text tables are dropped with them (memory/search/sqlite.py);
         # on PostgreSQL their partial indexes after the commit.

@@ -17,7 +17,12 @@ from datetime import datetime, tzinfo
 
 import numpy as np
 
-from caesar.config import EpisodesRecallSettings, FactsInjectSettings
+from caesar.config import (
+    EpisodesRecallSettings,
+    FactsImportanceSettings,
+    FactsInjectSettings,
+    StandingSettings,
+)
 from caesar.embeddings import EmbedderHandle, normalise, vector_of
 from caesar.memory.context import excerpts, plain
 from caesar.memory.context.render import EpisodeLine, FactLine, facts_block
@@ -26,6 +31,8 @@ from caesar.memory.episodes.recall import EpisodeMemory, RecalledEpisode, Recall
 from caesar.memory.facts.store import FactsStore
 from caesar.memory.search import passages
 from caesar.memory.search.question import NOTHING, Asked
+from caesar.memory.standing import prompt as standing_prompt
+from caesar.memory.standing.store import StandingStore
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +51,10 @@ class TurnMemory:
     asked: Asked = NOTHING
     # the small-model prompt (memory/context/plain.py): the facts as sentences, in `facts` order
     sentences: list[str] = field(default_factory=list)
+    # the person's standing statements that bear on the message (memory/standing/prompt.py)
+    standing_text: str = ""
+    standing_ids: list[int] = field(default_factory=list)
+    standing_sentences: list[str] = field(default_factory=list)
 
     @property
     def fact_keys(self) -> list[str]:
@@ -73,6 +84,45 @@ def facts_for_prompt(
     used = sum(1 for line in text.splitlines() if line.startswith("- "))
     # facts_block keeps a prefix of the ranking: the first `used` are the ones injected
     return TurnMemory(text, used, lines[:used])
+
+
+def standing_for_prompt(
+    store: StandingStore,
+    settings: StandingSettings,
+    importance: FactsImportanceSettings,
+    now: datetime,
+    memory: TurnMemory,
+    *,
+    person: int,
+    vector: np.ndarray | Future[np.ndarray] | None,
+    zone: tzinfo,
+) -> TurnMemory:
+    """`memory` with `person`'s standing statements that bear on the message (the message's
+    `vector`: its cosine with each statement's picks them; None: by importance alone), within
+    `settings`' budget. Memory never breaks a turn: a failure is kept as the recall error."""
+    if not settings.enabled or settings.max_chars <= 0:
+        return memory
+    try:
+        with store.db.read() as session:
+            current = store.current(session, person=person)
+        if not current:
+            return memory
+        chosen = standing_prompt.choose(
+            current,
+            None if vector is None else vector_of(vector),
+            now,
+            importance,
+            max_chars=settings.max_chars,
+            max_statements=settings.max_statements,
+            zone=zone,
+        )
+    except Exception as exc:  # noqa: BLE001 - memory never breaks chat; the brain audits it
+        log.warning("standing statements failed: %s", exc)
+        memory.recall_error = f"{type(exc).__name__}: {exc}"[:1000]
+        return memory
+    memory.standing_text, memory.standing_ids = chosen.text, chosen.ids
+    memory.standing_sentences = standing_prompt.sentences(chosen.memories)
+    return memory
 
 
 def with_excerpts(
@@ -259,5 +309,6 @@ def plain_memory(
     """The small-model prompt's memory block (memory/context/plain.py): the facts and what the
     operator said in the recalled conversations, a sentence a line, those that match `message`
     first (without the embedder: what was said, in recall order, then the facts by importance)."""
-    lines = plain.said_lines(memory.recalled, now, zone) + memory.sentences
+    lines = plain.said_lines(memory.recalled, now, zone) + memory.standing_sentences
+    lines += memory.sentences
     return plain.memory_block(vectors.rank(message, lines) if vectors and lines else lines)

@@ -1,0 +1,637 @@
+"""Standing statements found with no LLM: the person's own sentences, by shape. Pure.
+
+Only what the person typed (`user` turns) is read; caesar's replies, recalled memory (the
+extractor cuts `<memory>` blocks before this runs) and pasted text are not. A sentence is
+taken only in a shape that says something about the speaker: "I'm vegetarian", "I have a
+severe peanut allergy", "my daughter is seven", "always use metric units". What it cannot
+place is left alone, never guessed: questions, hypotheticals ("if I were vegan"), what someone
+else is ("my friend is vegan"), requests for a piece of writing ("write a story where I …").
+
+The statement keeps its own words ("I keep a gluten-free diet because of coeliac disease"),
+cut to MAX_TEXT characters at a word. `about` is the thing it is about, in a normal form
+("peanuts", "fish"): what tells a restatement or a change of mind from a new statement.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from caesar.memory.standing import kinds
+
+MAX_TEXT = 200
+# A message this long is a document the person pasted (an essay to edit, a log): only its
+# first and last paragraphs are taken as their own words.
+DOCUMENT_CHARS = 1500
+MAX_PER_MESSAGE = 6
+
+
+@dataclass(frozen=True)
+class Statement:
+    kind: str
+    slot: str
+    text: str
+    about: str = ""
+    polarity: int = 1  # -1: the person does not / no longer ("I don't eat meat")
+    change: bool = False  # says it changed ("again now", "no longer", "these days")
+    confidence: float = 0.8
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "slot": self.slot,
+            "text": self.text,
+            "about": self.about,
+            "polarity": self.polarity,
+            "change": self.change,
+            "confidence": self.confidence,
+        }
+
+
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|(?<=[.!?])(?=[A-Z])")
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_QUOTED = re.compile(r"^\s*>.*$", re.MULTILINE)
+# What opens a sentence without changing what it says ("Oh, and by the way, I'm vegan")
+_OPENER = re.compile(
+    r"^(?:(?:oh|well|also|and|but|so|btw|by the way|actually|anyway|ok|okay|yes|yeah|no|hi|"
+    r"hello|hey|thanks|thank you|fyi|just so you know|for context|for the record|"
+    r"as you know|honestly|to be honest|plus|fun fact)[\s,:;!.-]+)+",
+    re.IGNORECASE,
+)
+# Not about how things are: a wish, a hypothetical, a piece of writing, someone else's words
+_NOT_SAID = re.compile(
+    r"\b(?:if|unless|imagine|pretend|suppose|supposing|hypothetically|what if|let'?s say|"
+    r"write|draft|compose|story|poem|essay|character|role ?play|scenario|lyrics|script|"
+    r"(?:he|she|they) (?:said|says|told)|wondering whether|wonder if)\b",
+    re.IGNORECASE,
+)
+# Said it changed: what tells "I eat fish again now" from a contradiction
+_CHANGE = re.compile(
+    r"\b(?:again|anymore|any more|no longer|not any ?more|these days|nowadays|now|"
+    r"recently (?:started|stopped|switched|became|went)|started|stopped|quit|switched|"
+    r"gave up|went back to|used to|since)\b",
+    re.IGNORECASE,
+)
+# An instruction that would take away caesar's own rules is never learned (issue #46)
+_UNSAFE = re.compile(
+    r"\b(?:ignore|disregard|forget|override|bypass|disable|drop|remove|skip|break)\b.{0,40}"
+    r"\b(?:rules?|instructions?|guidelines?|polic(?:y|ies)|safety|filters?|restrictions?|"
+    r"limits?|system prompt|programming|training|guardrails?)\b|"
+    r"\b(?:no|without|any) (?:rules|restrictions|limits|filters|censorship|guardrails)\b|"
+    r"\b(?:jailbreak|jailbroken|developer mode|dan mode|unfiltered|uncensored|"
+    r"you are no longer|you are now|act as|pretend (?:you are|to be))\b",
+    re.IGNORECASE,
+)
+
+_I_AM = r"\b(?:i'?m|i’m|i am|we'?re|we’re|we are)"
+_I = r"\b(?:i|we)"
+_ADV = (
+    r"(?:\s+(?:really|also|usually|generally|mostly|always|actually|still|just|totally|"
+    r"absolutely|strictly|currently|now|basically|mainly|definitely|pretty much|kind of|"
+    r"do|recently|finally|have|had))*"
+)
+_NEG = (
+    r"(?P<neg>\s+(?:don'?t|don’t|do not|can'?t|can’t|cannot|never|no longer|won'?t|"
+    r"shouldn'?t|try not to|avoid|rarely|hardly ever))?"
+)
+_OBJ = r"(?P<obj>[^.!?;\n]{2,90}?)"
+_OBJ_END = r"(?=\s*(?:[.!?;,\n]|$|\s+(?:and|but|so|because|since|which|as|though)\b))"
+
+_DIETS = (
+    r"vegetarian|vegan|pescatarian|pescetarian|flexitarian|lactose[- ]intolerant|gluten[- ]free|"
+    r"dairy[- ]free|keto|paleo|kosher|halal|teetotal|sober|diabetic|coeliac|celiac|plant[- ]based|"
+    r"low[- ]carb|low[- ]sodium|low[- ]fat|sugar[- ]free|nut[- ]free"
+)
+_FOODS = (
+    r"meat|red meat|fish|seafood|shellfish|pork|beef|chicken|lamb|poultry|dairy|cheese|milk|eggs?|"
+    r"gluten|wheat|bread|pasta|sugar|carbs|nuts|peanuts|soy|spicy food|sweets|rice|mushrooms|"
+    r"onions|garlic|cilantro|coriander|tofu|processed food|junk food|fast food|fried food|"
+    r"animal products|honey|bacon|sushi|oysters|olives|tomatoes|avocado"
+)
+# What a diet leaves out: "I eat fish again now" changes "I'm vegetarian" (kinds of conflict a
+# pattern can see; an LLM route sees more).
+DIET_EXCLUDES = {
+    "vegetarian": {
+        "meat",
+        "red meat",
+        "fish",
+        "seafood",
+        "shellfish",
+        "pork",
+        "beef",
+        "chicken",
+        "lamb",
+        "poultry",
+        "bacon",
+        "sushi",
+        "oysters",
+    },
+    "pescatarian": {"meat", "red meat", "pork", "beef", "chicken", "lamb", "poultry", "bacon"},
+    "gluten-free": {"gluten", "wheat", "bread", "pasta"},
+    "dairy-free": {"dairy", "cheese", "milk"},
+    "lactose-intolerant": {"dairy", "cheese", "milk"},
+    "keto": {"carbs", "sugar", "bread", "pasta", "rice"},
+    "low-carb": {"carbs", "sugar", "bread", "pasta", "rice"},
+    "sober": {"alcohol", "wine", "beer"},
+    "teetotal": {"alcohol", "wine", "beer"},
+    "coeliac": {"gluten", "wheat", "bread", "pasta"},
+    "celiac": {"gluten", "wheat", "bread", "pasta"},
+}
+DIET_EXCLUDES["vegan"] = DIET_EXCLUDES["vegetarian"] | {
+    "dairy",
+    "cheese",
+    "milk",
+    "eggs",
+    "egg",
+    "honey",
+    "animal products",
+}
+DIET_EXCLUDES["pescetarian"] = DIET_EXCLUDES["pescatarian"]
+DIET_EXCLUDES["plant-based"] = DIET_EXCLUDES["vegan"]
+
+_CONDITIONS = (
+    r"diabetes|type [12] diabetes|asthma|celiac disease|coeliac disease|arthritis|adhd|autism|"
+    r"epilepsy|migraines?|high blood pressure|hypertension|low blood pressure|anxiety|depression|"
+    r"insomnia|a bad back|a bad knee|bad knees|back pain|knee pain|a heart condition|ibs|"
+    r"crohn'?s(?: disease)?|tinnitus|dyslexia|colou?r ?blindness|a disability|chronic [a-z]+|"
+    r"sleep apnoea|sleep apnea|acid reflux|gerd|eczema|psoriasis|a pacemaker|high cholesterol|"
+    r"an? (?:old |recent )?(?:knee|back|shoulder|ankle|hip|wrist) injury|a torn [a-z]+|"
+    r"lupus|fibromyalgia|ms|multiple sclerosis|ptsd|ocd|hearing loss|vertigo|a heart murmur"
+)
+_STATES = (
+    r"pregnant|diabetic|asthmatic|epileptic|deaf|hard of hearing|blind|colou?r ?blind|disabled|"
+    r"in a wheelchair|dyslexic|autistic|immunocompromised|on medication|on blood thinners|"
+    r"recovering from [a-z ]{3,30}|prediabetic|anemic|anaemic|nursing|breastfeeding"
+)
+_PETS = (
+    r"dogs?|cats?|pupp(?:y|ies)|kittens?|rabbits?|bunn(?:y|ies)|hamsters?|parrots?|horses?|"
+    r"goldfish|fish|turtles?|tortoises?|guinea pigs?|birds?|snakes?|lizards?|geckos?|ferrets?|"
+    r"chickens?|budgies?|parakeets?|rats?|mice|chinchillas?|pony|ponies"
+)
+_KIN = (
+    r"wife|husband|partner|spouse|boyfriend|girlfriend|fianc[ée]e?|kids?|children|child|sons?|"
+    r"daughters?|twins|baby|toddler|mother|mum|mom|father|dad|parents|grandmother|grandfather|"
+    r"grandma|grandpa|grandparents|grandchildren|grandkids?|brothers?|sisters?|siblings|"
+    r"niece|nephew|in-laws|stepson|stepdaughter|family"
+)
+_DEVICES = (
+    r"iphone(?: \d+)?(?: pro| max| mini| plus)*|android(?: phone)?|pixel(?: \d+)?|samsung|galaxy|"
+    r"mac(?:book)?(?: pro| air)?|imac|ipad|kindle|pc|laptop|chromebook|windows (?:pc|laptop|\d+)|"
+    r"linux|tesla|apple watch|fitbit|garmin|playstation|ps5|xbox|nintendo switch|"
+    r"(?:dslr|mirrorless) camera|raspberry pi|3d printer|smart ?watch|e-?bike|car|bike"
+)
+_JOB_WORD = (
+    r"(?:[a-z]*(?:er|or|ist|ian|ant|ent|eer|ect|ive|ic|ary|man|woman|person|nurse|chef|"
+    r"cook|pilot|doctor|dentist|vet|surgeon|paramedic|student|teacher|tutor|writer|"
+    r"designer|lawyer|barista))"
+)
+_NOT_JOBS = frozenset(
+    "beginner member user owner lover fan fanatic believer follower big huge bit little lot "
+    "other rather better newer older number never ever forever sucker whatever however "
+    "quarter corner winner loser reader viewer listener person woman man".split()
+)
+_LANGUAGES = (
+    r"english|spanish|french|german|italian|portuguese|dutch|polish|swedish|norwegian|danish|"
+    r"finnish|greek|turkish|russian|ukrainian|arabic|hebrew|hindi|japanese|chinese|mandarin|"
+    r"cantonese|korean|vietnamese|thai|indonesian|czech|hungarian|romanian|welsh|irish|catalan"
+)
+_ANSWER = r"(?:answers?|repl(?:y|ies)|responses?|explanations?|it|things|messages)"
+
+# (slot, pattern). The order is the order of preference: a sentence gives one statement, by
+# the first shape that fits. Instructions that name what they ask (units, length …) and
+# constraints come first: "I'm vegetarian, so please keep that in mind" is the diet.
+_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (slot, re.compile(pattern, re.IGNORECASE))
+    for slot, pattern in (
+        # -- instructions to caesar -------------------------------------------------------
+        (
+            "address",
+            r"\b(?:please )?(?:call me|address me as|refer to me as) (?P<obj>[A-Z][\w'’ -]{0,30}?)"
+            + _OBJ_END,
+        ),
+        (
+            "units",
+            r"\b(?P<obj>metric|imperial|celsius|fahrenheit|kilomet(?:er|re)s|miles|kilograms|kg|pounds|lbs)\b(?: units?| system| measurements)?",
+        ),
+        (
+            "language",
+            r"\b(?:answer|reply|respond|talk|speak|write|chat)(?: to me)?(?: only)? in (?P<obj>"
+            + _LANGUAGES
+            + r")\b",
+        ),
+        (
+            "length",
+            r"\b(?:keep|make)(?: your)? "
+            + _ANSWER
+            + r" (?P<obj>short|shorter|brief|concise|simple|to the point|under \d+ words|detailed|long|longer)\b",
+        ),
+        (
+            "length",
+            r"\bi (?:prefer|like|want|need)(?: it)?(?: when you give me)? (?P<obj>short|shorter|brief|concise|detailed|longer|in-depth|step-by-step|simple) "
+            + _ANSWER,
+        ),
+        (
+            "format",
+            r"\b(?:no|without|don'?t use|do not use|never use|avoid) (?P<obj>emojis?|jargon|bullet points|markdown|tables|exclamation marks|headers|lists)\b",
+        ),
+        (
+            "format",
+            r"\b(?:use|give me|format (?:it|answers|replies) as|always use) (?P<obj>bullet points|numbered lists|tables|markdown|code blocks|plain text)\b",
+        ),
+        # -- constraints ------------------------------------------------------------------
+        (
+            "allergy",
+            _I_AM
+            + _ADV
+            + r"(?: severely| very| deathly| mildly| highly)? allergic to (?P<obj>[^.!?;,\n]{2,60}?)"
+            + _OBJ_END,
+        ),
+        (
+            "allergy",
+            _I
+            + r"(?: have| got)(?: a| an)?(?: severe| mild| bad| serious| life-threatening| slight)? (?P<obj>[a-z -]{2,40}?) allergy\b",
+        ),
+        ("allergy", r"\bmy (?P<obj>[a-z -]{2,40}?) allergy\b"),
+        (
+            "diet",
+            _I_AM
+            + _ADV
+            + r"(?: a| an)?(?: strict| committed| lifelong| full-time)? (?P<obj>"
+            + _DIETS
+            + r")\b",
+        ),
+        (
+            "diet",
+            _I
+            + _ADV
+            + r" (?:keep|follow|eat|stick to|maintain|try to eat|am on|'m on|’m on|went|have gone|'ve gone)(?: to)?(?: a| an| mostly)?(?: strict)? (?P<obj>[a-z-]+(?:[ -][a-z]+)?) diet\b",
+        ),
+        ("diet", _I + _NEG + r" (?:eat|eating)(?: any)? (?P<obj>" + _FOODS + r")\b"),
+        (
+            "diet",
+            _I
+            + r"(?:'ve| have)? (?:stopped|quit|given up|gave up|cut out|cutting out) (?:eating )?(?P<obj>"
+            + _FOODS
+            + r")\b",
+        ),
+        (
+            "drink",
+            _I + _NEG + r" drink(?: any)?(?P<obj> alcohol| coffee| caffeine| beer| wine| soda)?\b",
+        ),
+        (
+            "health",
+            _I
+            + _ADV
+            + r"(?: have| got| suffer from| live with|'ve been diagnosed with|’ve been diagnosed with| was diagnosed with| have been diagnosed with| was just diagnosed with)(?: a| an)?(?: mild| severe| bad| chronic)? (?P<obj>"
+            + _CONDITIONS
+            + r")\b",
+        ),
+        ("health", _I_AM + _ADV + r" (?P<obj>" + _STATES + r")\b"),
+        ("budget", r"\bmy budget(?: for [a-z ]{2,30})? is (?P<obj>[^.!?;\n]{2,60}?)" + _OBJ_END),
+        (
+            "budget",
+            _I_AM
+            + r"(?: on| working with) (?:a |an )?(?P<obj>(?:tight|limited|small|strict|modest|shoestring) budget)\b",
+        ),
+        (
+            "budget",
+            _I
+            + r" (?:can only|can't|cannot|can’t) (?:afford|spend)(?P<obj> [^.!?;\n]{2,60}?)"
+            + _OBJ_END,
+        ),
+        (
+            "schedule",
+            _I
+            + _ADV
+            + r" work (?P<obj>night shifts?|nights|the night shift|early shifts?|late shifts?|weekends|from home|remotely|part[- ]time|full[- ]time|[a-z0-9-]+ shifts|\d+[- ]hour shifts)\b",
+        ),
+        (
+            "schedule",
+            _I
+            + _ADV
+            + r" (?:wake up|get up|go to bed|go to sleep|start work|finish work|get off work|leave work)(?P<obj> (?:at|around|by|before|after) [^.!?;,\n]{1,30})",
+        ),
+        (
+            "schedule",
+            _I_AM
+            + r"(?: only)? (?P<obj>(?:free|available|busy|off|at work|working) (?:on|in|during|after|before|until) [^.!?;,\n]{2,40})",
+        ),
+        (
+            "fear",
+            _I_AM
+            + _ADV
+            + r"(?: really| very| so| quite| a bit| a little)? (?:afraid|scared|terrified|frightened|fearful|nervous) of (?P<obj>[^.!?;,\n]{2,50}?)"
+            + _OBJ_END,
+        ),
+        (
+            "fear",
+            _I
+            + r" have (?:a |an )?(?:real |serious |irrational )?(?:fear|phobia) of (?P<obj>[^.!?;,\n]{2,50}?)"
+            + _OBJ_END,
+        ),
+        (
+            "answers",
+            r"(?:^|\bplease |\bfrom now on,? |\bin (?:the )?future,? |\bgoing forward,? |\bwhenever i ask[^,]{0,60}, |\bwhen i ask[^,]{0,60}, )(?:please )?(?P<neg>always |never |don'?t |do not |stop )?(?P<obj>(?:use|give|include|add|write|answer|reply|respond|format|show|mention|put|start|end|explain|assume|suggest|recommend|say|keep|list|cite|check|remind|ask)\b[^.!?\n]{3,150})",
+        ),
+        # -- preferences ------------------------------------------------------------------
+        (
+            "dislikes",
+            _I
+            + _ADV
+            + r" (?:hate|dislike|can'?t stand|can’t stand|detest|loathe|don'?t like|do not like|don’t like|don'?t enjoy|do not enjoy|am not into|'m not into|’m not into) (?P<obj>[^.!?;,\n]{2,60}?)"
+            + _OBJ_END,
+        ),
+        (
+            "dislikes",
+            _I_AM
+            + r" not (?:a |really a )?(?:big |huge )?fan of (?P<obj>[^.!?;,\n]{2,60}?)"
+            + _OBJ_END,
+        ),
+        (
+            "likes",
+            _I
+            + _ADV
+            + r" (?:love|like|enjoy|adore|prefer|am into|'m into|’m into) (?P<obj>[^.!?;,\n]{2,60}?)"
+            + _OBJ_END,
+        ),
+        (
+            "likes",
+            _I_AM
+            + _ADV
+            + r" (?:a |such a )?(?:big |huge |massive |real )?(?:fan of|into|obsessed with|passionate about|crazy about|a sucker for) (?P<obj>[^.!?;,\n]{2,60}?)"
+            + _OBJ_END,
+        ),
+        (
+            "likes",
+            r"\bmy (?:absolute |all-time )?favou?rite (?P<obj>[a-z ]{2,30} (?:is|are) [^.!?;,\n]{2,60}?)"
+            + _OBJ_END,
+        ),
+        # -- who they are -----------------------------------------------------------------
+        ("name", r"\bmy name(?:'s| is) (?P<obj>[A-Z][\w'’-]+(?: [A-Z][\w'’-]+)?)"),
+        (
+            "pet",
+            _I
+            + _ADV
+            + r" (?:have|own|got|adopted|rescued|just got|just adopted)(?P<obj> (?:a|an|two|three|four|five|\d+|some)(?: [a-z-]+){0,2}? (?:"
+            + _PETS
+            + r"))\b",
+        ),
+        (
+            "pet",
+            r"\b(?:my|our) (?P<obj>(?:[a-z-]+ )?(?:"
+            + _PETS
+            + r"))(?:,? [A-Z][\w'’-]+,?)? (?:is|are|was|named|called|loves|hates|has|just|turned|needs|gets|keeps|sleeps)\b",
+        ),
+        (
+            "family",
+            _I
+            + _ADV
+            + r" have (?P<obj>(?:a|an|one|two|three|four|five|\d+)(?: young| little| teenage| grown(?:-up)?| adult| baby| newborn| twin)? (?:kids?|children|sons?|daughters?|grandchildren|grandkids|siblings|brothers?|sisters?|twins|stepsons?|stepdaughters?))\b",
+        ),
+        (
+            "family",
+            _I_AM
+            + _ADV
+            + r" (?P<obj>(?:a |an )?(?:mum|mom|dad|father|mother|parent|grandparent|grandmother|grandfather|single parent|stepmom|stepdad|married|divorced|engaged|widowed|newlywed|expecting|a new parent))\b",
+        ),
+        (
+            "family",
+            r"\bmy (?P<obj>"
+            + _KIN
+            + r")(?:,? [A-Z][\w'’-]+,?)? (?:is|are|was born|just|has|have|turned|loves|hates|started|goes|lives|works|plays|can'?t|cannot)\b",
+        ),
+        ("family", r"\bmy (?P<obj>" + _KIN + r") (?:[A-Z][\w'’-]+ )?and i\b"),
+        (
+            "home",
+            _I
+            + _ADV
+            + r" (?:live|am living|'m living|’m living) (?P<obj>(?:in|near|on|at|outside|by) [^.!?;,\n]{2,60}?|alone|with [^.!?;,\n]{2,40}?)"
+            + _OBJ_END,
+        ),
+        (
+            "home",
+            _I + _ADV + r" (?:moved|relocated) (?:to|into) (?P<obj>[^.!?;,\n]{2,60}?)" + _OBJ_END,
+        ),
+        (
+            "home",
+            _I_AM
+            + r" (?:originally )?(?:from|based in) (?P<obj>[A-Z][^.!?;,\n]{1,50}?)"
+            + _OBJ_END,
+        ),
+        (
+            "home",
+            _I
+            + _ADV
+            + r" (?:have|own|rent|live in)(?P<obj> (?:a|an)(?: small| big| tiny| large| little| new| old)? (?:garden|balcony|backyard|yard|apartment|flat|house|studio|allotment|cottage|condo|townhouse|farm))\b",
+        ),
+        ("work", _I + _ADV + r" work (?P<obj>(?:as|at|for|in) [^.!?;,\n]{2,60}?)" + _OBJ_END),
+        (
+            "work",
+            _I_AM + _ADV + r" (?P<obj>(?:a|an) (?:[a-z-]+ ){0,2}?" + _JOB_WORD + r")\b(?! of\b)",
+        ),
+        (
+            "work",
+            _I_AM
+            + _ADV
+            + r" (?P<obj>retired|self-employed|freelancing|a freelancer|unemployed|between jobs|a stay-at-home [a-z]+|studying [^.!?;,\n]{2,40}?)"
+            + _OBJ_END,
+        ),
+        (
+            "work",
+            _I + _ADV + r" (?:teach|run|own|manage|study) (?P<obj>[^.!?;,\n]{2,60}?)" + _OBJ_END,
+        ),
+        (
+            "uses",
+            _I
+            + _ADV
+            + r" (?:use|have|own|got|bought|drive|'m using|’m using|am using|code in|program in|work with|write code in)(?: a| an| the| my)?(?: new| brand new| old)? (?P<obj>"
+            + _DEVICES
+            + r")\b",
+        ),
+        (
+            "uses",
+            _I
+            + _ADV
+            + r" (?:use|'m using|’m using|am using|code in|program in|write code in|work with)(?: mostly)? (?P<obj>[A-Z][\w+#.'’-]*(?: [A-Z0-9][\w+#.-]*)*)",
+        ),
+        (
+            "uses",
+            r"\bmy (?P<obj>(?:phone|laptop|computer|car|camera|tablet|watch|editor|ide|os|router|tv) is (?:a|an|the) [^.!?;,\n]{2,40}?)"
+            + _OBJ_END,
+        ),
+        (
+            "goal",
+            _I_AM
+            + _ADV
+            + r" (?P<obj>(?:training for|learning|practi[cs]ing|saving (?:up )?for|preparing for|studying for|working towards?|trying to (?:learn|lose|get|improve|build|save|quit|run|become|finish|eat|sleep|read|write|cut)|hoping to|planning to|planning on|aiming to|aiming for) [^.!?;\n]{2,80}?)"
+            + _OBJ_END,
+        ),
+        (
+            "goal",
+            r"\bmy (?:main |big |new |current )?goal (?:is|this year is|for [a-z ]{2,20} is) (?P<obj>[^.!?;\n]{2,80}?)"
+            + _OBJ_END,
+        ),
+        (
+            "goal",
+            _I
+            + r"(?:'ve| have)? (?:recently |just )?(?:started|began|begun|taken up|took up) (?P<obj>(?:learning|training|taking|practi[cs]ing|running|playing|going to) [^.!?;,\n]{2,60}?)"
+            + _OBJ_END,
+        ),
+    )
+)
+_SLOT_KIND = {name: slot.kind for name, slot in kinds.SLOTS.items()}
+_PRONOUN_OBJECTS = frozenset(
+    "it this that them these those him her you one some something anything everything "
+    "nothing stuff things lot a lot".split()
+)
+_STOP = frozenset(
+    "a an the my our your some any of to and or for with in on at by from very really so "
+    "too more most much".split()
+)
+
+
+def _about(text: str) -> str:
+    """The normal form of what a statement is about: lower case, no articles, no plural s."""
+    words = [w for w in re.findall(r"[a-z0-9+#'-]+", text.lower()) if w not in _STOP]
+    words = [
+        w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words
+    ]
+    return " ".join(words)[:200]
+
+
+def _own_words(message: str) -> str:
+    """What of a user turn is the person's own: code, quoted lines and the middle of a pasted
+    document are not."""
+    text = _QUOTED.sub(" ", _FENCE.sub(" ", message))
+    if len(text) > DOCUMENT_CHARS:
+        paragraphs = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
+        if len(paragraphs) < 2:  # one long block: a paste, not a message
+            return text[:300] if "\n" not in text[:300] else ""
+        text = paragraphs[0][:600] + "\n" + paragraphs[-1][:600]
+    return text
+
+
+def _clip(sentence: str) -> str:
+    sentence = " ".join(sentence.split())
+    if len(sentence) > MAX_TEXT:
+        sentence = sentence[: MAX_TEXT - 1].rsplit(" ", 1)[0] + "…"
+    return sentence
+
+
+def unsafe(text: str) -> bool:
+    """An instruction that would take away caesar's own rules: never learned, whoever read it
+    (the offline shapes or an LLM)."""
+    return _UNSAFE.search(text) is not None
+
+
+def statements_in(sentence: str) -> list[Statement]:
+    """The standing statement one sentence of the person's makes, if any (see the module
+    docstring): one a sentence, by the first shape that fits (`_SHAPES`' order). Its text is
+    the whole sentence, so "My partner Alex and I adopted a cat called Miso" keeps both."""
+    sentence = _OPENER.sub("", sentence.strip()).strip()
+    if len(sentence) < 6:
+        return []
+    asks = sentence.endswith("?")
+    instructs = re.search(
+        r"\b(?:always|from now on|going forward|in future|never)\b", sentence, re.I
+    )
+    if asks and not instructs:
+        return []
+    if _NOT_SAID.search(sentence):
+        return []
+    for slot, pattern in _SHAPES:
+        kind = _SLOT_KIND[slot]
+        if asks and kind != kinds.INSTRUCTION:
+            continue
+        match = pattern.search(sentence)
+        if match is None:
+            continue
+        obj = (match.groupdict().get("obj") or "").strip(" ,\"'“”")
+        if obj.lower() in _PRONOUN_OBJECTS:
+            continue
+        if slot == "work" and obj.lower().split()[-1:] and obj.lower().split()[-1] in _NOT_JOBS:
+            continue
+        if kind == kinds.INSTRUCTION:
+            if _UNSAFE.search(sentence):
+                return []  # never learned, and nothing else from the sentence either
+            if slot == "units" and not re.search(
+                r"\b(?:use|prefer|in|give|want|stick to|always|please)\b", sentence, re.I
+            ):
+                continue  # "I ran 5 miles" names a unit; it asks for none
+            if (
+                slot == "answers"
+                and re.match(
+                    r"(?:use|give|add|write|show|put|list|explain|check|say|suggest|recommend)\b",
+                    sentence,
+                    re.I,
+                )
+                and not re.search(
+                    r"\b(?:always|never|from now on|going forward|in future|whenever|when i ask|every time)\b",
+                    sentence,
+                    re.I,
+                )
+            ):
+                continue  # an imperative for this turn ("give me three ideas"), not a standing one
+        negated = bool(match.groupdict().get("neg")) or bool(
+            re.search(
+                r"\b(?:don'?t|don’t|do not|no longer|never|not)\b", sentence[: match.end()], re.I
+            )
+            and slot in ("diet", "drink")
+        )
+        if slot == "dislikes":
+            negated = True
+        return [
+            Statement(
+                kind,
+                slot,
+                _clip(sentence),
+                about=_about(obj),
+                polarity=-1 if negated else 1,
+                change=bool(_CHANGE.search(sentence)),
+            )
+        ]
+    return []
+
+
+def extract_statements(turns: list[dict[str, str]]) -> list[Statement]:
+    """The standing statements in the person's turns of a conversation, in order; one per
+    sentence and slot, at most MAX_PER_MESSAGE a message."""
+    found: list[Statement] = []
+    for turn in turns:
+        if turn["role"] != "user":
+            continue
+        mine: list[Statement] = []
+        for sentence in _SENTENCES.split(_own_words(turn["content"])):
+            if sentence and sentence.strip():
+                mine.extend(statements_in(sentence))
+        found.extend(mine[:MAX_PER_MESSAGE])
+    return found
+
+
+def conflicts(new: Statement | tuple[str, str, int], old: Statement | tuple[str, str, int]) -> bool:
+    """Whether two statements of one slot say opposite things: the same thing with the other
+    polarity ("I love cilantro" / "I hate cilantro"), or a food a diet leaves out ("I eat fish"
+    / "I'm vegetarian"). `(slot, about, polarity)` tuples or Statements."""
+    n = (new.slot, new.about, new.polarity) if isinstance(new, Statement) else new
+    o = (old.slot, old.about, old.polarity) if isinstance(old, Statement) else old
+    like = {"likes", "dislikes"}
+    same_slot = n[0] == o[0] or {n[0], o[0]} <= like
+    if not same_slot:
+        return False
+    if n[1] == o[1] and n[2] != o[2]:
+        return True
+    if n[0] == "diet" and o[0] == "diet":
+        return _diet_clash(n[1], n[2], o[1], o[2])
+    return False
+
+
+def _diet_clash(a: str, a_pol: int, b: str, b_pol: int) -> bool:
+    """A diet and a food it leaves out, eaten: "vegetarian" (+) against "fish" (+)."""
+    for diet, diet_pol, food, food_pol in ((a, a_pol, b, b_pol), (b, b_pol, a, a_pol)):
+        key = diet.replace(" ", "-")
+        excluded = DIET_EXCLUDES.get(key)
+        if excluded is None or food_pol < 0 or diet_pol < 0:
+            continue
+        if food in excluded or food.rstrip("s") in excluded or food + "s" in excluded:
+            return True
+    return False

@@ -1,0 +1,149 @@
+"""Which standing statements a turn's prompt carries, and how they read. Pure functions.
+
+- **Instructions** (how to answer) go into every prompt, stated as the person's wishes ("The
+  person asked: …"), under caesar's own rules, never over them.
+- **Constraints, preferences and profile** go in by how much they bear on the message: the
+  cosine of the message's vector with the statement's bearing vector (the statement embedded
+  with the words of what its slot bears on, `kinds.bearing_text`), so that "suggest a dinner
+  recipe" finds "I keep a gluten-free diet" though they share no word.
+- All within one budget (`[memory.standing]` max_chars, max_statements): instructions first,
+  then the rest by bearing; what does not fit is the least bearing. In the block they read most
+  important first (the ADR's importance: freshness × confidence × edit weight).
+- Two current statements that say opposite things ("I love cilantro" / "I hate cilantro", with
+  no word of a change) are shown together, dated, with a note to ask which holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+
+import numpy as np
+
+from caesar.config import FactsImportanceSettings
+from caesar.memory.context.render import fence, local, one_line
+from caesar.memory.standing import kinds
+from caesar.memory.standing.store import StandingMemory
+from caesar.memory.transcript import MEMORY_CLOSE, MEMORY_OPEN
+
+HEADER = "What the person has told you about themselves (their own words, dated):"
+ASKED = "How the person asked you to answer (their wishes; your own rules come first):"
+CONTRADICTION = "These disagree and neither says it changed; ask which holds:"
+
+
+@dataclass(frozen=True)
+class Chosen:
+    memories: list[StandingMemory]
+    text: str
+
+    @property
+    def ids(self) -> list[int]:
+        return [m.id for m in self.memories]
+
+
+def bearing(memories: Sequence[StandingMemory], vector: np.ndarray | None) -> list[float]:
+    """Each statement's cosine with the message (0 without either vector)."""
+    if vector is None:
+        return [0.0] * len(memories)
+    return [
+        float(m.vector @ vector) if m.vector is not None and m.vector.shape == vector.shape else 0.0
+        for m in memories
+    ]
+
+
+def said_when(memory: StandingMemory, zone: tzinfo) -> str:
+    day = local(memory.said_at, zone)
+    return f"{day.day} {day:%b %Y}"
+
+
+def line(memory: StandingMemory, zone: tzinfo) -> str:
+    text = one_line(memory.text)
+    if memory.kind == kinds.INSTRUCTION:
+        return fence(f'- The person asked: "{text}"')
+    return fence(f'- ({memory.kind}, {memory.slot}, said {said_when(memory, zone)}) "{text}"')
+
+
+def choose(
+    memories: Sequence[StandingMemory],
+    vector: np.ndarray | None,
+    now: datetime,
+    importance: FactsImportanceSettings,
+    *,
+    max_chars: int,
+    max_statements: int,
+    zone: tzinfo,
+) -> Chosen:
+    """The statements for one prompt and their block (see the module docstring)."""
+    if not memories or max_chars <= 0 or max_statements <= 0:
+        return Chosen([], "")
+    scores = dict(zip((m.id for m in memories), bearing(memories, vector), strict=True))
+    weight = {m.id: m.importance(now, importance) for m in memories}
+    by_id = {m.id: m for m in memories}
+    instructions = sorted(
+        (m for m in memories if m.kind == kinds.INSTRUCTION), key=lambda m: (-weight[m.id], -m.id)
+    )
+    others = sorted(
+        (m for m in memories if m.kind != kinds.INSTRUCTION),
+        key=lambda m: (-scores[m.id], -weight[m.id], -m.id),
+    )
+    frame = len(HEADER) + len(ASKED) + len(MEMORY_OPEN) + len(MEMORY_CLOSE) + 4
+    used, chosen, seen = frame, [], set()
+    for memory in [*instructions, *others]:
+        if len(chosen) >= max_statements or memory.id in seen:
+            continue
+        group = [memory]
+        partner = by_id.get(memory.contradicts) if memory.contradicts else None
+        if partner is None:
+            partner = next((m for m in memories if m.contradicts == memory.id), None)
+        if partner is not None and partner.id not in seen:
+            group.append(partner)
+        cost = sum(len(line(m, zone)) + 1 for m in group) + (
+            len(CONTRADICTION) + 3 if len(group) > 1 else 0
+        )
+        if used + cost > max_chars:
+            continue  # a shorter one further down may fit
+        used += cost
+        chosen.extend(group)
+        seen.update(m.id for m in group)
+    return Chosen(chosen, render(chosen, now, importance, zone))
+
+
+def render(
+    chosen: Sequence[StandingMemory],
+    now: datetime,
+    importance: FactsImportanceSettings,
+    zone: tzinfo,
+) -> str:
+    """The block: the wishes, then the rest most important first, each contradiction's pair
+    together under its note."""
+    if not chosen:
+        return ""
+    weight = {m.id: m.importance(now, importance) for m in chosen}
+    asked = [m for m in chosen if m.kind == kinds.INSTRUCTION]
+    rest = sorted((m for m in chosen if m.kind != kinds.INSTRUCTION), key=lambda m: -weight[m.id])
+    ids = {m.id for m in chosen}
+    paired = {m.id for m in chosen if m.contradicts in ids} | {
+        m.contradicts for m in chosen if m.contradicts in ids
+    }
+    lines: list[str] = []
+    if asked:
+        lines += [ASKED, *(line(m, zone) for m in asked if m.id not in paired)]
+    told = [m for m in rest if m.id not in paired]
+    if told:
+        lines += [HEADER, *(line(m, zone) for m in told)]
+    pairs = [m for m in chosen if m.contradicts in ids]
+    for newer in pairs:
+        older = next(m for m in chosen if m.id == newer.contradicts)
+        lines += [f"  {CONTRADICTION}", "  " + line(older, zone), "  " + line(newer, zone)]
+    return "\n".join([MEMORY_OPEN, *lines, MEMORY_CLOSE])
+
+
+def sentences(chosen: Sequence[StandingMemory]) -> list[str]:
+    """The small-model prompt's lines (memory/context/plain.py): what the user said or asked."""
+    out = []
+    for memory in chosen:
+        text = one_line(memory.text)
+        verb = "asked" if memory.kind == kinds.INSTRUCTION else "said"
+        out.append(f'The user {verb}: "{text}"')
+    return out

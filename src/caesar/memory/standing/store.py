@@ -1,0 +1,410 @@
+"""The person's standing statements: learned from their chats, read for every turn, seen and
+corrected by them (issue #46, docs/standing.md).
+
+Two writers: the `memory.extract` worker (`learn`, in its transaction) and the person (`add`,
+`edit`, `delete`: the API, CLI, dashboard and MCP). A newer statement replaces an older one of
+the same single-valued slot, or one it reverses with a word of change ("I eat fish again now"
+after "I'm vegetarian"): the older's `superseded_by` is set, the history keeps both. Two that
+say opposite things with no word of change are both kept current, the newer naming the older in
+`contradicts`: the prompt shows both, dated, so the model can ask which holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from caesar import audit
+from caesar.clock import utcnow
+from caesar.config import FactsImportanceSettings
+from caesar.db.engine import Database
+from caesar.db.models import Memory
+from caesar.embeddings import EmbedderHandle, normalise
+from caesar.errors import InputError, NotFound
+from caesar.memory.importance import SECONDS_PER_DAY, fact_importance
+from caesar.memory.standing import kinds
+from caesar.memory.standing.offline import Statement, conflicts
+
+MAX_TEXT = 500
+MAX_CURRENT = 500  # a turn reads at most this many (newest first)
+_LIKING = ("likes", "dislikes")
+
+
+@dataclass(frozen=True)
+class StandingMemory:
+    """One statement as the prompt, the person and the API see it."""
+
+    id: int
+    kind: str
+    slot: str
+    text: str
+    said_at: datetime
+    updated_at: datetime
+    confidence: float
+    edit_count: int
+    source_audit_id: int | None
+    superseded_by: int | None = None
+    contradicts: int | None = None
+    vector: np.ndarray | None = None
+
+    def importance(self, now: datetime, settings: FactsImportanceSettings) -> float:
+        """The ADR's importance: freshness × confidence × edit weight."""
+        return fact_importance(
+            age_days=(now - self.updated_at).total_seconds() / SECONDS_PER_DAY,
+            confidence=self.confidence,
+            edit_count=self.edit_count,
+            halflife_days=settings.halflife_days,
+            edit_weight_scale=settings.edit_weight_scale,
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "slot": self.slot,
+            "text": self.text,
+            "said_at": self.said_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "confidence": self.confidence,
+            "edit_count": self.edit_count,
+            "source_audit_id": self.source_audit_id,
+            "superseded_by": self.superseded_by,
+            "contradicts": self.contradicts,
+        }
+
+
+def clean_text(raw: str) -> str:
+    text = " ".join(str(raw).split())
+    if not text:
+        raise InputError("a memory's text must not be empty")
+    if len(text) > MAX_TEXT:
+        raise InputError(f"a memory's text is longer than {MAX_TEXT} characters")
+    if any(ord(ch) < 32 for ch in text):
+        raise InputError("a memory's text must not contain control characters")
+    return text
+
+
+def _view(row: Memory, with_vector: bool = False) -> StandingMemory:
+    vector = None
+    if with_vector and row.vector is not None:
+        vector = np.frombuffer(row.vector, dtype=np.float32)
+    return StandingMemory(
+        row.id,
+        row.kind,
+        row.slot,
+        row.text,
+        row.said_at,
+        row.updated_at,
+        row.confidence,
+        row.edit_count,
+        row.source_audit_id,
+        row.superseded_by,
+        row.contradicts,
+        vector,
+    )
+
+
+def _group(slot: str) -> tuple[str, ...]:
+    """The slots a statement is weighed against: likes and dislikes are one."""
+    return _LIKING if slot in _LIKING else (slot,)
+
+
+class StandingStore:
+    def __init__(self, db: Database, embedder: EmbedderHandle) -> None:
+        self.db = db
+        self.embedder = embedder
+
+    @property
+    def model(self) -> str | None:
+        """The embedder's id, kept with each vector; None with the embedder off."""
+        return self.embedder.get().model_id if self.embedder.enabled else None
+
+    def vectors(self, slotted: Sequence[tuple[str, str]]) -> list[np.ndarray | None]:
+        """The bearing vectors of (slot, text) pairs (`kinds.bearing_text`), normalised; Nones
+        with the embedder off. Outside any transaction: embedding is slow."""
+        if not slotted or not self.embedder.enabled:
+            return [None] * len(slotted)
+        texts = [kinds.bearing_text(slot, text) for slot, text in slotted]
+        return list(normalise(self.embedder.get().embed_batch(texts)))
+
+    # -- the worker ---------------------------------------------------------------------------
+    def learn(
+        self,
+        session: Session,
+        log: audit.Audit,
+        statements: Sequence[tuple[Statement, np.ndarray | None]],
+        *,
+        source_audit_id: int,
+        said_at: datetime,
+        person: int,
+    ) -> int:
+        """Write what one chat row said (in the worker's transaction); how many are new."""
+        learned = 0
+        for statement, vector in statements:
+            if statement.kind not in kinds.KINDS or not statement.text.strip():
+                continue
+            if self._learn_one(session, log, statement, vector, source_audit_id, said_at, person):
+                learned += 1
+        return learned
+
+    def _learn_one(
+        self,
+        session: Session,
+        log: audit.Audit,
+        statement: Statement,
+        vector: np.ndarray | None,
+        source_audit_id: int,
+        said_at: datetime,
+        person: int,
+    ) -> bool:
+        current = list(
+            session.scalars(
+                select(Memory).where(
+                    Memory.person_id == person,
+                    Memory.superseded_by.is_(None),
+                    Memory.slot.in_(_group(statement.slot)),
+                )
+            )
+        )
+        for old in current:
+            if (
+                old.slot == statement.slot
+                and old.about == statement.about
+                and old.polarity == statement.polarity
+            ):
+                # said again: fresher, not twice (a person's later hand edit stays theirs)
+                if said_at > old.updated_at:
+                    old.updated_at = said_at
+                old.confidence = max(old.confidence, statement.confidence)
+                return False
+        now = utcnow()
+        row = Memory(
+            person_id=person,
+            kind=statement.kind,
+            slot=statement.slot,
+            text=clean_text(statement.text)[:MAX_TEXT],
+            about=statement.about[:200],
+            polarity=statement.polarity,
+            confidence=statement.confidence,
+            speaker="person",
+            source_audit_id=source_audit_id,
+            said_at=said_at,
+            created_at=now,
+            updated_at=said_at,
+            vector=None if vector is None else np.asarray(vector, np.float32).tobytes(),
+            model=None if vector is None else self.model,
+        )
+        session.add(row)
+        session.flush()
+        log.append(
+            session,
+            audit.MEMORY_LEARNED,
+            {"memory_id": row.id, "kind": row.kind, "slot": row.slot, "text": row.text},
+            subject_id=source_audit_id,
+            person=person,
+        )
+        slot = kinds.slot_of(statement.slot)
+        for old in current:
+            older, newer = (old, row) if old.said_at <= said_at else (row, old)
+            reverses = conflicts(
+                (newer.slot, newer.about, newer.polarity), (older.slot, older.about, older.polarity)
+            )
+            changed = statement.change if newer is row else False
+            if (slot.single and old.slot == row.slot) or (reverses and changed):
+                older.superseded_by = newer.id
+                log.append(
+                    session,
+                    audit.MEMORY_SUPERSEDED,
+                    {"memory_id": older.id, "by": newer.id},
+                    subject_id=source_audit_id,
+                    person=person,
+                )
+            elif reverses:
+                newer.contradicts = older.id
+        return True
+
+    # -- reads --------------------------------------------------------------------------------
+    def current(self, session: Session, *, person: int) -> list[StandingMemory]:
+        """`person`'s statements that hold, with their vectors, newest first."""
+        rows = session.scalars(
+            select(Memory)
+            .where(Memory.person_id == person, Memory.superseded_by.is_(None))
+            .order_by(Memory.updated_at.desc(), Memory.id.desc())
+            .limit(MAX_CURRENT)
+        )
+        return [_view(r, with_vector=True) for r in rows]
+
+    def list(
+        self, *, person: int, kind: str | None = None, history: bool = False
+    ) -> list[StandingMemory]:
+        """`person`'s statements by kind, newest first; `history`: the replaced ones too."""
+        with self.db.read() as session:
+            query = select(Memory).where(Memory.person_id == person)
+            if kind is not None:
+                query = query.where(Memory.kind == kind)
+            if not history:
+                query = query.where(Memory.superseded_by.is_(None))
+            rows = session.scalars(query.order_by(Memory.said_at.desc(), Memory.id.desc()))
+            return [_view(r) for r in rows]
+
+    def search(self, text: str, *, person: int) -> list[StandingMemory]:
+        """Current statements whose text holds `text` (case-insensitive)."""
+        needle = f"%{text.strip().lower()}%"
+        with self.db.read() as session:
+            rows = session.scalars(
+                select(Memory)
+                .where(
+                    Memory.person_id == person,
+                    Memory.superseded_by.is_(None),
+                    Memory.text.ilike(needle),
+                )
+                .order_by(Memory.said_at.desc())
+            )
+            return [_view(r) for r in rows]
+
+    def get(self, memory_id: int, *, person: int) -> StandingMemory:
+        with self.db.read() as session:
+            return _view(self._owned(session, memory_id, person))
+
+    @staticmethod
+    def _owned(session: Session, memory_id: int, person: int) -> Memory:
+        row = session.get(Memory, memory_id)
+        if row is None or row.person_id != person:  # another person's is not there at all
+            raise NotFound(f"no memory with id {memory_id}")
+        return row
+
+    # -- the person's own word ----------------------------------------------------------------
+    def add(
+        self,
+        log: audit.Audit,
+        text: str,
+        *,
+        kind: str,
+        slot: str | None = None,
+        vector: np.ndarray | None = None,
+        person: int,
+    ) -> StandingMemory:
+        """A statement the person writes by hand (confidence 1: their own word)."""
+        if kind not in kinds.KINDS:
+            raise InputError(f"unknown kind {kind!r}: use one of {', '.join(kinds.KINDS)}")
+        slot = (
+            slot
+            or {
+                kinds.INSTRUCTION: "answers",
+                kinds.CONSTRAINT: "health",
+                kinds.PREFERENCE: "likes",
+                kinds.PROFILE: "goal",
+            }[kind]
+        )
+        if slot not in kinds.SLOTS:
+            raise InputError(f"unknown slot {slot!r}: use one of {', '.join(kinds.SLOTS)}")
+        text = clean_text(text)
+        now = utcnow()
+        with self.db.write() as session:
+            row = Memory(
+                person_id=person,
+                kind=kind,
+                slot=slot,
+                text=text,
+                about="",
+                polarity=1,
+                confidence=1.0,
+                speaker="person",
+                said_at=now,
+                created_at=now,
+                updated_at=now,
+                vector=None if vector is None else np.asarray(vector, np.float32).tobytes(),
+                model=None if vector is None else self.model,
+            )
+            session.add(row)
+            session.flush()
+            log.append(
+                session,
+                audit.MEMORY_USER_ADDED,
+                {"memory_id": row.id, "kind": kind, "slot": slot, "text": text},
+                person=person,
+            )
+            return _view(row)
+
+    def edit(
+        self,
+        log: audit.Audit,
+        memory_id: int,
+        text: str,
+        *,
+        vector: np.ndarray | None = None,
+        person: int,
+    ) -> StandingMemory:
+        """The person's correction: the new text, now, with their edit counted."""
+        text = clean_text(text)
+        with self.db.write() as session:
+            row = self._owned(session, memory_id, person)
+            row.text = text
+            row.edit_count += 1
+            row.updated_at = utcnow()
+            row.confidence = 1.0
+            if vector is not None:
+                row.vector, row.model = np.asarray(vector, np.float32).tobytes(), self.model
+            log.append(
+                session,
+                audit.MEMORY_USER_EDITED,
+                {"memory_id": row.id, "kind": row.kind, "slot": row.slot, "text": text},
+                subject_id=row.source_audit_id,
+                person=person,
+            )
+            return _view(row)
+
+    def delete(self, log: audit.Audit, memory_id: int, *, person: int) -> None:
+        """Gone, with the rows that quote it; one row says which (never what it said). A
+        statement it had replaced holds again."""
+        with self.db.write() as session:
+            row = self._owned(session, memory_id, person)
+            kind, slot = row.kind, row.slot
+            session.execute(
+                update(Memory)
+                .where(or_(Memory.superseded_by == memory_id, Memory.contradicts == memory_id))
+                .values(superseded_by=None, contradicts=None)
+            )
+            quoting = session.scalars(
+                select(audit.AuditLog.id).where(
+                    audit.AuditLog.event_type.in_(
+                        (audit.MEMORY_LEARNED, audit.MEMORY_USER_ADDED, audit.MEMORY_USER_EDITED)
+                    ),
+                    audit.AuditLog.person_id == person,
+                    audit.AuditLog.payload["memory_id"].as_integer() == memory_id,
+                )
+            ).all()
+            for audit_id in quoting:
+                session.execute(
+                    audit.AuditLog.__table__.delete().where(audit.AuditLog.id == audit_id)
+                )
+            session.delete(row)
+            log.append(
+                session,
+                audit.MEMORY_USER_DELETED,
+                {"memory_id": memory_id, "kind": kind, "slot": slot},
+                person=person,
+            )
+
+    def vectors_missing(
+        self, session: Session, model: str, limit: int
+    ) -> list[tuple[int, str, str]]:
+        """(id, slot, text) of statements with no vector by `model` (`caesar memories relearn`)."""
+        rows = session.execute(
+            select(Memory.id, Memory.slot, Memory.text)
+            .where(or_(Memory.vector.is_(None), Memory.model != model))
+            .limit(limit)
+        )
+        return [(int(i), str(s), str(t)) for i, s, t in rows]
+
+
+def importance_order(
+    memories: Sequence[StandingMemory], now: datetime, settings: FactsImportanceSettings
+) -> list[StandingMemory]:
+    return sorted(memories, key=lambda m: (-m.importance(now, settings), -m.id))
