@@ -85,6 +85,8 @@ class ProviderSettings(Section):
 # The past-conversations budget by the kind of the chat route's provider: the embedded 135M
 # model reads little well, a large model can use more. Measured in docs/recall-quality.md
 # ("Budget by route").
+# The standing statements' block gets this fraction of the route's recall budget by default
+STANDING_SHARE = 3
 RECALL_CHARS_BY_KIND = {"gguf": 2500, "openai": 6000, "anthropic": 6000, "offline": 2500}
 
 
@@ -243,10 +245,11 @@ class StandingSettings(Section):
     in the `memory.extract` pass, and injected into every prompt they bear on."""
 
     enabled: bool = True
-    # The block's cap, header and fences included: instructions first, then the constraints,
-    # preferences and profile that bear on the message most (docs/standing.md, "Budget").
-    max_chars: int = Field(default=1200, ge=0)
-    max_statements: int = Field(default=16, ge=0)
+    # The block's cap, header and fences included: instructions first, then what bears on the
+    # message most (docs/standing.md, "Budget"). None: a third of the chat route's recall
+    # budget (2,000 characters at 6,000; 833 for the embedded model's 2,500).
+    max_chars: int | None = Field(default=None, ge=0)
+    max_statements: int = Field(default=30, ge=0)
 
 
 class EpisodesSummariseSettings(Section):
@@ -496,6 +499,9 @@ class Settings(BaseSettings):
         recall = self.memory.episodes_recall
         if "prompt_chars" not in recall.model_fields_set:
             recall.prompt_chars = self.chat_recall_chars()
+        standing = self.memory.standing
+        if standing.max_chars is None:
+            standing.max_chars = self.chat_recall_chars() // STANDING_SHARE
         summarise = self.memory.episodes_summarise
         if summarise.enabled and not self.semantic.enabled:
             if "enabled" not in summarise.model_fields_set:

@@ -189,12 +189,16 @@ def parse_extraction(text: str) -> list[_ExtractedFact]:
 
 def latest_exchange(payload: dict[str, Any]) -> list[Message]:
     """What this chat row added: the operator's last message and caesar's reply, preceded by
-    caesar's previous turn for context ("What's your dog called?" / "Biscuit").
+    caesar's previous turn for context ("What's your dog called?" / "Biscuit"). An imported
+    conversation (`caesar import`) is one row holding all its turns: all of them.
 
     Earlier turns were extracted when their own rows were processed; sending them again would
     resurrect facts the operator has since deleted or corrected. System turns, where caesar
     injects recalled memory, are never sent (`conversation_turns` drops them)."""
     turns = conversation_turns(payload)
+    if payload.get("imported") is True:
+        # an imported conversation is one row: every turn of it is new to caesar
+        return [{"role": t["role"], "content": _MEMORY_SPAN.sub("", t["content"])} for t in turns]
     last_user = max((i for i, t in enumerate(turns) if t["role"] == "user"), default=None)
     if last_user is None:
         return []

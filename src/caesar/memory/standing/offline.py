@@ -53,9 +53,10 @@ _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _QUOTED = re.compile(r"^\s*>.*$", re.MULTILINE)
 # What opens a sentence without changing what it says ("Oh, and by the way, I'm vegan")
 _OPENER = re.compile(
-    r"^(?:(?:oh|well|also|and|but|so|btw|by the way|actually|anyway|ok|okay|yes|yeah|no|hi|"
-    r"hello|hey|thanks|thank you|fyi|just so you know|for context|for the record|"
-    r"as you know|honestly|to be honest|plus|fun fact)[\s,:;!.-]+)+",
+    r"^(?:(?:(?:oh|well|yes|yeah|no|ok|okay|hi|hello|hey|thanks|thank you|anyway|honestly|"
+    r"fyi|btw|fun fact|to be honest|for context|for the record|as you know|just so you know|"
+    r"by the way)[,:;!.-]+\s*|(?:also|and|but|so|btw|fyi|actually|plus|anyway|oh|well|hi|"
+    r"hello|hey|by the way|just so you know|as you know|fun fact)\s+))+",
     re.IGNORECASE,
 )
 # Not about how things are: a wish, a hypothetical, a piece of writing, someone else's words
@@ -100,7 +101,8 @@ _OBJ_END = r"(?=\s*(?:[.!?;,\n]|$|\s+(?:and|but|so|because|since|which|as|though
 _DIETS = (
     r"vegetarian|vegan|pescatarian|pescetarian|flexitarian|lactose[- ]intolerant|gluten[- ]free|"
     r"dairy[- ]free|keto|paleo|kosher|halal|teetotal|sober|diabetic|coeliac|celiac|plant[- ]based|"
-    r"low[- ]carb|low[- ]sodium|low[- ]fat|sugar[- ]free|nut[- ]free"
+    r"low[- ]carb|low[- ]sodium|low[- ]fat|sugar[- ]free|nut[- ]free|[a-z]+[- ]intolerant|"
+    r"intolerant to [a-z -]{2,30}"
 )
 _FOODS = (
     r"meat|red meat|fish|seafood|shellfish|pork|beef|chicken|lamb|poultry|dairy|cheese|milk|eggs?|"
@@ -206,7 +208,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         # -- instructions to caesar -------------------------------------------------------
         (
             "address",
-            r"\b(?:please )?(?:call me|address me as|refer to me as) (?P<obj>[A-Z][\w'’ -]{0,30}?)"
+            r"\b(?:please )?(?:call me|address me as|refer to me as) (?P<obj>(?-i:[A-Z])[\w'’ -]{0,30}?)"
             + _OBJ_END,
         ),
         (
@@ -367,7 +369,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             + _OBJ_END,
         ),
         # -- who they are -----------------------------------------------------------------
-        ("name", r"\bmy name(?:'s| is) (?P<obj>[A-Z][\w'’-]+(?: [A-Z][\w'’-]+)?)"),
+        ("name", r"\bmy name(?:'s| is) (?P<obj>(?-i:[A-Z])[\w'’-]+(?: (?-i:[A-Z])[\w'’-]+)?)"),
         (
             "pet",
             _I
@@ -380,7 +382,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "pet",
             r"\b(?:my|our) (?P<obj>(?:[a-z-]+ )?(?:"
             + _PETS
-            + r"))(?:,? [A-Z][\w'’-]+,?)? (?:is|are|was|named|called|loves|hates|has|just|turned|needs|gets|keeps|sleeps)\b",
+            + r"))(?:,? (?-i:[A-Z])[\w'’-]+,?)? (?:is|are|was|named|called|loves|hates|has|just|turned|needs|gets|keeps|sleeps)\b",
         ),
         (
             "family",
@@ -398,9 +400,14 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "family",
             r"\bmy (?P<obj>"
             + _KIN
-            + r")(?:,? [A-Z][\w'’-]+,?)? (?:is|are|was born|just|has|have|turned|loves|hates|started|goes|lives|works|plays|can'?t|cannot)\b",
+            + r")(?:,? (?-i:[A-Z])[\w'’-]+,?)? (?:is|are|was born|just|has|have|turned|loves|hates|started|goes|lives|works|plays|can'?t|cannot)\b",
         ),
-        ("family", r"\bmy (?P<obj>" + _KIN + r") (?:[A-Z][\w'’-]+ )?and i\b"),
+        (
+            "family",
+            r"^(?:my|our) (?P<obj>"
+            + _KIN.removesuffix("|family")
+            + r") (?:(?-i:[A-Z])[\w'’-]+ )?and i\b",
+        ),
         (
             "home",
             _I
@@ -415,7 +422,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "home",
             _I_AM
-            + r" (?:originally )?(?:from|based in) (?P<obj>[A-Z][^.!?;,\n]{1,50}?)"
+            + r" (?:originally )?(?:from|based in) (?P<obj>(?-i:[A-Z])[^.!?;,\n]{1,50}?)"
             + _OBJ_END,
         ),
         (
@@ -452,7 +459,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "uses",
             _I
             + _ADV
-            + r" (?:use|'m using|’m using|am using|code in|program in|write code in|work with)(?: mostly)? (?P<obj>[A-Z][\w+#.'’-]*(?: [A-Z0-9][\w+#.-]*)*)",
+            + r" (?:use|'m using|’m using|am using|code in|program in|write code in|work with)(?: mostly)? (?P<obj>(?-i:[A-Z])[\w+#.'’-]*(?: (?-i:[A-Z0-9])[\w+#.-]*)*)",
         ),
         (
             "uses",
@@ -463,7 +470,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "goal",
             _I_AM
             + _ADV
-            + r" (?P<obj>(?:training for|learning|practi[cs]ing|saving (?:up )?for|preparing for|studying for|working towards?|trying to (?:learn|lose|get|improve|build|save|quit|run|become|finish|eat|sleep|read|write|cut)|hoping to|planning to|planning on|aiming to|aiming for) [^.!?;\n]{2,80}?)"
+            + r" (?P<obj>(?:training for|learning|practi[cs]ing|saving (?:up )?for|preparing for|studying for|working towards?|trying to (?:learn|lose|get|improve|build|save|quit|run|become|finish|eat|sleep|read|write|cut)|aiming to|aiming for) [^.!?;\n]{2,80}?)"
             + _OBJ_END,
         ),
         (
@@ -478,6 +485,21 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             + _OBJ_END,
         ),
     )
+)
+# "I like the idea", "I love the sound of the hot chocolate": a reaction to what was just
+# suggested, not how things are for the person
+_REACTION = re.compile(
+    r"^(?:the|this|that|these|those|your|how|what|it|its|all|both|each|either)\b|"
+    r"\b(?:idea|ideas|suggestion|suggestions|option|options|recommendation|sound of|look of|"
+    r"list|plan|approach|tip|tips|answer|response|text|version|draft|example)\b",
+    re.IGNORECASE,
+)
+# What makes an instruction standing rather than for this turn ("give it a heading")
+_STANDING = re.compile(
+    r"\b(?:always|never|from now on|going forward|in (?:the )?future|whenever|when i ask|"
+    r"every time|each time|by default|in general|generally|i prefer|i'?d prefer|i’d prefer|"
+    r"i'?d rather|i’d rather|i like|i want|i need)\b",
+    re.IGNORECASE,
 )
 _SLOT_KIND = {name: slot.kind for name, slot in kinds.SLOTS.items()}
 _PRONOUN_OBJECTS = frozenset(
@@ -549,6 +571,8 @@ def statements_in(sentence: str) -> list[Statement]:
         obj = (match.groupdict().get("obj") or "").strip(" ,\"'“”")
         if obj.lower() in _PRONOUN_OBJECTS:
             continue
+        if slot in ("likes", "dislikes") and _REACTION.search(obj):
+            continue
         if slot == "work" and obj.lower().split()[-1:] and obj.lower().split()[-1] in _NOT_JOBS:
             continue
         if kind == kinds.INSTRUCTION:
@@ -558,23 +582,13 @@ def statements_in(sentence: str) -> list[Statement]:
                 r"\b(?:use|prefer|in|give|want|stick to|always|please)\b", sentence, re.I
             ):
                 continue  # "I ran 5 miles" names a unit; it asks for none
-            if (
-                slot == "answers"
-                and re.match(
-                    r"(?:use|give|add|write|show|put|list|explain|check|say|suggest|recommend)\b",
-                    sentence,
-                    re.I,
-                )
-                and not re.search(
-                    r"\b(?:always|never|from now on|going forward|in future|whenever|when i ask|every time)\b",
-                    sentence,
-                    re.I,
-                )
-            ):
-                continue  # an imperative for this turn ("give me three ideas"), not a standing one
+            if slot in ("answers", "language", "format") and not _STANDING.search(sentence):
+                continue  # for this turn ("give it a heading", "answer in English")
         negated = bool(match.groupdict().get("neg")) or bool(
             re.search(
-                r"\b(?:don'?t|don’t|do not|no longer|never|not)\b", sentence[: match.end()], re.I
+                r"\b(?:don'?t|don’t|do not|no longer|never|not|can'?t|can’t|cannot)\b",
+                sentence[: match.end()],
+                re.I,
             )
             and slot in ("diet", "drink")
         )
@@ -593,6 +607,24 @@ def statements_in(sentence: str) -> list[Statement]:
     return []
 
 
+_ABBREVIATION = re.compile(
+    r"\b(?:dr|mr|mrs|ms|prof|st|mt|jr|sr|e\.g|i\.e|vs|etc|approx|no)\.$", re.I
+)
+
+
+def sentences(text: str) -> list[str]:
+    """`text` cut into sentences; "Dr. Okafor" and "e.g. this" are not cut."""
+    out: list[str] = []
+    for piece in _SENTENCES.split(text):
+        if not piece or not piece.strip():
+            continue
+        if out and _ABBREVIATION.search(out[-1]):
+            out[-1] = f"{out[-1]} {piece.strip()}"
+        else:
+            out.append(piece.strip())
+    return out
+
+
 def extract_statements(turns: list[dict[str, str]]) -> list[Statement]:
     """The standing statements in the person's turns of a conversation, in order; one per
     sentence and slot, at most MAX_PER_MESSAGE a message."""
@@ -601,9 +633,8 @@ def extract_statements(turns: list[dict[str, str]]) -> list[Statement]:
         if turn["role"] != "user":
             continue
         mine: list[Statement] = []
-        for sentence in _SENTENCES.split(_own_words(turn["content"])):
-            if sentence and sentence.strip():
-                mine.extend(statements_in(sentence))
+        for sentence in sentences(_own_words(turn["content"])):
+            mine.extend(statements_in(sentence))
         found.extend(mine[:MAX_PER_MESSAGE])
     return found
 

@@ -2,12 +2,14 @@
 
 - **Instructions** (how to answer) go into every prompt, stated as the person's wishes ("The
   person asked: …"), under caesar's own rules, never over them.
-- **Constraints, preferences and profile** go in by how much they bear on the message: the
-  cosine of the message's vector with the statement's bearing vector (the statement embedded
-  with the words of what its slot bears on, `kinds.bearing_text`), so that "suggest a dinner
-  recipe" finds "I keep a gluten-free diet" though they share no word.
-- All within one budget (`[memory.standing]` max_chars, max_statements): instructions first,
-  then the rest by bearing; what does not fit is the least bearing. In the block they read most
+- **Constraints, preferences and profile** fill the rest by how much they bear on the
+  message: the cosine of the message's vector with the statement's bearing vector (the
+  statement embedded with the words of what its slot bears on, `kinds.bearing_text`), so that
+  "accessories for my phone" finds "I have an iPhone 13 Pro" though they share no word. A
+  person with a few dozen statements gets them all; the budget decides only beyond that.
+  (Constraints first, whatever they bear on, was measured and lost: docs/standing.md.)
+- All within one budget (`[memory.standing]` max_chars, max_statements); what does not fit
+  is the least bearing. In the block they read most
   important first (the ADR's importance: freshness × confidence × edit weight).
 - Two current statements that say opposite things ("I love cilantro" / "I hate cilantro", with
   no word of a change) are shown together, dated, with a note to ask which holds.

@@ -34,6 +34,15 @@ from caesar.memory.standing.offline import Statement, conflicts
 MAX_TEXT = 500
 MAX_CURRENT = 500  # a turn reads at most this many (newest first)
 _LIKING = ("likes", "dislikes")
+# Slots whose `about` is the whole of what is said ("peanut", "metric"): the same `about` is
+# the same statement. Elsewhere it is coarse ("cat", "daughter"): only the same words are.
+_ABOUT_IS_VALUE = frozenset(
+    "diet allergy drink units language length health fear likes dislikes uses format".split()
+)
+
+
+def _same_words(a: str, b: str) -> bool:
+    return " ".join(a.lower().split()).strip(" .!") == " ".join(b.lower().split()).strip(" .!")
 
 
 @dataclass(frozen=True)
@@ -175,8 +184,11 @@ class StandingStore:
         for old in current:
             if (
                 old.slot == statement.slot
-                and old.about == statement.about
                 and old.polarity == statement.polarity
+                and (
+                    _same_words(old.text, statement.text)
+                    or (statement.slot in _ABOUT_IS_VALUE and old.about == statement.about)
+                )
             ):
                 # said again: fresher, not twice (a person's later hand edit stays theirs)
                 if said_at > old.updated_at:
