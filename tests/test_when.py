@@ -15,7 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from caesar.memory.search.when import MAX_CHARS, MAX_SPANS, NamedSpan, TimeRead, read_time
+from caesar.memory.search import when
+from caesar.memory.search.when import (
+    MAX_CHARS,
+    MAX_SPANS,
+    NamedSpan,
+    TimeRead,
+    names_a_plan,
+    read_time,
+)
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -623,6 +631,234 @@ def test_dotted_capital_i_keeps_offsets():
     read = read_time("İstanbul yesterday", NOW, BERLIN)
     assert said("İstanbul yesterday") == ["yesterday"]
     assert read.rest == "İstanbul          "
+
+
+# -- plans are not questions about the past (issue 46, item 5) ---------------------------------
+# Saturday 31 October 2026, 21:00 UTC: 22:00 in Berlin, so this morning, tonight, this weekend,
+# "on Friday" (yesterday) and "on Saturday" (a week ago) have all begun and would name a span.
+SATURDAY_NIGHT = datetime(2026, 10, 31, 21, 0)
+
+# The same time words in both halves. A plan names no span; a question or statement about the
+# past names one.
+PLANS = [
+    "Can you suggest a dinner recipe for tonight?",
+    "Any plans for this weekend?",
+    "What should I order at a wine bar on Friday?",
+    "I'm going to see a concert tonight, what should I wear?",
+    "I want to cook something special this evening.",
+    "Help me plan a picnic this weekend.",
+    "I'm hosting friends this weekend, ideas?",
+    "What should I wear on Friday for the office party?",
+    "Could you recommend a movie to watch tonight?",
+    "I need to finish my report today, how should I split the work?",
+    "What should I bring to the barbecue on Saturday?",
+    "I'm thinking of going for a run this morning, is it too cold?",
+    "I'll be travelling in May, which cities are worth a visit?",
+    "What's a good workout plan for this week?",
+    "I'd like to read a few books this month, any suggestions?",
+    "Should I take an umbrella today?",
+    "We're having guests over this evening, what dessert would go well?",
+    "What can I make for lunch today with eggs and spinach?",
+    "I'm planning to repaint the kitchen this month, which colours work?",
+    "Where should we go hiking on Saturday?",
+    "I'm going to Lisbon in the summer, what should I pack?",
+]
+PAST = [
+    "What did we talk about tonight?",
+    "What did we discuss this weekend?",
+    "What did I eat on Friday?",
+    "Remind me what we discussed this evening.",
+    "I told you something this morning, what was it?",
+    "What was the recipe you gave me on Friday?",
+    "Which wine did you recommend this weekend?",
+    "What did I say about my report today?",
+    "What movie did you suggest tonight?",
+    "What did I bring to the barbecue on Saturday?",
+    "What were we talking about this morning?",
+    "Which books did I mention this month?",
+    "Where did I say I went hiking on Saturday?",
+    "What did we decide about the kitchen colours this week?",
+    "Did I tell you about my trip in May?",
+    "What dessert did you suggest this evening?",
+    "The workout plan you made for me this week, what was in it?",
+    "What was I asking you about umbrellas today?",
+    "Can you remind me what we talked about this afternoon?",
+    "You mentioned a good bakery this morning, what was its name?",
+    "What did I tell you about Lisbon in the summer?",
+]
+# Written after the rule and checked without changing it: other activities, other phrasings.
+# The first was held out (17 of 20 at first; the sentence-then-message fallback came from its
+# two present-tense misses); the second was written after that change (19 of 20: "drew" was
+# missing from the irregular past forms, which were then completed).
+REWORDED = (
+    [
+        "Got any tips for a first date tonight?",  # missed: "got" reads as a past
+        "My sister visits on Sunday; what board games would suit a family of five?",
+        "Thinking about baking bread this afternoon — which flour works best?",
+        "How do I prepare for a job interview this Friday?",
+        "Is it a good idea to go swimming this evening after eating?",
+        "Which trail would you pick for a long walk this weekend?",
+        "I have a dentist appointment this afternoon, how can I calm my nerves?",
+        "Shall we make a grocery list for this week?",
+        "My parents arrive tonight. What could I cook for them?",
+        "Going to the theatre over the weekend — what should I know about the play?",
+    ],
+    [
+        "Which board games did I say my sister liked on Sunday?",
+        "What flour did you advise for bread this afternoon?",
+        "How did the job interview go on Friday?",
+        "I mentioned a swimming pool this evening, which one was it?",
+        "Which trail had you picked for me over the weekend?",
+        "I described my dentist visit this afternoon; what did I say?",
+        "Show me the grocery list we wrote this week.",
+        "What did I cook for my parents tonight?",
+        "Our chat about the play over the weekend — what was the title?",
+        "What first-date tips did you give me tonight?",
+    ],
+)
+REWORDED_AGAIN = (
+    [
+        "We fly to Rome on Sunday. Which neighbourhood should we stay in?",
+        "Tonight I'm making risotto for the first time, any advice?",
+        "Need a playlist for this evening's dinner party.",
+        "Will it be too windy to cycle this afternoon?",
+        "I'd love to try a new yoga class this week, what style suits beginners?",
+        "My friends are coming over on Saturday and I have no idea what to cook.",
+        "Can we brainstorm birthday gifts for my dad today?",
+        "Is there anything I ought to read before the book club in December?",
+        "I'm about to leave for the airport this morning, what should I not forget?",
+        "Please put together a study schedule for this month.",
+    ],
+    [
+        "What risotto tips did you share tonight?",
+        "I asked you about a playlist this evening; which songs were on it?",
+        "Was it windy when I cycled this afternoon?",
+        "Which yoga style did we settle on this week?",
+        "My friends came over on Saturday — what did I cook?",
+        "What gift ideas for my dad came up today?",
+        "What did I say I'd read for the book club in December?",
+        "Which flight did I book this morning?",
+        "The study schedule we drew up this month — can you show it again?",
+        "Remind me which café we went to on Sunday.",
+    ],
+)
+
+
+def misread(plans: list[str], past: list[str]) -> list[str]:
+    """The messages read wrong: a plan that names a span, a past that names none."""
+    wrong = [f"plan read as past: {t}" for t in plans if spans(t, SATURDAY_NIGHT)]
+    return wrong + [f"past read as a plan: {t}" for t in past if not spans(t, SATURDAY_NIGHT)]
+
+
+def test_every_message_of_the_sets_names_a_span_without_the_plan_check(monkeypatch):
+    # the sets measure the plan check, not the reading: without it each one names a span at
+    # SATURDAY_NIGHT
+    monkeypatch.setattr(when, "_planned", lambda low, markers, begin, end: False)
+    for text in PLANS + PAST + REWORDED[0] + REWORDED[1] + REWORDED_AGAIN[0] + REWORDED_AGAIN[1]:
+        assert spans(text, SATURDAY_NIGHT), text
+
+
+def test_plans_and_past_questions_with_the_same_time_words():
+    assert len(PLANS) >= 20 and len(PAST) >= 20
+    wrong = misread(PLANS, PAST)
+    print(
+        f"\nplans and the past: {len(PLANS) + len(PAST) - len(wrong)} of {len(PLANS) + len(PAST)}"
+    )
+    print("\n".join(wrong))
+    assert len(wrong) <= 0.05 * (len(PLANS) + len(PAST)), wrong
+
+
+@pytest.mark.parametrize("plans, past", [REWORDED, REWORDED_AGAIN], ids=["reworded", "again"])
+def test_plans_and_past_questions_reworded(plans, past):
+    wrong = misread(plans, past)
+    print(f"\nreworded: {len(plans) + len(past) - len(wrong)} of {len(plans) + len(past)}")
+    print("\n".join(wrong))
+    assert len(wrong) <= 0.1 * (len(plans) + len(past)), wrong
+
+
+def test_a_plans_time_words_are_still_blanked_from_the_rest():
+    text = "Can you suggest a dinner recipe for tonight?"
+    read = read_time(text, SATURDAY_NIGHT, BERLIN)
+    assert read.spans == ()
+    assert read.rest == text.replace("tonight", " " * len("tonight"))
+
+
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ("What should I cook, given what I ate yesterday?", "yesterday"),
+        ("Should I repeat what I did last Friday?", "last Friday"),
+        ("I want to finish what we started earlier today", "earlier today"),
+        ("What should I do with the kale I bought three days ago?", "three days ago"),
+        ("I'm still thinking about what you said last weekend", "last weekend"),
+        ("What should I read next, given what I read since March?", "since March"),
+        ("Any ideas for dinner, like what we had this past Friday?", "this past Friday"),
+    ],
+)
+def test_the_past_only_words_ignore_a_plan_around_them(text, named):
+    assert said(text, SATURDAY_NIGHT) == [named]
+
+
+def test_each_time_in_a_message_gets_its_own_reading():
+    text = "I told you this morning that I'm cooking tonight, any wine ideas?"
+    assert said(text, SATURDAY_NIGHT) == ["this morning"]
+    text = "What did we discuss this morning, and what should I cook tonight?"
+    assert said(text, SATURDAY_NIGHT) == ["this morning"]
+    assert said("I cooked pasta this morning but tonight I want soup", SATURDAY_NIGHT) == [
+        "this morning"
+    ]
+
+
+def test_a_continued_weekday_or_month_is_read_as_the_one_it_continues():
+    assert said("I'm free on Monday or Tuesday, what should we plan?", SATURDAY_NIGHT) == []
+    assert said("What did we talk about on Monday or Tuesday?", SATURDAY_NIGHT) == [
+        "on Monday",
+        "or Tuesday",
+    ]
+    assert said("I'll be away between March and May, any tips?", SATURDAY_NIGHT) == []
+    assert said("What did we discuss between March and May?", SATURDAY_NIGHT) == [
+        "between March and May"
+    ]
+
+
+@pytest.mark.parametrize(
+    "text, plan",
+    [
+        # the word just before: "for" a plan, "from" the past
+        ("What's for dinner tonight?", True),  # "for" is not just before: "'s" (is) decides
+        ("Ideas for tonight", True),
+        ("the recipe from this morning", False),
+        ("from today on I want to run", True),
+        # a past auxiliary governs the verbs after it; a nearer one before the time wins
+        ("What would you suggest tonight?", True),
+        ("What did you suggest tonight?", False),
+        ("What did I say I should cook tonight?", True),
+        ("Can you remind me what we talked about tonight?", False),
+        ("Remind me to call my mother tonight", True),
+        ("What were you going to tell me this morning?", False),
+        ("What am I doing this weekend?", True),
+        ("What was I doing this weekend?", False),
+        ("What have we discussed this week?", False),
+        ("What books have I read this month?", False),
+        # adjectives and nouns are no verbs
+        ("What should I serve with grilled fish tonight?", True),
+        ("I'm tired today", True),
+        ("I love spring cleaning in the spring", False),
+        # nothing in the message says: the past, as before
+        ("this morning?", False),
+        ("Tonight, what did we talk about?", False),
+        ("Tonight, any ideas?", True),
+    ],
+)
+def test_names_a_plan(text, plan):
+    low = text.lower()
+    for phrase in ("tonight", "this morning", "this weekend", "this week", "this month",
+                   "today", "in the spring"):  # fmt: skip
+        if phrase in low:
+            begin = low.rindex(phrase) if phrase == "in the spring" else low.index(phrase)
+            assert names_a_plan(text, begin, begin + len(phrase)) is plan
+            return
+    raise AssertionError(text)
 
 
 # -- shape of the answer -----------------------------------------------------------------------

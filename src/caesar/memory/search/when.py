@@ -27,6 +27,39 @@ What is read (all resolved against `now`, nothing after it):
 Not read, on purpose: the future ("tomorrow", "next week" — no conversation is held there);
 "may", "march", "second", "a while" as ordinary words (a month without a digit counts only
 after a word that introduces a time, "in May", "since March"); counts beyond MAX_YEARS_BACK.
+Nor a plan: words that can point either way (today but not "earlier today", tonight, this
+morning / afternoon / evening, this week / weekend / month / year, over the weekend, on or
+this <weekday>, in <month>, in the <season>) name no span where they say when something will
+happen or is wanted rather than when it was said: "a dinner recipe for tonight", "any plans
+this weekend?", "what should I order at a wine bar on Friday?" (`names_a_plan`). Their words
+are blanked from `rest` all the same. "Last …", "yesterday", "N days ago", "since March",
+"earlier today" always name the past. The rule, on the words around the time (no list of
+topics or activities):
+- "for" just before it is a plan ("for tonight", "for this weekend"); "from" just before it is
+  the past ("the recipe from this morning"; not "from today on").
+- Otherwise the words that tell a tense decide. Strong ones decide alone: past auxiliaries
+  (did, was, were, had), -ed verbs and irregular past forms (said, told, gave, ate, went,
+  "have I read"), the verbs of memory (remind, remember, recall, recap, summarise); and the
+  plan's: modals (will, 'll, should, shall, can, could, would, might, must, gonna, let's),
+  "going to" (but "was I going to" is past), "what / where / how to", and the present of be
+  and do (I'm, we're, is, are, does: "I'm hosting friends this weekend" is no question about
+  the past). Weak ones — a plan's verbs and nouns (want, need, plan, suggest, recommend,
+  idea, tip, advice, have, do), "want to", "need to", "remind me to", an -ing word opening
+  its sentence ("Planning a party this weekend"), and the words of a conversation (talk,
+  chat, say, tell, mention) — decide only when no strong word does, so a past auxiliary
+  governs them: "what did you suggest tonight?" is past, "what would you suggest tonight?"
+  a plan.
+- Where: the clause holding the time (its sentence cut at commas and at and, but, so,
+  because, while, although): the nearest strong word before the time, else the first strong
+  one after it ("Tonight I want to cook"), else the nearest weak one. When both a past and a
+  plan's word are there, the nearer one before the time governs it: "what did I say I should
+  cook tonight?" is a plan (tonight is when to cook), "can you remind me what we talked about
+  tonight?" past. Failing the clause, the nearest in the sentence, then in the message ("My
+  parents arrive tonight. What could I cook for them?"). Failing all, the past, as before: a
+  time alone ("this morning?") still names its span.
+An -ed word after a determiner, a preposition or a present "be" is no past ("grilled fish",
+"I'm tired"). Known misses: a present tense with no auxiliary ("what wine goes with fish
+tonight?" names tonight), elliptic "Got any tips for a first date tonight?" (got: past).
 """
 
 from __future__ import annotations
@@ -227,7 +260,21 @@ def read_time(text: str, now: datetime, zone: tzinfo = UTC) -> TimeRead:
     clock = _Clock(now, zone)
     spans: list[NamedSpan] = []
     last: _Found | None = None
+    planned = False
+    plain: tuple[str, list[_Marker]] | None = None  # the words that tell a tense, read once
     for item in sorted(found, key=lambda f: f.begin):
+        if item.kind in _CONTINUED and item.match and item.match.group("which") in _JOINERS:
+            pass  # "on Monday or Tuesday": Tuesday is read as Monday was
+        elif _either_way(item):
+            if plain is None:
+                plain_low = _plain(head)
+                plain = plain_low, _message_markers(head, plain_low)
+            planned = _planned(*plain, item.begin, item.end)
+        else:
+            planned = False
+        if planned:  # "a recipe for tonight": no conversation is asked about; still blanked
+            last = None
+            continue
         try:
             utc = item.fixed or _resolve(item, clock, spans[-1] if spans and last else None)
         except (ValueError, OverflowError):  # "100000 years ago", a year before 1
@@ -473,3 +520,229 @@ def _blank(head: str, taken: list[tuple[int, int]]) -> str:
     for a, b in taken:
         out[a:b] = " " * (b - a)
     return "".join(out)
+
+
+# -- plans: a time that names when something will happen or is wanted ------------------------
+# Kinds whose words point either way ("tonight": "what did we talk about tonight?" and "a
+# recipe for tonight"); every other kind ("yesterday", "last Friday", "three days ago",
+# "earlier today", "since March") names the past whatever the clause says.
+_PAST_ONLY_WHICH = frozenset({"last", "this past", "past", "previous", "since", "back in"})
+
+
+def _either_way(item: _Found) -> bool:
+    if item.kind in ("tonight", "this_part", "weekend"):
+        return True
+    if item.kind == "today":
+        return not item.match or not item.match.group(0).startswith("earlier")
+    if item.kind in ("period", "weekday", "season", "month") and item.match:
+        return " ".join(item.match.group("which").split()) not in _PAST_ONLY_WHICH
+    return False
+
+
+# The words that tell a clause's time, each weighed "strong" (a tensed auxiliary or verb: it
+# decides) or "weak" (a verb or noun whose tense an auxiliary before it may carry: "did you
+# suggest", "was your plan"), and read "past" or "plan" (the future, a wish, a request, the
+# present: anything but a past that a conversation could have been held in).
+_STRONG_PAST = frozenset(
+    """did didn't didnt was wasn't wasnt were weren't werent had hadn't hadnt remind remember
+    recall recap summarise summarize""".split()  # noqa: SIM905
+)
+_STRONG_PLAN = frozenset(
+    """will 'll won't wont shall should shouldn't can can't cannot could couldn't would
+    wouldn't might must ought gonna wanna gotta let's 'm am 're are aren't is isn't does
+    doesn't don't""".split()  # noqa: SIM905
+)
+_WEAK_PLAN = frozenset(
+    """want wants need needs hope plan plans planning host hosting suggest suggestion
+    suggestions recommend recommendation recommendations idea ideas tip tips advice advise
+    option options help do have 've""".split()  # noqa: SIM905
+)
+_WEAK_PAST = frozenset(
+    """talk chat chats conversation conversations convo discussion discussions discuss say
+    tell mention speak""".split()  # noqa: SIM905
+)
+# past tenses and participles that do not end in -ed
+_IRREGULAR_PAST = frozenset(
+    """said told gave given ate eaten went gone made saw seen got gotten came brought bought
+    thought wrote written spoke spoken sent took taken found knew known met felt heard paid
+    drank drove driven ran sang sung began begun forgot forgotten chose chosen taught caught
+    sold spent lost won wore worn slept kept built meant held stood understood fell fallen
+    flew flown grew grown threw thrown swam sat fed hid woke broke broken became done been
+    drew drawn dug shook shaken rode ridden bitten blew blown dealt dreamt fought forgave
+    forgiven froze frozen hung laid lent rang rung risen sank sunk shone shot
+    showed shown sought spun stole stolen stuck struck swore sworn swept tore torn wept
+    withdrew overslept mistook mistaken""".split()  # noqa: SIM905
+)
+# participles that are also present forms: past only after have / has / had ("have I read")
+_PERFECT_ONLY = frozenset("read put cut set hit run come become quit shut hurt cost".split())
+_PERFECT = frozenset({"have", "has", "had", "'ve", "haven't", "hasn't", "hadn't"})
+# after these an -ed word is an adjective ("grilled fish", "a used car")
+_DETERMINERS = frozenset(
+    """a an the my your our his her their its this that these those some any no with of for
+    about very so too more most really freshly""".split()  # noqa: SIM905
+)
+# after these an -ed word is an adjective or a passive in the present ("I'm tired")
+_BE_NOW = frozenset({"am", "'m", "is", "are", "'re", "be", "being", "get", "gets", "feel", "feels"})
+_NOT_VERBS = frozenset(
+    """hundred sacred naked wicked beloved need speed indeed bed red shed morning evening
+    during nothing something anything everything thing spring string bring king ring
+    wedding ceiling pudding""".split()  # noqa: SIM905
+)
+# "want to", "going to": the infinitive after them is what is wanted or will happen
+_TO_PLAN = frozenset(
+    """want wants need needs have has plan plans planning hope hoping try trying like love
+    intend wish""".split()  # noqa: SIM905
+)
+_WH = frozenset({"what", "where", "how", "which", "when", "whether", "who"})
+_IS_AFTER = _WH | {"it", "that", "there", "here", "he", "she"}  # "it's": it is
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)*|'[a-z]+")
+_SENTENCE_END = re.compile(r"[.!?;:](?=\s|$)|[\n()\[\]{}\"“”—…]|\s[-–]\s")
+_ONWARDS = re.compile(r"\s*(?:on|onwards?|forward)\b")
+_PIECE_END = re.compile(r",|\b(?:and|but|so|because|although|though|while|whereas)\b")
+
+
+@dataclass(frozen=True)
+class _Marker:
+    at: int  # where the word begins in the text
+    strong: bool
+    past: bool
+
+
+def names_a_plan(text: str, begin: int, end: int) -> bool:
+    """Whether the time words at text[begin:end] name when something will happen or is wanted
+    ("a recipe for tonight", "what should I wear on Friday?", "I'm hosting friends this
+    weekend") rather than a past a conversation was held in ("what did we talk about
+    tonight?", "the recipe you gave me on Friday"). Pure; see the module docstring."""
+    low = _plain(text)
+    return _planned(low, _message_markers(text, low), begin, end)
+
+
+def _plain(text: str) -> str:
+    return dates.fold(text).replace("’", "'")
+
+
+def _planned(low: str, markers: list[_Marker], begin: int, end: int) -> bool:
+    """names_a_plan, given `low` (_plain) and the message's markers."""
+    before = low[max(0, begin - 12) : begin].split()
+    if before and before[-1] == "for":  # "for tonight": when it is for, not when it was said
+        return True
+    if before and before[-1] == "from" and not _ONWARDS.match(low, end):
+        return False  # "the recipe from this morning"; not "from today on"
+    start, stop = _bounds(low, begin, end, _SENTENCE_END)
+    first, last = _bounds(low, begin, end, _PIECE_END, start, stop)
+    piece = [m for m in markers if first <= m.at < last]
+    earlier = [m for m in piece if m.at < begin]
+    later = [m for m in piece if m.at >= end]
+    for strong in (True, False):  # in the piece: the nearest before, else the first after
+        chosen = [m for m in earlier if m.strong == strong][-1:] or [
+            m for m in later if m.strong == strong
+        ][:1]
+        if chosen:
+            return not chosen[0].past
+    rest = [m for m in markers if not first <= m.at < last]
+    sentence = [m for m in rest if start <= m.at < stop]
+    for scope in (sentence, rest):  # elsewhere in the sentence, then in the message
+        for strong in (True, False):
+            near = [m for m in scope if m.strong == strong]
+            if near:
+                nearest = min(near, key=lambda m: min(abs(m.at - begin), abs(m.at - end)))
+                return not nearest.past
+    return False  # nothing says: the past, as a time alone ("this morning?") always was
+
+
+def _bounds(
+    low: str, begin: int, end: int, ends: re.Pattern[str], lo: int = 0, hi: int | None = None
+) -> tuple[int, int]:
+    """[from, to) of the stretch of low[lo:hi] between two `ends` that holds [begin, end)."""
+    hi = len(low) if hi is None else hi
+    first, last = lo, hi
+    for m in ends.finditer(low, lo, hi):
+        if m.end() <= begin:
+            first = m.end()
+        elif m.start() >= end:
+            last = m.start()
+            break
+    return first, last
+
+
+def _markers(text: str, low: str, start: int, stop: int) -> list[_Marker]:
+    """The words of low[start:stop] that tell a time, in order."""
+    found = list(_WORD.finditer(low, start, stop))
+    words = [m.group() for m in found]
+    plain = [_contracted(w) for w in words]
+    out: list[_Marker] = []
+    for i, m in enumerate(found):
+        at = m.start()
+        read = _reading(
+            words[i], plain[max(0, i - 3) : i], words[i + 1 : i + 3], text[at].islower()
+        )
+        if read is not None:
+            out.append(_Marker(at, *read))
+    return out
+
+
+def _message_markers(text: str, low: str) -> list[_Marker]:
+    """The markers of every sentence of `low`."""
+    out: list[_Marker] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(low):
+        out += _markers(text, low, start, m.start())
+        start = m.end()
+    return out + _markers(text, low, start, len(low))
+
+
+def _contracted(word: str) -> str:
+    """The auxiliary a contraction ends in: "I'm" → "'m", "what's" → "is"; "Maria's" (no verb)
+    and every other word as it is."""
+    if "'" not in word or word in _STRONG_PAST or word in _STRONG_PLAN:  # "didn't", "let's"
+        return word
+    for tail in ("'ll", "'m", "'re", "'ve"):
+        if word.endswith(tail):
+            return tail
+    if word.endswith("'s") and word[:-2] in _IS_AFTER:
+        return "is"
+    return word
+
+
+def _reading(
+    word: str, before: list[str], ahead: list[str], lower: bool
+) -> tuple[bool, bool] | None:
+    """(strong, past) of one word, or None: it tells no time. `before`: up to three words
+    before it, `ahead`: up to two after it."""
+    prev = before[-1] if before else ""
+    if word.endswith("'d") and word not in _STRONG_PAST | _STRONG_PLAN:  # would or had
+        return (True, False) if ahead[:1] in (["like"], ["love"], ["rather"], ["prefer"]) else None
+    word = _contracted(word)
+    if word == "to":
+        if prev in _WH:  # "what to cook", "where to go"
+            return True, False
+        if prev == "going":  # "I'm going to"; "was I going to" is the past's
+            return True, bool(set(before) & {"was", "were", "wasn't", "weren't"})
+        if prev in _TO_PLAN or (prev == "me" and set(before) & {"remind", "remember"}):
+            return False, False  # "want to", "remind me to": "did you want to" is past
+        return None
+    if word in ("remind", "remember", "recall") and "to" in ahead:
+        return None  # "remind me to call": its "to" tells
+    if word == "may" and not lower:
+        return None  # "May": the month
+    if word in _STRONG_PAST:
+        return True, True
+    if word in _STRONG_PLAN:
+        return True, False
+    if word in _WEAK_PLAN:
+        return False, False
+    if word in _WEAK_PAST:
+        return False, True
+    if word in _NOT_VERBS:
+        return None
+    if word in _PERFECT_ONLY:
+        return (True, True) if set(before) & _PERFECT else None
+    if word in _IRREGULAR_PAST or (
+        len(word) >= 4 and word.endswith("ed") and not word.endswith("eed")
+    ):
+        if prev in _DETERMINERS or prev in _BE_NOW:
+            return None  # "grilled fish", "I'm tired"
+        return True, True
+    if len(word) >= 5 and word.endswith("ing") and not before:
+        return False, False  # "Planning a party this weekend, …": it opens its sentence
+    return None
