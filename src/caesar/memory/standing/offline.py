@@ -70,7 +70,7 @@ _NOT_SAID = re.compile(
 _CHANGE = re.compile(
     r"\b(?:again|anymore|any more|no longer|not any ?more|these days|nowadays|now|"
     r"recently (?:started|stopped|switched|became|went)|started|stopped|quit|switched|"
-    r"gave up|went back to|used to|since)\b",
+    r"gave up|went back to|used to)\b",
     re.IGNORECASE,
 )
 # An instruction that would take away caesar's own rules is never learned (issue #46)
@@ -84,7 +84,7 @@ _UNSAFE = re.compile(
     re.IGNORECASE,
 )
 
-_I_AM = r"\b(?:i'?m|i’m|i am|we'?re|we’re|we are)"
+_I_AM = r"\b(?:i'?m|i’m|i am|we're|we’re|we are)"
 _I = r"\b(?:i|we)"
 _ADV = (
     r"(?:\s+(?:really|also|usually|generally|mostly|always|actually|still|just|totally|"
@@ -164,6 +164,9 @@ _STATES = (
     r"pregnant|diabetic|asthmatic|epileptic|deaf|hard of hearing|blind|colou?r ?blind|disabled|"
     r"in a wheelchair|dyslexic|autistic|immunocompromised|on medication|on blood thinners|"
     r"recovering from [a-z ]{3,30}|prediabetic|anemic|anaemic|nursing|breastfeeding"
+)
+_NOT_PET = (
+    r"(?! (?:breasts?|fillets?|thighs?|wings|nuggets|sauce|food|stock|broth|tanks?|and chips))"
 )
 _PETS = (
     r"dogs?|cats?|pupp(?:y|ies)|kittens?|rabbits?|bunn(?:y|ies)|hamsters?|parrots?|horses?|"
@@ -316,7 +319,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "schedule",
             _I_AM
-            + r"(?: only)? (?P<obj>(?:free|available|busy|off|at work|working) (?:on|in|during|after|before|until) [^.!?;,\n]{2,40})",
+            + r"(?: only)? (?P<obj>(?:free|available|busy|off|at work|working) (?:on|in|during|after|before|until) (?:weekends?|weekdays?|(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?|mornings?|afternoons?|evenings?|nights?|the (?:morning|afternoon|evening|weekend)|\d[^.!?;,\n]{0,20}|noon|midnight|lunch(?:time)?)\b)",
         ),
         (
             "fear",
@@ -374,9 +377,10 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "pet",
             _I
             + _ADV
-            + r" (?:have|own|got|adopted|rescued|just got|just adopted)(?P<obj> (?:a|an|two|three|four|five|\d+|some)(?: [a-z-]+){0,2}? (?:"
+            + r" (?:have|own|got|adopted|rescued|just got|just adopted)(?P<obj> (?:a|an|two|three|four|five|\d+)(?: [a-z-]+){0,2}? (?:"
             + _PETS
-            + r"))\b",
+            + r"))\b"
+            + _NOT_PET,
         ),
         (
             "pet",
@@ -394,13 +398,13 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "family",
             _I_AM
             + _ADV
-            + r" (?P<obj>(?:a |an )?(?:mum|mom|dad|father|mother|parent|grandparent|grandmother|grandfather|single parent|stepmom|stepdad|married|divorced|engaged|widowed|newlywed|expecting|a new parent))\b",
+            + r" (?P<obj>(?:a |an )?(?:mum|mom|dad|father|mother|parent|grandparent|grandmother|grandfather|single parent|stepmom|stepdad|married|divorced|engaged|widowed|newlywed|a new parent|expecting (?:a baby|a child|twins|our first|my first|a boy|a girl)))\b",
         ),
         (
             "family",
             r"\bmy (?P<obj>"
             + _KIN
-            + r")(?:,? (?-i:[A-Z])[\w'’-]+,?)? (?:is|are|was born|just|has|have|turned|loves|hates|started|goes|lives|works|plays|can'?t|cannot)\b",
+            + r")(?:,? (?-i:[A-Z])[\w'’-]+,?)? (?:is|are|was born|just|has|have|turned|started|goes|lives|works|plays|can'?t|cannot)\b",
         ),
         (
             "family",
@@ -434,7 +438,11 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("work", _I + _ADV + r" work (?P<obj>(?:as|at|for|in) [^.!?;,\n]{2,60}?)" + _OBJ_END),
         (
             "work",
-            _I_AM + _ADV + r" (?P<obj>(?:a|an) (?:[a-z-]+ ){0,2}?" + _JOB_WORD + r")\b(?! of\b)",
+            _I_AM
+            + _ADV
+            + r" (?P<obj>(?:a|an) (?:[a-z-]+ ){0,2}?"
+            + _JOB_WORD
+            + r")\b(?! of\b| fan| lover| enthusiast| buff| nerd| junkie)",
         ),
         (
             "work",
@@ -540,6 +548,62 @@ def _clip(sentence: str) -> str:
     return sentence
 
 
+# "see which one I like better", "one that I like": the liking is not what the sentence says
+_SUBORDINATE = re.compile(
+    r"\b(?:that|which|what|whether|if|how|one|ones|something|anything|whatever|where|who)\s*$",
+    re.IGNORECASE,
+)
+_LIKED_NOTHING = frozenset("better best yet more most less least either too first you".split())
+# "I'll keep it simple": the person's own plan, not how caesar should answer
+_OWN_PLAN = re.compile(r"\b(?:i'll|i’ll|i will|i'm going to|i’m going to|i am going to)\b", re.I)
+# "keep your answers short": how caesar answers is named, so it is for caesar
+_TO_CAESAR = re.compile(r"\b(?:your|answers?|repl(?:y|ies)|responses?|explanations?)\b", re.I)
+_COUNTED_UNIT = re.compile(
+    r"\d[\d,.]*\s*(?:metric|imperial|celsius|fahrenheit|kilomet(?:er|re)s?|miles?|kg|"
+    r"kilograms?|pounds?|lbs)\b|\bper (?:kilogram|mile|pound)|\bmiles davis\b",
+    re.IGNORECASE,
+)
+# What sets up a role-play or a simulation: nothing the person says inside it is theirs
+_ROLE_PLAY = re.compile(
+    r"\b(?:act as|acting as|you are an? |pretend|role-?play|simulat\w+|the following is a "
+    r"conversation|play the (?:role|part)|you will be|in character|stay in character|"
+    r"i want you to (?:act|be|play|respond as))",
+    re.IGNORECASE,
+)
+_AGREEMENT = re.compile(
+    r"^(?:yeah|yes|yep|definitely|absolutely|agreed|i agree|exactly|true|"
+    r"right|sounds good|that makes sense|good point)\b",
+    re.IGNORECASE,
+)
+
+
+def _subordinate(sentence: str, start: int) -> bool:
+    return _SUBORDINATE.search(sentence[:start]) is not None
+
+
+def _leads(sentence: str, start: int) -> bool:
+    """Whether "my …" at `start` opens its clause (is its subject)."""
+    before = sentence[:start].rstrip().lower()
+    return (
+        before == ""
+        or before.endswith((",", ";", ":", "-", "—"))
+        or bool(re.search(r"\b(?:and|but|so|because|also|now|then|well|oh|plus|actually)$", before))
+    )
+
+
+def _echoes(text: str, assistant: str) -> bool:
+    """Whether a statement mostly repeats what caesar just said ("Yeah, communication with my
+    partner is key" after "Communicate with your partner")."""
+    if not assistant:
+        return False
+    words = {w for w in re.findall(r"[a-z]{4,}", text.lower())}
+    said = {w[:6] for w in re.findall(r"[a-z]{4,}", assistant.lower())}
+    if not words:
+        return False
+    shared = sum(1 for w in words if w[:6] in said)
+    return shared / len(words) >= 0.6 and bool(_AGREEMENT.search(text))
+
+
 def unsafe(text: str) -> bool:
     """An instruction that would take away caesar's own rules: never learned, whoever read it
     (the offline shapes or an LLM)."""
@@ -569,10 +633,16 @@ def statements_in(sentence: str) -> list[Statement]:
         if match is None:
             continue
         obj = (match.groupdict().get("obj") or "").strip(" ,\"'“”")
-        if obj.lower() in _PRONOUN_OBJECTS:
+        if obj.lower() in _PRONOUN_OBJECTS or (
+            slot in ("likes", "dislikes") and obj.lower().split()[0] in _LIKED_NOTHING
+        ):
             continue
-        if slot in ("likes", "dislikes") and _REACTION.search(obj):
-            continue
+        if slot in ("likes", "dislikes") and (
+            _REACTION.search(obj) or _subordinate(sentence, match.start())
+        ):
+            continue  # a reaction, or "see which one I like better"
+        if slot == "family" and obj and not _leads(sentence, match.start()):
+            continue  # "communication with my partner is key": not about the partner
         if slot == "work" and obj.lower().split()[-1:] and obj.lower().split()[-1] in _NOT_JOBS:
             continue
         if kind == kinds.INSTRUCTION:
@@ -582,7 +652,12 @@ def statements_in(sentence: str) -> list[Statement]:
                 r"\b(?:use|prefer|in|give|want|stick to|always|please)\b", sentence, re.I
             ):
                 continue  # "I ran 5 miles" names a unit; it asks for none
-            if slot in ("answers", "language", "format") and not _STANDING.search(sentence):
+            if slot == "units" and _COUNTED_UNIT.search(sentence):
+                continue  # "I ran 5 miles", "Joules per kilogram": a unit used, none asked for
+            addressed = slot == "length" and _TO_CAESAR.search(sentence) is not None
+            if slot in ("answers", "language", "format", "length", "units") and (
+                not (_STANDING.search(sentence) or addressed) or _OWN_PLAN.search(sentence)
+            ):
                 continue  # for this turn ("give it a heading", "answer in English")
         negated = bool(match.groupdict().get("neg")) or bool(
             re.search(
@@ -627,16 +702,32 @@ def sentences(text: str) -> list[str]:
 
 def extract_statements(turns: list[dict[str, str]]) -> list[Statement]:
     """The standing statements in the person's turns of a conversation, in order; one per
-    sentence and slot, at most MAX_PER_MESSAGE a message."""
+    sentence, at most MAX_PER_MESSAGE a message. A conversation that sets up a role-play or a
+    simulation yields none: what the person says in it is a character's."""
+    if any(t["role"] == "user" and _ROLE_PLAY.search(t["content"]) for t in turns):
+        return []
     found: list[Statement] = []
+    assistant = ""
     for turn in turns:
         if turn["role"] != "user":
+            assistant = turn["content"]
+            continue
+        if _verse(turn["content"]):
             continue
         mine: list[Statement] = []
         for sentence in sentences(_own_words(turn["content"])):
-            mine.extend(statements_in(sentence))
+            mine.extend(s for s in statements_in(sentence) if not _echoes(s.text, assistant))
         found.extend(mine[:MAX_PER_MESSAGE])
     return found
+
+
+def _verse(message: str) -> bool:
+    """Short lines with no sentence ends: lyrics or a poem the person pasted."""
+    lines = [line for line in message.splitlines() if line.strip()]
+    if len(lines) < 4:
+        return False
+    short = sum(1 for line in lines if len(line) < 60 and not line.rstrip().endswith((".", "?")))
+    return short / len(lines) >= 0.75
 
 
 def conflicts(new: Statement | tuple[str, str, int], old: Statement | tuple[str, str, int]) -> bool:

@@ -1,0 +1,161 @@
+"""What the standing statements cost a turn, and what learning them costs (issue #46).
+
+- **A turn**: `Brain.prepare` with `[memory.standing]` on against off, alternately in one
+  process, for a person with 0, 30 and 300 current statements (and 200 past conversations, so
+  that the rest of the turn's memory work is there too). The standing work is one read of the
+  person's current statements (their bearing vectors included) and one matrix product with the
+  message's vector, which recall has already computed; it does not grow with the episodes.
+- **Learning**: the offline shapes over every user turn of the LongMemEval dev sessions
+  (../shared/data), per conversation and per 1,000 characters, on one core.
+
+    .venv/bin/python bench/bench_standing.py [--turns 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import benchlib
+import numpy as np
+import recall_quality as rq
+from benchlib import OWNER
+
+from caesar.brain import Brain
+from caesar.clock import utcnow
+from caesar.db import migrate
+from caesar.db.models import Memory
+from caesar.importer import import_conversations
+from caesar.memory.standing import kinds
+from caesar.memory.standing.offline import extract_statements
+from caesar.services import Services
+from caesar.workers import run_until_caught_up
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+MESSAGES = (
+    "Can you suggest a dinner recipe for tonight?",
+    "Which laptop should I buy for video editing?",
+    "How should I plan my training this month?",
+    "What did we talk about last week?",
+)
+
+
+def sessions() -> list[list[dict[str, str]]]:
+    seen: dict[str, list[dict[str, str]]] = {}
+    for folder in ("longmemeval_s", "longmemeval_s_more"):
+        for path in sorted((DATA / folder).glob("*.json")):
+            item = json.loads(path.read_text())
+            for key, turns in zip(
+                item["haystack_session_ids"], item["haystack_sessions"], strict=True
+            ):
+                seen.setdefault(key, [{"role": t["role"], "content": t["content"]} for t in turns])
+    return list(seen.values())
+
+
+def learning_rate() -> dict[str, float]:
+    chats = sessions()
+    chars = sum(len(t["content"]) for c in chats for t in c if t["role"] == "user")
+    started = time.process_time()
+    found = sum(len(extract_statements(c)) for c in chats)
+    cpu = time.process_time() - started
+    return {
+        "conversations": len(chats),
+        "statements": found,
+        "ms_per_conversation": round(cpu * 1000 / len(chats), 3),
+        "ms_per_1000_user_chars": round(cpu * 1000 / (chars / 1000), 4),
+    }
+
+
+def statements(services: Services, count: int) -> None:
+    """`count` current statements of every kind, with bearing vectors from the real embedder."""
+    slots = list(kinds.SLOTS.values())
+    texts = [
+        (slots[i % len(slots)], f"I said thing number {i} about {slots[i % len(slots)].bears_on}.")
+        for i in range(count)
+    ]
+    vectors = services.standing.vectors([(s.name, t) for s, t in texts])
+    now = utcnow()
+    with services.db.write() as session:
+        for i, ((slot, text), vector) in enumerate(zip(texts, vectors, strict=True)):
+            when = now - timedelta(days=i % 90)
+            session.add(
+                Memory(
+                    person_id=OWNER,
+                    kind=slot.kind,
+                    slot=slot.name,
+                    text=text,
+                    about=str(i),
+                    polarity=1,
+                    confidence=0.8,
+                    speaker="person",
+                    said_at=when,
+                    created_at=now,
+                    updated_at=when,
+                    vector=np.asarray(vector, np.float32).tobytes(),
+                    model=services.standing.model,
+                )
+            )
+
+
+def turn_cost(home: Path, count: int, turns: int) -> dict[str, float]:
+    settings = rq.bench_settings(home)
+    services = Services.build(settings)
+    migrate.upgrade(services.db)
+    chats = [t for t in (rq.importable(c) for c in sessions()[:200]) if t is not None]
+    now = utcnow()
+    import_conversations(
+        services,
+        [
+            {"created_at": (now - timedelta(days=i + 1)).isoformat(), "messages": c}
+            for i, c in enumerate(chats)
+        ],
+        person=OWNER,
+    )
+    for name in ("memory.summarise", "memory.passages"):
+        run_until_caught_up(services.workers[name])
+    if count:
+        statements(services, count)
+    on = Brain(services)
+    off_settings = settings.model_copy(deep=True)
+    off_settings.memory.standing.enabled = False
+    services_off = Services.build(off_settings)
+    services_off.embedder.set(services.embedder.get())
+    off = Brain(services_off)
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    for i in range(turns):
+        message = MESSAGES[i % len(MESSAGES)]
+        for name, brain in (("on", on), ("off", off)) if i % 2 else (("off", off), ("on", on)):
+            ctx = brain.prepare(message, person=OWNER)
+            if i >= 4:
+                times[name].append(ctx.memory_ms)
+    services.close()
+    services_off.close()
+    p50 = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "on_p50_ms": round(p50["on"], 3),
+        "off_p50_ms": round(p50["off"], 3),
+        "added_p50_ms": round(p50["on"] - p50["off"], 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=200)
+    args = parser.parse_args()
+    result: dict[str, Any] = {"machine": benchlib.load_avg(), "learning": learning_rate()}
+    print("learning:", result["learning"], flush=True)
+    for count in (0, 30, 300):
+        with tempfile.TemporaryDirectory() as tmp:
+            result[f"turn_{count}"] = turn_cost(Path(tmp), count, args.turns)
+        print(f"{count} statements:", result[f"turn_{count}"], flush=True)
+    benchlib.write_result("standing", result)
+
+
+if __name__ == "__main__":
+    main()
