@@ -46,6 +46,7 @@ class World:
     a_conversation: int
     a_chat: int  # A's chat row (audit id)
     a_episode: int
+    a_memory: int  # what A told caesar about themselves (a standing statement)
 
     def as_b(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.b}"}
@@ -77,6 +78,11 @@ def built_world(make_services: Any, db_url: str, llm: Any) -> Iterator[World]:
                 run_until_caught_up(services.workers[name])
         [conversation] = client.get("/v1/conversations", headers=a).json()["conversations"]
         [episode] = client.get("/v1/episodes", headers=a).json()["episodes"]
+        memory = client.post(
+            "/v1/memories",
+            json={"text": "My dog Marmaduke eats only fish", "kind": "profile", "slot": "pet"},
+            headers=a,
+        ).json()["memory"]
         yield World(
             services,
             client,
@@ -86,6 +92,7 @@ def built_world(make_services: Any, db_url: str, llm: Any) -> Iterator[World]:
             conversation["id"],
             episode["audit_log_id"],
             episode["id"],
+            memory["id"],
         )
 
 
@@ -148,6 +155,26 @@ def fact_delete(w: World, *_route: str) -> None:
     assert w.call("DELETE", "/v1/facts/trip").status_code == 404
 
 
+def memories_listing(w: World, *_route: str) -> None:
+    listed = w.call("GET", "/v1/memories", params={"history": "true"}).json()["memories"]
+    assert all(m["id"] != w.a_memory for m in listed)
+    assert w.call("GET", "/v1/memories", params={"q": "Marmaduke"}).json()["memories"] == []
+
+
+def memory_add(w: World, *_route: str) -> None:
+    said = {"text": "My dog Rex eats anything", "kind": "profile", "slot": "pet"}
+    assert w.call("POST", "/v1/memories", json=said).status_code == 201
+
+
+def memory_put(w: World, *_route: str) -> None:
+    said = {"text": "My dog Rex eats anything"}
+    assert w.call("PUT", f"/v1/memories/{w.a_memory}", json=said).status_code == 404
+
+
+def memory_delete(w: World, *_route: str) -> None:
+    assert w.call("DELETE", f"/v1/memories/{w.a_memory}").status_code == 404
+
+
 def recall(w: World, *_route: str) -> None:
     found = w.call("POST", "/v1/memory/recall", json={"query": "flying with my dog"}).json()
     assert all(e["episode_id"] != w.a_episode for e in found["episodes"])
@@ -203,6 +230,20 @@ def dashboard_forget_sources(w: World, *_route: str) -> None:
     assert w.call("POST", "/dashboard/facts/forget-sources", data=ids).status_code == 404
 
 
+def dashboard_memory_add(w: World, *_route: str) -> None:
+    said = {"text": "I live in Reykjavik", "kind": "profile"}
+    assert w.call("POST", "/dashboard/memories", data=said).status_code == 303
+
+
+def dashboard_memory_edit(w: World, *_route: str) -> None:
+    said = {"text": "I live in Reykjavik"}
+    assert w.call("POST", f"/dashboard/memories/{w.a_memory}", data=said).status_code == 404
+
+
+def dashboard_memory_forget(w: World, *_route: str) -> None:
+    assert w.call("POST", f"/dashboard/memories/{w.a_memory}/forget").status_code == 404
+
+
 def dashboard_audit(w: World, *_route: str) -> None:
     assert w.call("GET", "/dashboard/audit").status_code == 200
 
@@ -254,6 +295,10 @@ MATRIX: dict[tuple[str, str], Callable[[World, str, str], None]] = {
     ("PUT", "/v1/facts/{key}"): fact_put,
     ("GET", "/v1/facts/{key}/history"): fact_history,
     ("DELETE", "/v1/facts/{key}"): fact_delete,
+    ("GET", "/v1/memories"): memories_listing,
+    ("POST", "/v1/memories"): memory_add,
+    ("PUT", "/v1/memories/{memory_id}"): memory_put,
+    ("DELETE", "/v1/memories/{memory_id}"): memory_delete,
     ("POST", "/v1/memory/recall"): recall,
     ("POST", "/v1/memory/semantic_recall"): semantic_recall,
     ("GET", "/v1/episodes"): episodes_listing,
@@ -267,6 +312,9 @@ MATRIX: dict[tuple[str, str], Callable[[World, str, str], None]] = {
     ("POST", "/dashboard/facts"): dashboard_fact_save,
     ("POST", "/dashboard/facts/{key}/delete"): dashboard_fact_delete,
     ("POST", "/dashboard/facts/forget-sources"): dashboard_forget_sources,
+    ("POST", "/dashboard/memories"): dashboard_memory_add,
+    ("POST", "/dashboard/memories/{memory_id}"): dashboard_memory_edit,
+    ("POST", "/dashboard/memories/{memory_id}/forget"): dashboard_memory_forget,
     ("GET", "/dashboard/audit"): dashboard_audit,
     ("GET", "/dashboard/audit/{audit_id}"): dashboard_audit_row,
     ("GET", "/dashboard/episodes"): dashboard_episodes,
@@ -296,6 +344,8 @@ def test_every_route_as_the_other_person_leaks_nothing_and_changes_nothing_of_th
     assert kept["id"] == world.a_conversation
     [episode] = world.client.get("/v1/episodes", headers=a).json()["episodes"]
     assert episode["id"] == world.a_episode
+    [memory] = world.client.get("/v1/memories", headers=a).json()["memories"]
+    assert memory["id"] == world.a_memory and "Marmaduke" in memory["text"]
     recalled = world.services.episodes.preview("Zanzibar spice market", person=OWNER)
     assert [e.episode_id for e in recalled][:1] == [world.a_episode]
 
@@ -312,6 +362,9 @@ MCP_TOOLS: dict[str, Callable[[World], dict[str, Any]]] = {
     "list_facts": lambda w: {},
     "set_fact": lambda w: {"key": "dog_name", "value": "Rex"},
     "delete_fact": lambda w: {"key": "trip"},  # A's key alone: not found for B
+    "list_memories": lambda w: {},
+    "remember_about_me": lambda w: {"text": "My dog Rex eats anything", "kind": "profile"},
+    "forget_memory": lambda w: {"memory_id": w.a_memory},  # A's: not found
     "list_conversations": lambda w: {"matching": "spring"},
     "forget_conversation": lambda w: {"conversation_id": w.a_conversation},  # A's: not found
     "save_conversation": lambda w: {
@@ -322,7 +375,7 @@ MCP_TOOLS: dict[str, Callable[[World], dict[str, Any]]] = {
     },
 }
 # the tools that must refuse B (A's objects): the others answer with B's memory
-MCP_REFUSED = {"delete_fact", "forget_conversation"}
+MCP_REFUSED = {"delete_fact", "forget_conversation", "forget_memory"}
 MCP_RESOURCES = {"caesar://facts", "caesar://episodes/recent"}
 
 
@@ -378,6 +431,8 @@ def test_every_mcp_tool_and_resource_as_the_other_person(world, transport, tmp_p
     a = {"Authorization": f"Bearer {TEST_TOKEN}"}
     facts = world.client.get("/v1/facts", headers=a).json()["facts"]
     assert {f["key"]: f["value"] for f in facts}["trip"] == "Zanzibar"
+    [memory] = world.client.get("/v1/memories", headers=a).json()["memories"]
+    assert memory["id"] == world.a_memory
     [kept] = world.client.get("/v1/conversations", headers=a).json()["conversations"]
     assert kept["id"] == world.a_conversation
 

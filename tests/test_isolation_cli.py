@@ -121,6 +121,29 @@ def facts_history(c: Cli) -> None:
     assert "no fact with key 'trip'" in said
 
 
+def memories_list(c: Cli) -> None:
+    listed = json.loads(c.as_b("memories", "list", "--history", "--json"))
+    assert all(m["id"] != c.world.a_memory for m in listed)
+
+
+def memories_search(c: Cli) -> None:
+    assert json.loads(c.as_b("memories", "search", "Marmaduke", "--json")) == []
+
+
+def memories_add(c: Cli) -> None:
+    assert "added #" in c.as_b("memories", "add", "My dog Rex eats anything", "--kind", "profile")
+
+
+def memories_edit(c: Cli) -> None:
+    said = c.as_b("memories", "edit", str(c.world.a_memory), "Rex eats fish", ok=False)
+    assert "no memory with id" in said
+
+
+def memories_forget(c: Cli) -> None:
+    said = c.as_b("memories", "forget", str(c.world.a_memory), ok=False)
+    assert "no memory with id" in said
+
+
 def conversations_list(c: Cli) -> None:
     listed = json.loads(c.as_b("conversations", "list", "--json", "--matching", "spring"))
     assert listed and all(conv["id"] != c.world.a_conversation for conv in listed)
@@ -172,12 +195,17 @@ CLI_MATRIX: dict[tuple[str, ...], Callable[[Cli], None]] = {
     ("semantic-recall",): semantic_recall,
     ("facts", "list"): facts_list,
     ("facts", "history"): facts_history,
+    ("memories", "list"): memories_list,
+    ("memories", "search"): memories_search,
     ("conversations", "list"): conversations_list,
     ("conversations", "show"): conversations_show,
     ("export",): export,
     ("import",): import_,
     ("facts", "set"): facts_set,
     ("facts", "delete"): facts_delete,
+    ("memories", "add"): memories_add,
+    ("memories", "edit"): memories_edit,
+    ("memories", "forget"): memories_forget,
     ("forget",): forget,
 }
 # No person's surface: what each does and why `--person` has nothing to scope there.

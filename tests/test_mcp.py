@@ -28,11 +28,13 @@ from caesar.db.models import AuditLog, Conversation, Fact
 from caesar.workers import run_until_caught_up
 
 CAESAR = str(Path(sys.executable).parent / "caesar")
-READ_ONLY = {"recall", "search", "list_facts", "list_conversations"}
+READ_ONLY = {"recall", "search", "list_facts", "list_memories", "list_conversations"}
 TOOLS = READ_ONLY | {
     "remember",
     "set_fact",
     "delete_fact",
+    "remember_about_me",
+    "forget_memory",
     "forget_conversation",
     "save_conversation",
 }

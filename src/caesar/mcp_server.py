@@ -11,7 +11,8 @@ Every tool call that reads or changes memory leaves one `mcp.tool_called` audit 
 `source: "mcp"`, the transport, the argument *names* (never their values: a saved
 conversation is in its own chat row, and nothing a client sends lands in the log twice), what
 it touched (ids, counts) and, for a refusal, why. What a call changes is audited as the API's
-calls are: `memory.fact.user_edited`, `memory.forgotten`, the imported `chat.completed` row.
+calls are: `memory.fact.user_edited`, `memory.user_added`, `memory.user_deleted`,
+`memory.forgotten`, the imported `chat.completed` row.
 
 Bad input is an MCP tool error with a clear message, never a crash and never half a change:
 arguments are validated against the tools' JSON schemas before anything runs (lengths, ranges,
@@ -26,7 +27,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -39,9 +40,11 @@ from caesar.errors import CaesarError
 from caesar.importer import import_conversations
 from caesar.memory import conversations
 from caesar.memory import forget as forgetting
-from caesar.memory.context.build import facts_for_prompt, preview
+from caesar.memory.context.build import TurnMemory, facts_for_prompt, preview, standing_for_prompt
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
 from caesar.memory.forget import ForgetRequest, forget
+from caesar.memory.standing import kinds
+from caesar.memory.standing.store import MAX_TEXT as MAX_STATEMENT
 from caesar.named_time import asked_json
 
 log = logging.getLogger(__name__)
@@ -52,10 +55,12 @@ MAX_MESSAGES = 500
 FACTS_URI = "caesar://facts"
 EPISODES_URI = "caesar://episodes/recent"
 
-INSTRUCTIONS = """caesar is the operator's personal memory: facts about them and summaries of
-their past conversations, with the excerpts that matter. Call `recall` with what the user
-is asking about before answering anything personal; `remember` what they ask you to keep;
-`save_conversation` to let caesar learn from a conversation held here."""
+INSTRUCTIONS = """caesar is the operator's personal memory: facts about them, what they told it
+about themselves (how to answer, diet, family, …) and summaries of their past conversations,
+with the excerpts that matter. Call `recall` with what the user is asking about before
+answering anything personal; `remember` what they ask you to keep, `remember_about_me` what
+they say holds for them; `save_conversation` to let caesar learn from a conversation held
+here."""
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 ADDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -70,6 +75,10 @@ Key = Annotated[
     Field(min_length=1, max_length=100, description="snake_case name, e.g. dog_name, home_city"),
 ]
 Value = Annotated[str, Field(min_length=1, max_length=MAX_VALUE)]
+# kinds.KINDS, spelled out for the tools' JSON schema (tests/test_standing_surfaces.py checks)
+Kind = Literal["instruction", "constraint", "preference", "profile"]
+MemoryId = Annotated[int, Field(ge=1, le=2**63 - 1, description="a statement's id")]
+MAX_RECALLED_MEMORIES = 30
 
 
 class _Calls:
@@ -119,6 +128,37 @@ def _episodes_json(services: Any, found: list[Any], person: int) -> list[dict[st
     return [{**e.as_json(), "conversation_id": owners.get(e.audit_log_id)} for e in found]
 
 
+def _memory_json(memory: Any) -> dict[str, Any]:
+    return {
+        "id": memory.id,
+        "kind": memory.kind,
+        "slot": memory.slot,
+        "text": memory.text,
+        "said_at": memory.said_at.isoformat(),
+    }
+
+
+def _memories_for(services: Any, text: str, now: datetime, person: int) -> list[Any]:
+    """The standing statements a turn saying `text` would carry in its prompt, as the brain
+    chooses them (memory/standing/prompt.py), at most MAX_RECALLED_MEMORIES."""
+    vector = services.episodes.embed_query_soon(text) if services.embedder.enabled else None
+    chosen = standing_for_prompt(
+        services.standing,
+        services.settings.memory.standing,
+        services.settings.memory.facts_importance,
+        now,
+        TurnMemory(facts_text="", facts_used=0),
+        person=person,
+        vector=vector,
+        zone=services.episodes.zone,
+    )
+    if chosen.recall_error:
+        log.warning("mcp recall: standing statements failed: %s", chosen.recall_error)
+    current = {m.id: m for m in services.standing.list(person=person)}
+    found = [current[i] for i in chosen.standing_ids if i in current]
+    return found[:MAX_RECALLED_MEMORIES]
+
+
 def build(services: Any, *, transport: str, person: int) -> MCPServer:
     """The MCP server over `services`, for `person` (every tool and resource reads and writes
     their memory alone); `transport` ("stdio" or "http") is what its audit rows say."""
@@ -131,12 +171,13 @@ def build(services: Any, *, transport: str, person: int) -> MCPServer:
     @server.tool(annotations=READ_ONLY)
     def recall(text: Text, top_k: TopK | None = None) -> dict[str, Any]:
         """What caesar would bring into its own prompt for `text`: the facts it knows about
-        the user (most important first), and the past conversations it finds relevant, best
-        first, each with its date, summary, verbatim excerpts and every score (relevance,
-        keyword, recency). `asked` says which span of time `text` names (with its dates on the
-        user's clock), and each conversation's `in_span` whether it was held then. Read-only;
-        counts nothing as recalled. Use it before answering anything about the user's life,
-        plans or past."""
+        the user (most important first), what the user told it about themselves that bears on
+        `text` (`memories`: how to answer, diet, family, …, each with its kind and the date it
+        was said), and the past conversations it finds relevant, best first, each with its
+        date, summary, verbatim excerpts and every score (relevance, keyword, recency).
+        `asked` says which span of time `text` names (with its dates on the user's clock), and
+        each conversation's `in_span` whether it was held then. Read-only; counts nothing as
+        recalled. Use it before answering anything about the user's life, plans or past."""
         with calls("recall", {"text": text, "top_k": top_k}) as touched:
             now = utcnow()
             overrides = {"top_k": top_k} if top_k else {}
@@ -145,7 +186,12 @@ def build(services: Any, *, transport: str, person: int) -> MCPServer:
             )
             inject = services.settings.memory.facts_inject
             facts = facts_for_prompt(services.facts, inject, now, person=person).facts
-            touched.update(episodes=[e.episode_id for e in found], facts=len(facts))
+            memories = _memories_for(services, text, now, person)
+            touched.update(
+                episodes=[e.episode_id for e in found],
+                facts=len(facts),
+                memories=[m.id for m in memories],
+            )
             asked = services.episodes.read(text, now)
             episodes = [
                 {**data, "in_span": asked.time.contains(e.created_at)}
@@ -153,6 +199,7 @@ def build(services: Any, *, transport: str, person: int) -> MCPServer:
             ]
             return {
                 "facts": [{"key": f.key, "value": f.value} for f in facts],
+                "memories": [_memory_json(m) for m in memories],
                 "episodes": episodes,
                 "asked": asked_json(asked, services.episodes.zone),
             }
@@ -225,6 +272,66 @@ def build(services: Any, *, transport: str, person: int) -> MCPServer:
                 key=out["deleted"], audit_id=out["audit_id"], learned_from=out["learned_from"]
             )
             return out
+
+    @server.tool(annotations=READ_ONLY)
+    def list_memories(
+        kind: Annotated[
+            Kind | None,
+            Field(
+                description="only this kind: instruction (how to answer), constraint, "
+                "preference or profile"
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        """What the user told caesar about themselves that holds (how to answer, diet,
+        allergies, likes, family, work, …), newest first: id (what `forget_memory` takes),
+        kind, slot, text, when it was said and the chat it was said in. Read-only."""
+        with calls("list_memories", {"kind": kind}) as touched:
+            memories = [m.as_json() for m in services.standing.list(person=person, kind=kind)]
+            touched["memories"] = len(memories)
+            return {"memories": memories}
+
+    @server.tool(annotations=ADDS)
+    def remember_about_me(
+        text: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_STATEMENT,
+                description='in the user\'s words, e.g. "I keep a gluten-free diet"',
+            ),
+        ],
+        kind: Annotated[
+            Kind,
+            Field(
+                description="instruction (how to answer: units, length, language), "
+                "constraint (diet, allergy, health, budget), preference (likes, dislikes) or "
+                "profile (family, pets, home, work)"
+            ),
+        ],
+        slot: Annotated[
+            str | None,
+            Field(max_length=40, description="what it is about: " + ", ".join(kinds.SLOTS)),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Keep something that holds for the user until they say otherwise, as they said it:
+        how caesar should answer, what limits what suits them, what they like, who they are.
+        caesar puts it into every prompt it bears on. Their own word: certain."""
+        with calls("remember_about_me", {"text": text, "kind": kind, "slot": slot}) as touched:
+            from caesar.api.routes_standing import remember
+
+            memory = remember(services, text, kind=kind, slot=slot, person=person)
+            touched.update(memory_id=memory.id, kind=memory.kind, slot=memory.slot)
+            return {"memory": memory.as_json()}
+
+    @server.tool(annotations=CHANGES)
+    def forget_memory(memory_id: MemoryId) -> dict[str, Any]:
+        """Forget one thing the user told caesar about themselves (by its id from
+        `list_memories` or `recall`), for good; one it had replaced holds again."""
+        with calls("forget_memory", {"memory_id": memory_id}) as touched:
+            services.standing.delete(services.audit, memory_id, person=person)
+            touched["memory_id"] = memory_id
+            return {"forgotten": memory_id}
 
     @server.tool(annotations=READ_ONLY)
     def list_conversations(

@@ -148,6 +148,7 @@ def create_app(
         routes_conversations,
         routes_episodes,
         routes_memory,
+        routes_standing,
     )
 
     @app.get("/healthz", tags=["health"], response_model=None)
@@ -171,6 +172,7 @@ def create_app(
 
     app.include_router(routes_chat.router)
     app.include_router(routes_memory.router)
+    app.include_router(routes_standing.router)
     app.include_router(routes_episodes.router)
     app.include_router(routes_conversations.router)
     app.include_router(dashboard.router)

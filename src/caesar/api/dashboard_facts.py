@@ -8,6 +8,14 @@ deleted by the operator; and, after a delete, the offer to forget where the fact
     POST /dashboard/facts/{key}/delete
     POST /dashboard/facts/forget-sources   forget conversations (form: conversation_ids=3,7)
 
+and, below the facts, what the person told caesar about themselves (their standing statements,
+issue #46), current ones grouped by kind, each with the conversation it was said in:
+
+    GET  /dashboard/facts                  ?memory=added|edited|forgotten (what was done)
+    POST /dashboard/memories               add one (form: text, kind)
+    POST /dashboard/memories/{id}          correct one (form: text)
+    POST /dashboard/memories/{id}/forget   forget one
+
 A deleted fact is still said in the conversations it was learned from, and recall can bring it
 back from them. So the delete reads them first (`caesar.memory.forget.fact_sources`) and carries
 their ids (at most `MAX_OFFERED`, the latest) to the page it redirects to, which offers to
@@ -18,23 +26,27 @@ API and the CLI use too.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from fastapi import APIRouter, Form, Query, Request
+from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.responses import Response
 
+from caesar import audit
 from caesar.api.dashboard_episodes import forgotten_row
 from caesar.api.dashboard_render import MAX_ID, HtmlErrors, back_to, page, redirect, url
 from caesar.api.dashboard_session import FormViewerDep, Viewer, ViewerDep
 from caesar.api.deps import ServicesDep
+from caesar.api.routes_standing import MAX_RAW_TEXT, correct, remember
 from caesar.errors import InputError, NotFound
 from caesar.memory.forget import ForgetRequest, delete_fact, existing_conversations, forget
+from caesar.memory.standing import kinds
 from caesar.services import Services
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from caesar.db.models import AuditLog
+    from caesar.memory.standing.store import StandingMemory
 
 MAX_OFFERED = 100
 _IDS_CHARS = MAX_OFFERED * 21  # 19 digits and a comma each, and some room for spaces
@@ -50,6 +62,25 @@ class Offer:
     key: str
     ids: list[int]
     total: int
+
+
+# The page's sections of what the person told caesar, in order: their title and kinds.
+MEMORY_GROUPS = (
+    ("Instructions", (kinds.INSTRUCTION,)),
+    ("Preferences and constraints", (kinds.CONSTRAINT, kinds.PREFERENCE)),
+    ("Profile", (kinds.PROFILE,)),
+)
+MEMORY_DONE = {
+    "added": "Kept what you told caesar.",
+    "edited": "Saved your correction.",
+    "forgotten": "Forgot it.",
+}
+
+
+@dataclass(frozen=True)
+class MemoryGroup:
+    title: str
+    memories: list[StandingMemory]
 
 
 def parse_ids(text: str, field: str) -> list[int]:
@@ -89,6 +120,7 @@ def facts_page(
     more: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     forgot: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     gone: Annotated[int | None, Query(ge=1, le=MAX_OFFERED)] = None,
+    memory: Annotated[Literal["added", "edited", "forgotten"] | None, Query()] = None,
 ) -> Response:
     ids = parse_ids(learned_from, "learned_from") if deleted and learned_from else []
     with services.db.read() as session:
@@ -102,6 +134,7 @@ def facts_page(
         viewer,
         services,
         notice=notice,
+        memory_notice=MEMORY_DONE[memory] if memory else None,
         offer=offer,
         forgotten=forgotten,
         gone=gone if forgotten else None,
@@ -119,10 +152,30 @@ def _facts(
     gone: int | None = None,
     error: str | None = None,
     draft: dict[str, str] | None = None,
+    memory_notice: str | None = None,
+    memory_error: str | None = None,
+    memory_draft: dict[str, str] | None = None,
     status: int = 200,
 ) -> Response:
     settings = services.settings.memory
+    memories = services.standing.list(person=viewer.person)
+    with services.db.read() as session:
+        # the conversation each was said in (its chat row's), for those still there
+        said_in = audit.subjects(
+            session,
+            [m.source_audit_id for m in memories if m.source_audit_id],
+            person=viewer.person,
+        )
     context = {
+        "memory_groups": [
+            MemoryGroup(title, [m for m in memories if m.kind in which])
+            for title, which in MEMORY_GROUPS
+        ],
+        "said_in": said_in,
+        "memory_kinds": kinds.KINDS,
+        "memory_notice": memory_notice,
+        "memory_error": memory_error,
+        "memory_draft": memory_draft or {"text": "", "kind": kinds.INSTRUCTION},
         "facts": services.facts.list_all(person=viewer.person),
         "notice": notice,
         "offer": offer,
@@ -192,3 +245,56 @@ def forget_sources_form(
         return _facts(request, viewer, services, error=error, status=404)
     gone = len(ids) - len(there)
     return redirect(url("/dashboard/facts", forgot=result.audit_id, gone=gone or None))
+
+
+# -- what the person told caesar about themselves ---------------------------------------------
+MemoryId = Annotated[int, Path(ge=1, le=MAX_ID)]
+MemoryText = Annotated[str, Form(max_length=MAX_RAW_TEXT)]
+
+
+@router.post("/memories")
+def add_memory_form(
+    request: Request,
+    viewer: FormViewerDep,
+    services: ServicesDep,
+    text: MemoryText = "",
+    kind: Annotated[str, Form(max_length=40)] = "",
+) -> Response:
+    try:
+        remember(services, text, kind=kind, person=viewer.person)
+    except InputError as exc:  # the form again, with what was typed
+        draft = {"text": text, "kind": kind}
+        return _facts(
+            request,
+            viewer,
+            services,
+            memory_error=f"Not kept: {exc}.",
+            memory_draft=draft,
+            status=400,
+        )
+    return redirect(url("/dashboard/facts", memory="added") + "#memories")
+
+
+@router.post("/memories/{memory_id}")
+def edit_memory_form(
+    request: Request,
+    memory_id: MemoryId,
+    viewer: FormViewerDep,
+    services: ServicesDep,
+    text: MemoryText = "",
+) -> Response:
+    """Correct one of the viewer's (another's, or one gone: the 404 page)."""
+    try:
+        correct(services, memory_id, text, person=viewer.person)
+    except InputError as exc:
+        error = f"Not saved: {exc}."
+        return _facts(request, viewer, services, memory_error=error, status=400)
+    return redirect(url("/dashboard/facts", memory="edited") + "#memories")
+
+
+@router.post("/memories/{memory_id}/forget")
+def forget_memory_form(
+    memory_id: MemoryId, viewer: FormViewerDep, services: ServicesDep
+) -> Response:
+    services.standing.delete(services.audit, memory_id, person=viewer.person)
+    return redirect(url("/dashboard/facts", memory="forgotten") + "#memories")

@@ -22,7 +22,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from caesar.cli import conversations, data, mcp_command, memory, people
+from caesar.cli import conversations, data, mcp_command, memory, people, standing
 from caesar.cli.common import (
     AsJson,
     Column,
@@ -588,6 +588,10 @@ def facts_history(key: str) -> None:
             c.until.strftime("%Y-%m-%d %H:%M") if c.until else "",
         )
     console.print(table)
+
+
+# -- memories: what the person told caesar about themselves (standing.py) ----------------------
+standing.register(app)
 
 
 # -- recall -----------------------------------------------------------------------------------

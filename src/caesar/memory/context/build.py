@@ -100,7 +100,8 @@ def standing_for_prompt(
     """`memory` with `person`'s standing statements that bear on the message (the message's
     `vector`: its cosine with each statement's picks them; None: by importance alone), within
     `settings`' budget. Memory never breaks a turn: a failure is kept as the recall error."""
-    if not settings.enabled or settings.max_chars <= 0:
+    budget = settings.max_chars or 0  # resolved from the route when the settings load
+    if not settings.enabled or budget <= 0:
         return memory
     try:
         with store.db.read() as session:
@@ -112,7 +113,7 @@ def standing_for_prompt(
             None if vector is None else vector_of(vector),
             now,
             importance,
-            max_chars=settings.max_chars,
+            max_chars=budget,
             max_statements=settings.max_statements,
             zone=zone,
         )

@@ -15,6 +15,7 @@ cut to MAX_TEXT characters at a word. `about` is the thing it is about, in a nor
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from caesar.memory.standing import kinds
@@ -700,22 +701,23 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-def extract_statements(turns: list[dict[str, str]]) -> list[Statement]:
+def extract_statements(turns: Sequence[Mapping[str, object]]) -> list[Statement]:
     """The standing statements in the person's turns of a conversation, in order; one per
     sentence, at most MAX_PER_MESSAGE a message. A conversation that sets up a role-play or a
     simulation yields none: what the person says in it is a character's."""
-    if any(t["role"] == "user" and _ROLE_PLAY.search(t["content"]) for t in turns):
+    if any(t["role"] == "user" and _ROLE_PLAY.search(str(t["content"])) for t in turns):
         return []
     found: list[Statement] = []
     assistant = ""
     for turn in turns:
+        content = str(turn["content"])
         if turn["role"] != "user":
-            assistant = turn["content"]
+            assistant = content
             continue
-        if _verse(turn["content"]):
+        if _verse(content):
             continue
         mine: list[Statement] = []
-        for sentence in sentences(_own_words(turn["content"])):
+        for sentence in sentences(_own_words(content)):
             mine.extend(s for s in statements_in(sentence) if not _echoes(s.text, assistant))
         found.extend(mine[:MAX_PER_MESSAGE])
     return found

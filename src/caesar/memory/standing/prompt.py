@@ -90,7 +90,9 @@ def choose(
         key=lambda m: (-scores[m.id], -weight[m.id], -m.id),
     )
     frame = len(HEADER) + len(ASKED) + len(MEMORY_OPEN) + len(MEMORY_CLOSE) + 4
-    used, chosen, seen = frame, [], set()
+    used = frame
+    chosen: list[StandingMemory] = []
+    seen: set[int] = set()
     for memory in [*instructions, *others]:
         if len(chosen) >= max_statements or memory.id in seen:
             continue

@@ -11,13 +11,14 @@ say opposite things with no word of change are both kept current, the newer nami
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import or_, select, update
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from caesar import audit
@@ -265,7 +266,7 @@ class StandingStore:
             rows = session.scalars(query.order_by(Memory.said_at.desc(), Memory.id.desc()))
             return [_view(r) for r in rows]
 
-    def search(self, text: str, *, person: int) -> list[StandingMemory]:
+    def search(self, text: str, *, person: int) -> builtins.list[StandingMemory]:
         """Current statements whose text holds `text` (case-insensitive)."""
         needle = f"%{text.strip().lower()}%"
         with self.db.read() as session:
@@ -392,10 +393,8 @@ class StandingStore:
                     audit.AuditLog.payload["memory_id"].as_integer() == memory_id,
                 )
             ).all()
-            for audit_id in quoting:
-                session.execute(
-                    audit.AuditLog.__table__.delete().where(audit.AuditLog.id == audit_id)
-                )
+            if quoting:
+                session.execute(delete(audit.AuditLog).where(audit.AuditLog.id.in_(quoting)))
             session.delete(row)
             log.append(
                 session,
@@ -404,16 +403,6 @@ class StandingStore:
                 person=person,
             )
 
-    def vectors_missing(
-        self, session: Session, model: str, limit: int
-    ) -> list[tuple[int, str, str]]:
-        """(id, slot, text) of statements with no vector by `model` (`caesar memories relearn`)."""
-        rows = session.execute(
-            select(Memory.id, Memory.slot, Memory.text)
-            .where(or_(Memory.vector.is_(None), Memory.model != model))
-            .limit(limit)
-        )
-        return [(int(i), str(s), str(t)) for i, s, t in rows]
 
 
 def importance_order(

@@ -5,7 +5,7 @@ instructions to caesar, constraints, preferences and profile (issue #46, docs/st
 The dated memories of what was said and done (issue #45) extend this table. A memory is
 derived from the chat it was said in: deleting that chat deletes it (ON DELETE CASCADE). The
 table is new and empty; the `memory.extract` worker fills it from chats it extracts from
-now on (`caesar memories relearn` reads older chats again).
+now on; the `memory.standing` worker reads the chats from before the upgrade in the background.
 
 Revision ID: 0019
 Revises: 0018
