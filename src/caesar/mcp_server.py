@@ -318,9 +318,9 @@ def build(services: Any, *, transport: str, person: int) -> MCPServer:
         how caesar should answer, what limits what suits them, what they like, who they are.
         caesar puts it into every prompt it bears on. Their own word: certain."""
         with calls("remember_about_me", {"text": text, "kind": kind, "slot": slot}) as touched:
-            from caesar.api.routes_standing import remember
-
-            memory = remember(services, text, kind=kind, slot=slot, person=person)
+            memory = services.standing.add(
+                services.audit, text, kind=kind, slot=slot, person=person
+            )
             touched.update(memory_id=memory.id, kind=memory.kind, slot=memory.slot)
             return {"memory": memory.as_json()}
 

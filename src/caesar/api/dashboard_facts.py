@@ -36,7 +36,7 @@ from caesar.api.dashboard_episodes import forgotten_row
 from caesar.api.dashboard_render import MAX_ID, HtmlErrors, back_to, page, redirect, url
 from caesar.api.dashboard_session import FormViewerDep, Viewer, ViewerDep
 from caesar.api.deps import ServicesDep
-from caesar.api.routes_standing import MAX_RAW_TEXT, correct, remember
+from caesar.api.routes_standing import MAX_RAW_TEXT
 from caesar.errors import InputError, NotFound
 from caesar.memory.forget import ForgetRequest, delete_fact, existing_conversations, forget
 from caesar.memory.standing import kinds
@@ -261,7 +261,7 @@ def add_memory_form(
     kind: Annotated[str, Form(max_length=40)] = "",
 ) -> Response:
     try:
-        remember(services, text, kind=kind, person=viewer.person)
+        services.standing.add(services.audit, text, kind=kind, person=viewer.person)
     except InputError as exc:  # the form again, with what was typed
         draft = {"text": text, "kind": kind}
         return _facts(
@@ -285,7 +285,7 @@ def edit_memory_form(
 ) -> Response:
     """Correct one of the viewer's (another's, or one gone: the 404 page)."""
     try:
-        correct(services, memory_id, text, person=viewer.person)
+        services.standing.edit(services.audit, memory_id, text, person=viewer.person)
     except InputError as exc:
         error = f"Not saved: {exc}."
         return _facts(request, viewer, services, memory_error=error, status=400)

@@ -23,69 +23,14 @@ from caesar.api.deps import Authenticated, PersonDep, ServicesDep
 from caesar.api.routes_memory import MAX_ID
 from caesar.errors import InputError
 from caesar.memory.standing import kinds
-from caesar.memory.standing.store import MAX_TEXT, StandingMemory, clean_text
-from caesar.services import Services
+from caesar.memory.standing.store import MAX_TEXT, StandingMemory
 
 router = APIRouter(dependencies=[Authenticated])
 
 # What a hand-written statement is filed under when the person names no slot: the store's own
 # choice (StandingStore.add), needed here first to embed it with the words its slot bears on.
-DEFAULT_SLOT = {
-    kinds.INSTRUCTION: "answers",
-    kinds.CONSTRAINT: "health",
-    kinds.PREFERENCE: "likes",
-    kinds.PROFILE: "goal",
-}
 # A raw text may hold runs of spaces the store folds away; past this it is refused unread.
 MAX_RAW_TEXT = MAX_TEXT * 4
-MAX_NAME = 40  # a kind's or a slot's name
-
-
-def check_kind(kind: str | None) -> str | None:
-    """`kind` if it is one (or None); else an InputError naming the kinds there are. Pure."""
-    if kind is not None and kind not in kinds.KINDS:
-        raise InputError(f"unknown kind {kind[:MAX_NAME]!r}: use one of {', '.join(kinds.KINDS)}")
-    return kind
-
-
-def check_slot(kind: str, slot: str | None) -> str:
-    """The slot a statement of `kind` goes under: `slot`, which must be one, or the default."""
-    if slot is None or not slot.strip():
-        return DEFAULT_SLOT[kind]
-    if slot not in kinds.SLOTS:
-        raise InputError(f"unknown slot {slot[:MAX_NAME]!r}: use one of {', '.join(kinds.SLOTS)}")
-    return slot
-
-
-def remember(
-    services: Services, text: str, *, kind: str, slot: str | None = None, person: int
-) -> StandingMemory:
-    """A statement the person writes by hand, with its bearing vector."""
-    kind = str(check_kind(kind))
-    slot = check_slot(kind, slot)
-    text = clean_text(text)
-    [vector] = services.standing.vectors([(slot, text)])
-    return services.standing.add(
-        services.audit, text, kind=kind, slot=slot, vector=vector, person=person
-    )
-
-
-def correct(services: Services, memory_id: int, text: str, *, person: int) -> StandingMemory:
-    """The person's correction of one of theirs (NotFound for anyone else's), re-embedded."""
-    text = clean_text(text)
-    slot = services.standing.get(memory_id, person=person).slot
-    [vector] = services.standing.vectors([(slot, text)])
-    return services.standing.edit(services.audit, memory_id, text, vector=vector, person=person)
-
-
-def search_text(q: str) -> str:
-    """A search's words, or an InputError: blank, or with control characters. Pure."""
-    text = " ".join(q.split())
-    if not text:
-        raise InputError("q: say what to search for")
-    if any(ord(ch) < 32 for ch in text):
-        raise InputError("q: must not contain control characters")
-    return text
 
 
 @router.get("/v1/memories")
@@ -93,7 +38,7 @@ def list_memories(
     services: ServicesDep,
     person: PersonDep,
     kind: Annotated[
-        str | None, Query(max_length=MAX_NAME, description=f"one of {', '.join(kinds.KINDS)}")
+        str | None, Query(max_length=kinds.MAX_NAME, description=f"one of {', '.join(kinds.KINDS)}")
     ] = None,
     history: Annotated[
         bool, Query(description="the replaced statements too (with `superseded_by`)")
@@ -104,12 +49,12 @@ def list_memories(
 ) -> dict[str, Any]:
     """What the caller told caesar about themselves, newest first: the statements that hold
     (`history=true`: the replaced ones too), of one `kind`, or those whose text holds `q`."""
-    check_kind(kind)
+    kinds.check_kind(kind)
     if q is not None:
         if history:
             raise InputError("q searches the statements that hold: leave out history=true")
         # cast: the store's `list` method shadows the builtin in its own annotations (mypy)
-        hits = cast("list[StandingMemory]", services.standing.search(search_text(q), person=person))
+        hits = cast("list[StandingMemory]", services.standing.search(q, person=person))
         found = [m for m in hits if kind is None or m.kind == kind]
     else:
         found = services.standing.list(person=person, kind=kind, history=history)
@@ -120,11 +65,11 @@ class NewMemory(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: StrictStr = Field(min_length=1, max_length=MAX_RAW_TEXT)
     kind: StrictStr = Field(
-        min_length=1, max_length=MAX_NAME, description=f"one of {', '.join(kinds.KINDS)}"
+        min_length=1, max_length=kinds.MAX_NAME, description=f"one of {', '.join(kinds.KINDS)}"
     )
     slot: StrictStr | None = Field(
         default=None,
-        max_length=MAX_NAME,
+        max_length=kinds.MAX_NAME,
         description="what it is about (units, diet, family, …); default: the kind's general one",
     )
 
@@ -140,7 +85,9 @@ MemoryId = Annotated[int, Path(ge=1, le=MAX_ID)]
 @router.post("/v1/memories", status_code=status.HTTP_201_CREATED)
 def add_memory(body: NewMemory, services: ServicesDep, person: PersonDep) -> dict[str, Any]:
     """A statement in the caller's own words (confidence 1), audited as `memory.user_added`."""
-    memory = remember(services, body.text, kind=body.kind, slot=body.slot, person=person)
+    memory = services.standing.add(
+        services.audit, body.text, kind=body.kind, slot=body.slot, person=person
+    )
     return {"memory": memory.as_json()}
 
 
@@ -150,7 +97,11 @@ def edit_memory(
 ) -> dict[str, Any]:
     """Correct one: its new text, counted as the caller's edit (`memory.user_edited`); 404 if
     the caller has no such statement."""
-    return {"memory": correct(services, memory_id, body.text, person=person).as_json()}
+    return {
+        "memory": services.standing.edit(
+            services.audit, memory_id, body.text, person=person
+        ).as_json()
+    }
 
 
 @router.delete(

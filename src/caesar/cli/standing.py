@@ -65,10 +65,9 @@ def memories_list(
     as_json: AsJson = False,
 ) -> None:
     """What you told caesar about yourself that holds, newest first."""
-    from caesar.api.routes_standing import check_kind
 
     built = services()
-    found = built.standing.list(person=person(built), kind=check_kind(kind), history=history)
+    found = built.standing.list(person=person(built), kind=kinds.check_kind(kind), history=history)
     _show(found, wide=wide, as_json=as_json, history=history)
 
 
@@ -76,12 +75,9 @@ def memories_list(
 @friendly
 def memories_search(text: str, wide: Wide = False, as_json: AsJson = False) -> None:
     """The statements that hold whose text contains TEXT (any case)."""
-    from caesar.api.routes_standing import search_text
 
     built = services()
-    _show(
-        built.standing.search(search_text(text), person=person(built)), wide=wide, as_json=as_json
-    )
+    _show(built.standing.search(text, person=person(built)), wide=wide, as_json=as_json)
 
 
 @memories_app.command("add")
@@ -102,10 +98,9 @@ def memories_add(
     ] = None,
 ) -> None:
     """Tell caesar something about yourself in your own words (kept with confidence 1)."""
-    from caesar.api.routes_standing import remember
 
     built = services()
-    memory = remember(built, text, kind=kind, slot=slot, person=person(built))
+    memory = built.standing.add(built.audit, text, kind=kind, slot=slot, person=person(built))
     console.print(
         f"added #{memory.id} ({memory.kind}, {memory.slot}): {memory.text}",
         highlight=False,
@@ -117,10 +112,9 @@ def memories_add(
 @friendly
 def memories_edit(memory_id: MemoryId, text: str) -> None:
     """Correct statement ID: its new TEXT, counted as your edit."""
-    from caesar.api.routes_standing import correct
 
     built = services()
-    memory = correct(built, memory_id, text, person=person(built))
+    memory = built.standing.edit(built.audit, memory_id, text, person=person(built))
     console.print(f"edited #{memory.id}: {memory.text}", highlight=False, markup=False)
 
 

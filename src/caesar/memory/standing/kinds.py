@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from caesar.errors import InputError
+
 INSTRUCTION = "instruction"
 CONSTRAINT = "constraint"
 PREFERENCE = "preference"
@@ -78,3 +80,29 @@ def slot_of(name: str) -> Slot:
 def bearing_text(slot: str, text: str) -> str:
     """What a statement's vector is made from: the words of what it bears on, then its own."""
     return f"{slot_of(slot).bears_on}: {text}"
+
+
+# The slot a statement the person writes by hand goes under when they name none
+DEFAULT_SLOT = {
+    INSTRUCTION: "answers",
+    CONSTRAINT: "health",
+    PREFERENCE: "likes",
+    PROFILE: "goal",
+}
+MAX_NAME = 40  # a kind's or a slot's name, as an error message quotes it
+
+
+def check_kind(kind: str | None) -> str | None:
+    """`kind` if it is one (or None); else an InputError naming the kinds there are."""
+    if kind is not None and kind not in KINDS:
+        raise InputError(f"unknown kind {kind[:MAX_NAME]!r}: use one of {', '.join(KINDS)}")
+    return kind
+
+
+def check_slot(kind: str, slot: str | None) -> str:
+    """The slot a statement of `kind` goes under: `slot`, which must be one, or the default."""
+    if slot is None or not slot.strip():
+        return DEFAULT_SLOT[kind]
+    if slot not in SLOTS:
+        raise InputError(f"unknown slot {slot[:MAX_NAME]!r}: use one of {', '.join(SLOTS)}")
+    return slot

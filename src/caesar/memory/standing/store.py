@@ -28,6 +28,7 @@ from caesar.db.engine import Database
 from caesar.db.models import Memory
 from caesar.embeddings import EmbedderHandle, normalise
 from caesar.errors import InputError, NotFound
+from caesar.memory.episodes.listing import like_pattern
 from caesar.memory.importance import SECONDS_PER_DAY, fact_importance
 from caesar.memory.standing import kinds
 from caesar.memory.standing.offline import Statement, conflicts
@@ -267,15 +268,21 @@ class StandingStore:
             return [_view(r) for r in rows]
 
     def search(self, text: str, *, person: int) -> builtins.list[StandingMemory]:
-        """Current statements whose text holds `text` (case-insensitive)."""
-        needle = f"%{text.strip().lower()}%"
+        """Current statements whose text holds `text` (case-insensitive); an InputError for
+        blank words or control characters."""
+        words = " ".join(text.split())
+        if not words:
+            raise InputError("say what to search for")
+        if any(ord(ch) < 32 for ch in words):
+            raise InputError("a search must not contain control characters")
+        needle = like_pattern(words.lower())
         with self.db.read() as session:
             rows = session.scalars(
                 select(Memory)
                 .where(
                     Memory.person_id == person,
                     Memory.superseded_by.is_(None),
-                    Memory.text.ilike(needle),
+                    Memory.text.ilike(needle, escape="\\"),
                 )
                 .order_by(Memory.said_at.desc())
             )
@@ -300,24 +307,14 @@ class StandingStore:
         *,
         kind: str,
         slot: str | None = None,
-        vector: np.ndarray | None = None,
         person: int,
     ) -> StandingMemory:
-        """A statement the person writes by hand (confidence 1: their own word)."""
-        if kind not in kinds.KINDS:
-            raise InputError(f"unknown kind {kind!r}: use one of {', '.join(kinds.KINDS)}")
-        slot = (
-            slot
-            or {
-                kinds.INSTRUCTION: "answers",
-                kinds.CONSTRAINT: "health",
-                kinds.PREFERENCE: "likes",
-                kinds.PROFILE: "goal",
-            }[kind]
-        )
-        if slot not in kinds.SLOTS:
-            raise InputError(f"unknown slot {slot!r}: use one of {', '.join(kinds.SLOTS)}")
+        """A statement the person writes by hand (confidence 1: their own word), with its
+        bearing vector (embedded before the write transaction opens)."""
+        kind = str(kinds.check_kind(kind))
+        slot = kinds.check_slot(kind, slot)
         text = clean_text(text)
+        [vector] = self.vectors([(slot, text)])
         now = utcnow()
         with self.db.write() as session:
             row = Memory(
@@ -345,17 +342,12 @@ class StandingStore:
             )
             return _view(row)
 
-    def edit(
-        self,
-        log: audit.Audit,
-        memory_id: int,
-        text: str,
-        *,
-        vector: np.ndarray | None = None,
-        person: int,
-    ) -> StandingMemory:
-        """The person's correction: the new text, now, with their edit counted."""
+    def edit(self, log: audit.Audit, memory_id: int, text: str, *, person: int) -> StandingMemory:
+        """The person's correction (NotFound for anyone else's): the new text, re-embedded,
+        now, with their edit counted."""
         text = clean_text(text)
+        slot = self.get(memory_id, person=person).slot
+        [vector] = self.vectors([(slot, text)])
         with self.db.write() as session:
             row = self._owned(session, memory_id, person)
             row.text = text
@@ -402,7 +394,6 @@ class StandingStore:
                 {"memory_id": memory_id, "kind": kind, "slot": slot},
                 person=person,
             )
-
 
 
 def importance_order(
