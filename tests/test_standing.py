@@ -409,3 +409,48 @@ def test_every_slot_bears_on_something_and_belongs_to_a_kind():
     for slot in kinds.SLOTS.values():
         assert slot.kind in kinds.KINDS and slot.bears_on
     assert Statement("profile", "pet", "x").as_json()["slot"] == "pet"
+
+
+# -- an upgraded install: the chats from before ---------------------------------------------------
+def test_the_chats_from_before_the_upgrade_are_read_again_in_the_background(
+    tmp_path, make_services
+):
+    from sqlalchemy import text
+
+    from caesar.db import migrate
+    from caesar.db.engine import Database
+    from caesar.db.models import MemoryStandingCursor
+
+    url = f"sqlite:///{tmp_path / 'upgraded.db'}"
+    db = Database(url)
+    migrate.upgrade(db, "0018")
+    with db.engine.begin() as connection:  # what 0018 holds: a chat already extracted
+        connection.execute(
+            text(
+                "INSERT INTO audit_log (id, event_type, created_at, payload, person_id) VALUES "
+                "(1, 'chat.completed', '2026-11-01 10:00:00', :payload, 1)"
+            ),
+            {
+                "payload": json.dumps(
+                    {
+                        "messages": [
+                            {"role": "user", "content": "I have a severe peanut allergy."}
+                        ],
+                        "reply": "Noted.",
+                    }
+                )
+            },
+        )
+        connection.execute(text("UPDATE memory_extract_cursor SET last_audit_id = 1"))
+    migrate.upgrade(db)
+    db.dispose()
+    services = make_services(database_url=url, memory={"facts_extract": {"enabled": True}})
+    with services.db.read() as session:
+        assert session.get(MemoryStandingCursor, 1).until_audit_id == 1
+    assert services.workers["memory.standing"].backlog() == 1
+    assert run_until_caught_up(services.workers["memory.extract"]) == 0  # extracted before
+    assert run_until_caught_up(services.workers["memory.standing"]) == 1
+    assert _current(services) == ["I have a severe peanut allergy."]
+    later = add_chat(services, "I hate cilantro.", "Noted.")
+    assert run_until_caught_up(services.workers["memory.standing"]) == 0  # not its chat
+    assert later > 1

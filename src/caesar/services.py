@@ -98,12 +98,14 @@ def _all_workers(services: Services) -> list[Worker]:
     from caesar.memory.episodes.summarise import SummariseWorker
     from caesar.memory.facts.extract import ExtractWorker
     from caesar.memory.search.semantic import SemanticIndexWorker
+    from caesar.memory.standing.backfill import StandingBackfillWorker
     from caesar.memory.upgrade import UpgradeWorker
     from caesar.proactive import ProactiveScheduler
     from caesar.retention import RetentionWorker
 
     return [
         ExtractWorker(services),
+        StandingBackfillWorker(services),
         SummariseWorker(services),
         PassagesWorker(services),
         SemanticIndexWorker(services),

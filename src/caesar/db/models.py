@@ -327,6 +327,17 @@ class MemoryExtractCursor(_CursorMixin, Base):
     __tablename__ = "memory_extract_cursor"
 
 
+class MemoryStandingCursor(_CursorMixin, Base):
+    """The `memory.standing` worker: the chats from before migration 0019, read again for the
+    standing statements said in them; it stops at `until_audit_id` (the extract worker's
+    cursor when the migration ran: past it, `memory.extract` learns them itself)."""
+
+    __tablename__ = "memory_standing_cursor"
+    until_audit_id: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default="0"
+    )
+
+
 class SemanticIndexCursor(_CursorMixin, Base):
     __tablename__ = "semantic_index_cursor"
 

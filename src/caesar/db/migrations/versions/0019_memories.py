@@ -12,6 +12,8 @@ Revises: 0018
 Create Date: 2026-12-07
 """
 
+from datetime import datetime
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -65,7 +67,29 @@ def upgrade() -> None:
     op.create_index("idx_memories_source_audit", "memories", ["source_audit_id"])
     op.create_index("idx_memories_superseded_by", "memories", ["superseded_by"])
     op.create_index("idx_memories_contradicts", "memories", ["contradicts"])
+    cursor = op.create_table(
+        "memory_standing_cursor",
+        sa.Column("id", sa.Integer(), primary_key=True),
+        sa.Column("last_audit_id", sa.Integer(), nullable=False, server_default="0"),
+        sa.Column("updated_at", sa.DateTime(), nullable=False),
+        sa.Column("until_audit_id", sa.Integer(), nullable=False, server_default="0"),
+    )
+    extracted = op.get_bind().scalar(
+        sa.text("SELECT last_audit_id FROM memory_extract_cursor WHERE id = 1")
+    )
+    op.bulk_insert(
+        cursor,
+        [
+            {
+                "id": 1,
+                "last_audit_id": 0,
+                "updated_at": datetime(2026, 12, 7),
+                "until_audit_id": int(extracted or 0),
+            }
+        ],
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("memory_standing_cursor")
     op.drop_table("memories")
