@@ -164,11 +164,9 @@ _CONDITIONS = (
 _STATES = (
     r"pregnant|diabetic|asthmatic|epileptic|deaf|hard of hearing|blind|colou?r ?blind|disabled|"
     r"in a wheelchair|dyslexic|autistic|immunocompromised|on medication|on blood thinners|"
-    r"recovering from [a-z ]{3,30}|prediabetic|anemic|anaemic|nursing|breastfeeding"
+    r"prediabetic|anemic|anaemic|nursing|breastfeeding"
 )
-_NOT_PET = (
-    r"(?! (?:breasts?|fillets?|thighs?|wings|nuggets|sauce|food|stock|broth|tanks?|and chips))"
-)
+_NOT_PET = r"(?! (?:plants?|trees?|breasts?|fillets?|thighs?|wings|nuggets|sauce|food|stock|broth|tanks?|and chips))"
 _PETS = (
     r"dogs?|cats?|pupp(?:y|ies)|kittens?|rabbits?|bunn(?:y|ies)|hamsters?|parrots?|horses?|"
     r"goldfish|fish|turtles?|tortoises?|guinea pigs?|birds?|snakes?|lizards?|geckos?|ferrets?|"
@@ -479,7 +477,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "goal",
             _I_AM
             + _ADV
-            + r" (?P<obj>(?:training for|learning|practi[cs]ing|saving (?:up )?for|preparing for|studying for|working towards?|trying to (?:learn|lose|get|improve|build|save|quit|run|become|finish|eat|sleep|read|write|cut)|aiming to|aiming for) [^.!?;\n]{2,80}?)"
+            + r" (?P<obj>(?:training for|learning|practi[cs]ing|saving (?:up )?for|preparing for|studying for|working towards?|trying to (?:learn|lose|get(?! in touch| around| there| to | my \w+ (?:organi[sz]ed|sorted|cleaned|fixed|done)| everything)|improve|build|save|quit|run|become|finish|eat|sleep|read|write|cut)|aiming to|aiming for) [^.!?;\n]{2,80}?)"
             + _OBJ_END,
         ),
         (
@@ -578,6 +576,18 @@ _AGREEMENT = re.compile(
 )
 
 
+# a day or date in what a person prepares for: one event ("my interview next Wednesday", "the
+# Easter Market on April 16th"); training for a race on a date is a goal all the same
+_DATED = re.compile(
+    r"\b(?:today|tonight|tomorrow|this (?:week|weekend|morning|afternoon|evening)|next "
+    r"(?:week|weekend|month|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"on (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|\d{1,2}(?:st|nd|rd|th)\b|"
+    r"(?:january|february|march|april|may|june|july|august|september|october|november|"
+    r"december) \d{1,2}\b)",
+    re.IGNORECASE,
+)
+
+
 def _subordinate(sentence: str, start: int) -> bool:
     return _SUBORDINATE.search(sentence[:start]) is not None
 
@@ -602,7 +612,8 @@ def _echoes(text: str, assistant: str) -> bool:
     if not words:
         return False
     shared = sum(1 for w in words if w[:6] in said)
-    return shared / len(words) >= 0.6 and bool(_AGREEMENT.search(text))
+    share = shared / len(words)
+    return share >= 0.6 and bool(_AGREEMENT.search(text))
 
 
 def unsafe(text: str) -> bool:
@@ -638,6 +649,8 @@ def statements_in(sentence: str) -> list[Statement]:
             slot in ("likes", "dislikes") and obj.lower().split()[0] in _LIKED_NOTHING
         ):
             continue
+        if slot == "goal" and obj.lower().startswith("preparing for") and _DATED.search(obj):
+            continue  # "preparing for the Easter Market on April 16th": one event
         if slot in ("likes", "dislikes") and (
             _REACTION.search(obj) or _subordinate(sentence, match.start())
         ):
@@ -719,7 +732,7 @@ def extract_statements(turns: Sequence[Mapping[str, object]]) -> list[Statement]
         mine: list[Statement] = []
         for sentence in sentences(_own_words(content)):
             mine.extend(s for s in statements_in(sentence) if not _echoes(s.text, assistant))
-        found.extend(mine[:MAX_PER_MESSAGE])
+        found.extend(s for s in mine[:MAX_PER_MESSAGE] if s.text not in {f.text for f in found})
     return found
 
 
