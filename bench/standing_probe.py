@@ -15,7 +15,8 @@ The 60 conversations are imported and learned once (the shipped offline workers)
 then copies that database, imports its statement's chat, runs the workers and builds the
 request's prompt in-process (Brain.prepare), so every probe is alone with the 60.
 
-    .venv/bin/python bench/standing_probe.py [--sets A B] [--json]
+    .venv/bin/python bench/standing_probe.py [--sets A B] [--crowd] [--json]
+    .venv/bin/python bench/standing_probe.py --preference   # LongMemEval's preference questions
 """
 
 from __future__ import annotations
@@ -381,6 +382,11 @@ def main() -> None:
         action="store_true",
         help="also tell every statement of the other set first (~40 more standing statements)",
     )
+    parser.add_argument(
+        "--preference",
+        action="store_true",
+        help="LongMemEval's single-session-preference questions instead of the probe sets",
+    )
     parser.add_argument("--chars", type=int, help="[memory.standing] max_chars")
     parser.add_argument("--statements", type=int, help="[memory.standing] max_statements")
     args = parser.parse_args()
@@ -390,6 +396,19 @@ def main() -> None:
         STANDING["max_statements"] = args.statements
     embedder = rq.CachedEmbedder(_embedder(), CACHE)
     results: dict[str, list[dict[str, Any]]] = {}
+    if args.preference:
+        rows = preference_run(embedder)
+        shown_all = sum(r["all_evidence_shown"] for r in rows)
+        stated = sum(r["evidence_statement_in_prompt"] for r in rows)
+        learned = sum(bool(r["evidence_statements"]) for r in rows)
+        print(
+            f"single-session-preference: {len(rows)} questions; every evidence session shown "
+            f"{shown_all}; a statement learned from the evidence session {learned}; one in "
+            f"the prompt {stated}"
+        )
+        for r in rows:
+            print("  ", r)
+        return
     sets = {"A": A, "B": B}
     for name in args.sets:
         with tempfile.TemporaryDirectory() as tmp:
@@ -421,6 +440,71 @@ def _embedder() -> Any:
     from caesar.embeddings import MiniLMEmbedder
 
     return MiniLMEmbedder(Settings())
+
+
+def preference_questions() -> list[dict[str, Any]]:
+    """LongMemEval's single-session-preference questions (../shared/data): the nearest public
+    proxy of a chat's preferences reaching a later request (issue #46)."""
+    found = []
+    for folder in ("longmemeval_s", "longmemeval_s_more"):
+        for path in sorted((DATA / folder).glob("*.json")):
+            item = json.loads(path.read_text())
+            if item["question_type"] == "single-session-preference":
+                found.append(item)
+    return sorted(found, key=lambda q: q["question_id"])
+
+
+def preference_run(embedder: Any) -> list[dict[str, Any]]:
+    """Each question's haystack imported and learned (extract, summarise, passages); then the
+    question's prompt at its date: every evidence session shown (the past-conversations
+    block), and a standing statement said in an evidence session in the prompt."""
+    rows = []
+    for item in preference_questions():
+        with tempfile.TemporaryDirectory() as tmp:
+            home = Path(tmp)
+            services = Services.build(settings(home, False))
+            services.embedder.set(embedder)
+            migrate.upgrade(services.db)
+            keys, chats = [], []
+            for key, turns, when in zip(
+                item["haystack_session_ids"],
+                item["haystack_sessions"],
+                item["haystack_dates"],
+                strict=True,
+            ):
+                clean = rq.importable([{"role": t["role"], "content": t["content"]} for t in turns])
+                if clean is not None:
+                    keys.append(key)
+                    chats.append({"created_at": _lme_date(when).isoformat(), "messages": clean})
+            report = import_conversations(services, chats, person=OWNER)
+            session_of_audit = dict(zip(report.audit_ids, keys, strict=False))
+            learn(services)
+            evidence = set(item["answer_session_ids"])
+            ctx = Brain(services).prepare(
+                item["question"], now=_lme_date(item["question_date"]), person=OWNER
+            )
+            seen = {session_of_audit.get(e.audit_log_id, "") for e in ctx.recalled}
+            said = {
+                m.id: session_of_audit.get(m.source_audit_id or 0, "")
+                for m in services.standing.list(person=OWNER)
+            }
+            standing = [said.get(i, "") for i in ctx.standing_ids]
+            rows.append(
+                {
+                    "qid": item["question_id"],
+                    "all_evidence_shown": evidence <= seen,
+                    "evidence_statement_in_prompt": any(k in evidence for k in standing),
+                    "evidence_statements": sum(1 for k in said.values() if k in evidence),
+                }
+            )
+            services.close()
+    return rows
+
+
+def _lme_date(text: str) -> datetime:
+    """'2023/05/20 (Sat) 05:04' → datetime(2023, 5, 20, 5, 4)."""
+    day, _, rest = text.partition(" (")
+    return datetime.strptime(f"{day} {rest.partition(') ')[2]}", "%Y/%m/%d %H:%M")
 
 
 if __name__ == "__main__":

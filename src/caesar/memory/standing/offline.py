@@ -51,6 +51,7 @@ class Statement:
 
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|(?<=[.!?])(?=[A-Z])")
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_LIST_ITEM = re.compile(r"^\s*(?:[*•+-]|\d{1,2}[.)])\s.*$", re.MULTILINE)
 _QUOTED = re.compile(r"^\s*>.*$", re.MULTILINE)
 # What opens a sentence without changing what it says ("Oh, and by the way, I'm vegan")
 _OPENER = re.compile(
@@ -385,7 +386,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "pet",
             r"\b(?:my|our) (?P<obj>(?:[a-z-]+ )?(?:"
             + _PETS
-            + r"))(?:,? (?-i:[A-Z])[\w'’-]+,?)? (?:is|are|was|named|called|loves|hates|has|just|turned|needs|gets|keeps|sleeps)\b",
+            + r"))(?:,? (?-i:[A-Z])[\w'’-]+,?)? (?:is|are|was|named|called|loves|hates|has|just|turned|needs|gets|keeps|sleeps|lives)\b",
         ),
         (
             "family",
@@ -403,7 +404,14 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "family",
             r"\bmy (?P<obj>"
             + _KIN
-            + r")(?:,? (?-i:[A-Z])[\w'’-]+,?)? (?:is|are|was born|just|has|have|turned|started|goes|lives|works|plays|can'?t|cannot)\b",
+            + r")(?:,? (?-i:[A-Z])[\w'’-]+,?)? (?:(?:is|are) (?:\d|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+            r"(?:a |an |our |my )?(?:baby|toddler|newborn|teen(?:ager)?|student|adult|only child|"
+            r"twins?)|in (?:school|college|kindergarten|university|nursery|year \d|grade \d)|"
+            r"at (?:school|college|university)|called|named|turning|away|allergic|vegan|"
+            r"vegetarian|autistic|deaf|disabled|diabetic|pregnant|(?:a|an) (?:[a-z-]+ )?"
+            + _JOB_WORD
+            + r"\b(?! of\b| fan| lover| enthusiast))|was born|just turned|turned|"
+            r"turns|started|goes to|lives)\b",
         ),
         (
             "family",
@@ -452,7 +460,10 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "work",
-            _I + _ADV + r" (?:teach|run|own|manage|study) (?P<obj>[^.!?;,\n]{2,60}?)" + _OBJ_END,
+            r"\bi"
+            + _ADV
+            + r" (?:teach|run|own|manage|study) (?P<obj>[^.!?;,\n]{2,60}?)"
+            + _OBJ_END,
         ),
         (
             "uses",
@@ -477,7 +488,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "goal",
             _I_AM
             + _ADV
-            + r" (?P<obj>(?:training for|learning|practi[cs]ing|saving (?:up )?for|preparing for|studying for|working towards?|trying to (?:learn|lose|get(?! in touch| around| there| to | my \w+ (?:organi[sz]ed|sorted|cleaned|fixed|done)| everything)|improve|build|save|quit|run|become|finish|eat|sleep|read|write|cut)|aiming to|aiming for) [^.!?;\n]{2,80}?)"
+            + r" (?P<obj>(?:training for|learning(?! something| a lot| so much| more| about| that)|practi[cs]ing|saving (?:up )?for|preparing for|studying for|working towards?|trying to (?:learn|lose|improve|build|save|quit|become|eat|sleep|cut)|aiming to|aiming for) [^.!?;\n]{2,80}?)"
             + _OBJ_END,
         ),
         (
@@ -531,7 +542,7 @@ def _about(text: str) -> str:
 def _own_words(message: str) -> str:
     """What of a user turn is the person's own: code, quoted lines and the middle of a pasted
     document are not."""
-    text = _QUOTED.sub(" ", _FENCE.sub(" ", message))
+    text = _LIST_ITEM.sub(" ", _QUOTED.sub(" ", _FENCE.sub(" ", message)))
     if len(text) > DOCUMENT_CHARS:
         paragraphs = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
         if len(paragraphs) < 2:  # one long block: a paste, not a message
@@ -554,12 +565,17 @@ _SUBORDINATE = re.compile(
 )
 _LIKED_NOTHING = frozenset("better best yet more most less least either too first you".split())
 # "I'll keep it simple": the person's own plan, not how caesar should answer
-_OWN_PLAN = re.compile(r"\b(?:i'll|i’ll|i will|i'm going to|i’m going to|i am going to)\b", re.I)
+_OWN_PLAN = re.compile(
+    r"\b(?:i'll|i’ll|i will|i'm going to|i’m going to|i am going to|i want to|i'd like to|"
+    r"i’d like to|i would like to|i need to|we want to|i'm trying to|i’m trying to|i try to)\b",
+    re.I,
+)
 # "keep your answers short": how caesar answers is named, so it is for caesar
 _TO_CAESAR = re.compile(r"\b(?:your|answers?|repl(?:y|ies)|responses?|explanations?)\b", re.I)
 _COUNTED_UNIT = re.compile(
     r"\d[\d,.]*\s*(?:metric|imperial|celsius|fahrenheit|kilomet(?:er|re)s?|miles?|kg|"
-    r"kilograms?|pounds?|lbs)\b|\bper (?:kilogram|mile|pound)|\bmiles davis\b",
+    r"kilograms?|pounds?|lbs)\b|\bper (?:kilogram|mile|pound)|\bmiles davis\b|"
+    r"\b(?:metric|imperial|celsius|fahrenheit|miles|pounds)['’]",
     re.IGNORECASE,
 )
 # What sets up a role-play or a simulation: nothing the person says inside it is theirs
@@ -649,6 +665,8 @@ def statements_in(sentence: str) -> list[Statement]:
             slot in ("likes", "dislikes") and obj.lower().split()[0] in _LIKED_NOTHING
         ):
             continue
+        if re.search(r"\b(?:like|as if|as though)\s*$", sentence[: match.start()], re.I):
+            continue  # "explain it like I'm a PhD student"
         if slot == "goal" and obj.lower().startswith("preparing for") and _DATED.search(obj):
             continue  # "preparing for the Easter Market on April 16th": one event
         if slot in ("likes", "dislikes") and (
