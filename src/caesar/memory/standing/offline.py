@@ -64,7 +64,8 @@ _OPENER = re.compile(
 # Not about how things are: a wish, a hypothetical, a piece of writing, someone else's words
 _NOT_SAID = re.compile(
     r"\b(?:if|unless|imagine|pretend|suppose|supposing|hypothetically|what if|let'?s say|"
-    r"write|draft|compose|story|poem|essay|character|role ?play|scenario|lyrics|script|"
+    r"(?:write|draft|compose)(?: me)? (?:a|an|the|some|my)\b|story|poem|essay|character|"
+    r"role ?play|scenario|lyrics|script|"
     r"(?:he|she|they) (?:said|says|told)|wondering whether|wonder if)\b",
     re.IGNORECASE,
 )
@@ -336,7 +337,15 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "answers",
-            r"(?:^|\bplease |\bfrom now on,? |\bin (?:the )?future,? |\bgoing forward,? |\bwhenever i ask[^,]{0,60}, |\bwhen i ask[^,]{0,60}, )(?:please )?(?P<neg>always |never |don'?t |do not |stop )?(?P<obj>(?:use|give|include|add|write|answer|reply|respond|format|show|mention|put|start|end|explain|assume|suggest|recommend|say|keep|list|cite|check|remind|ask)\b[^.!?\n]{3,150})",
+            r"(?:^|\bplease |\bfrom now on,? |\bin (?:the )?future,? |\bgoing forward,? |"
+            r"\bwhenever [^,]{0,60}, |\bwhen i ask[^,]{0,60}, |\bif i ask[^,]{0,60}, |"
+            r"\bi'?d like you to |\bi’d like you to |\bi want you to |\bi need you to |"
+            r"\bmake sure (?:to |you |that you )|\bremember to |\b(?:can|could|would) you )"
+            r"(?:please )?(?P<neg>always |never |don'?t |do not |stop )?(?P<obj>(?:use|give|"
+            r"include|add|write|answer|reply|respond|format|show|mention|put|start|end|explain|"
+            r"assume|suggest|recommend|say|keep|list|cite|check|remind|ask|skip|avoid|spell|"
+            r"round|convert|summari[sz]e|provide|break|limit|number|highlight|translate|"
+            r"comment|quote|focus|double-check|talk|call|refer to)\b[^.!?\n]{3,150})",
         ),
         # -- preferences ------------------------------------------------------------------
         (
@@ -510,6 +519,14 @@ _REACTION = re.compile(
     r"^(?:the|this|that|these|those|your|how|what|it|its|all|both|each|either)\b|"
     r"\b(?:idea|ideas|suggestion|suggestions|option|options|recommendation|sound of|look of|"
     r"list|plan|approach|tip|tips|answer|response|text|version|draft|example)\b",
+    re.IGNORECASE,
+)
+# What makes a general instruction lasting: a word of every time ("I want you to …" alone asks
+# for this turn)
+_LASTING = re.compile(
+    r"\b(?:always|never|from now on|going forward|in (?:the )?future|whenever|when i ask|"
+    r"if i ask|every time|each time|by default|in all|all (?:your|the|of your) "
+    r"(?:answers|replies|responses|examples|code))\b",
     re.IGNORECASE,
 )
 # What makes an instruction standing rather than for this turn ("give it a heading")
@@ -687,6 +704,8 @@ def statements_in(sentence: str) -> list[Statement]:
             if slot == "units" and _COUNTED_UNIT.search(sentence):
                 continue  # "I ran 5 miles", "Joules per kilogram": a unit used, none asked for
             addressed = slot == "length" and _TO_CAESAR.search(sentence) is not None
+            if slot == "answers" and not _LASTING.search(sentence):
+                continue  # "I want you to write a summary": for this turn
             if slot in ("answers", "language", "format", "length", "units") and (
                 not (_STANDING.search(sentence) or addressed) or _OWN_PLAN.search(sentence)
             ):
