@@ -1,8 +1,8 @@
 """What the standing statements cost a turn, and what learning them costs (issue #46).
 
 - **A turn**: `Brain.prepare` with `[memory.standing]` on against off, alternately in one
-  process, for a person with 0, 30 and 300 current statements (and 200 past conversations, so
-  that the rest of the turn's memory work is there too). The standing work is one read of the
+  process, for a person with 0, 30 and 300 current statements (and 60 past LongMemEval
+  conversations, so that the rest of the turn's memory work is there too). The standing work is one read of the
   person's current statements (their bearing vectors included) and one matrix product with the
   message's vector, which recall has already computed; it does not grow with the episodes.
 - **Learning**: the offline shapes over every user turn of the LongMemEval dev sessions
@@ -103,11 +103,13 @@ def statements(services: Services, count: int) -> None:
             )
 
 
-def turn_cost(home: Path, count: int, turns: int) -> dict[str, float]:
+def history(home: Path, conversations: int) -> tuple[Services, Services]:
+    """`conversations` LongMemEval sessions, summarised and windowed; the same database behind
+    two Services, [memory.standing] on and off."""
     settings = rq.bench_settings(home)
     services = Services.build(settings)
     migrate.upgrade(services.db)
-    chats = [t for t in (rq.importable(c) for c in sessions()[:200]) if t is not None]
+    chats = [t for t in (rq.importable(c) for c in sessions()[:conversations]) if t is not None]
     now = utcnow()
     import_conversations(
         services,
@@ -119,14 +121,15 @@ def turn_cost(home: Path, count: int, turns: int) -> dict[str, float]:
     )
     for name in ("memory.summarise", "memory.passages"):
         run_until_caught_up(services.workers[name])
-    if count:
-        statements(services, count)
-    on = Brain(services)
     off_settings = settings.model_copy(deep=True)
     off_settings.memory.standing.enabled = False
     services_off = Services.build(off_settings)
     services_off.embedder.set(services.embedder.get())
-    off = Brain(services_off)
+    return services, services_off
+
+
+def turn_cost(on: Brain, off: Brain, turns: int) -> dict[str, float]:
+    """memory_ms of `turns` turns each, on and off alternately (the first four dropped)."""
     times: dict[str, list[float]] = {"on": [], "off": []}
     for i in range(turns):
         message = MESSAGES[i % len(MESSAGES)]
@@ -134,8 +137,6 @@ def turn_cost(home: Path, count: int, turns: int) -> dict[str, float]:
             ctx = brain.prepare(message, person=OWNER)
             if i >= 4:
                 times[name].append(ctx.memory_ms)
-    services.close()
-    services_off.close()
     p50 = {k: statistics.median(v) for k, v in times.items()}
     return {
         "on_p50_ms": round(p50["on"], 3),
@@ -147,13 +148,21 @@ def turn_cost(home: Path, count: int, turns: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--conversations", type=int, default=60)
     args = parser.parse_args()
     result: dict[str, Any] = {"machine": benchlib.load_avg(), "learning": learning_rate()}
     print("learning:", result["learning"], flush=True)
-    for count in (0, 30, 300):
-        with tempfile.TemporaryDirectory() as tmp:
-            result[f"turn_{count}"] = turn_cost(Path(tmp), count, args.turns)
-        print(f"{count} statements:", result[f"turn_{count}"], flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        services, services_off = history(Path(tmp), args.conversations)
+        on, off = Brain(services), Brain(services_off)
+        added = 0
+        for count in (0, 30, 300):
+            statements(services, count - added)
+            added = count
+            result[f"turn_{count}"] = turn_cost(on, off, args.turns)
+            print(f"{count} statements:", result[f"turn_{count}"], flush=True)
+        services.close()
+        services_off.close()
     benchlib.write_result("standing", result)
 
 
