@@ -664,7 +664,7 @@ def statements_in(sentence: str) -> list[Statement]:
         return []
     asks = sentence.endswith("?")
     instructs = re.search(
-        r"\b(?:always|from now on|going forward|in future|never)\b", sentence, re.I
+        r"\b(?:always|from now on|going forward|in future)\b", sentence, re.I
     )
     if asks and not instructs:
         return []
