@@ -459,3 +459,29 @@ def test_the_chats_from_before_the_upgrade_are_read_again_in_the_background(
     later = add_chat(services, "I hate cilantro.", "Noted.")
     assert run_until_caught_up(services.workers["memory.standing"]) == 0  # not its chat
     assert later > 1
+
+
+def test_what_a_fact_from_the_same_chat_already_says_is_not_said_twice():
+    from caesar.memory.context.build import untold
+    from caesar.memory.context.render import FactLine
+
+    def said(i: int, text: str, source: int, **kw) -> StandingMemory:
+        when = utcnow()
+        return StandingMemory(
+            i, "profile", "pet", text, when, when, 0.8, 0, source, None, kw.get("contradicts")
+        )
+
+    statements = [
+        said(1, "My dog is called Biscuit.", 10),
+        said(2, "My partner Alex and I just adopted a cat called Miso.", 11),
+        said(3, "I love hiking in the mountains at weekends.", 12),
+        said(4, "My dog is called Biscuit.", 13),  # its own chat taught no fact
+    ]
+    facts = [
+        FactLine("dog_name", "Biscuit", 10),
+        FactLine("partner_name", "Alex", 11),
+        FactLine("loves", "hiking in the mountains at weekends", 12),
+    ]
+    assert [m.id for m in untold(statements, facts)] == [2, 4]
+    pair = [said(5, "I love cilantro.", 14), said(6, "I hate cilantro.", 15, contradicts=5)]
+    assert [m.id for m in untold(pair, [FactLine("loves", "cilantro", 14)])] == [5, 6]

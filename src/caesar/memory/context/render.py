@@ -44,6 +44,7 @@ def relative_time(then: datetime, now: datetime) -> str:
 class FactLine:
     key: str
     value: str
+    source: int | None = None  # the chat row it was learned from
 
 
 @dataclass(frozen=True)
