@@ -272,11 +272,14 @@ def test_the_small_models_prompt_states_them_plainly(make_services):
             "routes": {"memory_extract": "offline:patterns"},
         },
     )
-    add_chat(small, "My partner Alex and I just adopted a cat called Miso.", "Lovely!")
+    add_chat(small, "I'm vegetarian, so please keep that in mind when you suggest recipes.", "Ok!")
+    add_chat(small, "I play the cello, and my cat Miso hates it.", "Ha!")
     _learn(small)
-    ctx = Brain(small).prepare("What is my cat called?", person=OWNER)
-    said = ctx.messages[-1]["content"]
-    assert 'The user said: "My partner Alex and I just adopted a cat called Miso."' in said
+    said = Brain(small).prepare("Suggest a dinner recipe.", person=OWNER).messages[-1]["content"]
+    assert 'The user said: "I\'m vegetarian, so please keep that in mind' in said
+    # a profile statement whose chat taught facts (cat_name, plays) is left to them: the 135M
+    # model answers worse for each line more
+    assert "hates it" not in said and "The user's cat is called Miso." in said
 
 
 # -- the LLM route ------------------------------------------------------------------------------

@@ -182,6 +182,7 @@ class Brain:
             person=person,
             vector=vector,
             zone=self.services.episodes.zone,
+            small=self.small,
         )
         if recalling:
             recall_for_prompt(

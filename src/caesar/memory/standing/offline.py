@@ -663,9 +663,7 @@ def statements_in(sentence: str) -> list[Statement]:
     if len(sentence) < 6:
         return []
     asks = sentence.endswith("?")
-    instructs = re.search(
-        r"\b(?:always|from now on|going forward|in future)\b", sentence, re.I
-    )
+    instructs = re.search(r"\b(?:always|from now on|going forward|in future)\b", sentence, re.I)
     if asks and not instructs:
         return []
     if _NOT_SAID.search(sentence):
