@@ -150,11 +150,12 @@ def untold(
     first four letters: "love" is `loves`). Two statements that contradict each other are
     always kept.
 
-    `small` (the embedded model's prompt): a profile or preference statement of a chat that
-    taught any fact is left to the facts and the recalled excerpts. The 135M model answers worse
+    `small` (the embedded model's prompt): a statement of a chat that taught any fact is left
+    to the facts and the recalled excerpts ("I'm allergic to peanuts, so I always check labels"
+    beside `allergy: peanuts`), unless it is an instruction. The 135M model answers worse
     for every line more: with "I play the cello, and my cat Miso hates it" beside `cat_name:
     Miso` it named the cat for "What is my dog called?" (first-five-minutes probe: swapped
-    13 of 20 against 17). Instructions and constraints always stay: no fact says them."""
+    13 of 20 against 17)."""
     by_source: dict[int, list[FactLine]] = {}
     for fact in facts:
         if fact.source is not None:
@@ -168,7 +169,7 @@ def untold(
         if memory.id in paired or not taught:
             kept.append(memory)
             continue
-        if small and memory.kind not in (kinds.INSTRUCTION, kinds.CONSTRAINT):
+        if small and memory.kind != kinds.INSTRUCTION:
             continue
         said = {
             w[:4]
