@@ -171,6 +171,19 @@ class Brain:
         memory = facts_for_prompt(
             self.services.facts, inject, now, person=person, sentences=self.small
         )
+        if recalling:
+            recall_for_prompt(
+                self.services.episodes,
+                recall,
+                message,
+                now,
+                memory,
+                person=person,
+                current=conversations.Current.of(conversation, sent),
+                vector=vector,
+            )
+        # after recall: by then the message's vector is there (recall overlaps its embedding
+        # with the reads that need none)
         if vector is None and self.services.embedder.enabled:
             vector = self.services.episodes.embed_query_soon(message)
         standing_for_prompt(
@@ -184,17 +197,6 @@ class Brain:
             zone=self.services.episodes.zone,
             small=self.small,
         )
-        if recalling:
-            recall_for_prompt(
-                self.services.episodes,
-                recall,
-                message,
-                now,
-                memory,
-                person=person,
-                current=conversations.Current.of(conversation, sent),
-                vector=vector,
-            )
         ctx = TurnContext(
             now,
             message,

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
@@ -44,18 +45,28 @@ class Chosen:
         return [m.id for m in self.memories]
 
 
-def bearing(memories: Sequence[StandingMemory], vector: np.ndarray | None) -> list[float]:
-    """Each statement's cosine with the message (0 without either vector)."""
+def bearing(memories: Sequence[StandingMemory], vector: np.ndarray | None) -> np.ndarray:
+    """Each statement's cosine with the message (0 without either vector): one matrix
+    product."""
+    scores = np.zeros(len(memories), np.float32)
     if vector is None:
-        return [0.0] * len(memories)
-    return [
-        float(m.vector @ vector) if m.vector is not None and m.vector.shape == vector.shape else 0.0
-        for m in memories
+        return scores
+    have = [
+        i for i, m in enumerate(memories) if m.vector is not None and m.vector.shape == vector.shape
     ]
+    if have:
+        matrix = np.stack([memories[i].vector for i in have])  # type: ignore[misc]
+        scores[have] = matrix @ vector
+    return scores
 
 
 def said_when(memory: StandingMemory, zone: tzinfo) -> str:
-    day = local(memory.said_at, zone)
+    return _day(memory.said_at, zone)
+
+
+@functools.lru_cache(maxsize=4096)
+def _day(moment: datetime, zone: tzinfo) -> str:
+    day = local(moment, zone)
     return f"{day.day} {day:%b %Y}"
 
 
@@ -79,27 +90,34 @@ def choose(
     """The statements for one prompt and their block (see the module docstring)."""
     if not memories or max_chars <= 0 or max_statements <= 0:
         return Chosen([], "")
-    scores = dict(zip((m.id for m in memories), bearing(memories, vector), strict=True))
-    weight = {m.id: m.importance(now, importance) for m in memories}
+    scores = bearing(memories, vector)
     by_id = {m.id: m for m in memories}
+    contradicted_by = {m.contradicts: m for m in memories if m.contradicts}
     instructions = sorted(
-        (m for m in memories if m.kind == kinds.INSTRUCTION), key=lambda m: (-weight[m.id], -m.id)
+        (m for m in memories if m.kind == kinds.INSTRUCTION),
+        key=lambda m: (-m.importance(now, importance), -m.id),
     )
-    others = sorted(
-        (m for m in memories if m.kind != kinds.INSTRUCTION),
-        key=lambda m: (-scores[m.id], -weight[m.id], -m.id),
-    )
+    others = [
+        memories[i]
+        for i in np.argsort(-scores, kind="stable")
+        if memories[i].kind != kinds.INSTRUCTION
+    ]
     frame = len(HEADER) + len(ASKED) + len(MEMORY_OPEN) + len(MEMORY_CLOSE) + 4
+    shortest = 40  # no line is shorter than its frame ("- (profile, pet, said 1 May 2026) """)
     used = frame
     chosen: list[StandingMemory] = []
     seen: set[int] = set()
     for memory in [*instructions, *others]:
-        if len(chosen) >= max_statements or memory.id in seen:
+        if len(chosen) >= max_statements or used + shortest > max_chars:
+            break
+        if memory.id in seen:
+            continue
+        # no line is shorter than its words and its frame: most that cannot fit are not drawn
+        if used + len(memory.text) + 20 > max_chars:
             continue
         group = [memory]
         partner = by_id.get(memory.contradicts) if memory.contradicts else None
-        if partner is None:
-            partner = next((m for m in memories if m.contradicts == memory.id), None)
+        partner = partner or contradicted_by.get(memory.id)
         if partner is not None and partner.id not in seen:
             group.append(partner)
         cost = sum(len(line(m, zone)) + 1 for m in group) + (

@@ -12,13 +12,14 @@ say opposite things with no word of change are both kept current, the newer nami
 from __future__ import annotations
 
 import builtins
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import bindparam, delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from caesar import audit
@@ -35,6 +36,8 @@ from caesar.memory.standing.offline import Statement, conflicts
 
 MAX_TEXT = 500
 MAX_CURRENT = 500  # a turn reads at most this many (newest first)
+VECTOR_CACHE = 20_000  # bearing vectors kept in memory (1.5 kB each)
+_VectorKey = tuple[int, datetime, str | None]
 _LIKING = ("likes", "dislikes")
 # Slots whose `about` is the whole of what is said ("peanut", "metric"): the same `about` is
 # the same statement. Elsewhere it is coarse ("cat", "daughter"): only the same words are.
@@ -47,9 +50,9 @@ def _same_words(a: str, b: str) -> bool:
     return " ".join(a.lower().split()).strip(" .!") == " ".join(b.lower().split()).strip(" .!")
 
 
-@dataclass(frozen=True)
-class StandingMemory:
-    """One statement as the prompt, the person and the API see it."""
+class StandingMemory(NamedTuple):
+    """One statement as the prompt, the person and the API see it. A NamedTuple, not a
+    dataclass: a turn builds one per current statement."""
 
     id: int
     kind: str
@@ -121,6 +124,30 @@ def _view(row: Memory, with_vector: bool = False) -> StandingMemory:
     )
 
 
+_COLUMNS = Memory.__table__.c
+_CURRENT = (
+    select(
+        _COLUMNS.id,
+        _COLUMNS.kind,
+        _COLUMNS.slot,
+        _COLUMNS.text,
+        _COLUMNS.said_at,
+        _COLUMNS.updated_at,
+        _COLUMNS.confidence,
+        _COLUMNS.edit_count,
+        _COLUMNS.source_audit_id,
+        _COLUMNS.contradicts,
+        _COLUMNS.model,
+    )
+    .where(_COLUMNS.person_id == bindparam("person"), _COLUMNS.superseded_by.is_(None))
+    .order_by(_COLUMNS.id.desc())
+    .limit(bindparam("limit"))
+)
+_VECTORS = select(_COLUMNS.id, _COLUMNS.vector).where(
+    _COLUMNS.id.in_(bindparam("ids", expanding=True))
+)
+
+
 def _group(slot: str) -> tuple[str, ...]:
     """The slots a statement is weighed against: likes and dislikes are one."""
     return _LIKING if slot in _LIKING else (slot,)
@@ -130,6 +157,10 @@ class StandingStore:
     def __init__(self, db: Database, embedder: EmbedderHandle) -> None:
         self.db = db
         self.embedder = embedder
+        # (memory id, updated_at, model) → its bearing vector, oldest dropped first. An edit
+        # moves updated_at, so no process keeps an old text's vector.
+        self._vectors: OrderedDict[_VectorKey, np.ndarray | None] = OrderedDict()
+        self._lock = threading.Lock()
 
     @property
     def model(self) -> str | None:
@@ -245,14 +276,23 @@ class StandingStore:
 
     # -- reads --------------------------------------------------------------------------------
     def current(self, session: Session, *, person: int) -> list[StandingMemory]:
-        """`person`'s statements that hold, with their vectors, newest first."""
-        rows = session.scalars(
-            select(Memory)
-            .where(Memory.person_id == person, Memory.superseded_by.is_(None))
-            .order_by(Memory.updated_at.desc(), Memory.id.desc())
-            .limit(MAX_CURRENT)
-        )
-        return [_view(r, with_vector=True) for r in rows]
+        """`person`'s statements that hold, with their vectors, newest first. Core columns,
+        not ORM objects, and the vectors from this process's cache: this runs on every
+        turn."""
+        rows = session.execute(_CURRENT, {"person": person, "limit": MAX_CURRENT}).all()
+        keys = {r[0]: (r[0], r[5], r[10]) for r in rows}
+        missing = [i for i, key in keys.items() if key not in self._vectors]
+        if missing:
+            for memory_id, blob in session.execute(_VECTORS, {"ids": missing}):
+                self._remember_vector(keys[memory_id], blob)
+        return [StandingMemory(*r[:9], None, r[9], self._vectors.get(keys[r[0]])) for r in rows]
+
+    def _remember_vector(self, key: _VectorKey, blob: bytes | None) -> None:
+        vector = None if blob is None else np.frombuffer(blob, np.float32)
+        with self._lock:
+            self._vectors[key] = vector
+            while len(self._vectors) > VECTOR_CACHE:
+                self._vectors.popitem(last=False)
 
     def list(
         self, *, person: int, kind: str | None = None, history: bool = False
