@@ -183,9 +183,9 @@ class Brain:
                 vector=vector,
             )
         # after recall: by then the message's vector is there (recall overlaps its embedding
-        # with the reads that need none)
-        if vector is None and self.services.embedder.enabled:
-            vector = self.services.episodes.embed_query_soon(message)
+        # with the reads that need none); without recall it is embedded only for a person
+        # with statements
+        embed = self.services.episodes.embed_query_soon if self.services.embedder.enabled else None
         standing_for_prompt(
             self.services.standing,
             self.settings.memory.standing,
@@ -194,6 +194,7 @@ class Brain:
             memory,
             person=person,
             vector=vector,
+            embed=None if embed is None else (lambda: embed(message)),
             zone=self.services.episodes.zone,
             small=self.small,
         )

@@ -11,7 +11,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
@@ -99,10 +99,12 @@ def standing_for_prompt(
     vector: np.ndarray | Future[np.ndarray] | None,
     zone: tzinfo,
     small: bool = False,
+    embed: Callable[[], Future[np.ndarray]] | None = None,
 ) -> TurnMemory:
     """`memory` with `person`'s standing statements that bear on the message (the message's
-    `vector`: its cosine with each statement's picks them; None: by importance alone), within
-    `settings`' budget. Memory never breaks a turn: a failure is kept as the recall error."""
+    `vector`: its cosine with each statement's picks them; else `embed` makes it, only when
+    there are statements; neither: by importance alone), within `settings`' budget. Memory
+    never breaks a turn: a failure is kept as the recall error."""
     budget = settings.max_chars or 0  # resolved from the route when the settings load
     if not settings.enabled or budget <= 0:
         return memory
@@ -112,6 +114,8 @@ def standing_for_prompt(
         current = untold(current, memory.facts, small=small)
         if not current:
             return memory
+        if vector is None and embed is not None:
+            vector = embed()
         chosen = standing_prompt.choose(
             current,
             None if vector is None else vector_of(vector),
