@@ -228,30 +228,22 @@ class StandingStore:
                     old.updated_at = said_at
                 old.confidence = max(old.confidence, statement.confidence)
                 return False
-        now = utcnow()
-        row = Memory(
-            person_id=person,
-            kind=statement.kind,
-            slot=statement.slot,
-            text=clean_text(statement.text)[:MAX_TEXT],
-            about=statement.about[:200],
-            polarity=statement.polarity,
-            confidence=statement.confidence,
-            speaker="person",
-            source_audit_id=source_audit_id,
-            said_at=said_at,
-            created_at=now,
-            updated_at=said_at,
-            vector=None if vector is None else np.asarray(vector, np.float32).tobytes(),
-            model=None if vector is None else self.model,
-        )
-        session.add(row)
-        session.flush()
-        log.append(
+        row = self._write(
             session,
+            log,
             audit.MEMORY_LEARNED,
-            {"memory_id": row.id, "kind": row.kind, "slot": row.slot, "text": row.text},
-            subject_id=source_audit_id,
+            Statement(
+                statement.kind,
+                statement.slot,
+                clean_text(statement.text)[:MAX_TEXT],
+                statement.about[:200],
+                statement.polarity,
+                statement.change,
+                statement.confidence,
+            ),
+            vector,
+            said_at=said_at,
+            source_audit_id=source_audit_id,
             person=person,
         )
         slot = kinds.slot_of(statement.slot)
@@ -273,6 +265,46 @@ class StandingStore:
             elif reverses:
                 newer.contradicts = older.id
         return True
+
+    def _write(
+        self,
+        session: Session,
+        log: audit.Audit,
+        event: str,
+        statement: Statement,
+        vector: np.ndarray | None,
+        *,
+        said_at: datetime,
+        source_audit_id: int | None,
+        person: int,
+    ) -> Memory:
+        """One new statement and the audit row that says so (its chat's id as the subject)."""
+        row = Memory(
+            person_id=person,
+            kind=statement.kind,
+            slot=statement.slot,
+            text=statement.text,
+            about=statement.about,
+            polarity=statement.polarity,
+            confidence=statement.confidence,
+            speaker="person",
+            source_audit_id=source_audit_id,
+            said_at=said_at,
+            created_at=utcnow(),
+            updated_at=said_at,
+            vector=None if vector is None else np.asarray(vector, np.float32).tobytes(),
+            model=None if vector is None else self.model,
+        )
+        session.add(row)
+        session.flush()
+        log.append(
+            session,
+            event,
+            {"memory_id": row.id, "kind": row.kind, "slot": row.slot, "text": row.text},
+            subject_id=source_audit_id,
+            person=person,
+        )
+        return row
 
     # -- reads --------------------------------------------------------------------------------
     def current(self, session: Session, *, person: int) -> list[StandingMemory]:
@@ -355,29 +387,15 @@ class StandingStore:
         slot = kinds.check_slot(kind, slot)
         text = clean_text(text)
         [vector] = self.vectors([(slot, text)])
-        now = utcnow()
         with self.db.write() as session:
-            row = Memory(
-                person_id=person,
-                kind=kind,
-                slot=slot,
-                text=text,
-                about="",
-                polarity=1,
-                confidence=1.0,
-                speaker="person",
-                said_at=now,
-                created_at=now,
-                updated_at=now,
-                vector=None if vector is None else np.asarray(vector, np.float32).tobytes(),
-                model=None if vector is None else self.model,
-            )
-            session.add(row)
-            session.flush()
-            log.append(
+            row = self._write(
                 session,
+                log,
                 audit.MEMORY_USER_ADDED,
-                {"memory_id": row.id, "kind": kind, "slot": slot, "text": text},
+                Statement(kind, slot, text, "", 1, False, 1.0),
+                vector,
+                said_at=utcnow(),
+                source_audit_id=None,
                 person=person,
             )
             return _view(row)
