@@ -276,10 +276,15 @@ def test_the_small_models_prompt_states_them_plainly(make_services):
     add_chat(small, "I play the cello, and my cat Miso hates it.", "Ha!")
     _learn(small)
     said = Brain(small).prepare("Suggest a dinner recipe.", person=OWNER).messages[-1]["content"]
-    assert 'The user said: "I\'m vegetarian, so please keep that in mind' in said
+    assert "The user said: \"I'm vegetarian, so please keep that in mind" in said
     # a profile statement whose chat taught facts (cat_name, plays) is left to them: the 135M
     # model answers worse for each line more
     assert "hates it" not in said and "The user's cat is called Miso." in said
+    # ... unless it names what they missed: partner_name says Alex, not the cat
+    add_chat(small, "My partner Alex and I just adopted a cat called Ziggy.", "Lovely!")
+    _learn(small)
+    said = Brain(small).prepare("What is my cat called?", person=OWNER).messages[-1]["content"]
+    assert 'The user said: "My partner Alex and I just adopted a cat called Ziggy."' in said
 
 
 # -- the LLM route ------------------------------------------------------------------------------

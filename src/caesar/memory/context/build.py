@@ -156,7 +156,8 @@ def untold(
 
     `small` (the embedded model's prompt): a statement of a chat that taught any fact is left
     to the facts and the recalled excerpts ("I'm allergic to peanuts, so I always check labels"
-    beside `allergy: peanuts`), unless it is an instruction. The 135M model answers worse
+    beside `allergy: peanuts`) unless it is an instruction or names a name or a number the
+    facts missed ("My partner Alex and I just adopted a cat called Miso": Miso). The 135M model answers worse
     for every line more: with "I play the cello, and my cat Miso hates it" beside `cat_name:
     Miso` it named the cat for "What is my dog called?" (first-five-minutes probe: swapped
     13 of 20 against 17)."""
@@ -173,24 +174,25 @@ def untold(
         if memory.id in paired or not taught:
             kept.append(memory)
             continue
-        if small and memory.kind != kinds.INSTRUCTION:
-            continue
         said = {
             w[:4]
             for f in taught
             for w in _WORD.findall(f"{f.key.replace('_', ' ')} {f.value}".lower())
         }
+        words = list(enumerate(_WORD.findall(memory.text)))
         rest = [
-            w
-            for w in _WORD.findall(memory.text.lower())
-            if w not in _SAYS_NOTHING and w[:4] not in said
+            (i, w) for i, w in words if w.lower() not in _SAYS_NOTHING and w.lower()[:4] not in said
         ]
+        if small and memory.kind != kinds.INSTRUCTION:
+            # only a name or a number the facts missed ("… a cat called Miso" beside
+            # partner_name: Alex), not the rest of the sentence ("… and my cat Miso hates it")
+            rest = [(i, w) for i, w in rest if i > 0 and (w[0].isupper() or w[0].isdigit())]
         if rest:
             kept.append(memory)
     return kept
 
 
-_WORD = re.compile(r"[a-z0-9']+")
+_WORD = re.compile(r"[A-Za-z0-9']+")
 
 
 def with_excerpts(
