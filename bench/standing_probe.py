@@ -406,8 +406,6 @@ def main() -> None:
             f"{shown_all}; a statement learned from the evidence session {learned}; one in "
             f"the prompt {stated}"
         )
-        for r in rows:
-            print("  ", r)
         return
     sets = {"A": A, "B": B}
     for name in args.sets:
@@ -497,6 +495,7 @@ def preference_run(embedder: Any) -> list[dict[str, Any]]:
                     "evidence_statements": sum(1 for k in said.values() if k in evidence),
                 }
             )
+            print("  ", rows[-1], flush=True)
             services.close()
     return rows
 
