@@ -331,6 +331,8 @@ def test_an_llm_route_is_asked_for_the_same_kinds_in_a_schema(make_services, llm
         [{"kind": "wish", "text": "I like jazz"}],  # no such kind
         [{"kind": "preference", "text": ""}],
         [{"kind": "preference", "text": "x" * 501}],
+        # a control character: refused here, never half-written by the store later
+        [{"kind": "preference", "text": "I like\u0007 jazz"}],
         "I like jazz",
     ],
 )

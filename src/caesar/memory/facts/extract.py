@@ -25,6 +25,7 @@ from caesar.gateway.base import Message
 from caesar.memory.facts.store import clean_value, normalise_key
 from caesar.memory.standing import kinds
 from caesar.memory.standing.offline import Statement, unsafe
+from caesar.memory.standing.store import clean_text
 from caesar.memory.transcript import (
     MEMORY_CLOSE,
     MEMORY_OPEN,
@@ -126,34 +127,26 @@ class _ExtractedMemory(BaseModel):
     def _polarity(cls, value: int) -> int:
         return -1 if value < 0 else 1
 
+    @field_validator("text")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        try:
+            return clean_text(value)  # as the store will: one line, no control characters
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+
     def statement(self) -> Statement:
-        slot = self.slot if kinds.SLOTS.get(self.slot, None) is not None else ""
-        if not slot or kinds.SLOTS[slot].kind != self.kind:
-            slot = _DEFAULT_SLOT[self.kind]
-        text = " ".join(self.text.split())
+        known = kinds.SLOTS.get(self.slot)
+        slot = self.slot if known is not None and known.kind == self.kind else ""
+        slot = slot or kinds.DEFAULT_SLOT[self.kind]
+        text = self.text
         about = " ".join(self.about.lower().split()) or text.lower()[:200]
         return Statement(self.kind, slot, text, about, self.polarity, self.change, self.confidence)
-
-
-_DEFAULT_SLOT = {
-    kinds.INSTRUCTION: "answers",
-    kinds.CONSTRAINT: "health",
-    kinds.PREFERENCE: "likes",
-    kinds.PROFILE: "goal",
-}
 
 
 class _Extraction(BaseModel):
     facts: list[_ExtractedFact] = Field(max_length=MAX_FACTS_PER_CHAT)
     memories: list[_ExtractedMemory] = Field(default_factory=list, max_length=MAX_FACTS_PER_CHAT)
-
-
-def parse_memories(text: str) -> list[Statement]:
-    """The standing statements of a reply `parse_extraction` accepted; an instruction that
-    would loosen caesar's rules is dropped."""
-    data = json.loads(_unfenced(text))
-    found = [m.statement() for m in _Extraction.model_validate(data).memories]
-    return [s for s in found if not (s.kind == kinds.INSTRUCTION and unsafe(s.text))]
 
 
 def _unfenced(text: str) -> str:
@@ -164,16 +157,16 @@ def _unfenced(text: str) -> str:
     return cleaned
 
 
-def parse_extraction(text: str) -> list[_ExtractedFact]:
-    """Whole reply or nothing: a reply that does not validate yields no facts at all (and no
-    memories: `parse_memories` reads the same reply after this accepted it). A key given twice
-    keeps its most confident value."""
+def parse_extraction(text: str) -> tuple[list[_ExtractedFact], list[Statement]]:
+    """(facts, standing statements) of one reply. Whole reply or nothing: a reply that does
+    not validate yields neither. A key given twice keeps its most confident value; an
+    instruction that would loosen caesar's rules is dropped."""
     try:
         data = json.loads(_unfenced(text))
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
     try:
-        facts = _Extraction.model_validate(data).facts
+        extraction = _Extraction.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "reply"
@@ -181,10 +174,12 @@ def parse_extraction(text: str) -> list[_ExtractedFact]:
             f"invalid facts JSON ({exc.error_count()} errors): {where}: {first['msg']}"
         ) from None
     best: dict[str, _ExtractedFact] = {}
-    for fact in facts:
+    for fact in extraction.facts:
         if fact.key not in best or fact.confidence > best[fact.key].confidence:
             best[fact.key] = fact
-    return list(best.values())
+    statements = [m.statement() for m in extraction.memories]
+    safe = [s for s in statements if not (s.kind == kinds.INSTRUCTION and unsafe(s.text))]
+    return list(best.values()), safe
 
 
 def latest_exchange(payload: dict[str, Any]) -> list[Message]:
@@ -266,8 +261,9 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
                     messages, task="memory_extract", json_mode=True
                 )
                 outcome.raw = completion.text
-                outcome.facts = parse_extraction(completion.text)
-                statements = parse_memories(completion.text) if self._standing else []
+                outcome.facts, statements = parse_extraction(completion.text)
+                if not self._standing:
+                    statements = []
             except (CaesarError, ValueError) as exc:
                 outcome.error = str(exc)[:1000]
                 continue
