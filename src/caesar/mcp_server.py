@@ -141,7 +141,7 @@ def _memory_json(memory: Any) -> dict[str, Any]:
 def _memories_for(services: Any, text: str, now: datetime, person: int) -> list[Any]:
     """The standing statements a turn saying `text` would carry in its prompt, as the brain
     chooses them (memory/standing/prompt.py), at most MAX_RECALLED_MEMORIES."""
-    vector = services.episodes.embed_query_soon(text) if services.embedder.enabled else None
+    embed = services.episodes.embed_query_soon if services.embedder.enabled else None
     chosen = standing_for_prompt(
         services.standing,
         services.settings.memory.standing,
@@ -149,13 +149,13 @@ def _memories_for(services: Any, text: str, now: datetime, person: int) -> list[
         now,
         TurnMemory(facts_text="", facts_used=0),
         person=person,
-        vector=vector,
+        vector=None,
+        embed=None if embed is None else (lambda: embed(text)),
         zone=services.episodes.zone,
     )
     if chosen.recall_error:
         log.warning("mcp recall: standing statements failed: %s", chosen.recall_error)
-    current = {m.id: m for m in services.standing.list(person=person)}
-    found = [current[i] for i in chosen.standing_ids if i in current]
+    found = chosen.standing
     return found[:MAX_RECALLED_MEMORIES]
 
 

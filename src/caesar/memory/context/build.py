@@ -55,12 +55,16 @@ class TurnMemory:
     sentences: list[str] = field(default_factory=list)
     # the person's standing statements that bear on the message (memory/standing/prompt.py)
     standing_text: str = ""
-    standing_ids: list[int] = field(default_factory=list)
+    standing: list[StandingMemory] = field(default_factory=list)
     standing_sentences: list[str] = field(default_factory=list)
 
     @property
     def fact_keys(self) -> list[str]:
         return [f.key for f in self.facts]
+
+    @property
+    def standing_ids(self) -> list[int]:
+        return [m.id for m in self.standing]
 
 
 def facts_for_prompt(
@@ -129,7 +133,7 @@ def standing_for_prompt(
         log.warning("standing statements failed: %s", exc)
         memory.recall_error = f"{type(exc).__name__}: {exc}"[:1000]
         return memory
-    memory.standing_text, memory.standing_ids = chosen.text, chosen.ids
+    memory.standing_text, memory.standing = chosen.text, chosen.memories
     memory.standing_sentences = standing_prompt.sentences(chosen.memories)
     return memory
 
