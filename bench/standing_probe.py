@@ -8,8 +8,9 @@ diet"). A probe counts when the statement's mark (a word or two only it says) is
 the chat model gets: the full prompt (openai/anthropic routes, 6,000 characters of recall) and
 the embedded model's small one (2,500).
 
-Two sets: `A`, the first written, and `B`, the same kinds of thing in other words (other
-people, foods, tools, requests), written after A was measured and not tuned on.
+Four sets: `A`, the first written; `B`, the same kinds of thing in other words (other people,
+foods, tools, requests), written after A was measured and not tuned on; `C`, statements said in
+passing inside a request or a project chat; `D`, C's kinds in other words, not tuned on.
 
 The 60 conversations are imported and learned once (the shipped offline workers); each probe
 then copies that database, imports its statement's chat, runs the workers and builds the
@@ -285,6 +286,366 @@ B = (
 )
 
 
+# Said in passing inside a request or a project chat ("I'm vegetarian, so could you suggest a
+# lunch?", "when you write SQL for me, always use PostgreSQL syntax"): written after A and B,
+# before the shapes that read them
+C = (
+    Probe(
+        "I'm looking for a new case for my iPhone 14 Plus, any good brands?",
+        "What accessories would be handy for my phone?",
+        "iphone",
+    ),
+    Probe(
+        "I already have a Kindle Paperwhite, but I'm thinking about audiobooks too. Which services are good?",
+        "What should I read on holiday?",
+        "kindle",
+    ),
+    Probe(
+        "I'm building an expense tracker in Django. From now on, when you show me code, use type hints.",
+        "How do I write a function that sums a list of invoices?",
+        "type hints",
+    ),
+    Probe(
+        "For this project I'd rather avoid heavy dependencies, because it runs on a Raspberry Pi. How do I read a sensor over I2C?",
+        "Which library should I use to parse dates?",
+        "dependencies",
+    ),
+    Probe(
+        "When you write SQL for me, always use PostgreSQL syntax. How do I count rows per day?",
+        "How do I get the top five customers by revenue?",
+        "postgresql",
+    ),
+    Probe(
+        "We deploy everything with Docker Compose on a single VPS. How do I add a healthcheck?",
+        "How should I add Redis to our setup?",
+        "docker compose",
+    ),
+    Probe(
+        "My garden gets full sun all afternoon, so what should I plant along the south fence?",
+        "Which herbs could I grow this year?",
+        "full sun",
+    ),
+    Probe(
+        "I just downloaded the Duolingo app to practise Italian before my trip. Is it any good?",
+        "How can I learn some phrases for Rome?",
+        "duolingo",
+    ),
+    Probe(
+        "Since I started working from home, I barely move. Any desk stretches?",
+        "How can I stay fit during the week?",
+        "working from home",
+    ),
+    Probe(
+        "I'm vegetarian, so could you suggest a filling lunch for a long hike?",
+        "What can I make for a picnic?",
+        "vegetarian",
+    ),
+    Probe(
+        "Please always show prices in euros when you compare things for me. Which e-reader is cheaper?",
+        "Which robot vacuum is worth buying?",
+        "euros",
+    ),
+    Probe(
+        "My team uses Jira for everything, how do I make a sprint report?",
+        "How can I track my team's progress better?",
+        "jira",
+    ),
+    Probe(
+        "I drive a 2015 Honda Civic. How often should I change the oil?",
+        "What should I check before a long road trip?",
+        "honda",
+    ),
+    Probe(
+        "I have two toddlers at home, so I need recipes that are quick. Any ideas for weeknights?",
+        "What should I cook tonight?",
+        "toddlers",
+    ),
+    Probe(
+        "I do all my writing in Obsidian. How do I link notes together?",
+        "How should I organise my research notes?",
+        "obsidian",
+    ),
+    Probe(
+        "I'm on a student budget this term. Where can I find cheap textbooks?",
+        "Where should I go for a weekend away?",
+        "student budget",
+    ),
+    Probe(
+        "I'm colour blind, so charts with red and green confuse me. How do I read this heatmap?",
+        "Make me a chart of monthly sales.",
+        "colour blind",
+    ),
+    Probe(
+        "I'd prefer you explain things without maths formulas, I'm not a maths person. What is inflation?",
+        "How do interest rates work?",
+        "formulas",
+    ),
+    Probe(
+        "I shoot with a Fujifilm X-T4, what lens should I get for portraits?",
+        "What settings should I use for night photos?",
+        "fujifilm",
+    ),
+    Probe(
+        "We have a golden retriever called Maple who sheds a lot. Which vacuum is good for that?",
+        "How can I keep my car clean?",
+        "maple",
+    ),
+    Probe(
+        "Keep code examples minimal please, I just want the idea. How do I reverse a string in Go?",
+        "How do I read a file line by line?",
+        "minimal",
+    ),
+    Probe(
+        "I've been doing CrossFit four times a week. How much protein do I need?",
+        "What should I eat before a workout?",
+        "crossfit",
+    ),
+    Probe(
+        "I run a small bakery in Leeds and I'm updating the menu. Any ideas for autumn bakes?",
+        "How can I get more customers in January?",
+        "bakery",
+    ),
+    Probe(
+        "I'm a night owl and do my best work after midnight. How do I plan deep work?",
+        "When should I schedule my study sessions?",
+        "night owl",
+    ),
+    Probe(
+        "I use Neovim as my editor. How do I set up a Python linter?",
+        "What plugins would help me write JavaScript?",
+        "neovim",
+    ),
+    Probe(
+        "I can't eat anything with sesame, it makes me really sick. Is hummus safe?",
+        "What should I order at a Lebanese restaurant?",
+        "sesame",
+    ),
+    Probe(
+        "I prefer trains over planes whenever I can. How long is Paris to Amsterdam?",
+        "How should I get to Berlin next month?",
+        "trains",
+    ),
+    Probe(
+        "Our house has a wood-burning stove. How do I clean the glass?",
+        "How can I keep the living room warm this winter?",
+        "wood-burning stove",
+    ),
+    Probe(
+        "I'm a Spurs season ticket holder, what's the fixture list like?",
+        "What should I do this Saturday afternoon?",
+        "spurs",
+    ),
+    Probe(
+        "My laptop is a ThinkPad X1 Carbon running Fedora. How do I update the BIOS?",
+        "Which backup tool should I use?",
+        "thinkpad",
+    ),
+    Probe(
+        "I'm retired and have plenty of time. What volunteering could I do?",
+        "How should I spend my mornings?",
+        "retired",
+    ),
+    Probe(
+        "Always give me the metric and imperial amounts in recipes. How much flour for a loaf?",
+        "How do I make pancakes?",
+        "imperial",
+    ),
+    Probe(
+        "I'm trying to cut down on sugar, so which breakfast cereals are best?",
+        "What dessert can I bring to a party?",
+        "sugar",
+    ),
+    Probe(
+        "I play the piano, mostly classical. Which pieces are good for sight reading?",
+        "What concerts should I go to this spring?",
+        "piano",
+    ),
+    Probe(
+        "I'm nervous around big dogs. Is a dog park a good place to jog?",
+        "Where should I go running this weekend?",
+        "big dogs",
+    ),
+    Probe(
+        "My mother lives with us and uses a wheelchair. Which museums are accessible?",
+        "Where should we go for a family day out?",
+        "wheelchair",
+    ),
+    Probe(
+        "I keep kosher. Which wines are good for Passover?",
+        "What should I cook for Friday dinner?",
+        "kosher",
+    ),
+    Probe(
+        "I host a podcast about urban cycling. How do I get better audio?",
+        "What gear should I buy with my birthday money?",
+        "podcast",
+    ),
+    Probe(
+        "I only have 20 minutes a day to exercise. What routine would work?",
+        "How can I get stronger this year?",
+        "20 minutes",
+    ),
+    Probe(
+        "I speak French at home with my kids. What French cartoons are good?",
+        "What books should I get for my children?",
+        "french",
+    ),
+)
+# The same kinds in other words, written before C's shapes were coded and not tuned on
+D = (
+    Probe(
+        "Which screen protector fits my Galaxy S23 best?",
+        "Suggest some gadgets for my phone.",
+        "galaxy",
+    ),
+    Probe(
+        "I'm coeliac, so is sourdough safe for me?",
+        "What should I bake this weekend?",
+        "coeliac",
+    ),
+    Probe(
+        "Going forward, when you give me shell commands, assume I'm on macOS.",
+        "How do I find large files on disk?",
+        "macos",
+    ),
+    Probe(
+        "I'd rather not use any cloud services for my photos, what are my options for backups?",
+        "How should I share holiday pictures with my family?",
+        "cloud services",
+    ),
+    Probe(
+        "We store all our customer data in MongoDB. How do I add an index?",
+        "How should we design the orders schema?",
+        "mongodb",
+    ),
+    Probe(
+        "I recently installed Home Assistant on an old laptop. How do I add Zigbee lights?",
+        "How can I automate my heating?",
+        "home assistant",
+    ),
+    Probe(
+        "My flat only gets morning light, which houseplants would survive?",
+        "What could I grow on the windowsill?",
+        "morning light",
+    ),
+    Probe(
+        "I have three teenagers, how do I get them to do chores?",
+        "What should we do as a family on Sunday?",
+        "teenagers",
+    ),
+    Probe(
+        "I'm a morning person and I'm sharpest before 9. When should I study?",
+        "How should I plan my exam revision?",
+        "morning person",
+    ),
+    Probe(
+        "I ride a Brompton to work every day. How do I fix a squeaky chain?",
+        "What should I wear in the rain?",
+        "brompton",
+    ),
+    Probe(
+        "I'm on a fixed income now, so which phone plan is cheapest?",
+        "Where could we go for our anniversary?",
+        "fixed income",
+    ),
+    Probe(
+        "Keep the code short please, I only need the gist. How do I sort a dict by value?",
+        "How do I merge two lists?",
+        "short",
+    ),
+    Probe(
+        "I can't have caffeine after noon or I don't sleep. Is green tea ok in the evening?",
+        "What can I drink at the afternoon meeting?",
+        "caffeine",
+    ),
+    Probe(
+        "Our kitchen has an induction hob, so which pans should I buy?",
+        "What's a good one-pot dinner?",
+        "induction",
+    ),
+    Probe(
+        "I play the violin in an amateur orchestra. How can I practise vibrato?",
+        "What should I do with my free evenings?",
+        "violin",
+    ),
+    Probe(
+        "We have a border collie named Pepper, how much exercise does she need?",
+        "Where should we go on holiday this summer?",
+        "pepper",
+    ),
+    Probe(
+        "I avoid anything with artificial sweeteners. Are diet sodas bad?",
+        "What drinks should I get for the barbecue?",
+        "sweeteners",
+    ),
+    Probe(
+        "I write a newsletter about local history. How do I grow my subscribers?",
+        "What should I post on social media this week?",
+        "newsletter",
+    ),
+    Probe(
+        "I only have an hour a week for side projects. How do I pick one?",
+        "Should I learn a new programming language this year?",
+        "an hour a week",
+    ),
+    Probe(
+        "I speak Portuguese and a bit of Spanish. Is Italian easy for me?",
+        "Which country should I visit in the spring?",
+        "portuguese",
+    ),
+    Probe(
+        "Whenever you recommend books, tell me the page count too.",
+        "What's a good novel for a long flight?",
+        "page count",
+    ),
+    Probe(
+        "I got a Nintendo Switch for Christmas, which games are good for two players?",
+        "What can I do on a rainy day?",
+        "switch",
+    ),
+    Probe(
+        "I'm scared of deep water, is snorkelling a bad idea?",
+        "What should we do in Bali?",
+        "deep water",
+    ),
+    Probe(
+        "I'd prefer you skip the pleasantries and get to the point.",
+        "How do I renew my passport?",
+        "pleasantries",
+    ),
+    Probe(
+        "My MacBook Pro is from 2019, is it worth upgrading?",
+        "Which photo editing app should I use?",
+        "macbook",
+    ),
+    Probe(
+        "I've been swimming three times a week since January. Should I add weights?",
+        "How can I improve my endurance?",
+        "swimming",
+    ),
+    Probe(
+        "I do my budgeting in YNAB, how do I handle irregular income?",
+        "How should I save for a holiday?",
+        "ynab",
+    ),
+    Probe(
+        "I'm halal, so which sweets contain gelatine?",
+        "What should I bring to the office party?",
+        "halal",
+    ),
+    Probe(
+        "My partner and I live in a tiny studio, how do we make space for a desk?",
+        "Where should I put a Christmas tree?",
+        "tiny studio",
+    ),
+    Probe(
+        "I shoot on a Canon R6, what settings for concerts?",
+        "How do I take better photos of my kids?",
+        "canon",
+    ),
+)
+
+
 def filler(count: int, seed: int = 7) -> list[rq.Conversation]:
     """`count` LongMemEval sessions, no question's evidence, on dates over the last 90 days."""
     rng = random.Random(seed)
@@ -407,7 +768,7 @@ def main() -> None:
             f"the prompt {stated}"
         )
         return
-    sets = {"A": A, "B": B}
+    sets = {"A": A, "B": B, "C": C, "D": D}
     for name in args.sets:
         with tempfile.TemporaryDirectory() as tmp:
             base = Path(tmp)

@@ -20,7 +20,7 @@ from caesar.memory.forget import ForgetRequest, forget
 from caesar.memory.standing import kinds
 from caesar.memory.standing import prompt as standing_prompt
 from caesar.memory.standing.offline import Statement, conflicts, extract_statements
-from caesar.memory.standing.store import StandingMemory
+from caesar.memory.standing.store import StandingMemory, StandingStore
 from caesar.workers import run_until_caught_up
 
 
@@ -63,6 +63,18 @@ def _said(text: str) -> list[tuple[str, str]]:
         ("I'm a nurse at the local hospital.", ("profile", "work")),
         ("I use a MacBook Air for all my work.", ("profile", "uses")),
         ("I'm training for a marathon in April.", ("profile", "goal")),
+        # said in passing, inside a request
+        ("I'm vegetarian, so could you suggest a lunch for a hike?", ("constraint", "diet")),
+        ("My flat only gets morning light, which plants would survive?", ("profile", "home")),
+        ("When you write SQL for me, always use PostgreSQL syntax.", ("instruction", "answers")),
+        ("I'd prefer you skip the pleasantries.", ("instruction", "answers")),
+        ("I'd rather avoid heavy dependencies, it runs on a Pi.", ("preference", "dislikes")),
+        ("I can't eat anything with sesame.", ("constraint", "diet")),
+        ("I'm a night owl and work best after midnight.", ("constraint", "schedule")),
+        ("We store all our customer data in MongoDB.", ("profile", "uses")),
+        ("I play the violin in an amateur orchestra.", ("preference", "likes")),
+        ("I've been swimming three times a week since January.", ("preference", "likes")),
+        ("I host a podcast about urban cycling.", ("profile", "work")),
     ],
 )
 def test_the_shapes_of_what_people_say_about_themselves(said, learned):
@@ -99,6 +111,34 @@ def test_only_the_persons_own_words_are_read():
         {"role": "user", "content": "```\nI'm allergic to peanuts.\n```\n> I'm vegan\nThanks!"},
     ]
     assert extract_statements(turns) == []
+
+
+@pytest.mark.parametrize(
+    ("said", "learned"),
+    [
+        ("Can you recommend a case for my iPhone 14 Plus?", "I have an iPhone 14 Plus."),
+        ("Any games for my Xbox One?", "I have an Xbox One."),
+        ("I harvested cherry tomatoes from my garden today.", "I have a garden."),
+    ],
+)
+def test_a_thing_they_own_said_in_passing_is_learned_in_a_sentence_of_its_own(said, learned):
+    (found,) = extract_statements([{"role": "user", "content": said}])
+    assert found.text == learned and found.kind == kinds.PROFILE
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Summarise this email:\n\nSee you Monday.\nSent from my iPad",  # a pasted footer
+        "I'd rather not mention the university's name.",  # this once
+        "I'd rather not mail it out.",
+        "I like number 3.",  # a pick from a list
+        "I'm actually a Hilton loyalist.",  # not a job
+        "Which one should I get, the iPhone or a Pixel?",  # not theirs yet
+    ],
+)
+def test_what_sounds_like_a_statement_in_passing_but_is_not(said):
+    assert extract_statements([{"role": "user", "content": said}]) == []
 
 
 def test_a_statement_keeps_its_own_words():
@@ -247,6 +287,36 @@ def test_one_persons_statements_never_reach_anothers_prompt(learning):
     assert "peanut" not in owner.messages[0]["content"]
     ben_ctx = Brain(learning).prepare("What snacks for the party?", person=ben_id)
     assert "peanut allergy" in ben_ctx.messages[0]["content"]
+
+
+def test_every_turn_sees_every_change_whoever_made_it(learning):
+    """The turn keeps a person's statements between turns: an edit, a new statement, a
+    forgotten chat (a cascade no code of ours sees) and another process's delete all show in
+    the next turn."""
+
+    def prompt() -> str:
+        ctx = Brain(learning).prepare("What should I cook tonight?", person=OWNER)
+        return str(ctx.messages[0]["content"])
+
+    add_chat(learning, "I'm vegetarian.", "Noted.", utcnow() - timedelta(days=20))
+    _learn(learning)
+    assert "vegetarian" in prompt()
+    (memory,) = learning.standing.list(person=OWNER)
+    learning.standing.edit(learning.audit, memory.id, "I'm vegan.", person=OWNER)
+    assert "vegan." in prompt() and "vegetarian" not in prompt()
+
+    newer = add_chat(learning, "I eat fish again now.", "Noted.", utcnow() - timedelta(days=1))
+    _learn(learning)
+    assert "fish again" in prompt() and "vegan." not in prompt()
+
+    with learning.db.read() as session:
+        conversation = session.get(audit.AuditLog, newer).subject_id
+    forget(learning, ForgetRequest(conversation_ids=[conversation], person=OWNER))
+    assert "vegan." in prompt() and "fish again" not in prompt()
+
+    other_process = StandingStore(learning.db, learning.embedder)
+    other_process.delete(learning.audit, memory.id, person=OWNER)
+    assert "vegan" not in prompt()
 
 
 def test_the_person_edits_and_deletes_with_their_word_counted(learning):

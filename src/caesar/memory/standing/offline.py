@@ -64,7 +64,7 @@ _OPENER = re.compile(
 # Not about how things are: a wish, a hypothetical, a piece of writing, someone else's words
 _NOT_SAID = re.compile(
     r"\b(?:if|unless|imagine|pretend|suppose|supposing|hypothetically|what if|let'?s say|"
-    r"(?:write|draft|compose)(?: me)? (?:a|an|the|some|my)\b|story|poem|essay|character|"
+    r"(?<!\bi )(?<!\bwe )(?:write|draft|compose)(?: me)? (?:a|an|the|some|my)\b|story|poem|essay|character|"
     r"role ?play|scenario|lyrics|script|"
     r"(?:he|she|they) (?:said|says|told)|wondering whether|wonder if)\b",
     re.IGNORECASE,
@@ -91,8 +91,8 @@ _I_AM = r"\b(?:i'?m|i’m|i am|we're|we’re|we are)"
 _I = r"\b(?:i|we)"
 _ADV = (
     r"(?:\s+(?:really|also|usually|generally|mostly|always|actually|still|just|totally|"
-    r"absolutely|strictly|currently|now|basically|mainly|definitely|pretty much|kind of|"
-    r"do|recently|finally|have|had))*"
+    r"absolutely|strictly|currently|basically|mainly|definitely|pretty much|kind of|"
+    r"do|recently|finally|have|had|already|now|only))*"
 )
 _NEG = (
     r"(?P<neg>\s+(?:don'?t|don’t|do not|can'?t|can’t|cannot|never|no longer|won'?t|"
@@ -172,7 +172,11 @@ _NOT_PET = r"(?! (?:plants?|trees?|breasts?|fillets?|thighs?|wings|nuggets|sauce
 _PETS = (
     r"dogs?|cats?|pupp(?:y|ies)|kittens?|rabbits?|bunn(?:y|ies)|hamsters?|parrots?|horses?|"
     r"goldfish|fish|turtles?|tortoises?|guinea pigs?|birds?|snakes?|lizards?|geckos?|ferrets?|"
-    r"chickens?|budgies?|parakeets?|rats?|mice|chinchillas?|pony|ponies"
+    r"chickens?|budgies?|parakeets?|rats?|mice|chinchillas?|pony|ponies|"
+    r"retrievers?|labradors?|labs?|terriers?|spaniels?|poodles?|collies?|shepherds?|beagles?|"
+    r"huskies|husky|dachshunds?|corgis?|pugs?|bulldogs?|greyhounds?|whippets?|boxers?|"
+    r"schnauzers?|chihuahuas?|labradoodles?|cockapoos?|rottweilers?|dobermanns?|dobermans?|"
+    r"setters?|pointers?|tabby|tabbies|maine coons?|siamese|ragdolls?|bengals?"
 )
 _KIN = (
     r"wife|husband|partner|spouse|boyfriend|girlfriend|fianc[ée]e?|kids?|children|child|sons?|"
@@ -186,6 +190,33 @@ _DEVICES = (
     r"linux|tesla|apple watch|fitbit|garmin|playstation|ps5|xbox|nintendo switch|"
     r"(?:dslr|mirrorless) camera|raspberry pi|3d printer|smart ?watch|e-?bike|car|bike"
 )
+# Named things a person owns or uses: "my iPhone 13 Pro", "my Honda Civic" (a plain "my car"
+# says little about them)
+_BRANDS = (
+    r"(?:iphone|ipad|ipod|airpods|apple watch|macbook|imac|mac mini|galaxy|pixel|oneplus|"
+    r"xiaomi|kindle|kobo|surface|thinkpad|chromebook|dell xps|lenovo|asus|fitbit|garmin|"
+    r"oura ring|peloton|playstation|ps[45]|xbox|nintendo switch|switch|steam deck|oculus|"
+    r"meta quest|quest [23]|gopro|fujifilm|canon|nikon|sony a\d+|lumix|dji|roomba|"
+    r"thermomix|instant pot|air fryer|vitamix|nespresso|tesla|prius|honda|toyota|"
+    r"volkswagen|vw|ford|bmw|audi|subaru|mazda|kia|hyundai|volvo|nissan|skoda|"
+    r"brompton|raspberry pi|arduino|synology|sonos|echo|alexa|google home|nest|"
+    r"ring doorbell|hue lights|home assistant)\b(?:[ -](?:(?-i:[A-Z0-9])[\w-]*|pro|max|mini|plus|air|ultra)\b)*"
+)
+_INSTRUMENTS = (
+    r"piano|guitar|electric guitar|bass|violin|viola|cello|double bass|drums|saxophone|sax|"
+    r"flute|clarinet|trumpet|trombone|oboe|harp|ukulele|banjo|mandolin|accordion|organ|"
+    r"keyboard|harmonica"
+)
+_SPORTS = (
+    r"tennis|golf|football|soccer|basketball|volleyball|badminton|squash|rugby|cricket|"
+    r"hockey|padel|pickleball|table tennis|ping pong|chess|bridge|poker|netball|baseball|"
+    r"softball|water polo|ultimate frisbee|darts|snooker|pool|video games|dungeons (?:and|&) dragons|d&d"
+)
+_HABITS = (
+    r"swimming|running|cycling|climbing|bouldering|yoga|pilates|crossfit|boxing|karate|judo|"
+    r"jiu[- ]jitsu|dancing|hiking|rowing|lifting|weightlifting|weights|spinning|skating|"
+    r"surfing|skiing|meditating|meditation|journaling|baking|knitting|painting|gardening"
+)
 _JOB_WORD = (
     r"(?:[a-z]*(?:er|or|ist|ian|ant|ent|eer|ect|ive|ic|ary|man|woman|person|nurse|chef|"
     r"cook|pilot|doctor|dentist|vet|surgeon|paramedic|student|teacher|tutor|writer|"
@@ -194,14 +225,18 @@ _JOB_WORD = (
 _NOT_JOBS = frozenset(
     "beginner member user owner lover fan fanatic believer follower big huge bit little lot "
     "other rather better newer older number never ever forever sucker whatever however "
-    "quarter corner winner loser reader viewer listener person woman man".split()
+    "quarter corner winner loser reader viewer listener person woman man loyalist regular "
+    "customer subscriber patron".split()
 )
 _LANGUAGES = (
     r"english|spanish|french|german|italian|portuguese|dutch|polish|swedish|norwegian|danish|"
     r"finnish|greek|turkish|russian|ukrainian|arabic|hebrew|hindi|japanese|chinese|mandarin|"
     r"cantonese|korean|vietnamese|thai|indonesian|czech|hungarian|romanian|welsh|irish|catalan"
 )
-_ANSWER = r"(?:answers?|repl(?:y|ies)|responses?|explanations?|it|things|messages)"
+_ANSWER = (
+    r"(?:answers?|repl(?:y|ies)|responses?|explanations?|it|things|messages|"
+    r"code(?: examples| samples| snippets)?|examples)"
+)
 
 # (slot, pattern). The order is the order of preference: a sentence gives one statement, by
 # the first shape that fits. Instructions that name what they ask (units, length …) and
@@ -227,9 +262,9 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ),
         (
             "length",
-            r"\b(?:keep|make)(?: your)? "
+            r"\b(?:keep|make)(?: your| the| all)? "
             + _ANSWER
-            + r" (?P<obj>short|shorter|brief|concise|simple|to the point|under \d+ words|detailed|long|longer)\b",
+            + r" (?P<obj>short|shorter|brief|concise|simple|minimal|to the point|under \d+ words|detailed|long|longer)\b",
         ),
         (
             "length",
@@ -273,6 +308,14 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             + r" (?:keep|follow|eat|stick to|maintain|try to eat|am on|'m on|’m on|went|have gone|'ve gone)(?: to)?(?: a| an| mostly)?(?: strict)? (?P<obj>[a-z-]+(?:[ -][a-z]+)?) diet\b",
         ),
         ("diet", _I + _NEG + r" (?:eat|eating)(?: any)? (?P<obj>" + _FOODS + r")\b"),
+        ("diet", _I + _ADV + r" (?:keep|eat|observe) (?P<obj>kosher|halal)\b"),
+        (
+            "diet",
+            _I
+            + r"(?P<neg> can'?t| can’t| cannot| mustn'?t| must not)(?: eat| have| digest| tolerate)"
+            r"(?: anything with| anything containing| any)? (?P<obj>[a-z][a-z'’ -]{1,40}?)"
+            + _OBJ_END,
+        ),
         (
             "diet",
             _I
@@ -297,7 +340,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         (
             "budget",
             _I_AM
-            + r"(?: on| working with) (?:a |an )?(?P<obj>(?:tight|limited|small|strict|modest|shoestring) budget)\b",
+            + r"(?: on| working with| living on) (?:a |an )?(?P<obj>(?:(?:tight|limited|small|strict|modest|shoestring|student|fixed|low|tiny) budget)|fixed income|pension|low income)\b",
         ),
         (
             "budget",
@@ -309,7 +352,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "schedule",
             _I
             + _ADV
-            + r" work (?P<obj>night shifts?|nights|the night shift|early shifts?|late shifts?|weekends|from home|remotely|part[- ]time|full[- ]time|[a-z0-9-]+ shifts|\d+[- ]hour shifts)\b",
+            + r" (?:work|started working|have been working|'ve been working|’ve been working) (?P<obj>night shifts?|nights|the night shift|early shifts?|late shifts?|weekends|from home|remotely|part[- ]time|full[- ]time|[a-z0-9-]+ shifts|\d+[- ]hour shifts)\b",
         ),
         (
             "schedule",
@@ -330,6 +373,25 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             + _OBJ_END,
         ),
         (
+            "schedule",
+            _I_AM
+            + _ADV
+            + r" (?:a |an )?(?:total |real |natural |big )?(?P<obj>night owl|early bird|early riser|morning person|evening person|night person|shift worker)\b",
+        ),
+        (
+            "schedule",
+            _I
+            + _ADV
+            + r" have (?P<obj>(?:\d+|an?|one|two|three|four|five|half an) (?:minutes?|hours?)(?: or so)? (?:a|per|each|every) (?:day|week|weekday|evening|morning|night|weekend))\b",
+        ),
+        (
+            "fear",
+            _I_AM
+            + _ADV
+            + r"(?: really| very| so| quite| a bit| a little)? (?:afraid|scared|terrified|frightened|nervous|anxious|uneasy) around (?P<obj>[^.!?;,\n]{2,50}?)"
+            + _OBJ_END,
+        ),
+        (
             "fear",
             _I
             + r" have (?:a |an )?(?:real |serious |irrational )?(?:fear|phobia) of (?P<obj>[^.!?;,\n]{2,50}?)"
@@ -339,15 +401,31 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "answers",
             r"(?:^|\bplease |\bfrom now on,? |\bin (?:the )?future,? |\bgoing forward,? |"
             r"\bwhenever [^,]{0,60}, |\bwhen i ask[^,]{0,60}, |\bif i ask[^,]{0,60}, |"
+            r"\bwhen you (?:give|show|write|suggest|recommend|explain|answer|reply|make|"
+            r"list|compare|send)[^,]{0,60}, |\bi(?:'d| would|’d) (?:prefer|rather|like it if)"
+            r"(?: it if)? you |\bi prefer (?:it )?when you |"
             r"\bi'?d like you to |\bi’d like you to |\bi want you to |\bi need you to |"
             r"\bmake sure (?:to |you |that you )|\bremember to |\b(?:can|could|would) you )"
             r"(?:please )?(?P<neg>always |never |don'?t |do not |stop )?(?P<obj>(?:use|give|"
             r"include|add|write|answer|reply|respond|format|show|mention|put|start|end|explain|"
             r"assume|suggest|recommend|say|keep|list|cite|check|remind|ask|skip|avoid|spell|"
             r"round|convert|summari[sz]e|provide|break|limit|number|highlight|translate|"
-            r"comment|quote|focus|double-check|talk|call|refer to)\b[^.!?\n]{3,150})",
+            r"comment|quote|focus|double-check|talk|call|refer to|tell|let me know|note|warn|"
+            r"flag|link|label)\b[^.!?\n]{3,150})",
         ),
         # -- preferences ------------------------------------------------------------------
+        (
+            "dislikes",
+            _I
+            + r"(?:'d|’d| would) rather (?:not(?! (?:mention|say|share|go into|discuss|talk about|disclose|reveal|name|give|get into|answer))(?: use| have| eat| do| go)?|avoid|skip|stay away from|steer clear of) (?P<obj>[^.!?;,\n]{2,60}?)"
+            + _OBJ_END,
+        ),
+        (
+            "dislikes",
+            _I
+            + r"(?: always| usually| generally| try to| tend to)? (?:avoid|steer clear of|stay away from) (?:anything with |anything containing |any )?(?P<obj>[^.!?;,\n]{2,60}?)"
+            + _OBJ_END,
+        ),
         (
             "dislikes",
             _I
@@ -365,7 +443,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "likes",
             _I
             + _ADV
-            + r" (?:love|like|enjoy|adore|prefer|am into|'m into|’m into) (?P<obj>[^.!?;,\n]{2,60}?)"
+            + r" (?:love|like|enjoy|adore|prefer|am into|'m into|’m into|'d rather|’d rather|would rather|'d prefer|’d prefer|would prefer) (?P<obj>[^.!?;,\n]{2,60}?)"
             + _OBJ_END,
         ),
         (
@@ -379,6 +457,17 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "likes",
             r"\bmy (?:absolute |all-time )?favou?rite (?P<obj>[a-z ]{2,30} (?:is|are) [^.!?;,\n]{2,60}?)"
             + _OBJ_END,
+        ),
+        (
+            "likes",
+            _I + _ADV + r" play (?:the )?(?P<obj>" + _INSTRUMENTS + r"|" + _SPORTS + r")\b",
+        ),
+        (
+            "likes",
+            _I
+            + r"(?:'ve|’ve| have)? (?:been )?(?:doing |going |practi[cs]ing )?(?P<obj>"
+            + _HABITS
+            + r")\b(?=[^.!?]{0,30}\b(?:times? a|every|each|twice|once a|since|for (?:years|months|\d+)))",
         ),
         # -- who they are -----------------------------------------------------------------
         ("name", r"\bmy name(?:'s| is) (?P<obj>(?-i:[A-Z])[\w'’-]+(?: (?-i:[A-Z])[\w'’-]+)?)"),
@@ -401,7 +490,7 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             "family",
             _I
             + _ADV
-            + r" have (?P<obj>(?:a|an|one|two|three|four|five|\d+)(?: young| little| teenage| grown(?:-up)?| adult| baby| newborn| twin)? (?:kids?|children|sons?|daughters?|grandchildren|grandkids|siblings|brothers?|sisters?|twins|stepsons?|stepdaughters?))\b",
+            + r" have (?P<obj>(?:a|an|one|two|three|four|five|\d+)(?: young| little| teenage| grown(?:-up)?| adult| baby| newborn| twin)? (?:kids?|children|sons?|daughters?|grandchildren|grandkids|siblings|brothers?|sisters?|twins|stepsons?|stepdaughters?|toddlers?|babies|teenagers?|teens|stepkids|stepchildren))\b",
         ),
         (
             "family",
@@ -451,6 +540,17 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             + _ADV
             + r" (?:have|own|rent|live in)(?P<obj> (?:a|an)(?: small| big| tiny| large| little| new| old)? (?:garden|balcony|backyard|yard|apartment|flat|house|studio|allotment|cottage|condo|townhouse|farm))\b",
         ),
+        (
+            "home",
+            r"^(?:my|our) (?P<obj>(?:house|home|flat|apartment|garden|balcony|kitchen|place|studio|yard|backyard|bedroom|office|allotment|garage)(?: only)? (?:has|gets|faces|is on|is in|is a|is an|is tiny|is small|doesn'?t have|has no)\b[^.!?;,\n]{2,60}?)"
+            + _OBJ_END,
+        ),
+        (
+            "work",
+            _I
+            + _ADV
+            + r" (?:host|run|write|have|make|publish|started) (?P<obj>(?:a|an|my own|our own) (?:[a-z-]+ )?(?:podcast|blog|newsletter|youtube channel|channel|etsy shop|online shop|small business|business|bakery|caf[eé]|restaurant|shop|company|startup|farm|food truck))\b",
+        ),
         ("work", _I + _ADV + r" work (?P<obj>(?:as|at|for|in) [^.!?;,\n]{2,60}?)" + _OBJ_END),
         (
             "work",
@@ -479,9 +579,33 @@ _SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             _I
             + _ADV
             + r" (?:use|have|own|got|bought|drive|'m using|’m using|am using|code in|program in|work with|write code in)(?: a| an| the| my)?(?: new| brand new| old)? (?P<obj>"
+            + _BRANDS
+            + r"|"
             + _DEVICES
             + r")\b",
         ),
+        (
+            "uses",
+            _I
+            + _ADV
+            + r" (?:drive|ride|cycle on|commute on|shoot (?:with|on)|take photos (?:with|on)) (?:a|an|my)(?: new| old)? (?P<obj>[^.!?;,\n]{2,40}?)"
+            + _OBJ_END,
+        ),
+        (
+            "uses",
+            _I
+            + _ADV
+            + r" (?:downloaded|installed|signed up for|subscribed to|switched to|set up|started using|moved to)(?: the| a| an)? (?P<obj>(?-i:[A-Z])[\w+#.'’-]*(?: (?-i:[A-Z0-9])[\w+#.-]*)*)",
+        ),
+        (
+            "uses",
+            r"(?:\b(?:i|we)"
+            + _ADV
+            + r" (?:deploy|host|store|keep|track|manage|build|do|write|edit|plan|organi[sz]e|code|log|run)"
+            r"(?: (?:everything|all|my|our|the|of)){1,3}(?: [a-z-]+){0,2}|\b(?:my|our) (?:team|company|office|school|work|job|family|household)(?: all)? uses?) "
+            r"(?:(?:with|in|on|using|through) )?(?P<obj>(?-i:[A-Z])[\w+#.'’-]*(?: (?-i:[A-Z0-9])[\w+#.-]*)*)",
+        ),
+        ("uses", _I + _ADV + r" speak(?: fluent| some| a bit of)? (?P<obj>" + _LANGUAGES + r")\b"),
         (
             "uses",
             _I
@@ -525,6 +649,7 @@ _REACTION = re.compile(
 # for this turn)
 _LASTING = re.compile(
     r"\b(?:always|never|from now on|going forward|in (?:the )?future|whenever|when i ask|"
+    r"i(?:'d| would|’d) (?:prefer|rather)(?: it if)? you|i prefer (?:it )?when you|"
     r"if i ask|every time|each time|by default|in all|all (?:your|the|of your) "
     r"(?:answers|replies|responses|examples|code))\b",
     re.IGNORECASE,
@@ -580,7 +705,10 @@ _SUBORDINATE = re.compile(
     r"\b(?:that|which|what|whether|if|how|one|ones|something|anything|whatever|where|who)\s*$",
     re.IGNORECASE,
 )
-_LIKED_NOTHING = frozenset("better best yet more most less least either too first you".split())
+_LIKED_NOTHING = frozenset(
+    "better best yet more most less least either too first second third last you number "
+    "option".split()
+)
 # "I'll keep it simple": the person's own plan, not how caesar should answer
 _OWN_PLAN = re.compile(
     r"\b(?:i'll|i’ll|i will|i'm going to|i’m going to|i am going to|i want to|i'd like to|"
@@ -588,7 +716,9 @@ _OWN_PLAN = re.compile(
     re.I,
 )
 # "keep your answers short": how caesar answers is named, so it is for caesar
-_TO_CAESAR = re.compile(r"\b(?:your|answers?|repl(?:y|ies)|responses?|explanations?)\b", re.I)
+_TO_CAESAR = re.compile(
+    r"\b(?:your|answers?|repl(?:y|ies)|responses?|explanations?|code examples|examples)\b", re.I
+)
 _COUNTED_UNIT = re.compile(
     r"\d[\d,.]*\s*(?:metric|imperial|celsius|fahrenheit|kilomet(?:er|re)s?|miles?|kg|"
     r"kilograms?|pounds?|lbs)\b|\bper (?:kilogram|mile|pound)|\bmiles davis\b|"
@@ -655,19 +785,41 @@ def unsafe(text: str) -> bool:
     return _UNSAFE.search(text) is not None
 
 
+# "I'm vegetarian, so could you suggest a lunch?": a question whose first clause is the
+# person saying how things are for them
+_LEAD_CLAUSE = re.compile(
+    r"^(?P<lead>(?:i|i'm|i’m|i am|i've|i’ve|i'd|i’d|we|we're|we’re|we've|we’ve|my|our)\b[^?,;]{4,}?)"
+    r"(?:,|;|\s+[-—])\s+(?:so|and|but|which|what|how|any|is|are|do|does|can|could|would|should|"
+    r"where|when|who|will|has|have|got|anything|ideas?|thoughts?|suggestions?|"
+    r"recommendations?|tips?)\b",
+    re.IGNORECASE,
+)
+# a named thing the person owns, said in passing ("a case for my iPhone 14?"), or a garden
+_OWNS = re.compile(
+    r"\b(?:my|our) (?:new |old |current |trusty |own |little |small )?(?:(?P<obj>"
+    + _BRANDS
+    + r")|(?P<place>garden|allotment|backyard|balcony|greenhouse|vegetable patch|veggie patch)\b)",
+    re.IGNORECASE,
+)
+
+
 def statements_in(sentence: str) -> list[Statement]:
     """The standing statement one sentence of the person's makes, if any (see the module
     docstring): one a sentence, by the first shape that fits (`_SHAPES`' order). Its text is
     the whole sentence, so "My partner Alex and I adopted a cat called Miso" keeps both."""
     sentence = _OPENER.sub("", sentence.strip()).strip()
-    if len(sentence) < 6:
+    if len(sentence) < 6 or _NOT_SAID.search(sentence):
         return []
     asks = sentence.endswith("?")
     instructs = re.search(r"\b(?:always|from now on|going forward|in future)\b", sentence, re.I)
     if asks and not instructs:
-        return []
-    if _NOT_SAID.search(sentence):
-        return []
+        return _in_question(sentence)
+    found = _shaped(sentence, asks)
+    return found or _owned(sentence)
+
+
+def _shaped(sentence: str, asks: bool) -> list[Statement]:
+    """The statement of the first shape in `_SHAPES` that fits the sentence."""
     for slot, pattern in _SHAPES:
         kind = _SLOT_KIND[slot]
         if asks and kind != kinds.INSTRUCTION:
@@ -688,6 +840,8 @@ def statements_in(sentence: str) -> list[Statement]:
             _REACTION.search(obj) or _subordinate(sentence, match.start())
         ):
             continue  # a reaction, or "see which one I like better"
+        if re.search(r"\brather\b", match[0], re.I) and re.search(r"\b(?:it|them)\b", obj, re.I):
+            continue  # "I'd rather not mail it out": about one thing, this once
         if slot == "family" and obj and not _leads(sentence, match.start()):
             continue  # "communication with my partner is key": not about the partner
         if slot == "work" and obj.lower().split()[-1:] and obj.lower().split()[-1] in _NOT_JOBS:
@@ -729,6 +883,36 @@ def statements_in(sentence: str) -> list[Statement]:
             )
         ]
     return []
+
+
+def _in_question(sentence: str) -> list[Statement]:
+    """What a question says about the person: its first clause when that is a statement of
+    theirs ("I'm coeliac, so is sourdough safe?"), else a named thing they own ("a case for my
+    iPhone 14 Plus?", learned as "I have an iPhone 14 Plus."). Nothing else in a question is
+    taken."""
+    lead = _LEAD_CLAUSE.match(sentence)
+    if lead is not None:
+        found = statements_in(lead["lead"].rstrip() + ".")
+        if found:
+            return found
+    return _owned(sentence)
+
+
+# an email's footer the person pasted, not them ("Sent from my iPad")
+_SIGNATURE = re.compile(r"\bsent from my\b", re.IGNORECASE)
+
+
+def _owned(sentence: str) -> list[Statement]:
+    """A named thing the person owns, or a garden of theirs, said in passing: learned in a
+    sentence of its own ("I have an iPhone 13 Pro."), since the one it was said in is about
+    something else."""
+    owns = _OWNS.search(sentence)
+    if owns is None or _subordinate(sentence, owns.start()) or _SIGNATURE.search(sentence):
+        return []
+    thing = (owns["obj"] or owns["place"]).strip()
+    article = "an" if thing[0].lower() in "aeiou" or thing.lower().startswith("xbox") else "a"
+    slot = "uses" if owns["obj"] else "home"
+    return [Statement(_SLOT_KIND[slot], slot, f"I have {article} {thing}.", about=_about(thing))]
 
 
 _ABBREVIATION = re.compile(

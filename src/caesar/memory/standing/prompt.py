@@ -18,6 +18,8 @@
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
@@ -47,17 +49,39 @@ class Chosen:
 
 def bearing(memories: Sequence[StandingMemory], vector: np.ndarray | None) -> np.ndarray:
     """Each statement's cosine with the message (0 without either vector): one matrix
-    product."""
+    product, the matrix kept between turns while the statements are the same."""
     scores = np.zeros(len(memories), np.float32)
     if vector is None:
         return scores
-    have = [
-        i for i, m in enumerate(memories) if m.vector is not None and m.vector.shape == vector.shape
-    ]
-    if have:
-        matrix = np.stack([memories[i].vector for i in have])  # type: ignore[misc]
-        scores[have] = matrix @ vector
+    rows, vectors = [], []
+    for i, memory in enumerate(memories):
+        if memory.vector is not None and memory.vector.shape == vector.shape:
+            rows.append(i)
+            vectors.append(memory.vector)
+    if rows:
+        key = tuple((memories[i].id, memories[i].updated_at) for i in rows)
+        scores[rows] = _matrix(key, vectors) @ vector
     return scores
+
+
+_MATRICES: OrderedDict[tuple[tuple[int, datetime], ...], np.ndarray] = OrderedDict()
+_MATRICES_KEPT = 64
+_MATRICES_LOCK = threading.Lock()
+
+
+def _matrix(key: tuple[tuple[int, datetime], ...], vectors: list[np.ndarray]) -> np.ndarray:
+    """The statements' vectors stacked; (id, updated_at) names a vector (an edit moves it)."""
+    with _MATRICES_LOCK:
+        matrix = _MATRICES.get(key)
+        if matrix is not None:
+            _MATRICES.move_to_end(key)
+            return matrix
+    matrix = np.stack(vectors)
+    with _MATRICES_LOCK:
+        _MATRICES[key] = matrix
+        while len(_MATRICES) > _MATRICES_KEPT:
+            _MATRICES.popitem(last=False)
+    return matrix
 
 
 def said_when(memory: StandingMemory, zone: tzinfo) -> str:

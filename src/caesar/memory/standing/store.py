@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
-from sqlalchemy import bindparam, delete, or_, select, update
+from sqlalchemy import bindparam, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from caesar import audit
@@ -37,6 +37,7 @@ from caesar.memory.standing.offline import Statement, conflicts
 MAX_TEXT = 500
 MAX_CURRENT = 500  # a turn reads at most this many (newest first)
 VECTOR_CACHE = 20_000  # bearing vectors kept in memory (1.5 kB each)
+PEOPLE_CACHE = 256  # people whose current statements a process keeps between turns
 _VectorKey = tuple[int, datetime, str | None]
 _LIKING = ("likes", "dislikes")
 # Slots whose `about` is the whole of what is said ("peanut", "metric"): the same `about` is
@@ -146,6 +147,18 @@ _CURRENT = (
 _VECTORS = select(_COLUMNS.id, _COLUMNS.vector).where(
     _COLUMNS.id.in_(bindparam("ids", expanding=True))
 )
+# What changes whenever the person's current statements do, whoever writes: one is added (the
+# sum of ids), removed or superseded (the count; a foreign-key cascade from a forgotten chat
+# too), edited or said again (the latest updated_at, the edit count), or loses the statement it
+# contradicted (the count of `contradicts`). One aggregate over the person's index, not their
+# rows.
+_VERSION = select(
+    func.count(),
+    func.coalesce(func.sum(_COLUMNS.id), 0),
+    func.max(_COLUMNS.updated_at),
+    func.coalesce(func.sum(_COLUMNS.edit_count), 0),
+    func.count(_COLUMNS.contradicts),
+).where(_COLUMNS.person_id == bindparam("person"), _COLUMNS.superseded_by.is_(None))
 
 
 def _group(slot: str) -> tuple[str, ...]:
@@ -160,6 +173,11 @@ class StandingStore:
         # (memory id, updated_at, model) → its bearing vector, oldest dropped first. An edit
         # moves updated_at, so no process keeps an old text's vector.
         self._vectors: OrderedDict[_VectorKey, np.ndarray | None] = OrderedDict()
+        # person → (their statements' version, their current statements): read again only
+        # when the version moved
+        self._current: OrderedDict[int, tuple[tuple[Any, ...], list[StandingMemory]]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
     @property
@@ -308,9 +326,24 @@ class StandingStore:
 
     # -- reads --------------------------------------------------------------------------------
     def current(self, session: Session, *, person: int) -> list[StandingMemory]:
-        """`person`'s statements that hold, with their vectors, newest first. Core columns,
-        not ORM objects, and the vectors from this process's cache: this runs on every
-        turn."""
+        """`person`'s statements that hold, with their vectors, newest first. This runs on
+        every turn: the list is kept per person and read again only when their statements'
+        version (`_VERSION`) moved; then core columns, not ORM objects, and the vectors from
+        this process's cache."""
+        version = tuple(session.execute(_VERSION, {"person": person}).one())
+        with self._lock:
+            kept = self._current.get(person)
+            if kept is not None and kept[0] == version:
+                self._current.move_to_end(person)
+                return list(kept[1])
+        found = self._read_current(session, person)
+        with self._lock:
+            self._current[person] = (version, found)
+            while len(self._current) > PEOPLE_CACHE:
+                self._current.popitem(last=False)
+        return list(found)
+
+    def _read_current(self, session: Session, person: int) -> list[StandingMemory]:
         rows = session.execute(_CURRENT, {"person": person, "limit": MAX_CURRENT}).all()
         keys = {r[0]: (r[0], r[5], r[10]) for r in rows}
         missing = [i for i, key in keys.items() if key not in self._vectors]
