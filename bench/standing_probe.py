@@ -741,7 +741,7 @@ def main() -> None:
     parser.add_argument(
         "--crowd",
         action="store_true",
-        help="also tell every statement of the other set first (~40 more standing statements)",
+        help="also tell every statement of another set first (B for A, A for the rest: ~40 more)",
     )
     parser.add_argument(
         "--preference",
