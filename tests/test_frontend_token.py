@@ -243,15 +243,76 @@ def test_the_failed_token_limit_holds_for_the_frontend_token(household):
     assert locked.status_code == 429
 
 
-def test_link_refuses_an_id_that_is_someone_elses(household):
+def test_link_takes_an_id_from_someone_with_no_memory_and_refuses_from_someone_with(household):
     services, client, _anna, _anna_id = household()
     with services.db.write() as session:
         people.add(session, services.audit, "Ben")
-    with pytest.raises(InputError, match="already 'Anna'"), services.db.write() as session:
+    assert client.put("/v1/facts/dog", json={"value": "Rex"}, headers=front("owui-anna")).is_success
+    with pytest.raises(InputError, match="memory of their own"), services.db.write() as session:
         people.link(session, services.audit, "Ben", "owui-anna")
+    with services.db.write() as session:
+        people.add(session, services.audit, "Cleo")
+        people.link(session, services.audit, "Cleo", "owui-cleo")
+    with services.db.write() as session:  # Cleo has no memory: the id moves
+        linked = people.link(session, services.audit, "Ben", "owui-cleo")
+    assert linked.taken_from == "Cleo"
+    with services.db.read() as session:
+        listed = {p.name: p.frontend_id for p in people.everyone(session)}
+    assert listed["Ben"] == "owui-cleo" and listed["Cleo"] is None
     with services.db.write() as session:
         people.link(session, services.audit, "owner", "owui-owner")
     assert facts(client, front("owui-owner")) == facts(client, bearer(TEST_TOKEN))
+
+
+def test_the_owner_takes_over_the_login_auto_create_made_when_a_household_starts(
+    make_services, llm
+):
+    """A one-person install (the owner chatting with the api_token) becomes a household: the
+    operator sets a frontend_token with auto_create, Open WebUI's admin saves the connection and
+    its model-list request makes a new, empty person. The owner takes that login over with
+    `caesar people link`, and the admin's next chat is the owner's, with their memory."""
+    from memory_helpers import add_chat
+
+    from caesar.workers import run_until_caught_up
+
+    services = make_services(
+        api_token=TEST_TOKEN,
+        people={"frontend_token": FRONTEND, "auto_create": True},
+        memory={"facts_extract": {"enabled": True}},
+        gateway={"routes": {"memory_extract": "offline:patterns"}},
+    )
+    add_chat(services, "My dog is called Biscuit and I live in Porto.", "Lovely!")
+    run_until_caught_up(services.workers["memory.extract"])
+    owner_facts = {"dog_name": "Biscuit", "home_location": "Porto"}
+    admin = front("owui-admin-1", **{NAME: "Dana", EMAIL: "dana@example.org"})
+    with TestClient(create_app(services.settings, services, run_workers=False)) as client:
+        assert facts(client, bearer(TEST_TOKEN)) == owner_facts
+        assert client.get("/v1/models", headers=admin).status_code == 200
+        assert "Dana" in everyone(services)  # made on the model list, empty
+
+        with services.db.write() as session:
+            people.link(session, services.audit, "owner", "owui-admin-1")
+
+        assert facts(client, admin) == owner_facts
+        reply = client.post(
+            "/v1/chat/completions",
+            json={"model": "caesar", "messages": [{"role": "user", "content": "Where do I live?"}]},
+            headers=admin,
+        )
+        assert reply.status_code == 200, reply.text
+        prompt = llm.requests[-1]["json"]["messages"][0]["content"]
+        assert "Porto" in prompt and "Biscuit" in prompt
+    with services.db.read() as session:
+        rows = session.execute(
+            sa.text("SELECT person_id, payload FROM audit_log WHERE event_type = :e"),
+            {"e": audit.CHAT_COMPLETED},
+        ).all()
+        linked = session.execute(
+            sa.text("SELECT payload FROM audit_log WHERE event_type = :e"),
+            {"e": audit.PERSON_LINKED},
+        ).scalar_one()
+    assert {r[0] for r in rows} == {OWNER}  # the first chat and the admin's, both the owner's
+    assert "Dana" in str(linked) and "taken_from" in str(linked)
 
 
 @pytest.mark.parametrize(

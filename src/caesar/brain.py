@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from caesar import audit
 from caesar.clock import utcnow
+from caesar.config import CHAT_TASK
 from caesar.errors import ProviderError
 from caesar.gateway.base import (
     Completion,
@@ -113,16 +114,21 @@ class TurnKind:
     # False: a client's background request (api/background.py), whose row holds none of its
     # text: not the operator speaking, so nothing of it is kept
     remembered: bool = True
+    task: str = CHAT_TASK  # the gateway's route for the reply
 
 
 CHAT = TurnKind(audit.CHAT_COMPLETED, audit.CHAT_FAILED, conversational=True)
 
 
-def background_kind(task: str, conversation: str | None) -> TurnKind:
+def background_kind(task: str, conversation: str | None, route: str = CHAT_TASK) -> TurnKind:
+    """A client's background request of kind `task` ("title", "tags", … "temporary"), answered
+    on the gateway's `route`."""
     extra: dict[str, Any] = {"task": task}
     if conversation:
         extra["conversation"] = conversation
-    return TurnKind(audit.CHAT_BACKGROUND, audit.CHAT_BACKGROUND, extra, remembered=False)
+    return TurnKind(
+        audit.CHAT_BACKGROUND, audit.CHAT_BACKGROUND, extra, remembered=False, task=route
+    )
 
 
 def proactive_kind(name: str) -> TurnKind:
@@ -464,7 +470,7 @@ class Brain:
         started = time.perf_counter()
         try:
             completion = self.services.gateway.complete(
-                ctx.messages, task="chat", generation=generation
+                ctx.messages, task=kind.task, generation=generation
             )
         except ProviderError as exc:
             self._record(ctx, kind, None, exc, (time.perf_counter() - started) * 1000)
@@ -489,14 +495,16 @@ class Brain:
     ) -> Iterator[StreamChunk]:
         """Stream the reply of a prepared turn; audits once the stream ends (or breaks) and sets
         `ctx.audit_id`. The last chunk is empty and carries the usage."""
-        provider, model = self.services.gateway.route("chat")
+        provider, model = self.services.gateway.route(kind.task)
         started = time.perf_counter()
         parts: list[str] = []
         calls: list[dict[str, Any]] = []
         usage = Usage()
         finish = "stop"
         try:
-            chunks = self.services.gateway.stream(ctx.messages, task="chat", generation=generation)
+            chunks = self.services.gateway.stream(
+                ctx.messages, task=kind.task, generation=generation
+            )
             for chunk in chunks:
                 if chunk.usage is not None:
                     usage = chunk.usage

@@ -30,8 +30,12 @@ from pydantic_settings import (
 from caesar.errors import ConfigError
 
 CHAT_TASK = "chat"
+# A client's background requests (a chat's title, tags, follow-ups: api/background.py)
+BACKGROUND_TASK = "chat_background"
 MEMORY_TASKS = ("memory_extract", "memory_summarise")
-TASKS = (CHAT_TASK, *MEMORY_TASKS)
+TASKS = (CHAT_TASK, BACKGROUND_TASK, *MEMORY_TASKS)
+# What the offline provider serves: the memory tasks, and a client's background tasks
+OFFLINE_TASKS = (BACKGROUND_TASK, *MEMORY_TASKS)
 
 
 class Section(BaseModel):
@@ -157,7 +161,10 @@ class GatewaySettings(Section):
         self.providers.setdefault("offline", ProviderSettings(kind="offline"))
         defaulted = [task for task in TASKS if task not in self.routes]
         for task in defaulted:
-            self.routes[task] = _default_routes()[task]
+            if task != BACKGROUND_TASK:
+                self.routes[task] = _default_routes()[task]
+        if BACKGROUND_TASK in defaulted:
+            self.routes[BACKGROUND_TASK] = self._default_background()
         for task, target in self.routes.items():
             provider_name, sep, model = target.partition(":")
             if not sep or not provider_name or not model:
@@ -174,13 +181,23 @@ class GatewaySettings(Section):
                     f"[gateway.providers.{provider_name}] or route {task} to one of: "
                     f"{', '.join(sorted(self.providers)) or 'none'}"
                 )
-            if provider.kind == "offline" and task not in MEMORY_TASKS:
+            if provider.kind == "offline" and task not in OFFLINE_TASKS:
                 raise ValueError(
                     f"gateway.routes.{task} routes to the offline provider {provider_name!r}, "
-                    f"which cannot chat: it only serves {', '.join(MEMORY_TASKS)}. Route "
+                    f"which cannot chat: it only serves {', '.join(OFFLINE_TASKS)}. Route "
                     f"{task} to an LLM provider (kind 'openai' or 'anthropic')."
                 )
         return self
+
+    def _default_background(self) -> str:
+        """A client's background tasks go to the chat route's model, unless that is the
+        embedded one: the 135M model answers a title request with the template's placeholder
+        and holds the CPU the chat needs for 1–22 s (issue #49), so they are answered offline."""
+        chat = self.routes[CHAT_TASK]
+        provider = self.providers.get(chat.partition(":")[0])
+        if provider is not None and provider.kind == "gguf":
+            return "offline:tasks"
+        return chat
 
 
 BUNDLED_EMBEDDER = "all-MiniLM-L6-v2"  # what kind = "minilm" runs (minilm.MODEL_ID)

@@ -8,7 +8,9 @@ they cannot be removed. Every change is one audit row (`person.added` / `renamed
 
 A trusted front-end (`[people] frontend_token`) names its user in a header instead:
 `frontend_person` finds them by `frontend_id`, or makes them on first sight with
-`auto_create`.
+`auto_create`. `link` gives a front-end id to someone else, the owner too: taken from a person
+`auto_create` made who has no memory yet (the owner taking over their own Open WebUI login when
+a one-person install becomes a household), refused from anyone who has.
 """
 
 from __future__ import annotations
@@ -27,7 +29,15 @@ from sqlalchemy.orm import Session
 
 from caesar import audit
 from caesar.clock import utcnow
-from caesar.db.models import Person
+from caesar.db.models import (
+    AuditLog,
+    Conversation,
+    EpisodeSummary,
+    Fact,
+    Memory,
+    Person,
+    SemanticChunk,
+)
 from caesar.errors import InputError, NotFound
 
 OWNER_NAME = "owner"  # what migration 0008 names the owner
@@ -67,6 +77,7 @@ class Listed:
     is_owner: bool
     created_at: datetime
     has_token: bool  # the owner's: whether api_token is set
+    frontend_id: str | None = None  # the trusted front-end's user id for them
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +86,7 @@ class Listed:
             "is_owner": self.is_owner,
             "created_at": self.created_at.isoformat(),
             "has_token": self.has_token,
+            "frontend_id": self.frontend_id,
         }
 
 
@@ -88,6 +100,7 @@ def everyone(session: Session, api_token: str | None = None) -> list[Listed]:
             p.is_owner,
             p.created_at,
             bool(api_token) if p.is_owner else p.token_hash is not None,
+            p.frontend_id,
         )
         for p in rows
     ]
@@ -173,28 +186,57 @@ def frontend_person(
     return person, True
 
 
-def link(session: Session, audit_log: audit.Audit, name: str, frontend_id: str) -> Person:
+# Everything that is a person's memory: a row in any of these makes them someone who has some
+_THEIRS = (AuditLog, Conversation, EpisodeSummary, Fact, Memory, SemanticChunk)
+
+
+def has_memory(session: Session, person_id: int) -> bool:
+    """Whether anything is remembered for them: a chat, an episode, a fact, a statement, an
+    audit row of their own."""
+    return any(
+        session.scalar(select(model.id).where(model.person_id == person_id).limit(1)) is not None
+        for model in _THEIRS
+    )
+
+
+@dataclass(frozen=True)
+class Linked:
+    name: str
+    frontend_id: str
+    taken_from: str | None  # the person who had the id (with no memory), else None
+
+
+def link(session: Session, audit_log: audit.Audit, name: str, frontend_id: str) -> Linked:
     """Make `name` the person the front-end's user header `frontend_id` names (`caesar people
     link`): how someone added by hand, or the owner, is met through the front-end without
-    `auto_create`. An id already someone else's is refused."""
+    `auto_create`. An id someone else has is taken from them when nothing is remembered for
+    them (the person `auto_create` made at the front-end's first request, before anyone
+    chatted), and that is said in the audit row; from someone with memory it is refused."""
     audit.serialise_appends(session)
     person = named(session, name)
     wanted = frontend_id.strip()
     if not wanted or len(wanted) > MAX_FRONTEND_ID:
         raise InputError(f"a front-end user id must be 1–{MAX_FRONTEND_ID} characters")
     taken = session.scalar(select(Person).where(Person.frontend_id == wanted))
+    taken_from = None
     if taken is not None and taken.id != person.id:
-        raise InputError(f"the front-end user id {wanted!r} is already {taken.name!r}'s")
+        if has_memory(session, taken.id):
+            raise InputError(
+                f"the front-end user id {wanted!r} is {taken.name!r}'s, who has memory of "
+                f"their own (chats, facts): caesar cannot fold one person's memory into "
+                f"another's. To give the id to {person.name!r}, remove {taken.name!r} with "
+                f"their memory first (`caesar people remove {taken.name!r}`), then link again"
+            )
+        taken_from = taken.name
+        taken.frontend_id = None
+        session.flush()  # the id is unique: free it before it is given
     person.frontend_id = wanted
     session.flush()
-    _record(
-        session,
-        audit_log,
-        audit.PERSON_LINKED,
-        person,
-        {"name": person.name, "frontend_id": wanted},
-    )
-    return person
+    payload: dict[str, Any] = {"name": person.name, "frontend_id": wanted}
+    if taken is not None and taken_from is not None:
+        payload |= {"taken_from": taken_from, "taken_from_id": taken.id}
+    _record(session, audit_log, audit.PERSON_LINKED, person, payload)
+    return Linked(person.name, wanted, taken_from)
 
 
 def _first_valid_name(candidates: list[str | None]) -> str:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from caesar.gateway.client_tasks import kind_of, limit_of
+
 # Header: the client says the request is not the operator speaking.
 TEMPORARY_HEADER = "x-caesar-temporary"
 TRUE = ("1", "true", "yes")
@@ -26,22 +28,6 @@ class Task(NamedTuple):
     max_tokens: int | None  # the reply limit for that kind, over the client's own
 
 
-# Open WebUI 0.12's task prompts, by the words that tell them apart (the first match wins),
-# and a reply limit each. The lengths are what a JSON answer of that kind needs with room to
-# spare: a title of 3–5 words, 1–3 tags, 3–5 one-line follow-ups.
-KINDS: tuple[tuple[str, tuple[str, ...], int], ...] = (
-    ("title", ("title",), 48),
-    ("tags", ("tags",), 64),
-    ("follow_ups", ("follow-up", "follow up", "messages this user might"), 200),
-    ("queries", ("search quer", "queries"), 128),
-    ("autocomplete", ("autocomplet",), 64),
-    ("emoji", ("emoji",), 16),
-    ("image_prompt", ("image generation",), 200),
-)
-# The first characters of a task prompt that name its kind.
-KIND_WINDOW = 160
-
-
 def background_task(
     last_user_message: str, temporary_header: str | None, markers: Sequence[str]
 ) -> Task | None:
@@ -49,11 +35,8 @@ def background_task(
     said = last_user_message.lstrip()
     for marker in markers:
         if said.startswith(marker):
-            opening = said[len(marker) : len(marker) + KIND_WINDOW].lower()
-            for kind, words, limit in KINDS:
-                if any(w in opening for w in words):
-                    return Task(kind, limit)
-            return Task("task", None)
+            kind = kind_of(said, marker)
+            return Task(kind, limit_of(kind))
     if (temporary_header or "").strip().lower() in TRUE:
         return Task("temporary", None)
     return None

@@ -18,8 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 from caesar.api.background import TEMPORARY_HEADER, Task, background_task
 from caesar.api.deps import Authenticated, BrainDep, PersonDep
 from caesar.brain import CHAT, Brain, TurnContext, TurnKind, background_kind
+from caesar.config import BACKGROUND_TASK, CHAT_TASK
 from caesar.db.engine import UNAVAILABLE, outage
 from caesar.errors import CaesarError, InputError, ProviderError
+from caesar.gateway import client_tasks
 from caesar.gateway.base import Generation, Message, ToolUse
 from caesar.memory import conversations
 
@@ -256,7 +258,7 @@ def chat_completions(
     )
     if task is not None:
         ctx = brain.prepare_background([m.as_message() for m in body.messages], person=person)
-        kind = background_kind(task.kind, named)
+        kind = background_kind(task.kind, named, _task_route(brain, task))
         generation = _for_task(generation, task)
     else:
         kind = _turn_kind(request)
@@ -315,6 +317,19 @@ def _passthrough(
         headers[IGNORED_HEADER] = ", ".join(ignored)
     kept = asked.only(provider.takes)
     return replace(generation, tools=kept if kept.asked() else None), headers, sent
+
+
+def _task_route(brain: Brain, task: Task) -> str:
+    """Where a background request is answered: the `chat_background` route for a client's
+    task, unless it routes offline and the task is one the offline provider cannot answer
+    (then the chat model, as before issue #49). A temporary chat is the operator speaking: the
+    chat route."""
+    if task.kind == "temporary":
+        return CHAT_TASK
+    provider, _model = brain.services.gateway.route(BACKGROUND_TASK)
+    if provider.can_chat or task.kind in client_tasks.ANSWERED:
+        return BACKGROUND_TASK
+    return CHAT_TASK
 
 
 def _for_task(generation: Generation, task: Task) -> Generation:

@@ -86,6 +86,7 @@ PEOPLE_COLUMNS = (
     Column("owner", lambda p: "owner" if p.is_owner else ""),
     Column("token", _token_text),
     Column("added (UTC)", lambda p: p.created_at.strftime("%Y-%m-%d %H:%M")),
+    Column("front-end id", lambda p: p.frontend_id or "", wide=True),
 )
 
 
@@ -129,13 +130,14 @@ def link_command(name: str, frontend_id: str) -> None:
 
     built = services()
     with built.db.write() as session:
-        person = people.link(session, built.audit, name, frontend_id)
-        linked = person.name
-    console.print(
-        f"{linked} is now the front-end's user {frontend_id.strip()}",
-        highlight=False,
-        markup=False,
-    )
+        linked = people.link(session, built.audit, name, frontend_id)
+    said = f"{linked.name} is now the front-end's user {linked.frontend_id}"
+    if linked.taken_from:
+        said += (
+            f" (taken from {linked.taken_from!r}, who had no memory; they have no front-end "
+            f"id now: `caesar people remove {linked.taken_from!r}` removes them)"
+        )
+    console.print(said, highlight=False, markup=False)
 
 
 # One line per paragraph: Typer keeps a docstring's line breaks.

@@ -5,6 +5,8 @@ operator's and caesar's turns, framed in the third person; trivial chats get "" 
 signal).
 memory_extract: facts from plain first-person patterns ("my dog's name is Biscuit"), and the
 person's standing statements by their shape (memory/standing/offline.py).
+chat_background: a client's title, tags and follow-ups, from the chat's key phrases
+(client_tasks.py).
 It never chats: routing `chat` here is rejected when the settings load.
 """
 
@@ -15,7 +17,7 @@ import re
 from collections.abc import Iterator
 
 from caesar.errors import ProviderError
-from caesar.gateway import textrank
+from caesar.gateway import client_tasks, textrank
 from caesar.gateway.base import Completion, Generation, Message, StreamChunk
 from caesar.memory.standing.offline import extract_statements
 from caesar.memory.transcript import parse_transcript
@@ -178,6 +180,13 @@ class OfflineProvider:
         json_mode: bool = False,
         generation: Generation | None = None,
     ) -> Completion:
+        if task == "chat_background":
+            prompt = messages[-1]["content"] if messages else ""
+            try:
+                text = client_tasks.answer(prompt)
+            except ValueError as exc:
+                raise ProviderError(self.name, str(exc)) from None
+            return Completion(text=text, provider=self.name, model=model)
         turns = parse_transcript(messages[-1]["content"] if messages else "")
         if task == "memory_summarise":
             text = summarise(turns)
@@ -196,4 +205,8 @@ class OfflineProvider:
         task: str,
         generation: Generation | None = None,
     ) -> Iterator[StreamChunk]:
-        raise ProviderError(self.name, "the offline provider cannot chat")
+        if task != "chat_background":
+            raise ProviderError(self.name, "the offline provider cannot chat")
+        done = self.complete(messages, model, task=task, generation=generation)
+        yield StreamChunk(done.text)
+        yield StreamChunk("", usage=done.usage, finish_reason="stop")
