@@ -238,3 +238,75 @@ def test_a_failed_background_request_leaves_a_row_and_a_clear_status(services, l
     [row] = events(services, audit.CHAT_BACKGROUND)
     assert row.payload["task"] == "title" and row.payload["status"] == response.status_code
     assert events(services, audit.CHAT_FAILED) == []
+
+
+def _owui_reads(content: str) -> dict[str, Any]:
+    """What Open WebUI takes from a task's reply: the JSON between the first { and the last }."""
+    return dict(json.loads(content[content.index("{") : content.rindex("}") + 1]))
+
+
+def test_with_the_embedded_model_its_background_tasks_are_answered_offline(make_services, llm):
+    """The embedded 135M model answered titles with the template's placeholder (issue #49):
+    with it on the chat route, a client's title, tags and follow-ups are answered without it,
+    in the JSON Open WebUI reads, naming what the chat is about."""
+    services = make_services(
+        gateway={
+            "providers": {"embedded": {"kind": "gguf", "max_tokens": 8}},
+            "routes": {"chat": "embedded:smollm2"},
+        }
+    )
+    assert services.settings.gateway.routes["chat_background"] == "offline:tasks"
+    tasks = [r for r in recorded() if is_task(r)]
+    read: dict[str, list[dict[str, Any]]] = {}
+    with live_server(services) as url, httpx.Client(base_url=url, timeout=30) as client:
+        for r in tasks:
+            headers = {k: v for k, v in r["headers"].items() if k.lower().startswith(SENT_HEADERS)}
+            response = client.post(r["path"], headers=headers, json=r["body"])
+            assert response.status_code == 200, response.text
+            content = response.json()["choices"][0]["message"]["content"]
+            said = str(r["body"]["messages"][-1]["content"])
+            kind = background_task(said, None, [TASK]).kind  # type: ignore[union-attr]
+            read.setdefault(kind, []).append(_owui_reads(content))
+        streamed = client.post(
+            "/v1/chat/completions",
+            json={**tasks[0]["body"], "stream": True},
+            headers={"content-type": "application/json"},
+        )
+    assert set(read) == {"title", "tags", "follow_ups"}
+    first_message = "Hi! My name is Dana and my dog is called Biscuit."
+    for title in (t["title"] for t in read["title"]):
+        assert title and "concise title" not in title.lower() and title != first_message
+    assert "Biscuit" in read["title"][0]["title"]  # the subject, not "Stock Trends"
+    for tags in (t["tags"] for t in read["tags"]):
+        assert tags and all(isinstance(t, str) and not t.startswith("tag") for t in tags)
+    answered = [t["follow_ups"] for t in read["follow_ups"]]
+    assert all(isinstance(f, list) for f in answered) and any(answered)
+    assert streamed.status_code == 200 and "title" in streamed.text
+    rows = events(services, audit.CHAT_BACKGROUND)
+    assert len(rows) == len(tasks) + 1 and {r.payload["provider"] for r in rows} == {"offline"}
+    assert events(services, audit.CHAT_COMPLETED) == [] and llm.requests == []
+
+
+def test_a_task_the_offline_answers_cannot_give_goes_to_the_chat_model(make_services, llm):
+    """An image prompt is not a title: with the chat on an LLM it goes there, as every task did
+    before issue #49."""
+    services = make_services()
+    llm.replies.append("A watercolour of a beagle.")
+    with live_server(services) as url:
+        response = httpx.post(
+            f"{url}/v1/chat/completions",
+            json={
+                "model": "caesar",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": "### Task:\nGenerate a detailed prompt for an image generation task",
+                    }
+                ],
+            },
+            timeout=30,
+        )
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] == "A watercolour of a beagle."
+    [row] = events(services, audit.CHAT_BACKGROUND)
+    assert row.payload["task"] == "image_prompt" and row.payload["provider"] != "offline"

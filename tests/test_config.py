@@ -102,6 +102,22 @@ def test_env_alone_without_a_file(monkeypatch, tmp_path):
     assert settings.sqlalchemy_url == f"sqlite:///{tmp_path / 'h' / 'caesar.db'}"
 
 
+@pytest.mark.parametrize(
+    ("routes", "background"),
+    [
+        ({"chat": "local:llama3.2"}, "local:llama3.2"),  # the chat model, as before issue #49
+        ({}, "offline:tasks"),  # the embedded model: answered offline
+        ({"chat_background": "local:qwen2.5"}, "local:qwen2.5"),  # the operator's own
+    ],
+)
+def test_a_clients_background_tasks_go_to_the_chat_model_unless_it_is_the_embedded_one(
+    monkeypatch, tmp_path, routes, background
+):
+    monkeypatch.setenv("CAESAR_HOME", str(tmp_path))
+    settings = load_settings(gateway={"routes": routes})
+    assert settings.gateway.routes["chat_background"] == background
+
+
 def test_keyword_overrides_beat_env(monkeypatch):
     monkeypatch.setenv("CAESAR_PORT", "9000")
     assert load_settings(port=9100).port == 9100
@@ -109,12 +125,14 @@ def test_keyword_overrides_beat_env(monkeypatch):
 
 def test_defaults_chat_on_the_embedded_model_and_remember_offline(monkeypatch, tmp_path):
     """A fresh install needs no outside service (issue #15): chat on the bundled GGUF model,
-    the memory tasks on the offline provider; Ollama stays configured as `local`."""
+    the memory tasks and a client's background tasks (issue #49) on the offline provider;
+    Ollama stays configured as `local`."""
     monkeypatch.setenv("CAESAR_HOME", str(tmp_path))
     settings = load_settings()
     routes, providers = settings.gateway.routes, settings.gateway.providers
     assert routes == {
         "chat": "embedded:smollm2-135m-instruct",
+        "chat_background": "offline:tasks",
         "memory_extract": "offline:patterns",
         "memory_summarise": "offline:textrank",
     }

@@ -40,7 +40,7 @@ from caesar.cli.common import (
     services,
 )
 from caesar.cli.summary import startup_summary, where_to_open
-from caesar.config import Settings, load_settings
+from caesar.config import BACKGROUND_TASK, Settings, load_settings
 from caesar.errors import CaesarError
 
 
@@ -334,6 +334,7 @@ def _warm(built: Any, when_ready: Callable[[], object] | None = None) -> None:
             logging.getLogger("caesar.warm").info("episode index ready: %d episodes", count)
     model.join()
     _connect_chat_model(built)
+    _warm_background_tasks(built)
     if when_ready is not None:
         when_ready()
     if built.settings.semantic.enabled:
@@ -362,6 +363,18 @@ def _connect_chat_model(built: Any) -> None:
             connect()
         except Exception:  # the first chat reports it, as any provider failure
             logging.getLogger("caesar.warm").exception("the chat model's client failed")
+
+
+def _warm_background_tasks(built: Any) -> None:
+    """Ready: the offline answers to a client's titles and tags load their key-phrase
+    extractor (~1 s of imports the first title would otherwise wait for)."""
+    provider, _model = built.gateway.route(BACKGROUND_TASK)
+    warm = getattr(provider, "warm", None)
+    if warm is not None:
+        try:
+            warm()
+        except Exception:  # the first title reports it, as any provider failure
+            logging.getLogger("caesar.warm").exception("the background tasks' answers failed")
 
 
 @contextlib.contextmanager

@@ -110,6 +110,12 @@ def _extractor(words: int) -> Any:
     return yake.KeywordExtractor(lan="en", n=words, dedupLim=0.7, top=10, stopwords=stop)
 
 
+def warm() -> None:
+    """The extractors built (yake's import, ~1 s): a title should not wait for them."""
+    for words in (2, 3):
+        _extractor(words)
+
+
 def key_phrases(text: str, words: int = 3) -> list[str]:
     """The text's key phrases, best first (YAKE: no model, no corpus), as written."""
     text = text.strip()

@@ -171,6 +171,10 @@ class OfflineProvider:
     def __init__(self, name: str) -> None:
         self.name = name
 
+    def warm(self) -> None:
+        """Load what a client's first title would wait for (serve's warm-up, once ready)."""
+        client_tasks.warm()
+
     def complete(
         self,
         messages: list[Message],

@@ -1,0 +1,167 @@
+"""A client's background tasks answered offline (issue #49): are the titles about the chat,
+and how long does each answer take?
+
+- **Quality**, in-process: 100 LongMemEval dev conversations (sorted by session id, the two
+  halves every other one, as the brief asks). For each, the title request Open WebUI 0.12.4
+  sends after the first exchange (its prompt, recorded in ../shared/data/clients/, with this
+  chat's history), and the tags and follow-ups after the whole chat. Counted: a title holding
+  a content word of the chat's summary (the shipped offline summary of the whole
+  conversation); a title that copies the first message whole (want 0); tags and follow-ups
+  that parse as Open WebUI reads them, with no template placeholder; follow-ups given.
+- **Time**: each answer in-process, and from outside: the recorded task requests replayed
+  against a real `caesar serve` on its shipped defaults (the embedded model on the chat route).
+
+    .venv/bin/python bench/bench_client_tasks.py [--conversations 100] [--no-http]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import bench_openwebui
+import benchlib
+import httpx
+
+from caesar.gateway import client_tasks, offline
+from caesar.gateway.textrank import stop_words
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+PLACEHOLDERS = ("your concise title here", "tag1", "suggested next message")
+
+
+def prompts() -> dict[str, str]:
+    """Open WebUI's own task prompts, from the recording, with their chat history cut out."""
+    found: dict[str, str] = {}
+    for request in bench_openwebui.recorded():
+        said = str(request["body"]["messages"][-1]["content"])
+        if said.startswith("### Task"):
+            kind = client_tasks.kind_of(said)
+            found.setdefault(kind, said[: said.index("<chat_history>")])
+    return found
+
+
+def with_history(prompt: str, turns: list[dict[str, str]]) -> str:
+    lines = [f"{t['role'].upper()}: {t['content']}" for t in turns]
+    return prompt + "<chat_history>\n" + "\n".join(lines) + "\n</chat_history>"
+
+
+def conversations(count: int) -> list[tuple[str, list[dict[str, str]]]]:
+    seen: dict[str, list[dict[str, str]]] = {}
+    for folder in ("longmemeval_s", "longmemeval_s_more"):
+        for path in sorted((DATA / folder).glob("*.json")):
+            item = json.loads(path.read_text())
+            for key, turns in zip(
+                item["haystack_session_ids"], item["haystack_sessions"], strict=True
+            ):
+                chat = [{"role": t["role"], "content": t["content"]} for t in turns]
+                if len(chat) >= 2 and chat[0]["role"] == "user":
+                    seen.setdefault(key, chat)
+    keys = sorted(seen)
+    step = max(1, len(keys) // count)
+    return [(k, seen[k]) for k in keys[::step][:count]]
+
+
+def content_words(text: str) -> set[str]:
+    stop = stop_words()
+    return {w for w in re.findall(r"[a-z][a-z'-]{2,}", text.lower()) if w not in stop}
+
+
+def quality(chats: list[tuple[str, list[dict[str, str]]]]) -> dict[str, Any]:
+    asks = prompts()
+    rows: dict[str, list[float]] = {"ms": []}
+    counts = {"named": 0, "copies": 0, "tags_ok": 0, "follow_ups_ok": 0, "follow_ups_given": 0}
+    shown = []
+    for key, chat in chats:
+        first = [chat[0], {"role": "assistant", "content": ""}]
+        started = time.perf_counter()
+        title = json.loads(client_tasks.answer(with_history(asks["title"], first)))["title"]
+        tags = json.loads(client_tasks.answer(with_history(asks["tags"], chat)))["tags"]
+        ups = json.loads(client_tasks.answer(with_history(asks["follow_ups"], chat)))
+        rows["ms"].append((time.perf_counter() - started) * 1000 / 3)
+        summary = offline.summarise(chat)  # type: ignore[arg-type]
+        counts["named"] += bool(content_words(title) & content_words(summary))
+        counts["copies"] += title.strip().lower() == chat[0]["content"].strip().lower()
+        counts["tags_ok"] += bool(tags) and not any(
+            p in json.dumps(tags).lower() for p in PLACEHOLDERS
+        )
+        follow = ups["follow_ups"]
+        counts["follow_ups_ok"] += isinstance(follow, list) and not any(
+            p in json.dumps(follow).lower() for p in PLACEHOLDERS
+        )
+        counts["follow_ups_given"] += bool(follow)
+        shown.append(
+            {"session": key, "first": chat[0]["content"][:100], "title": title, "tags": tags}
+        )
+    n = len(chats)
+    return {
+        "conversations": n,
+        **{k: f"{v} of {n}" for k, v in counts.items()},
+        "ms_per_answer": benchlib.summary(rows["ms"]),
+        "examples": shown[:12],
+    }
+
+
+def over_http(settle: float) -> dict[str, Any]:
+    """The recorded task requests against a real server on its shipped defaults."""
+    took: dict[str, list[float]] = {}
+    answers = []
+    with tempfile.TemporaryDirectory() as tmp:
+        process, url = bench_openwebui.start(Path(tmp), ["### Task:"])
+        time.sleep(settle)  # serve's warm-up after ready; Open WebUI asks after a reply
+        try:
+            with httpx.Client(base_url=url, timeout=60) as client:
+                for _ in range(5):
+                    for request in bench_openwebui.recorded():
+                        if not bench_openwebui.is_task(request):
+                            continue
+                        said = str(request["body"]["messages"][-1]["content"])
+                        kind = client_tasks.kind_of(said)
+                        started = time.perf_counter()
+                        response = client.post(
+                            request["path"],
+                            json=request["body"],
+                            headers=bench_openwebui.headers_of(request),
+                        )
+                        took.setdefault(kind, []).append((time.perf_counter() - started) * 1000)
+                        response.raise_for_status()
+                        answers.append(response.json()["choices"][0]["message"]["content"])
+        finally:
+            process.terminate()
+            process.wait(30)
+    return {
+        "requests": sum(len(v) for v in took.values()),
+        "ms": {kind: benchlib.summary(v) for kind, v in took.items()},
+        "answers": sorted(set(answers)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--conversations", type=int, default=100)
+    parser.add_argument("--no-http", action="store_true")
+    parser.add_argument(
+        "--settle", type=float, default=5.0, help="seconds between ready and the first request"
+    )
+    args = parser.parse_args()
+    chats = conversations(args.conversations)
+    result: dict[str, Any] = {
+        "half 1": quality(chats[0::2]),
+        "half 2": quality(chats[1::2]),
+    }
+    if not args.no_http:
+        result["http"] = over_http(args.settle)
+    result["machine"] = benchlib.machine()
+    json.dump(result, sys.stdout, indent=2, ensure_ascii=False)
+    print()
+    benchlib.write_result("client_tasks", result)
+
+
+if __name__ == "__main__":
+    main()
