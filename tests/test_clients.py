@@ -5,6 +5,7 @@ remembered; `X-OpenWebUI-Chat-Id` names the conversation."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,42 @@ def test_a_provider_without_tools_answers_and_says_what_it_ignored(make_services
     assert response.headers["x-caesar-ignored"] == "tools, tool_choice"
     assert response.json()["choices"][0]["message"]["content"]
     assert llm.requests == []
+
+
+def test_each_ignored_parameter_is_logged_once_per_token_not_per_request(make_services, caplog):
+    """Open WebUI sends its tools with every request: the log names each parameter the
+    embedded model cannot take once for each token, at the default level (issue #49)."""
+    from caesar.api import routes_chat
+    from caesar.people import add
+
+    services = make_services(
+        api_token="owner-token-0123456789abcdef",
+        gateway={
+            "providers": {"embedded": {"kind": "gguf", "max_tokens": 4}},
+            "routes": {"chat": "embedded:smollm2"},
+        },
+    )
+    with services.db.write() as session:
+        _ben, ben_token = add(session, services.audit, "Ben")
+    routes_chat._SAID_IGNORED.clear()
+    body = {
+        "model": "caesar",
+        "messages": [{"role": "user", "content": "Hi!"}],
+        "tools": OPENWEBUI_TOOLS,
+    }
+    caplog.set_level(logging.WARNING, logger="caesar.api.routes_chat")
+    with live_server(services) as url:
+        for token in ("owner-token-0123456789abcdef", "owner-token-0123456789abcdef", ben_token):
+            response = httpx.post(
+                f"{url}/v1/chat/completions",
+                json=body,
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=60,
+            )
+            assert response.status_code == 200 and response.headers["x-caesar-ignored"] == "tools"
+    said = [r.getMessage() for r in caplog.records if "cannot take" in r.getMessage()]
+    assert len(said) == 2 and all("'tools'" in line for line in said)  # the owner's, Ben's
+    assert not any(ben_token in line or "owner-token" in line for line in said)
 
 
 def test_background_markers_are_configurable(make_services, llm):

@@ -917,3 +917,21 @@ def test_done_when_story(make_services, llm):
             f'id="event-{edited["audit_id"]}" data-type="memory.fact.user_edited"'
             in c.get("/dashboard/audit").text
         )
+
+
+def test_a_conversations_row_counts_its_turns_as_the_chat_page_does(client, services, llm):
+    """Two exchanges are "turns 2" (issue #49: the row of a 2-turn chat said "turns 4")."""
+    llm.replies += ["Hello Dana!", "Biscuit."]
+    first = [{"role": "user", "content": "Hi, I'm Dana and my dog is Biscuit."}]
+    client.post("/v1/chat/completions", json={"model": "caesar", "messages": first})
+    second = [
+        {"role": "system", "content": "You are helpful."},
+        *first,
+        {"role": "assistant", "content": "Hello Dana!"},
+        {"role": "user", "content": "What is my dog called?"},
+    ]
+    reply = client.post("/v1/chat/completions", json={"model": "caesar", "messages": second})
+    audit_id = int(reply.json()["id"].rsplit("-", 1)[1])
+    html = client.get("/dashboard/audit").text
+    assert "turns 2," in _gist(html, audit_id)
+    assert "turns" not in _gist(html, audit_id - 1)  # one exchange: no count

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -250,7 +252,7 @@ def chat_completions(
 ) -> Any:
     named = _conversation(body, request)
     body.refuse_unsupported()
-    generation, headers, sent = _passthrough(body, brain, _split(body))
+    generation, headers, sent = _passthrough(body, brain, _split(body), _caller(request))
     task = background_task(
         sent.message,
         request.headers.get(TEMPORARY_HEADER),
@@ -297,8 +299,37 @@ def chat_completions(
     return _stream(brain, ctx, kind, generation, headers)
 
 
+# (who called, the parameter) already named in the log by this process: a client that sends
+# tools with every request gets one line each, not one a request
+_SAID_IGNORED: set[tuple[str, str]] = set()
+_SAID_IGNORED_MAX = 10_000
+_SAID_LOCK = threading.Lock()
+
+
+def _say_ignored(provider: str, ignored: list[str], caller: str) -> None:
+    """A warning (seen at the default log level) naming each parameter the chat provider
+    cannot take, once per parameter and caller in this process."""
+    with _SAID_LOCK:
+        new = [name for name in ignored if (caller, name) not in _SAID_IGNORED]
+        if len(_SAID_IGNORED) < _SAID_IGNORED_MAX:
+            _SAID_IGNORED.update((caller, name) for name in new)
+    for name in new:
+        log.warning(
+            "the chat provider %s cannot take the client's %r: answered without it (the reply "
+            "says so in X-Caesar-Ignored; said once per parameter and token)",
+            provider,
+            name,
+        )
+
+
+def _caller(request: Request) -> str:
+    """Who is calling, as a key that holds no secret: a hash of their bearer token."""
+    raw = request.headers.get("authorization", "")
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
 def _passthrough(
-    body: OpenAIChatRequest, brain: Brain, sent: Sent
+    body: OpenAIChatRequest, brain: Brain, sent: Sent, caller: str = ""
 ) -> tuple[Generation, dict[str, str], Sent]:
     """The request's generation, with the tool parameters the chat route's provider takes;
     what it cannot take is dropped, logged and named in a response header. To a provider that
@@ -313,7 +344,7 @@ def _passthrough(
     ignored = [name for name in asked.asked() if name not in provider.takes]
     headers = {}
     if ignored:
-        log.info("chat provider %s cannot take %s: answered without", provider.name, ignored)
+        _say_ignored(provider.name, ignored, caller)
         headers[IGNORED_HEADER] = ", ".join(ignored)
     kept = asked.only(provider.takes)
     return replace(generation, tools=kept if kept.asked() else None), headers, sent
