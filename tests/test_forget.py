@@ -295,3 +295,29 @@ def test_a_turn_arriving_while_its_conversation_is_forgotten_starts_a_new_one(le
         [new] = session.scalars(select(Conversation).where(Conversation.key == "trip"))
     assert row is not None and row.subject_id == new.id != old.id
     assert new.tip_audit_id == row.id
+
+
+def test_a_trivial_chats_empty_episode_is_counted_nowhere(learning, tmp_path):
+    """A trivial chat leaves an episode row with no summary; the episodes list never showed
+    it, so forget, the export and the backup do not count it either (issue #49)."""
+    from memory_helpers import add_chat
+
+    from caesar.export import Export, backup_sqlite
+    from caesar.memory.forget import ForgetRequest, forget
+
+    add_chat(learning, "hi", "hello")
+    add_chat(learning, "My dog Biscuit loves long walks in the park near the river.", "Lovely!")
+    _learn(learning)
+    with learning.db.read() as session:
+        summaries = sorted(session.scalars(select(EpisodeSummary.summary)).all())
+        conversations = [c.id for c in session.scalars(select(Conversation))]
+    assert summaries[0] == "" and len(summaries) == 2  # the trivial chat's row is there
+    with TestClient(create_app(learning.settings, learning, run_workers=False)) as client:
+        listed = client.get("/v1/episodes").json()["episodes"]
+    with Export(learning.db, person=OWNER) as export:
+        lines = [r for r in export.records() if r["type"] == "episode"]
+        assert export.counts.episodes == len(lines) == len(listed) == 1
+    if learning.db.is_sqlite:
+        assert backup_sqlite(learning.db, tmp_path / "copy.db").episodes == 1
+    going = forget(learning, ForgetRequest(conversations, person=OWNER), dry_run=True)
+    assert going.episodes == 1 and going.chat_rows == 2

@@ -60,11 +60,19 @@ class ExportCounts:
 
 
 def _counts(session: Session, person: int) -> ExportCounts:
-    def count(model: Any) -> int:
-        mine = select(func.count()).select_from(model).where(model.person_id == person)
+    def count(model: Any, *where: Any) -> int:
+        mine = select(func.count()).select_from(model).where(model.person_id == person, *where)
         return int(session.scalar(mine) or 0)
 
-    return ExportCounts(facts=count(Fact), episodes=count(EpisodeSummary), audit=count(AuditLog))
+    return ExportCounts(
+        facts=count(Fact), episodes=count(EpisodeSummary, _TOLD), audit=count(AuditLog)
+    )
+
+
+# An episode is one with a summary: a trivial or temporary chat leaves an empty row, which the
+# API, the dashboard and forget count nowhere; the export neither writes nor counts it (its
+# chat is in the audit rows)
+_TOLD = EpisodeSummary.summary != ""
 
 
 def fact_record(f: Fact) -> dict[str, Any]:
@@ -146,7 +154,7 @@ def _episodes(session: Session, with_embeddings: bool, person: int) -> Iterator[
     while True:
         batch = session.execute(
             select(*columns)
-            .where(EpisodeSummary.id > last, EpisodeSummary.person_id == person)
+            .where(EpisodeSummary.id > last, EpisodeSummary.person_id == person, _TOLD)
             .order_by(EpisodeSummary.id)
             .limit(BATCH)
         ).all()
@@ -309,9 +317,11 @@ def backup_sqlite(db: Database, target: Path) -> BackupResult:
             problems = _check(dst)
             if problems:
                 raise CaesarError(f"the backup copy failed its integrity check: {problems}")
+            # an episode is one with a summary: a trivial or temporary chat's empty row is
+            # counted nowhere (the API, the dashboard, forget), nor here
             counts = [
-                int(dst.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # fixed table names
-                for table in ("audit_log", "episode_summaries", "facts")
+                int(dst.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # fixed SQL
+                for table in ("audit_log", "episode_summaries WHERE summary != ''", "facts")
             ]
         os.replace(tmp, target)
     finally:

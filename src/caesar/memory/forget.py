@@ -292,7 +292,16 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
             ),
             chats,
         )
-        result.chat_rows, result.episodes, result.chunks = len(chats), len(episodes), len(chunks)
+        # an episode is one with a summary: a trivial chat's empty row goes, uncounted, as the
+        # episodes list never showed it
+        told = _ids_in(
+            session,
+            lambda b: select(EpisodeSummary.id).where(
+                EpisodeSummary.id.in_(b), EpisodeSummary.summary != ""
+            ),
+            episodes,
+        )
+        result.chat_rows, result.episodes, result.chunks = len(chats), len(told), len(chunks)
         result.facts, result.derived_audit_rows = len(facts), len(derived)
         result.memories = len(memories)
         if dry_run or not conversations:
