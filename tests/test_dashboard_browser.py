@@ -321,7 +321,8 @@ def test_timeline_reads_as_words_and_pages_both_ways(server, page, llm):
     assert turn.locator("dd.reply").inner_text() == "Did the cooler room help you sleep?"
     assert turn.locator("dd.memory").inner_text() == "3 facts · 1 past conversation"
     turns = page.locator('li.event[data-type="chat.completed"] dd.turns').all_inner_texts()
-    assert turns == ["4, the whole conversation on its own page"]  # the thermostat talk
+    # the thermostat talk: two exchanges, as the chat page counts them (issue #49)
+    assert turns == ["2, the whole conversation on its own page"]
     recalled = page.locator('li.event[data-type="memory.episode.recalled"] dd.summary')
     assert recalled.inner_text() == PAST[2][1]
     _shoot(page, "dashboard-audit.png")
