@@ -55,9 +55,7 @@ from caesar.memory.search.question import NOTHING, Asked
 from caesar.named_time import asked_json, named
 
 if TYPE_CHECKING:
-    # Only the container's type: Services builds the workers, and the proactive one builds
-    # Brains, so importing services.py here at run time would close a circle.
-    from caesar.services import Services
+    from caesar.container import Container
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +136,7 @@ def proactive_kind(name: str) -> TurnKind:
 
 
 class Brain:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Container) -> None:
         self.services = services
         self.settings = services.settings
         self.small = self.settings.chat_prompt() == "small"

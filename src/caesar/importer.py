@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 from sqlalchemy import select
@@ -28,6 +28,9 @@ from caesar.clock import to_naive_utc, utcnow
 from caesar.db.models import AuditLog
 from caesar.errors import InputError
 from caesar.memory import conversations
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 BATCH_SIZE = 500
 MAX_LINE_CHARS = 2_000_000
@@ -157,7 +160,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str | UnicodeDecodeError]]:
 
 
 def import_lines(
-    services: Any,
+    services: Container,
     lines: Iterable[tuple[int, str | UnicodeDecodeError]],
     *,
     person: int,
@@ -201,7 +204,7 @@ def import_lines(
 
 
 def _write_batch(
-    services: Any,
+    services: Container,
     batch: list[tuple[ImportedConversation, str]],
     report: ImportReport,
     ttl_cutoff: datetime | None,
@@ -209,15 +212,16 @@ def _write_batch(
 ) -> None:
     digests = list({digest for _, digest in batch})
     with services.db.write() as session:
-        existing: dict[str, int] = dict(
-            session.execute(
+        existing: dict[str, int] = {
+            str(key): int(row_id)
+            for key, row_id in session.execute(
                 select(AuditLog.subject_key, AuditLog.id).where(
                     AuditLog.event_type == audit.CHAT_COMPLETED,
                     AuditLog.subject_key.in_(digests),
                     AuditLog.person_id == person,  # another person's copy is theirs
                 )
-            ).all()
-        )
+            )
+        }
         for conversation, digest in batch:
             if digest in existing:  # imported before, or twice in this file
                 report.duplicates += 1
@@ -239,7 +243,7 @@ def _write_batch(
 
 
 def import_file(
-    services: Any,
+    services: Container,
     path: Path,
     *,
     person: int,
@@ -260,7 +264,7 @@ def _json_default(value: Any) -> Any:
 
 
 def import_conversations(
-    services: Any,
+    services: Container,
     conversations: Iterable[dict[str, Any]],
     *,
     person: int,

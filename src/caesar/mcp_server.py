@@ -27,7 +27,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -46,6 +46,9 @@ from caesar.memory.forget import ForgetRequest, forget
 from caesar.memory.standing import kinds
 from caesar.memory.standing.store import MAX_TEXT as MAX_STATEMENT
 from caesar.named_time import asked_json
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +87,7 @@ MAX_RECALLED_MEMORIES = 30
 class _Calls:
     """The audit of tool calls, and the translation of caesar's errors into tool errors."""
 
-    def __init__(self, services: Any, transport: str, person: int) -> None:
+    def __init__(self, services: Container, transport: str, person: int) -> None:
         self.services = services
         self.transport = transport
         self.person = person
@@ -117,13 +120,15 @@ class _Calls:
                 log.exception("mcp: could not audit a call of %s", tool)
 
 
-def _conversation_ids(services: Any, audit_ids: list[int], person: int) -> dict[int, int | None]:
+def _conversation_ids(
+    services: Container, audit_ids: list[int], person: int
+) -> dict[int, int | None]:
     """chat row id → its conversation."""
     with services.db.read() as session:
         return audit.subjects(session, audit_ids, person=person)
 
 
-def _episodes_json(services: Any, found: list[Any], person: int) -> list[dict[str, Any]]:
+def _episodes_json(services: Container, found: list[Any], person: int) -> list[dict[str, Any]]:
     owners = _conversation_ids(services, [e.audit_log_id for e in found], person)
     return [{**e.as_json(), "conversation_id": owners.get(e.audit_log_id)} for e in found]
 
@@ -138,7 +143,7 @@ def _memory_json(memory: Any) -> dict[str, Any]:
     }
 
 
-def _memories_for(services: Any, text: str, now: datetime, person: int) -> list[Any]:
+def _memories_for(services: Container, text: str, now: datetime, person: int) -> list[Any]:
     """The standing statements a turn saying `text` would carry in its prompt, as the brain
     chooses them (memory/standing/prompt.py), at most MAX_RECALLED_MEMORIES."""
     embed = services.episodes.embed_query_soon if services.embedder.enabled else None
@@ -159,7 +164,7 @@ def _memories_for(services: Any, text: str, now: datetime, person: int) -> list[
     return found[:MAX_RECALLED_MEMORIES]
 
 
-def build(services: Any, *, transport: str, person: int) -> MCPServer:
+def build(services: Container, *, transport: str, person: int) -> MCPServer:
     """The MCP server over `services`, for `person` (every tool and resource reads and writes
     their memory alone); `transport` ("stdio" or "http") is what its audit rows say."""
     server: MCPServer = MCPServer(

@@ -19,7 +19,7 @@ import logging
 import zlib
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from croniter import croniter  # type: ignore[import-untyped]
 from sqlalchemy import func, select, text
@@ -32,6 +32,9 @@ from caesar.config import ProactiveSettings
 from caesar.db.models import AuditLog
 from caesar.errors import CaesarError, NotFound, ProviderError
 from caesar.workers import Worker
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +82,7 @@ def last_runs(session: Session, names: Iterable[str], *, person: int) -> dict[st
 
 
 def run_proactive(
-    services: Any, name: str, brain: Brain | None = None, *, person: int
+    services: Container, name: str, brain: Brain | None = None, *, person: int
 ) -> TurnResult:
     """Run `name` now, as `person` (their memory, their rows). Every attempt leaves an audit
     row: the brain records provider failures as `proactive.failed`; anything else that stops
@@ -105,7 +108,7 @@ def run_proactive(
 class ProactiveScheduler(Worker):
     name = "proactive"
 
-    def __init__(self, services: Any, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, services: Container, clock: Callable[[], datetime] = utcnow) -> None:
         self.services = services
         self.db = services.db
         self.clock = clock

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, func, select
 
@@ -32,6 +32,9 @@ from caesar.db.models import AuditLog, Conversation, EpisodeSummary, Fact, Seman
 from caesar.memory.search import window_keywords
 from caesar.workers import Worker
 
+if TYPE_CHECKING:
+    from caesar.container import Container
+
 BATCH_SIZE = 1000
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ log = logging.getLogger(__name__)
 class RetentionWorker(Worker):
     name = "retention.sweep"
 
-    def __init__(self, services: Any, batch_size: int = BATCH_SIZE) -> None:
+    def __init__(self, services: Container, batch_size: int = BATCH_SIZE) -> None:
         self.services = services
         self.db = services.db
         self.audit: audit.Audit = services.audit
@@ -103,8 +106,9 @@ class RetentionWorker(Worker):
             )
             # SQLite's window word index is contentless: its rows are removed by hand, from the
             # chats, before they go (memory/search/window_keywords.py).
-            conversation_ids = list(
-                session.scalars(
+            conversation_ids = [
+                int(i)
+                for i in session.scalars(
                     select(AuditLog.subject_id)
                     .where(
                         AuditLog.id.in_(ids),
@@ -113,7 +117,8 @@ class RetentionWorker(Worker):
                     )
                     .distinct()
                 )
-            )
+                if i is not None
+            ]
             window_keywords.forget_windows(session, episode_ids)
             session.execute(delete(AuditLog).where(AuditLog.id.in_(ids)))
             conversations_swept = _drop_emptied(session, conversation_ids)

@@ -17,9 +17,9 @@ import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
-from sqlalchemy import select, update
+from sqlalchemy import CursorResult, select, update
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -28,6 +28,9 @@ from caesar.clock import utcnow
 from caesar.db.engine import UNAVAILABLE, outage
 from caesar.db.models import AuditLog
 from caesar.errors import CaesarError
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ class CursorWorker(Worker, Generic[Prepared]):
     cursor_model: ClassVar[Any]
     source_events: ClassVar[tuple[str, ...]] = audit.CONVERSATION_EVENTS
 
-    def __init__(self, services: Any) -> None:
+    def __init__(self, services: Container) -> None:
         self.services = services
         self.db = services.db
         self.audit: audit.Audit = services.audit
@@ -125,10 +128,13 @@ class CursorWorker(Worker, Generic[Prepared]):
                 # next step reads the batch again without them.
                 log.info("%s: chats after %d swept meanwhile; batch redone", self.name, start)
                 return len(rows)
-            moved = session.execute(
-                update(self.cursor_model)
-                .where(self.cursor_model.id == 1, self.cursor_model.last_audit_id == start)
-                .values(last_audit_id=rows[-1].id, updated_at=utcnow())
+            moved = cast(
+                CursorResult[Any],
+                session.execute(
+                    update(self.cursor_model)
+                    .where(self.cursor_model.id == 1, self.cursor_model.last_audit_id == start)
+                    .values(last_audit_id=rows[-1].id, updated_at=utcnow())
+                ),
             ).rowcount
             if moved != 1:
                 log.info("%s: batch after %d taken by another worker", self.name, start)

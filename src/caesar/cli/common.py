@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -17,6 +17,9 @@ from rich.table import Table
 
 from caesar.config import Settings, load_settings
 from caesar.errors import CaesarError
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 app = typer.Typer(
     help="caesar: a personal AI assistant server whose memory works.", no_args_is_help=True
@@ -103,7 +106,7 @@ def services(settings: Settings | None = None, *, check_schema: bool = True) -> 
 _person: str | None = None
 
 
-def person(built: Any) -> int:
+def person(built: Container) -> int:
     """The id of the person the command acts as (`--person`, default the owner); NotFound,
     naming who there is, for a name nobody has."""
     return int(built.person_id(_person))

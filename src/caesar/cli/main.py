@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -42,6 +42,9 @@ from caesar.cli.common import (
 from caesar.cli.summary import startup_summary, where_to_open
 from caesar.config import BACKGROUND_TASK, Settings, load_settings
 from caesar.errors import CaesarError
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 
 # -- db ---------------------------------------------------------------------------------------
@@ -278,7 +281,7 @@ def serve(
             process.stop()
 
 
-def _refuse_missing_pgvector(settings: Any, built: Any) -> None:
+def _refuse_missing_pgvector(settings: Any, built: Container) -> None:
     """vector_search = "pgvector" on a database where it cannot be used: one line naming the
     fix, before listening (with "auto" the summary says it, and recall stays in-process)."""
     from caesar.cli.summary import vector_status
@@ -318,7 +321,7 @@ def bind(host: str, port: int) -> socket.socket:
 EMBEDDER, EPISODE_INDEX, CHAT_MODEL = "embedder", "episode index", "chat model"
 
 
-def _warm(built: Any, when_ready: Callable[[], object] | None = None) -> None:
+def _warm(built: Container, when_ready: Callable[[], object] | None = None) -> None:
     """The embedder and the episode index in this thread, the chat model in another: on two
     cores the two loads overlap (the first start's ready time is the longer one, not the sum).
     Then the chat model's client, `when_ready` (serve: start the worker process), and, ready
@@ -344,7 +347,7 @@ def _warm(built: Any, when_ready: Callable[[], object] | None = None) -> None:
         _person_indexes(built)
 
 
-def _warm_chat_model(built: Any) -> None:
+def _warm_chat_model(built: Container) -> None:
     with _warming(built, CHAT_MODEL):
         provider, _model = built.gateway.route("chat")
         start = getattr(provider, "start", None)  # an in-process model (the gguf kind)
@@ -353,7 +356,7 @@ def _warm_chat_model(built: Any) -> None:
             logging.getLogger("caesar.warm").info("chat model ready: %s", provider.name)
 
 
-def _connect_chat_model(built: Any) -> None:
+def _connect_chat_model(built: Container) -> None:
     """Ready: now the in-process model's client (the openai SDK's import, ~0.9 s of the GIL,
     kept off the first start's ready time), so that the first chat does not wait for it."""
     provider, _model = built.gateway.route("chat")
@@ -365,7 +368,7 @@ def _connect_chat_model(built: Any) -> None:
             logging.getLogger("caesar.warm").exception("the chat model's client failed")
 
 
-def _warm_background_tasks(built: Any) -> None:
+def _warm_background_tasks(built: Container) -> None:
     """Ready: the offline answers to a client's titles and tags load their key-phrase
     extractor (~1 s of imports the first title would otherwise wait for)."""
     provider, _model = built.gateway.route(BACKGROUND_TASK)
@@ -378,7 +381,7 @@ def _warm_background_tasks(built: Any) -> None:
 
 
 @contextlib.contextmanager
-def _warming(built: Any, *parts: str) -> Iterator[None]:
+def _warming(built: Container, *parts: str) -> Iterator[None]:
     """Marks `parts` ready when the block ends, failed or not: a failure is logged, and nothing
     waits on a part that will not load (its first use says what is wrong)."""
     try:
@@ -390,7 +393,7 @@ def _warming(built: Any, *parts: str) -> Iterator[None]:
             built.readiness.done(part)
 
 
-def _migrate_vectors(built: Any) -> None:
+def _migrate_vectors(built: Container) -> None:
     """Ready and serving: move the episodes' vectors where the database searches them (on
     PostgreSQL with pgvector), recall searching the in-process index until they are."""
     from caesar.memory.search.pgvector_migration import progress_log
@@ -407,7 +410,7 @@ def _migrate_vectors(built: Any) -> None:
         )
 
 
-def _person_indexes(built: Any) -> None:
+def _person_indexes(built: Container) -> None:
     """PostgreSQL: a household's people's own indexes that are missing (an upgraded household,
     a build stopped half-way), built concurrently while chat goes on."""
     from caesar.memory.search.pgvector_migration import build_person_indexes, progress_log
@@ -421,7 +424,7 @@ def _person_indexes(built: Any) -> None:
         log.exception("the people's own indexes: the build stopped; the next start resumes it")
 
 
-def _reindex_words(built: Any) -> None:
+def _reindex_words(built: Container) -> None:
     """Ready and serving: index the full text written before migration 0015 again under FTS5's
     words (PostgreSQL), recall reading the older words until it is; then count the words of
     the people who had episodes before migration 0016 (their keyword counts read the index
@@ -529,7 +532,7 @@ def worker(
 WORKER_EMBEDDER_IDLE_S = 120.0
 
 
-def _unload_when_idle(built: Any, runner: Any) -> None:
+def _unload_when_idle(built: Container, runner: Any) -> None:
     while not runner.stopped(WORKER_EMBEDDER_IDLE_S / 4):
         built.embedder.release_if_idle(WORKER_EMBEDDER_IDLE_S)
 

@@ -8,11 +8,14 @@ upgrade`) is the one whose token is `api_token`; they can be renamed, not remove
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from caesar.cli.common import AsJson, Column, Wide, console, err, friendly, listing, services
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 people_app = typer.Typer(
     help="The people caesar remembers for: add, list, rename, rotate, link, remove "
@@ -21,7 +24,7 @@ people_app = typer.Typer(
 )
 
 
-def _api_token(built: Any) -> str | None:
+def _api_token(built: Container) -> str | None:
     token = built.settings.api_token
     return token.get_secret_value() if token is not None else None
 

@@ -4,13 +4,16 @@ remember and forget — the operator should not have to read the configuration t
 from __future__ import annotations
 
 from datetime import tzinfo
-from typing import Any
+from typing import TYPE_CHECKING
 
 from caesar.config import Settings
 from caesar.memory.search.pgvector_migration import VectorStatus
 
+if TYPE_CHECKING:
+    from caesar.container import Container
 
-def startup_summary(settings: Settings, built: Any, run_workers: bool) -> list[str]:
+
+def startup_summary(settings: Settings, built: Container, run_workers: bool) -> list[str]:
     """A few lines: database, embedder, routes, workers, time zone, recall window, retention."""
     url = built.db.engine.url.render_as_string(hide_password=True)
     embedder = settings.embedder
@@ -64,7 +67,7 @@ def _recall_line(settings: Settings) -> str:
     )
 
 
-def vector_status(settings: Settings, built: Any) -> VectorStatus | None:
+def vector_status(settings: Settings, built: Container) -> VectorStatus | None:
     """Where the embedder's episode vectors stand in PostgreSQL; None where they are searched
     in this process by choice (SQLite, or vector_search = "in_process")."""
     if built.db.is_sqlite or settings.memory.episodes_recall.vector_search == "in_process":

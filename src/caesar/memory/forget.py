@@ -32,7 +32,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
@@ -52,6 +52,9 @@ from caesar.memory.facts.store import normalise_key
 from caesar.memory.search import window_keywords
 from caesar.memory.search.sqlite import merge_person_index
 from caesar.memory.transcript import conversation_turns
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +241,7 @@ def _scrub_values(session: Session, chats: Sequence[int], person: int) -> int:
     return changed
 
 
-def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> ForgetResult:
+def forget(services: Container, request: ForgetRequest, *, dry_run: bool = False) -> ForgetResult:
     """Forget the conversations `request` names (see the module docstring). `dry_run`: count
     what would go, change nothing."""
     removed_episodes: list[int] = []
@@ -341,7 +344,7 @@ def forget(services: Any, request: ForgetRequest, *, dry_run: bool = False) -> F
     return result
 
 
-def checkpoint_wal(services: Any) -> None:
+def checkpoint_wal(services: Container) -> None:
     """Copy the WAL into the database file and truncate it: the WAL holds the old pages."""
     with services.db.engine.connect() as connection:
         busy, _log, _done = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
@@ -385,7 +388,7 @@ def fact_sources(session: Session, key: str, *, person: int) -> list[int]:
 
 
 def delete_fact(
-    services: Any, raw_key: str, *, person: int, forget_sources: bool = False
+    services: Container, raw_key: str, *, person: int, forget_sources: bool = False
 ) -> dict[str, Any]:
     """Delete a fact, naming the conversations it was learned from (`learned_from`): they
     still say it, and recall can bring it back. `forget_sources`: forget those still there

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, select, update
 
@@ -40,6 +40,9 @@ from caesar.memory.forget import (
 from caesar.memory.search import window_keywords
 from caesar.memory.search.pgvector_migration import drop_person_indexes
 
+if TYPE_CHECKING:
+    from caesar.container import Container
+
 log = logging.getLogger(__name__)
 _EVERYTHING_BEFORE = datetime(9999, 1, 1)
 
@@ -56,7 +59,7 @@ class Removed:
         return asdict(self)
 
 
-def remove_person(services: Any, name: str) -> Removed:
+def remove_person(services: Container, name: str) -> Removed:
     """Forget everything of `name`'s, then remove them and their token. The owner cannot be
     removed (an InputError, before anything is forgotten)."""
     with services.db.read() as session:

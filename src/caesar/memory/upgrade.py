@@ -17,7 +17,7 @@ only saves rescanning rows already done.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import func, select, update
@@ -25,6 +25,9 @@ from sqlalchemy import func, select, update
 from caesar.db.models import EpisodeSummary, SemanticChunk
 from caesar.memory.search.vectors import to_f32_bytes
 from caesar.workers import Worker
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +46,7 @@ def _waiting(model: Any) -> list[Any]:
 class UpgradeWorker(Worker):
     name = "memory.upgrade"
 
-    def __init__(self, services: Any) -> None:
+    def __init__(self, services: Container) -> None:
         self.services = services
         self.db = services.db
         self._after: dict[str, int] = {m.__tablename__: 0 for m in MODELS}

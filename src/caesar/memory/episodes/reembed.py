@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
@@ -34,6 +34,9 @@ from caesar.memory.episodes.recall import embedding_values
 from caesar.memory.search import passages, window_keywords
 from caesar.memory.transcript import conversation_turns
 from caesar.workers import SPREAD, Worker, spread
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ def store_windows(
 class PassagesWorker(Worker):
     name = "memory.passages"
 
-    def __init__(self, services: Any) -> None:
+    def __init__(self, services: Container) -> None:
         self.services = services
         self.db: Database = services.db
 

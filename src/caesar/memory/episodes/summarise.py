@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sqlalchemy import delete, func, or_, select, update
@@ -37,6 +37,9 @@ from caesar.memory.episodes.recall import episode_row
 from caesar.memory.search import window_keywords
 from caesar.memory.transcript import conversation_turns, is_temporary, render_transcript
 from caesar.workers import SPREAD, Worker, rows_still_there, spread
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 MAX_SUMMARY_CHARS = 600
 TRIVIAL_MARKERS = {"", "trivial", "(trivial)", "none", "n/a", '""', "''"}
@@ -100,7 +103,7 @@ def _queue(quiet_before: Any = None) -> Any:
 class SummariseWorker(Worker):
     name = "memory.summarise"
 
-    def __init__(self, services: Any) -> None:
+    def __init__(self, services: Container) -> None:
         self.services = services
         self.db = services.db
         self.audit: audit.Audit = services.audit
@@ -307,7 +310,8 @@ def retry_failed(worker: SummariseWorker, batch_size: int | None = None) -> tupl
             .where(c.failed_audit_id == c.tip_audit_id)
             .order_by(c.id)
         ).all()
-    jobs = [Job(int(i), int(tip), int(done)) for i, tip, done in failed]
+    # failed == tip: a tip there is
+    jobs = [Job(int(i), int(tip or 0), int(done)) for i, tip, done in failed]
     size = batch_size or worker.batch_size
     with worker.db.write() as session:  # back in the queue; a failure puts them back out
         session.execute(
