@@ -241,3 +241,22 @@ def test_the_edges_touch_no_table() -> None:
     assert "caesar.mcp_server" in edges and "caesar.api.dashboard_audit" in edges
     found = sorted(f"{m}: {what}" for m, p in edges.items() for what in table_access(p))
     assert not found, "an edge reaches the database itself:\n" + "\n".join(found)
+
+
+def test_the_services_container_is_typed_wherever_it_is_handed() -> None:
+    """`Services` is handed around as `caesar.container.Container` (or `Services` itself at
+    the edges), never as `Any`: the type is what tells a reader what a worker may reach
+    (issue #47). A parameter or attribute named services/built typed Any is refused."""
+    untyped = []
+    for module, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.arg) and node.arg in ("services", "built"):
+                annotation = node.annotation
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Attribute):
+                annotation = node.annotation if node.target.attr == "services" else None
+            else:
+                continue
+            if isinstance(annotation, ast.Name) and annotation.id == "Any":
+                untyped.append(f"{module}:{node.lineno}")
+    assert not untyped, "the services container typed Any:\n" + "\n".join(untyped)
