@@ -32,7 +32,6 @@ import httpx
 from caesar.gateway import client_tasks, offline
 from caesar.gateway.textrank import stop_words
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PLACEHOLDERS = ("your concise title here", "tag1", "suggested next message")
 
 
@@ -53,16 +52,11 @@ def with_history(prompt: str, turns: list[dict[str, str]]) -> str:
 
 
 def conversations(count: int) -> list[tuple[str, list[dict[str, str]]]]:
-    seen: dict[str, list[dict[str, str]]] = {}
-    for folder in ("longmemeval_s", "longmemeval_s_more"):
-        for path in sorted((DATA / folder).glob("*.json")):
-            item = json.loads(path.read_text())
-            for key, turns in zip(
-                item["haystack_session_ids"], item["haystack_sessions"], strict=True
-            ):
-                chat = [{"role": t["role"], "content": t["content"]} for t in turns]
-                if len(chat) >= 2 and chat[0]["role"] == "user":
-                    seen.setdefault(key, chat)
+    seen = {
+        key: chat
+        for key, chat in benchlib.longmemeval_sessions().items()
+        if len(chat) >= 2 and chat[0]["role"] == "user"
+    }
     keys = sorted(seen)
     step = max(1, len(keys) // count)
     return [(k, seen[k]) for k in keys[::step][:count]]

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
@@ -37,7 +36,6 @@ from caesar.memory.standing.offline import extract_statements
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 MESSAGES = (
     "Can you suggest a dinner recipe for tonight?",
     "Which laptop should I buy for video editing?",
@@ -47,15 +45,7 @@ MESSAGES = (
 
 
 def sessions() -> list[list[dict[str, str]]]:
-    seen: dict[str, list[dict[str, str]]] = {}
-    for folder in ("longmemeval_s", "longmemeval_s_more"):
-        for path in sorted((DATA / folder).glob("*.json")):
-            item = json.loads(path.read_text())
-            for key, turns in zip(
-                item["haystack_session_ids"], item["haystack_sessions"], strict=True
-            ):
-                seen.setdefault(key, [{"role": t["role"], "content": t["content"]} for t in turns])
-    return list(seen.values())
+    return list(benchlib.longmemeval_sessions().values())
 
 
 def learning_rate() -> dict[str, float]:

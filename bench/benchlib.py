@@ -213,3 +213,18 @@ def bench_settings(home: Path, database_url: str | None = None, **overrides: Any
         base["database_url"] = database_url
     base.update(overrides)
     return Settings(**base)
+
+
+def longmemeval_sessions() -> dict[str, list[dict[str, str]]]:
+    """Every LongMemEval dev session (../shared/data, both folders), once each by its id, in
+    file order: role and content of each turn."""
+    data = Path(__file__).resolve().parents[2] / "shared" / "data"
+    seen: dict[str, list[dict[str, str]]] = {}
+    for folder in ("longmemeval_s", "longmemeval_s_more"):
+        for path in sorted((data / folder).glob("*.json")):
+            item = json.loads(path.read_text())
+            for key, turns in zip(
+                item["haystack_session_ids"], item["haystack_sessions"], strict=True
+            ):
+                seen.setdefault(key, [{"role": t["role"], "content": t["content"]} for t in turns])
+    return seen

@@ -324,10 +324,18 @@ def test_with_the_embedded_model_its_background_tasks_are_answered_offline(make_
     assert events(services, audit.CHAT_COMPLETED) == [] and llm.requests == []
 
 
-def test_a_task_the_offline_answers_cannot_give_goes_to_the_chat_model(make_services, llm):
-    """An image prompt is not a title: with the chat on an LLM it goes there, as every task did
-    before issue #49."""
-    services = make_services()
+@pytest.mark.parametrize("background", [None, "offline:tasks"])
+def test_a_task_the_offline_answers_cannot_give_goes_to_the_chat_model(
+    make_services, llm, background
+):
+    """An image prompt is not a title: it goes to the chat model, whether `chat_background`
+    is that model (an LLM on the chat route, as every task did before issue #49) or routed
+    offline, which cannot write one."""
+    routes = {"chat_background": background} if background else {}
+    services = make_services(gateway={"routes": routes})
+    assert services.settings.gateway.routes["chat_background"] == (
+        background or services.settings.gateway.routes["chat"]
+    )
     llm.replies.append("A watercolour of a beagle.")
     with live_server(services) as url:
         response = httpx.post(

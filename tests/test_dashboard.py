@@ -925,7 +925,7 @@ def test_a_conversations_row_counts_its_turns_as_the_chat_page_does(client, serv
     """Two exchanges are "turns 2" (issue #49: the row of a 2-turn chat said "turns 4")."""
     llm.replies += ["Hello Dana!", "Biscuit."]
     first = [{"role": "user", "content": "Hi, I'm Dana and my dog is Biscuit."}]
-    client.post("/v1/chat/completions", json={"model": "caesar", "messages": first})
+    one = client.post("/v1/chat/completions", json={"model": "caesar", "messages": first})
     second = [
         {"role": "system", "content": "You are helpful."},
         *first,
@@ -936,4 +936,5 @@ def test_a_conversations_row_counts_its_turns_as_the_chat_page_does(client, serv
     audit_id = int(reply.json()["id"].rsplit("-", 1)[1])
     html = client.get("/dashboard/audit").text
     assert "turns 2," in _gist(html, audit_id)
-    assert "turns" not in _gist(html, audit_id - 1)  # one exchange: no count
+    first_id = int(one.json()["id"].rsplit("-", 1)[1])
+    assert "turns" not in _gist(html, first_id)  # one exchange: no count

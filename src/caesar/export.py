@@ -284,6 +284,15 @@ class BackupResult:
     facts: int
 
 
+# audit rows, episodes, facts; an episode is one with a summary: a trivial or temporary chat's
+# empty row is counted nowhere (the API, the dashboard, forget), nor here
+_BACKUP_COUNTS = (
+    "SELECT count(*) FROM audit_log",
+    "SELECT count(*) FROM episode_summaries WHERE summary != ''",
+    "SELECT count(*) FROM facts",
+)
+
+
 def sqlite_path(db: Database) -> Path:
     database = make_url(db.url).database
     if not database or database == ":memory:":
@@ -317,12 +326,7 @@ def backup_sqlite(db: Database, target: Path) -> BackupResult:
             problems = _check(dst)
             if problems:
                 raise CaesarError(f"the backup copy failed its integrity check: {problems}")
-            # an episode is one with a summary: a trivial or temporary chat's empty row is
-            # counted nowhere (the API, the dashboard, forget), nor here
-            counts = [
-                int(dst.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # fixed SQL
-                for table in ("audit_log", "episode_summaries WHERE summary != ''", "facts")
-            ]
+            counts = [int(dst.execute(sql).fetchone()[0]) for sql in _BACKUP_COUNTS]
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -382,7 +382,7 @@ def _stream(
     # Pull the first chunk before answering, so a provider that fails outright still gets a
     # proper 502/503/504 instead of a broken 200 stream.
     first = next(chunks, None)
-    _provider, model = brain.services.gateway.route("chat")
+    _provider, model = brain.services.gateway.route(kind.task)
     stream_id = f"chatcmpl-caesar-{uuid.uuid4().hex}"  # one per stream: clients key on it
 
     def frame(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> str:

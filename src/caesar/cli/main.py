@@ -337,7 +337,6 @@ def _warm(built: Container, when_ready: Callable[[], object] | None = None) -> N
             logging.getLogger("caesar.warm").info("episode index ready: %d episodes", count)
     model.join()
     _connect_chat_model(built)
-    _warm_background_tasks(built)
     if when_ready is not None:
         when_ready()
     if built.settings.semantic.enabled:
@@ -358,26 +357,18 @@ def _warm_chat_model(built: Container) -> None:
 
 def _connect_chat_model(built: Container) -> None:
     """Ready: now the in-process model's client (the openai SDK's import, ~0.9 s of the GIL,
-    kept off the first start's ready time), so that the first chat does not wait for it."""
-    provider, _model = built.gateway.route("chat")
-    connect = getattr(provider, "connect", None)
-    if connect is not None:
+    kept off the first start's ready time), so that the first chat does not wait for it; and
+    the offline answers to a client's titles and tags load their key-phrase extractor (~1 s
+    of imports the first title would otherwise wait for)."""
+    for task, method in (("chat", "connect"), (BACKGROUND_TASK, "warm")):
+        provider, _model = built.gateway.route(task)
+        prepare = getattr(provider, method, None)
+        if prepare is None:
+            continue
         try:
-            connect()
-        except Exception:  # the first chat reports it, as any provider failure
-            logging.getLogger("caesar.warm").exception("the chat model's client failed")
-
-
-def _warm_background_tasks(built: Container) -> None:
-    """Ready: the offline answers to a client's titles and tags load their key-phrase
-    extractor (~1 s of imports the first title would otherwise wait for)."""
-    provider, _model = built.gateway.route(BACKGROUND_TASK)
-    warm = getattr(provider, "warm", None)
-    if warm is not None:
-        try:
-            warm()
-        except Exception:  # the first title reports it, as any provider failure
-            logging.getLogger("caesar.warm").exception("the background tasks' answers failed")
+            prepare()
+        except Exception:  # the first request reports it, as any provider failure
+            logging.getLogger("caesar.warm").exception("%s's %s failed", task, method)
 
 
 @contextlib.contextmanager
