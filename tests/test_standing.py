@@ -565,3 +565,32 @@ def test_what_a_fact_from_the_same_chat_already_says_is_not_said_twice():
     assert [m.id for m in untold(statements, facts)] == [2, 4]
     pair = [said(5, "I love cilantro.", 14), said(6, "I hate cilantro.", 15, contradicts=5)]
     assert [m.id for m in untold(pair, [FactLine("loves", "cilantro", 14)])] == [5, 6]
+
+
+def test_the_small_prompt_keeps_a_constraint_its_chats_facts_do_not_say():
+    """ "My cat is called Pepper and I'm vegetarian" taught `cat_name: Pepper`: the embedded
+    model's prompt still needs the diet for "Suggest a dinner recipe" (a newcomer's chat lost
+    it). A constraint whose subject a fact names ("… peanuts, so I always check labels" beside
+    `allergy: peanuts`), and a preference beside its fact, are left to the facts."""
+    from caesar.memory.context.build import untold
+    from caesar.memory.context.render import FactLine
+
+    when = utcnow()
+
+    def said(i: int, kind: str, text: str, about: str) -> StandingMemory:
+        return StandingMemory(
+            i, kind, "x", text, when, when, 0.8, 0, 10 + i, None, None, None, about
+        )
+
+    statements = [
+        said(1, "constraint", "My cat is called Pepper and I'm vegetarian.", "vegetarian"),
+        said(2, "constraint", "I'm allergic to peanuts, so I always check labels.", "peanut"),
+        said(3, "preference", "I play the cello in an orchestra.", "cello orchestra"),
+    ]
+    facts = [
+        FactLine("cat_name", "Pepper", 11),
+        FactLine("allergy", "peanuts", 12),
+        FactLine("plays", "the cello", 13),
+    ]
+    assert [m.id for m in untold(statements, facts, small=True)] == [1]
+    assert [m.id for m in untold(statements, facts)] == [1, 2, 3]  # the full prompt: all

@@ -159,9 +159,12 @@ def untold(
     always kept.
 
     `small` (the embedded model's prompt): a statement of a chat that taught any fact is left
-    to the facts and the recalled excerpts ("I'm allergic to peanuts, so I always check labels"
-    beside `allergy: peanuts`) unless it is an instruction or names a name or a number the
-    facts missed ("My partner Alex and I just adopted a cat called Miso": Miso). The 135M model answers worse
+    to the facts and the recalled excerpts ("I play the cello" beside `plays: cello`) unless it
+    is an instruction, a constraint whose subject the facts do not name ("My cat is called
+    Pepper and I'm vegetarian" beside `cat_name: Pepper`: the diet is in no fact, and a dinner
+    recipe must not miss it; "I'm allergic to peanuts, so I always check labels" beside
+    `allergy: peanuts` is told: with that line too, the embedded model missed one more of 20
+    on the first-five-minutes probe) or names a name or a number the facts missed ("My partner Alex and I just adopted a cat called Miso": Miso). The 135M model answers worse
     for every line more: with "I play the cello, and my cat Miso hates it" beside `cat_name:
     Miso` it named the cat for "What is my dog called?" (first-five-minutes probe: swapped
     13 of 20 against 17)."""
@@ -187,7 +190,12 @@ def untold(
         rest = [
             (i, w) for i, w in words if w.lower() not in _SAYS_NOTHING and w.lower()[:4] not in said
         ]
-        if small and memory.kind != kinds.INSTRUCTION:
+        if small and memory.kind == kinds.CONSTRAINT and memory.about:
+            # its subject ("peanut", "vegetarian"), not the rest of its words
+            rest = [
+                (i, w) for i, w in rest if w.lower()[:4] in {a[:4] for a in memory.about.split()}
+            ]
+        elif small and memory.kind != kinds.INSTRUCTION:
             # only a name or a number the facts missed ("… a cat called Miso" beside
             # partner_name: Alex), not the rest of the sentence ("… and my cat Miso hates it")
             rest = [(i, w) for i, w in rest if i > 0 and (w[0].isupper() or w[0].isdigit())]

@@ -67,6 +67,7 @@ class StandingMemory(NamedTuple):
     superseded_by: int | None = None
     contradicts: int | None = None
     vector: np.ndarray | None = None
+    about: str = ""  # what it is about, in a normal form ("peanut", "vegetarian")
 
     def importance(self, now: datetime, settings: FactsImportanceSettings) -> float:
         """The ADR's importance: freshness × confidence × edit weight."""
@@ -122,6 +123,7 @@ def _view(row: Memory, with_vector: bool = False) -> StandingMemory:
         row.superseded_by,
         row.contradicts,
         vector,
+        row.about,
     )
 
 
@@ -139,6 +141,7 @@ _CURRENT = (
         _COLUMNS.source_audit_id,
         _COLUMNS.contradicts,
         _COLUMNS.model,
+        _COLUMNS.about,
     )
     .where(_COLUMNS.person_id == bindparam("person"), _COLUMNS.superseded_by.is_(None))
     .order_by(_COLUMNS.id.desc())
@@ -350,7 +353,9 @@ class StandingStore:
         if missing:
             for memory_id, blob in session.execute(_VECTORS, {"ids": missing}):
                 self._remember_vector(keys[memory_id], blob)
-        return [StandingMemory(*r[:9], None, r[9], self._vectors.get(keys[r[0]])) for r in rows]
+        return [
+            StandingMemory(*r[:9], None, r[9], self._vectors.get(keys[r[0]]), r[11]) for r in rows
+        ]
 
     def _remember_vector(self, key: _VectorKey, blob: bytes | None) -> None:
         vector = None if blob is None else np.frombuffer(blob, np.float32)
