@@ -594,3 +594,17 @@ def test_the_small_prompt_keeps_a_constraint_its_chats_facts_do_not_say():
     ]
     assert [m.id for m in untold(statements, facts, small=True)] == [1]
     assert [m.id for m in untold(statements, facts)] == [1, 2, 3]  # the full prompt: all
+
+
+def test_bearing_uses_each_statements_own_vector_whatever_its_id():
+    """Two databases in one process (a bench's probes, tests) have statements with the same id
+    and time: each list is scored with its own vectors, never another's kept matrix."""
+    when = utcnow()
+    up, down = np.array([1.0, 0.0], np.float32), np.array([0.0, 1.0], np.float32)
+
+    def one(vector: np.ndarray) -> list[StandingMemory]:
+        return [StandingMemory(1, "profile", "pet", "x", when, when, 0.8, 0, 1, None, None, vector)]
+
+    for _ in range(2):  # the second time from the kept matrices
+        assert standing_prompt.bearing(one(up), up)[0] == pytest.approx(1.0)
+        assert standing_prompt.bearing(one(down), up)[0] == pytest.approx(0.0)

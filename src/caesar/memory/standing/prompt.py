@@ -59,26 +59,29 @@ def bearing(memories: Sequence[StandingMemory], vector: np.ndarray | None) -> np
             rows.append(i)
             vectors.append(memory.vector)
     if rows:
-        key = tuple((memories[i].id, memories[i].updated_at) for i in rows)
-        scores[rows] = _matrix(key, vectors) @ vector
+        scores[rows] = _matrix(vectors) @ vector
     return scores
 
 
-_MATRICES: OrderedDict[tuple[tuple[int, datetime], ...], np.ndarray] = OrderedDict()
+# The statements' vectors stacked, kept between turns while they are the same arrays (the
+# store's vector cache hands out one array per statement and text): keyed by the arrays'
+# identities, and each entry holds the arrays, so no id is reused while it is kept. Not by
+# statement ids: two databases in one process (tests, benches) have the same ids.
+_MATRICES: OrderedDict[tuple[int, ...], tuple[list[np.ndarray], np.ndarray]] = OrderedDict()
 _MATRICES_KEPT = 64
 _MATRICES_LOCK = threading.Lock()
 
 
-def _matrix(key: tuple[tuple[int, datetime], ...], vectors: list[np.ndarray]) -> np.ndarray:
-    """The statements' vectors stacked; (id, updated_at) names a vector (an edit moves it)."""
+def _matrix(vectors: list[np.ndarray]) -> np.ndarray:
+    key = tuple(id(v) for v in vectors)
     with _MATRICES_LOCK:
-        matrix = _MATRICES.get(key)
-        if matrix is not None:
+        kept = _MATRICES.get(key)
+        if kept is not None and all(a is b for a, b in zip(kept[0], vectors, strict=True)):
             _MATRICES.move_to_end(key)
-            return matrix
+            return kept[1]
     matrix = np.stack(vectors)
     with _MATRICES_LOCK:
-        _MATRICES[key] = matrix
+        _MATRICES[key] = (vectors, matrix)
         while len(_MATRICES) > _MATRICES_KEPT:
             _MATRICES.popitem(last=False)
     return matrix
