@@ -7,7 +7,7 @@
        (both gathered by memory/context/build.py)
     3. system prompt = base + facts + episodes + operator prompt; for a small model (the
        chat route's `prompt`, "small" for the embedded one): a short system prompt, and the
-       memory as plain sentences in the operator's turn (memory/context/plain.py)
+       memory as plain sentences in the operator's turn (memory/recall/plain.py)
     4. gateway.complete(messages, task="chat")
     5. one write transaction: chat.completed (or chat.failed), memory.episode.recalled rows,
        recall counters bumped, the turn joined to its conversation (memory/conversations.py)
@@ -40,7 +40,7 @@ from caesar.gateway.base import (
     join_tool_calls,
 )
 from caesar.memory import conversations
-from caesar.memory.context import plain
+from caesar.memory.recall import plain
 from caesar.memory.context.build import (
     SentenceVectors,
     TurnMemory,
@@ -49,9 +49,9 @@ from caesar.memory.context.build import (
     recall_for_prompt,
     standing_for_prompt,
 )
-from caesar.memory.context.render import system_prompt
+from caesar.memory.render import system_prompt
 from caesar.memory.episodes.recall import RecalledEpisode
-from caesar.memory.search.question import NOTHING, Asked
+from caesar.memory.recall.question import NOTHING, Asked
 from caesar.named_time import asked_json, named
 
 if TYPE_CHECKING:

@@ -78,7 +78,7 @@ class ProviderSettings(Section):
     # How a chat turn's prompt is built when this provider answers it: "full" (the facts as
     # `key: value` lines and the past conversations in the system prompt, for models that
     # read well) or "small" (plain sentences in the operator's turn under a short system
-    # prompt: memory/context/plain.py). None: by kind (PROMPT_BY_KIND).
+    # prompt: memory/recall/plain.py). None: by kind (PROMPT_BY_KIND).
     prompt: Literal["full", "small"] | None = None
     # Characters of past conversations a chat turn gets when this provider answers it (the
     # chat route's): None: by kind (RECALL_CHARS_BY_KIND). An explicit
@@ -280,7 +280,7 @@ class EpisodesSummariseSettings(Section):
     # resumes): one summary for a conversation, not one per turn (issue #13).
     quiet_seconds: float = Field(default=300.0, ge=0)
     # Worker `memory.passages`: embed each summarised chat's 3-turn windows for recall
-    # (memory/search/passages.py). Runs with the summariser, in its own worker: a long conversation's
+    # (memory/passages.py). Runs with the summariser, in its own worker: a long conversation's
     # windows cost far more embedding than its summary (docs/performance.md).
     passages: bool = True
     passages_batch_size: int = Field(default=8, ge=1)
@@ -313,13 +313,13 @@ class EpisodesRecallSettings(Section):
     fusion: Literal["hybrid", "dense"] = "hybrid"
     keyword_weight: float = Field(default=0.7, ge=0, le=1)
     # A conversation held on a day the message names by date ("on 1 February 2023", "in March
-    # 2023": memory/search/dates.py) is a candidate, and its relevance is lifted by
+    # 2023": memory/recall/dates.py) is a candidate, and its relevance is lifted by
     # date_weight × (1 − relevance); 0 turns it off. Chosen on the dev data:
     # docs/recall-quality.md ("Dates").
     date_weight: float = Field(default=0.5, ge=0, le=1)
     # The past-conversations block, fences included, is at most this many characters: each
     # recalled episode's date and summary, and the verbatim excerpts of it that best match the
-    # message (memory/context/excerpts.py). Unset: the chat route's provider decides
+    # message (memory/recall/excerpts.py). Unset: the chat route's provider decides
     # (ProviderSettings.recall_chars, by kind). Chosen by measurement: docs/recall-quality.md.
     prompt_chars: int = Field(default=2500, ge=200, le=50_000)
     excerpts: bool = True  # false: the summary lines alone (ADR-0034 §3.5)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from caesar.gateway import Gateway
     from caesar.memory.episodes.recall import EpisodeMemory
     from caesar.memory.facts.store import FactsStore
-    from caesar.memory.search.semantic import SemanticMemory
+    from caesar.memory.semantic import SemanticMemory
     from caesar.memory.standing.store import StandingStore
     from caesar.readiness import Readiness
     from caesar.workers import Worker

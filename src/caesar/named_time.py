@@ -1,7 +1,7 @@
 """Which span of time a message named, as the operator reads it: for the recall preview, `caesar
 recall`, a turn's audit row and the dashboard's turn view. Pure.
 
-The spans themselves are read by memory/search/when.py, in naive UTC. A reader checking why a
+The spans themselves are read by memory/recall/when.py, in naive UTC. A reader checking why a
 conversation came wants them on their own clock: "yesterday → Tue 1 Dec 2026". The JSON
 (`asked_json`) keeps the UTC bounds and adds each span's `local` rendering and the zone it was
 read in, so an audit row still says what the operator meant after the zone setting changes.
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
-from caesar.memory.context.render import local
-from caesar.memory.search.question import Asked
+from caesar.memory.render import local
+from caesar.memory.recall.question import Asked
 
 TIME_ONLY = "the span's conversations, newest first"
 GATHERS = "every matching conversation, compactly"

@@ -6,7 +6,7 @@ the ADR: no age wall, opt-in retention").
 
 What was derived from a deleted chat goes with it through the foreign keys: its episode
 summary, its windows' words and semantic chunks are deleted (ON DELETE CASCADE; SQLite's
-contentless window index by hand, see memory/search/window_keywords.py), a fact it taught keeps its value
+contentless window index by hand, see memory/engine/window_keywords.py), a fact it taught keeps its value
 but loses the link (SET NULL) — the operator's facts outlive the chats they came from — and a
 conversation none of whose chats is left goes too. (To forget on purpose, whatever the age,
 everything learned included: memory/forget.py.)
@@ -29,7 +29,7 @@ from sqlalchemy import delete, func, select
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Conversation, EpisodeSummary, Fact, SemanticChunk
-from caesar.memory.search import window_keywords
+from caesar.memory.engine import window_keywords
 from caesar.workers import Worker
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class RetentionWorker(Worker):
                 ).all()
             )
             # SQLite's window word index is contentless: its rows are removed by hand, from the
-            # chats, before they go (memory/search/window_keywords.py).
+            # chats, before they go (memory/engine/window_keywords.py).
             conversation_ids = [
                 int(i)
                 for i in session.scalars(

@@ -11,7 +11,7 @@ from caesar.embeddings import EmbedderHandle
 from caesar.gateway import Gateway
 from caesar.memory.episodes.recall import EpisodeMemory
 from caesar.memory.facts.store import FactsStore
-from caesar.memory.search.semantic import SemanticMemory
+from caesar.memory.semantic import SemanticMemory
 from caesar.memory.standing.store import StandingStore
 from caesar.readiness import Readiness
 from caesar.workers import Worker
@@ -97,7 +97,7 @@ def _all_workers(services: Services) -> list[Worker]:
     from caesar.memory.episodes.reembed import PassagesWorker
     from caesar.memory.episodes.summarise import SummariseWorker
     from caesar.memory.facts.extract import ExtractWorker
-    from caesar.memory.search.semantic import SemanticIndexWorker
+    from caesar.memory.semantic import SemanticIndexWorker
     from caesar.memory.standing.backfill import StandingBackfillWorker
     from caesar.memory.upgrade import UpgradeWorker
     from caesar.proactive import ProactiveScheduler

@@ -22,7 +22,7 @@ from caesar.api.dashboard_session import ViewerDep
 from caesar.api.deps import ServicesDep
 from caesar.api.turn_memory import read_turn_memory
 from caesar.errors import InputError, NotFound
-from caesar.memory.context.render import SPEAKERS
+from caesar.memory.render import SPEAKERS
 from caesar.memory.transcript import conversation_turns
 
 if TYPE_CHECKING:

@@ -47,7 +47,7 @@ from caesar.brain import Brain, TurnContext
 from caesar.db.engine import UNAVAILABLE, outage
 from caesar.errors import CaesarError, InputError, NotFound
 from caesar.memory import conversations
-from caesar.memory.context.render import SPEAKERS
+from caesar.memory.render import SPEAKERS
 from caesar.memory.transcript import conversation_turns
 from caesar.services import Services
 

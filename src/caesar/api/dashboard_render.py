@@ -33,7 +33,7 @@ from caesar.api.dashboard_session import (
 from caesar.api.deps import SESSION_COOKIE
 from caesar.clock import utcnow
 from caesar.errors import CaesarError, InputError, NotFound, ProviderError
-from caesar.memory.context.render import relative_time
+from caesar.memory.render import relative_time
 from caesar.named_time import named_spans
 
 HERE = Path(__file__).resolve().parent

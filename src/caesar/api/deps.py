@@ -134,7 +134,7 @@ def _build_indexes_of(services: Services, person: int) -> None:
     after their row is committed, before their first request goes on (seconds among 1M
     episodes, once). Should it fail, their searches use the shared indexes, with the same
     results, and the next `caesar serve` builds what is missing."""
-    from caesar.memory.search.pgvector_migration import build_person_indexes
+    from caesar.memory.engine.pgvector_migration import build_person_indexes
 
     try:
         build_person_indexes(services.db, person=person)

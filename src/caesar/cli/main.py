@@ -67,7 +67,7 @@ def upgrade_database(settings: Settings) -> None:
     url = db.engine.url.render_as_string(hide_password=True)
     console.print(f"database {url}: {before or 'empty'} → {after}", soft_wrap=True, highlight=False)
     if not db.is_sqlite and settings.memory.episodes_recall.vector_search != "in_process":
-        from caesar.memory.search import pgvector_migration
+        from caesar.memory.engine import pgvector_migration
 
         with db.read() as session:
             status = pgvector_migration.status(session, "")
@@ -81,7 +81,7 @@ def upgrade_database(settings: Settings) -> None:
                 highlight=False,
             )
     if not db.is_sqlite:
-        from caesar.memory.search import pg_words
+        from caesar.memory.engine import pg_words
 
         with db.read() as session:
             words = pg_words.status(session)
@@ -113,7 +113,7 @@ def db_words(
     background once ready."""
     from caesar.db import Database
     from caesar.errors import ConfigError
-    from caesar.memory.search import pg_words
+    from caesar.memory.engine import pg_words
 
     db = Database(load_settings().sqlalchemy_url)
     if db.is_sqlite:
@@ -149,7 +149,7 @@ def db_vectors(
     and run again (it resumes), and chat goes on meanwhile. `caesar serve` does the same in
     the background after its warm-up."""
     from caesar.errors import ConfigError
-    from caesar.memory.search import pgvector_migration as migration
+    from caesar.memory.engine import pgvector_migration as migration
 
     built = services()
     if built.db.is_sqlite:
@@ -387,7 +387,7 @@ def _warming(built: Container, *parts: str) -> Iterator[None]:
 def _migrate_vectors(built: Container) -> None:
     """Ready and serving: move the episodes' vectors where the database searches them (on
     PostgreSQL with pgvector), recall searching the in-process index until they are."""
-    from caesar.memory.search.pgvector_migration import progress_log
+    from caesar.memory.engine.pgvector_migration import progress_log
 
     log = logging.getLogger("caesar.vectors")
     try:
@@ -404,7 +404,7 @@ def _migrate_vectors(built: Container) -> None:
 def _person_indexes(built: Container) -> None:
     """PostgreSQL: a household's people's own indexes that are missing (an upgraded household,
     a build stopped half-way), built concurrently while chat goes on."""
-    from caesar.memory.search.pgvector_migration import build_person_indexes, progress_log
+    from caesar.memory.engine.pgvector_migration import build_person_indexes, progress_log
 
     log = logging.getLogger("caesar.vectors")
     # beside the current embedding model's index only (loaded by the warm-up), not old ones'
@@ -420,7 +420,7 @@ def _reindex_words(built: Container) -> None:
     words (PostgreSQL), recall reading the older words until it is; then count the words of
     the people who had episodes before migration 0016 (their keyword counts read the index
     until then)."""
-    from caesar.memory.search import pg_words
+    from caesar.memory.engine import pg_words
 
     log = logging.getLogger("caesar.words")
     try:
@@ -623,7 +623,7 @@ def recall(
     names on your clock (`timezone`), if any, and whether it gathers across conversations."""
     from caesar.clock import utcnow
     from caesar.memory.context.build import preview
-    from caesar.memory.context.render import SPEAKERS, time_anchor
+    from caesar.memory.render import SPEAKERS, time_anchor
     from caesar.named_time import asked_json, describe, span_said
 
     overrides: dict[str, Any] = {}

@@ -59,7 +59,7 @@ def add_command(name: str, as_json: JsonToken = False) -> None:
         person, token = people.add(session, built.audit, name)
         added, added_id = person.name, person.id
     if not built.db.is_sqlite:  # their own search indexes (docs/household.md), concurrently
-        from caesar.memory.search.pgvector_migration import build_person_indexes
+        from caesar.memory.engine.pgvector_migration import build_person_indexes
 
         build_person_indexes(built.db, person=added_id)
     _say_token(added, token, as_json=as_json, verb="Added")

@@ -7,7 +7,7 @@ from datetime import tzinfo
 from typing import TYPE_CHECKING
 
 from caesar.config import Settings
-from caesar.memory.search.pgvector_migration import VectorStatus
+from caesar.memory.engine.pgvector_migration import VectorStatus
 
 if TYPE_CHECKING:
     from caesar.container import Container
@@ -72,7 +72,7 @@ def vector_status(settings: Settings, built: Container) -> VectorStatus | None:
     in this process by choice (SQLite, or vector_search = "in_process")."""
     if built.db.is_sqlite or settings.memory.episodes_recall.vector_search == "in_process":
         return None
-    from caesar.memory.search import pgvector_migration
+    from caesar.memory.engine import pgvector_migration
 
     with built.db.read() as session:
         return pgvector_migration.status(session, settings.embedder.model)

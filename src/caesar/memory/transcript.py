@@ -12,7 +12,7 @@ from typing import Any
 
 from caesar.gateway.base import Message
 
-# The fence around injected memory in a system prompt (memory/context/render.py): defined here,
+# The fence around injected memory in a system prompt (memory/render.py): defined here,
 # beneath both the prompt and the workers that must never learn from what is inside it.
 MEMORY_OPEN = "<memory>"
 MEMORY_CLOSE = "</memory>"

@@ -23,7 +23,7 @@ import numpy as np
 from sqlalchemy import func, select, update
 
 from caesar.db.models import EpisodeSummary, SemanticChunk
-from caesar.memory.search.vectors import to_f32_bytes
+from caesar.memory.engine.vectors import to_f32_bytes
 from caesar.workers import Worker
 
 if TYPE_CHECKING:

@@ -25,46 +25,18 @@ from caesar.config import (
     StandingSettings,
 )
 from caesar.embeddings import EmbedderHandle, normalise, vector_of
-from caesar.memory.context import excerpts, plain
-from caesar.memory.context.render import EpisodeLine, FactLine, facts_block
+from caesar.memory.recall import excerpts, plain
+from caesar.memory.render import EpisodeLine, FactLine, facts_block
 from caesar.memory.conversations import NO_CURRENT, Current
 from caesar.memory.episodes.recall import EpisodeMemory, RecalledEpisode, RecallParams
 from caesar.memory.facts.store import FactsStore
-from caesar.memory.search import passages
-from caesar.memory.search.question import NOTHING, Asked
+from caesar.memory import passages
+from caesar.memory.recall.question import NOTHING, Asked
 from caesar.memory.standing import kinds
 from caesar.memory.standing import prompt as standing_prompt
 from caesar.memory.standing.store import StandingMemory, StandingStore
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TurnMemory:
-    facts_text: str
-    facts_used: int
-    # the facts in the block, most important first
-    facts: list[FactLine] = field(default_factory=list)
-    episodes_text: str = ""
-    # the episodes in the block, best first, each with its excerpts
-    recalled: list[RecalledEpisode] = field(default_factory=list)
-    recall_error: str | None = None
-    # what the message says of time and gathering (the spans it named …), for the audit row
-    asked: Asked = NOTHING
-    # the small-model prompt (memory/context/plain.py): the facts as sentences, in `facts` order
-    sentences: list[str] = field(default_factory=list)
-    # the person's standing statements that bear on the message (memory/standing/prompt.py)
-    standing_text: str = ""
-    standing: list[StandingMemory] = field(default_factory=list)
-    standing_sentences: list[str] = field(default_factory=list)
-
-    @property
-    def fact_keys(self) -> list[str]:
-        return [f.key for f in self.facts]
-
-    @property
-    def standing_ids(self) -> list[int]:
-        return [m.id for m in self.standing]
 
 
 def facts_for_prompt(
@@ -262,7 +234,7 @@ def _lifted(
     person: int,
 ) -> dict[int, tuple[float, ...]]:
     """{episode: its windows' relevance lifted by its turns' cosines} of those with windows
-    and turn vectors (memory/search/passages.py, `lift`)."""
+    and turn vectors (memory/passages.py, `lift`)."""
     ids = [e.episode_id for e in ranked if e.windows and not e.pending]
     if not ids:
         return {}
@@ -393,7 +365,7 @@ def plain_memory(
     zone: tzinfo,
     vectors: SentenceVectors | None,
 ) -> str:
-    """The small-model prompt's memory block (memory/context/plain.py): the facts and what the
+    """The small-model prompt's memory block (memory/recall/plain.py): the facts and what the
     operator said in the recalled conversations, a sentence a line, those that match `message`
     first (without the embedder: what was said, in recall order, then the facts by importance)."""
     said = plain.said_lines(memory.recalled, now, zone)

@@ -1,6 +1,6 @@
 """Embedding episodes after the summary: conversation windows, and re-embedding.
 
-Worker `memory.passages` embeds the 3-turn windows (memory/search/passages.py) of every summarised
+Worker `memory.passages` embeds the 3-turn windows (memory/passages.py) of every summarised
 chat that has none yet, and each of its turns alone (`turn_vectors`: they pick the excerpts
 shown). It is its own worker, not a step of `memory.summarise`, because the costs differ by
 ~50×: 14 ms per chat for the summary against ~690 ms for a LongMemEval-size chat's windows —
@@ -31,7 +31,8 @@ from caesar.db.engine import Database
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.embeddings import Embedder
 from caesar.memory.episodes.recall import embedding_values
-from caesar.memory.search import passages, window_keywords
+from caesar.memory import passages
+from caesar.memory.engine import window_keywords
 from caesar.memory.transcript import conversation_turns
 from caesar.workers import SPREAD, Worker, spread
 
@@ -80,7 +81,7 @@ def store_windows(
     **values: Any,
 ) -> bool:
     """Write an episode's window and turn vectors (and `values`) if its row still meets
-    `conditions`, and index the windows' words (memory/search/window_keywords.py) in the same
+    `conditions`, and index the windows' words (memory/engine/window_keywords.py) in the same
     transaction; its turn vectors alone if its windows were not embedded (stored already).
     Whether the row was written."""
     written = {"turn_vectors": embedded.turns, **values}

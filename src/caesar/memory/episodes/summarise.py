@@ -34,7 +34,7 @@ from caesar.db.models import AuditLog, Conversation, EpisodeSummary
 from caesar.errors import CaesarError
 from caesar.gateway.base import Message
 from caesar.memory.episodes.recall import episode_row
-from caesar.memory.search import window_keywords
+from caesar.memory.engine import window_keywords
 from caesar.memory.transcript import conversation_turns, is_temporary, render_transcript
 from caesar.workers import SPREAD, Worker, rows_still_there, spread
 

@@ -27,7 +27,7 @@ from datetime import datetime, tzinfo
 import numpy as np
 
 from caesar.config import FactsImportanceSettings
-from caesar.memory.context.render import fence, local, one_line
+from caesar.memory.render import fence, local, one_line
 from caesar.memory.standing import kinds
 from caesar.memory.standing.store import StandingMemory
 from caesar.memory.transcript import MEMORY_CLOSE, MEMORY_OPEN
@@ -189,7 +189,7 @@ def render(
 
 
 def sentences(chosen: Sequence[StandingMemory]) -> list[str]:
-    """The small-model prompt's lines (memory/context/plain.py): what the user said or asked."""
+    """The small-model prompt's lines (memory/recall/plain.py): what the user said or asked."""
     out = []
     for memory in chosen:
         text = one_line(memory.text)

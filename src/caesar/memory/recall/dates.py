@@ -1,4 +1,4 @@
-"""The calendar days a message names, for recall (memory/search/hybrid.py).
+"""The calendar days a message names, for recall (memory/recall/hybrid.py).
 
 Why: a conversation's date is not in its words, so "What did Gina find for her store on
 1 February, 2023?" matches the day's conversation neither by meaning nor by keyword — yet the

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
 from caesar.errors import ConfigError
-from caesar.memory.search import passages
+from caesar.memory import passages
 from caesar.memory.transcript import conversation_turns
 
 log = logging.getLogger("caesar.words")

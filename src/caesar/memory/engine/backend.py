@@ -1,21 +1,21 @@
 """The search backend: the one seam between recall and the engine it runs on.
 
-Recall (memory/search/hybrid.py) asks two kinds of question of the stored episodes — which
+Recall (memory/recall/hybrid.py) asks two kinds of question of the stored episodes — which
 vectors are nearest a message, and which texts hold its words — and fuses, ranks and excerpts
 the answers itself. A `SearchBackend` answers both kinds, for one database engine; the fusion,
 ranking, excerpt and date code never asks which engine it runs on. It is chosen once, by
 engine (`search_backend`, called by `Services`):
 
-- SQLite (`memory/search/sqlite.py`): FTS5 full text + the in-process vector index
-  (memory/search/vectors.py) — the fast embedded default;
-- PostgreSQL (`memory/search/pgvector.py`): `tsvector` full text + the vectors searched in
+- SQLite (`memory/engine/sqlite.py`): FTS5 full text + the in-process vector index
+  (memory/engine/vectors.py) — the fast embedded default;
+- PostgreSQL (`memory/engine/pgvector.py`): `tsvector` full text + the vectors searched in
   PostgreSQL itself (pgvector's HNSW, nothing held per process) once they are migrated, the
   in-process index until then, or for good where pgvector cannot be used
   (`memory.episodes_recall.vector_search`: "auto", the default; "pgvector" insists;
-  "in_process" keeps today's index, `memory/search/postgres.py`).
+  "in_process" keeps today's index, `memory/engine/postgres.py`).
 
 Code that holds a session and nothing else (migrations, `caesar episodes reembed`, the keyword
-helpers of memory/search/keywords.py) reaches the engine's full-text half with `full_text`.
+helpers of memory/recall/keywords.py) reaches the engine's full-text half with `full_text`.
 
 Score rules (every backend, so the fusion can compare numbers across engines):
 - a vector score is the cosine of the stored vector with the query, in [-1, 1], higher =
@@ -36,13 +36,13 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
-from caesar.memory.search.in_process import IndexSource
-from caesar.memory.search.pgvector import PgvectorSearch
-from caesar.memory.search.pgvector_migration import Progress, VectorStatus
-from caesar.memory.search.postgres import PostgresFullText, PostgresSearch
-from caesar.memory.search.sqlite import SqliteFullText, SqliteSearch
-from caesar.memory.search.vector_math import Hits
-from caesar.memory.search.vectors import Rank
+from caesar.memory.engine.in_process import IndexSource
+from caesar.memory.engine.pgvector import PgvectorSearch
+from caesar.memory.engine.pgvector_migration import Progress, VectorStatus
+from caesar.memory.engine.postgres import PostgresFullText, PostgresSearch
+from caesar.memory.engine.sqlite import SqliteFullText, SqliteSearch
+from caesar.memory.engine.vector_math import Hits
+from caesar.memory.engine.vectors import Rank
 
 
 class VectorSearch(Protocol):

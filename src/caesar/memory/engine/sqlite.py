@@ -16,7 +16,7 @@ doclists (100 people × 10k episodes: the keyword statement 9.7 ms against 3.5 m
 windows' 3.0 against 0.6), and their scores took the household's word counts. In their own
 tables a person's search is exactly an install of one's.
 
-Cost on large histories (memory/search/keywords.py has the rest):
+Cost on large histories (memory/recall/keywords.py has the rest):
 - per-word document counts come from the vocabulary, not a COUNT, and are remembered while the
   index is unchanged;
 - the dense candidates the pool left out are scored with the rowid filter kept out of FTS5
@@ -33,9 +33,9 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.memory.search import passages
-from caesar.memory.search.in_process import InProcessVectors
-from caesar.memory.search.person_tables import (  # noqa: F401 - re-exported
+from caesar.memory import passages
+from caesar.memory.engine.in_process import InProcessVectors
+from caesar.memory.engine.person_tables import (  # noqa: F401 - re-exported
     CONVERSATION_TEXT,
     PERSON_SHIFT,
     SQLITE_TOKENIZE,
@@ -46,7 +46,7 @@ from caesar.memory.search.person_tables import (  # noqa: F401 - re-exported
     person_index_ddl,
     window_table,
 )
-from caesar.memory.search.sql import (
+from caesar.memory.engine.sql import (
     all_exist,
     by_window,
     count,
@@ -153,7 +153,7 @@ def chat_windows(session: Session, episode_ids: Sequence[int]) -> list[tuple[int
 
 
 class SqliteFullText:
-    """`FullTextSearch` (memory/search/backend.py) over FTS5."""
+    """`FullTextSearch` (memory/engine/backend.py) over FTS5."""
 
     def keyword_scores(
         self,

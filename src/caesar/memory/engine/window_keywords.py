@@ -2,14 +2,14 @@
 
 Why: BM25 over a whole conversation is diluted when a question is about one exchange in a
 20-turn chat — a long episode that mentions the words here and there outscores the one where
-they meet. Scoring the same 3-turn windows the dense side uses (memory/search/passages.py) and taking
+they meet. Scoring the same 3-turn windows the dense side uses (memory/passages.py) and taking
 an episode's best ("MaxP") puts that exchange back on top. Measured on LoCoMo (decay off):
 the mean of the episode-level and the best-window keyword relevance lifted MRR 0.783 → 0.807,
 R@5 0.920 → 0.922; LongMemEval unchanged (docs/recall-quality.md has every variant tried).
 
 The index holds each window's words only (SQLite: a contentless FTS5 table, ~5–9 KiB an
 episode; PostgreSQL: a tsvector per window), through the engine's search backend
-(memory/search/backend.py). It is a re-ranking signal, like the window
+(memory/engine/backend.py). It is a re-ranking signal, like the window
 vectors: recall scores the windows of its candidates only, never searches the table for new
 ones. Rows are written by whoever writes an episode's window vectors (the `memory.passages`
 worker, `caesar episodes reembed`), in the same transaction, once per episode.
@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 
 from sqlalchemy.orm import Session
 
-from caesar.memory.search.backend import FullTextSearch, full_text
-from caesar.memory.search.sqlite import (  # noqa: F401 - re-exported
+from caesar.memory.engine.backend import FullTextSearch, full_text
+from caesar.memory.engine.sqlite import (  # noqa: F401 - re-exported
     WINDOW_SLOTS,
     rowids,
     sqlite_rows,

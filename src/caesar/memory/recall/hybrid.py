@@ -4,14 +4,14 @@ its best window, before freshness × recall_weight.
 
 Why: an offline or small-model summary keeps one or two sentences of a conversation, so a
 question about anything else in it has nothing to match densely; the words and the meaning are
-still in the conversation. The keyword side (`keyword_stage`, memory/search/keywords.py) is full-text
+still in the conversation. The keyword side (`keyword_stage`, memory/recall/keywords.py) is full-text
 search in the database itself; the dense side adds each candidate's best 3-turn window
-(`passage`, memory/search/passages.py) to the summary's cosine.
+(`passage`, memory/passages.py) to the summary's cosine.
 
 The fused relevance stays in cosine units so `similarity_threshold` keeps its meaning:
 `relevance = dense + keyword_weight × keyword × (1 − dense)`, `dense = max(cosine, passage)`.
 `keyword` ∈ [0, 1] is the mean of the episode's full-text score and its best window's
-(memory/search/window_keywords.py; the episode's alone where its windows are not indexed), each as a
+(memory/engine/window_keywords.py; the episode's alone where its windows are not indexed), each as a
 share of the best among the matches, times how much of the query's information the best
 episode match holds — so a message that only shares common words with the past stays near its
 dense similarity and under the threshold. A keyword match can only raise an episode towards 1,
@@ -22,7 +22,7 @@ newest first (importance.recency_among_comparable, decay as a prior);
 `gated` relevance: the keyword side scaled by the share of the message the history holds
 anywhere (keywords.known_share), so a message about what the past never mentions is not
 recalled on the common words it shares with it. Each hit also carries every
-window's fused relevance (`windows`), which picks its excerpts (memory/context/excerpts.py).
+window's fused relevance (`windows`), which picks its excerpts (memory/recall/excerpts.py).
 Windows (their vectors and their words) are read for the candidates only — the dense pool of
 summaries, the keyword pool and the recent episodes — not searched through an index of their
 own. Measured and explained in docs/recall-quality.md.
@@ -51,11 +51,12 @@ from caesar.memory.importance import (
     recall_weight_v,
     recency_among_comparable,
 )
-from caesar.memory.search import passages, window_keywords
-from caesar.memory.search.backend import FullTextSearch, SearchBackend, full_text
-from caesar.memory.search.common_words import SCORE_BUDGET, common_words_pool, recent_share
-from caesar.memory.search.dates import Span
-from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
+from caesar.memory import passages
+from caesar.memory.engine import window_keywords
+from caesar.memory.engine.backend import FullTextSearch, SearchBackend, full_text
+from caesar.memory.recall.common_words import SCORE_BUDGET, common_words_pool, recent_share
+from caesar.memory.recall.dates import Span
+from caesar.memory.recall.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
     KEYWORD_TABLES,
     coverage,
     keyword_relevance,
@@ -68,11 +69,11 @@ from caesar.memory.search.keywords import (  # noqa: F401 - KEYWORD_TABLES: migr
     query_terms,
     term_counts,
 )
-from caesar.memory.search.question import Asked, read_question
-from caesar.memory.search.sql import PERSON_CHECK, driver_rows, marks
-from caesar.memory.search.vectors import Rank, epoch_seconds
-from caesar.memory.search.when import NamedSpan
-from caesar.memory.search.window_keywords import fused_keyword
+from caesar.memory.recall.question import Asked, read_question
+from caesar.memory.engine.sql import PERSON_CHECK, driver_rows, marks
+from caesar.memory.engine.vectors import Rank, epoch_seconds
+from caesar.memory.recall.when import NamedSpan
+from caesar.memory.engine.window_keywords import fused_keyword
 
 Fusion = Literal["hybrid", "rrf", "dense"]
 Ranking = Literal["prior", "adr"]
@@ -195,7 +196,7 @@ class HybridHit:
     # fuse(max(cosine, passage), keyword × known): what the threshold applies to (= relevance
     # when every word of the message is somewhere in the history)
     gated: float = 0.0
-    # held within a span of time the message names by date (memory/search/dates.py): the
+    # held within a span of time the message names by date (memory/recall/dates.py): the
     # relevance and `gated` are lifted by date_weight × (1 − ·), `gated` not when the message
     # names someone the history never heard of
     dated: bool = False
@@ -226,7 +227,7 @@ def rank_candidates(
     fusion is the better of the summary and the best window; the keyword side the mean of the
     episode and its best window. Ties: newer episode id first.
 
-    When the message names a span of time (`asked`, memory/search/question.py), the
+    When the message names a span of time (`asked`, memory/recall/question.py), the
     conversations held in it (`dated`) come first, ranked by relevance, then those outside it
     that clear the threshold; when it names nothing but the time, the span's conversations
     alone, newest first, with no threshold (up to TIME_POOL). A message that gathers across
@@ -329,11 +330,11 @@ def hybrid_search(
 ) -> list[HybridHit]:
     """Recall by fused relevance, among `person`'s episodes only (every stage asks for theirs:
     nobody else's is scored). `backend` is the engine's search backend
-    (memory/search/backend.py): its vectors supply the dense pool, the RECENT_POOL
+    (memory/engine/backend.py): its vectors supply the dense pool, the RECENT_POOL
     last-written episodes and the summary cosines of keyword-only candidates, its full text
     the keyword pool and the windows' keyword scores; the candidates' rows with their windows'
     vectors are read here. `asked`: what the message says of time and
-    gathering (memory/search/question.py; read from `query_text` in UTC when not given)."""
+    gathering (memory/recall/question.py; read from `query_text` in UTC when not given)."""
     if asked is None:
         asked = read_question(query_text, now)
     if asked.time_only and params.fusion == "hybrid":
@@ -521,7 +522,7 @@ def with_windows(
 ) -> HybridHit:
     """The hit with each of its windows' relevance — the same fusion as the episode's, of the
     window's cosine and keyword relevance — which picks the excerpts shown with it
-    (memory/context/excerpts.py)."""
+    (memory/recall/excerpts.py)."""
     cosines = each_cosine.get(hit.episode_id)
     if cosines is None or cosines.size == 0:
         return hit

@@ -1,6 +1,6 @@
 """PostgreSQL searching its own vectors (pgvector): nothing is held in this process.
 
-Each episode's embedding is in `episode_vectors` (memory/search/pgvector_migration.py), written
+Each episode's embedding is in `episode_vectors` (memory/engine/pgvector_migration.py), written
 by a trigger in the transaction that writes the row and gone with it: there is nothing to poll,
 and a forget is gone for every process at once. The column has no dimension, so one table
 serves every embedding model; each model gets its own HNSW index over
@@ -34,12 +34,12 @@ from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
 from caesar.errors import ConfigError
-from caesar.memory.search import pgvector_migration as migration
-from caesar.memory.search.in_process import IndexSource, InProcessVectors, row_cosines
-from caesar.memory.search.pgvector_migration import Progress, VectorStatus, index_predicate
-from caesar.memory.search.postgres import PostgresFullText
-from caesar.memory.search.vector_math import Hits, epoch_seconds_v, top_indices, unseen_bound
-from caesar.memory.search.vectors import Rank
+from caesar.memory.engine import pgvector_migration as migration
+from caesar.memory.engine.in_process import IndexSource, InProcessVectors, row_cosines
+from caesar.memory.engine.pgvector_migration import Progress, VectorStatus, index_predicate
+from caesar.memory.engine.postgres import PostgresFullText
+from caesar.memory.engine.vector_math import Hits, epoch_seconds_v, top_indices, unseen_bound
+from caesar.memory.engine.vectors import Rank
 
 log = logging.getLogger("caesar.vectors")
 # A search with a rank fetches at least this many rows, or twice the limit, at first.
@@ -63,7 +63,7 @@ def _vector(query: np.ndarray) -> str:
 
 
 class PgvectorVectors:
-    """`VectorSearch` (memory/search/backend.py) in PostgreSQL, for the model `model_id()`:
+    """`VectorSearch` (memory/engine/backend.py) in PostgreSQL, for the model `model_id()`:
     its rows of the dimension most of them have (a row of another size is not searched, as
     the in-process index skips it)."""
 

@@ -1,4 +1,4 @@
-"""The pure parts of vector search (memory/search/vectors.py): time conversion, the age window,
+"""The pure parts of vector search (memory/engine/vectors.py): time conversion, the age window,
 top-K selection with ties, the bound on rows a first pass left out, and the result type."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ conversation itself, as sliding windows of `WINDOW_TURNS` consecutive turns (a q
 that led to it), and stores the vectors with the episode (`episode_summaries.passage_vectors`,
 float16, one row per window). Recall takes an episode's best window — `passage`, its highest
 cosine with the message — and uses `max(cosine, passage)` as the dense side of the fusion
-(memory/search/hybrid.py). Measured in docs/recall-quality.md: windows of 3 turns beat single turns,
+(memory/recall/hybrid.py). Measured in docs/recall-quality.md: windows of 3 turns beat single turns,
 windows of 2 and 4, and non-overlapping chunks on LoCoMo.
 
 The worker also embeds each turn alone (`turn_texts`; `episode_summaries.turn_vectors`). Those
@@ -73,7 +73,7 @@ def windows(
     turns: Sequence[Message], size: int = WINDOW_TURNS, cap: int = MAX_WINDOWS
 ) -> list[str]:
     """Texts of the windows (`window_spans`) of the conversation's non-empty turns. Pure.
-    The window index (memory/search/window_keywords.py) is derived again from these texts on
+    The window index (memory/engine/window_keywords.py) is derived again from these texts on
     delete: they must not change without a migration that rebuilds it."""
     texts = [t["content"] for t in window_turns(turns)]
     return [" ".join(texts[a:b]) for a, b in window_spans(len(texts), size, cap)]

@@ -12,7 +12,7 @@ model's HNSW index is built (CREATE INDEX CONCURRENTLY: chat keeps writing meanw
 that was stopped leaves an invalid index, dropped and built again).
 
 Until the copy is finished and the model's index valid (`VectorStatus.ready`), recall keeps
-searching its in-process index (memory/search/pgvector.py, `PgvectorSearch`). One process
+searching its in-process index (memory/engine/pgvector.py, `PgvectorSearch`). One process
 migrates at a time (an advisory lock); the others see the result in the database.
 """
 
@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
 from caesar.errors import ConfigError
-from caesar.memory.search import person_tables
+from caesar.memory.engine import person_tables
 
 log = logging.getLogger("caesar.vectors")
 

@@ -1,5 +1,5 @@
 """The vector half of a search backend held in this process: the current embedding model's
-VectorIndex (memory/search/vectors.py), refreshed by id from the database before each search,
+VectorIndex (memory/engine/vectors.py), refreshed by id from the database before each search,
 and the rows themselves for an episode committed after that refresh."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
 from caesar.db.models import EpisodeSummary
-from caesar.memory.search.pgvector_migration import Progress, VectorStatus
-from caesar.memory.search.sql import person_checked
-from caesar.memory.search.vector_math import Hits, from_row
-from caesar.memory.search.vectors import Rank, VectorIndex
+from caesar.memory.engine.pgvector_migration import Progress, VectorStatus
+from caesar.memory.engine.sql import person_checked
+from caesar.memory.engine.vector_math import Hits, from_row
+from caesar.memory.engine.vectors import Rank, VectorIndex
 
 
 class IndexSource(Protocol):
@@ -68,7 +68,7 @@ WARM_EPISODES = 200_000
 
 
 class InProcessVectors:
-    """`VectorSearch` (memory/search/backend.py) over the current model's in-process index of
+    """`VectorSearch` (memory/engine/backend.py) over the current model's in-process index of
     the person searching."""
 
     def __init__(self, indexes: IndexSource) -> None:

@@ -1,6 +1,6 @@
 """PostgreSQL's full-text search: `tsvector`, the episodes and their windows ranked by BM25 as
 SQLite's FTS5 ranks them (`_bm25`), and `PostgresSearch`, that with the in-process vector index
-(a database without pgvector; memory/search/pgvector.py is the backend with it).
+(a database without pgvector; memory/engine/pgvector.py is the backend with it).
 
 Tables (migrations 0002, 0005): `episode_fts` holds each episode's GIN-indexed tsvector
 (summary labelled A, conversation B; trigger-maintained), `episode_window_fts` one tsvector per
@@ -8,7 +8,7 @@ Tables (migrations 0002, 0005): `episode_fts` holds each episode's GIN-indexed t
 episode (ON DELETE CASCADE); `episode_fts_counts` each person's number of `episode_fts` rows,
 kept by statement triggers (migration 0014), and `episode_fts_words` each person's number of
 rows per word, kept by triggers too once the person's older words are counted (migration 0016,
-memory/search/pg_words.py). Words are cut as FTS5 cuts them: the text search
+memory/engine/pg_words.py). Words are cut as FTS5 cuts them: the text search
 configuration `FTS_CONFIG` (migration 0015: unaccented, Porter-stemmed, no stop words), each
 row's number of words in its column `tokens` (set by a trigger; `TOKENS`).
 """
@@ -22,9 +22,9 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from caesar.memory.search.in_process import InProcessVectors
-from caesar.memory.search.pg_words import WORDS as FTS_CONFIG  # migration 0015
-from caesar.memory.search.sql import (
+from caesar.memory.engine.in_process import InProcessVectors
+from caesar.memory.engine.pg_words import WORDS as FTS_CONFIG  # migration 0015
+from caesar.memory.engine.sql import (
     all_exist,
     by_window,
     count,
@@ -61,7 +61,7 @@ def tsquery_text(terms: Iterable[str], *, every: bool = False) -> str:
 # of 100 × 1,000 episodes +14 ms a turn).
 _IDF = "caesar.pg_idf"
 # A row's number of words (migration 0015), or its distinct words where that is not counted
-# yet (a row from before it, not indexed again yet: memory/search/pg_words.py).
+# yet (a row from before it, not indexed again yet: memory/engine/pg_words.py).
 TOKENS = "coalesce({0}tokens, length({0}document))"
 # BM25's mean document length (`_AVGDL` on the session, per person) is read from the person's
 # latest this many episodes, by their index: an exact mean would read every one of them.
@@ -129,7 +129,7 @@ def window_bm25(rows: Sequence[Sequence[float]]) -> list[tuple[int, int, float]]
 
 
 class PostgresFullText:
-    """`FullTextSearch` (memory/search/backend.py) over tsvector columns."""
+    """`FullTextSearch` (memory/engine/backend.py) over tsvector columns."""
 
     def keyword_scores(
         self,

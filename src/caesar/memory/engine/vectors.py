@@ -8,9 +8,9 @@ A search has two stages:
 1. Candidates. Rows are appended in id order and `created_at` mostly grows with the id, so the
    age filter first cuts the matrix to the slice that can hold young-enough rows (a binary
    search over the running maximum of `created`). Sealed blocks of that slice are scanned as
-   8-bit codes (memory/search/quantized.py) for their best approximate scores, with a bound on what
+   8-bit codes (memory/engine/quantized.py) for their best approximate scores, with a bound on what
    they left out; the newest, unsealed rows are scanned exactly. From IVF_MIN_ROWS rows on,
-   an IVF (memory/search/ann.py) proposes the candidates among the rows it covers instead — the one
+   an IVF (memory/engine/ann.py) proposes the candidates among the rows it covers instead — the one
    approximate step: a relevant row in a cluster it did not scan is missed.
 2. Exact ranking. Every candidate's cosine is recomputed from the float32 matrix, the
    threshold (on raw cosine) and the age filter are applied, and `rank` orders the rest. A
@@ -36,8 +36,8 @@ import numpy as np
 from sqlalchemy import String, and_, bindparam, func, select, type_coerce
 from sqlalchemy.orm import Session
 
-from caesar.memory.search import ann, quantized
-from caesar.memory.search.vector_math import (  # noqa: F401 - to_f32_bytes, from_row: re-exported
+from caesar.memory.engine import ann, quantized
+from caesar.memory.engine.vector_math import (  # noqa: F401 - to_f32_bytes, from_row: re-exported
     EPOCH,
     Hits,
     all_of,

@@ -18,8 +18,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory.search.backend import FullTextSearch, full_text
-from caesar.memory.search.keywords import COMMON_MIN_DOCS, keyword_scores
+from caesar.memory.engine.backend import FullTextSearch, full_text
+from caesar.memory.recall.keywords import COMMON_MIN_DOCS, keyword_scores
 
 # About this many postings of the matched words are scored among the newest episodes.
 SCORE_BUDGET = 4000

@@ -21,7 +21,7 @@ What is read (all resolved against `now`, nothing after it):
   "last March", "in the spring"; seasons are meteorological, northern hemisphere), "between
   March and May" and "from June to August" as one range;
 - combinations: "yesterday or the day before";
-- calendar dates, as memory/search/dates.py reads them ("on 3 October 2026", "March 2023").
+- calendar dates, as memory/recall/dates.py reads them ("on 3 October 2026", "March 2023").
 "recently" and "lately" name no span: they set `recent`, a soft preference for the new.
 
 Not read, on purpose: the future ("tomorrow", "next week" — no conversation is held there);
@@ -68,7 +68,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
-from caesar.memory.search import dates
+from caesar.memory.recall import dates
 
 MAX_CHARS = dates.MAX_CHARS
 MAX_SPANS = 4

@@ -23,8 +23,8 @@ from caesar.db.engine import Database
 from caesar.db.models import AuditLog, SemanticChunk, SemanticIndexCursor
 from caesar.embeddings import EmbedderHandle, embed_one
 from caesar.errors import CaesarError
-from caesar.memory.search.vector_math import to_f32_bytes
-from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex
+from caesar.memory.engine.vector_math import to_f32_bytes
+from caesar.memory.engine.vectors import CurrentModelIndex, VectorIndex
 from caesar.memory.transcript import is_temporary
 from caesar.workers import CursorWorker
 

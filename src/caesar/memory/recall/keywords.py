@@ -1,6 +1,6 @@
-"""The keyword stage of hybrid recall (memory/search/hybrid.py): full-text relevance of past
+"""The keyword stage of hybrid recall (memory/recall/hybrid.py): full-text relevance of past
 episodes to a message, from the database's own index, asked through the engine's search
-backend (memory/search/backend.py: SQLite FTS5 `bm25()`, PostgreSQL the same BM25 over a
+backend (memory/engine/backend.py: SQLite FTS5 `bm25()`, PostgreSQL the same BM25 over a
 GIN-indexed tsvector), kept in step with `episode_summaries` by triggers (migration 0002) over
 the summary and the source conversation.
 
@@ -14,9 +14,9 @@ Cost on large histories: BM25 must score every episode the MATCH finds, so
   COUNT, and are remembered while the index is unchanged;
 - query words in a large share of the history (idf ≈ 0 next to the query's rarest word) are left
   out of the MATCH (`match_terms`);
-- a query whose every word is common scores a bounded set of episodes (memory/search/common_words.py);
+- a query whose every word is common scores a bounded set of episodes (memory/recall/common_words.py);
 - the dense candidates the pool left out are scored by id, the way each engine does it cheaply
-  (memory/search/sqlite.py).
+  (memory/engine/sqlite.py).
 """
 
 from __future__ import annotations
@@ -28,20 +28,20 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from caesar.memory.search.backend import FullTextSearch, full_text
-from caesar.memory.search.dates import MONTHS
-from caesar.memory.search.postgres import (
+from caesar.memory.engine.backend import FullTextSearch, full_text
+from caesar.memory.recall.dates import MONTHS
+from caesar.memory.engine.postgres import (
     bm25_idf,
     tsquery_text,  # noqa: F401 - re-exported
 )
-from caesar.memory.search.sqlite import fts5_match, indexed_rows  # noqa: F401 - re-exported
+from caesar.memory.engine.sqlite import fts5_match, indexed_rows  # noqa: F401 - re-exported
 
 K = TypeVar("K")  # what is scored: an episode id, or (episode id, window number)
 
 # Not SQLAlchemy models (FTS5 cannot be declared; PostgreSQL's twin is trigger-maintained):
 # the schema-vs-models comparison must skip these (FTS5's shadow tables included). The SQLite
 # names are those of migrations 0002–0016; from 0017 each person has their own tables
-# (memory/search/sqlite.py, `is_person_index`).
+# (memory/engine/sqlite.py, `is_person_index`).
 KEYWORD_TABLES = (
     "episode_fts",
     "episode_fts_data",
@@ -50,7 +50,7 @@ KEYWORD_TABLES = (
     "episode_fts_docsize",
     "episode_fts_config",
     "episode_fts_vocab",  # fts5vocab over episode_fts (migration 0003, SQLite only)
-    # windows' words (migration 0005, memory/search/window_keywords.py): contentless on SQLite
+    # windows' words (migration 0005, memory/engine/window_keywords.py): contentless on SQLite
     "episode_window_fts",
     "episode_window_fts_data",
     "episode_window_fts_idx",

@@ -4,7 +4,7 @@ Pure: no I/O.
 Why: a one- or two-sentence summary rarely holds what a later question asks (offline
 summaries held the answer for ~6 % of LoCoMo questions, the dataset's own LLM summaries ~35 %).
 The conversation itself does. Recall already scores every window of every candidate — three
-consecutive turns (memory/search/passages.py) — by the same fusion of dense and keyword
+consecutive turns (memory/passages.py) — by the same fusion of dense and keyword
 relevance as the episode; those scores pick the excerpts.
 
 The selection (`select`):
@@ -37,7 +37,7 @@ from typing import Literal
 import Stemmer
 
 from caesar.gateway.base import Message
-from caesar.memory.context.render import (
+from caesar.memory.render import (
     BLOCK_FRAME,
     GAP_LINE,
     EpisodeLine,
@@ -46,13 +46,13 @@ from caesar.memory.context.render import (
     past_conversations,
 )
 from caesar.memory.episodes.recall import Excerpt
-from caesar.memory.search.keywords import query_terms
-from caesar.memory.search.passages import window_spans, window_turns
+from caesar.memory.recall.keywords import query_terms
+from caesar.memory.passages import window_spans, window_turns
 
 # The share of a window's priority that is its episode's score (the rest is its own relevance).
 EPISODE_SHARE = 0.5
 # A window's relevance, for choosing the excerpts, takes this share from its best turn's own
-# cosine with the message (memory/search/passages.py, `lift`; memory/context/build.py): a
+# cosine with the message (memory/passages.py, `lift`; memory/context/build.py): a
 # window says the message's words three turns wide, and the turn that answers is the one whose
 # own meaning is nearest (docs/recall-by-time.md, "Turns that answer"). LoCoMo dev at 2,500
 # characters, answer in prompt of 484: 385 without; in depth only (a prototype) 0.2 / 0.3 /
@@ -152,7 +152,7 @@ class Block:
 
 @lru_cache(maxsize=1)
 def _stemmer() -> Stemmer.Stemmer:
-    # Porter: the stemmer of the keyword index's FTS5 tokenizer (memory/search/keywords.py)
+    # Porter: the stemmer of the keyword index's FTS5 tokenizer (memory/recall/keywords.py)
     return Stemmer.Stemmer("porter")
 
 

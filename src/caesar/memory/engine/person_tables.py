@@ -1,8 +1,8 @@
 """Each person's own indexes: on SQLite their full-text tables (migration 0017;
-memory/search/sqlite.py searches them), on PostgreSQL their partial indexes (a GIN over their
+memory/engine/sqlite.py searches them), on PostgreSQL their partial indexes (a GIN over their
 `episode_fts` rows, an HNSW over their `episode_vectors` rows for each embedding model's index;
-memory/search/postgres.py and pgvector.py name the person in their queries so that the planner
-takes them; memory/search/pgvector_migration.py builds and drops them, concurrently, outside
+memory/engine/postgres.py and pgvector.py name the person in their queries so that the planner
+takes them; memory/engine/pgvector_migration.py builds and drops them, concurrently, outside
 any transaction of the person's). Their names and the statements that make and drop them.
 Imports nothing of caesar's, so the `Person` model's events (db/models.py) can make a
 person's SQLite tables as the person is written.

@@ -1,6 +1,6 @@
 """The approximate stage for large indexes: a faiss IVF (inverted file) over the sealed rows.
 
-Why: even as 8-bit codes (memory/search/quantized.py), a full scan costs ~2–4 ms per 100k rows on a
+Why: even as 8-bit codes (memory/engine/quantized.py), a full scan costs ~2–4 ms per 100k rows on a
 quiet 2-core machine and several times that on a busy one, so it cannot promise 3 ms at 100k
 or 30 ms at 1M. The IVF clusters the rows around ~4·sqrt(n) k-means centroids and scans only
 the clusters nearest the query (PROBE_FRACTION of them). It only proposes candidates:

@@ -1,12 +1,12 @@
-"""What a message asks of memory besides its topic: when (memory/search/when.py), whether it
+"""What a message asks of memory besides its topic: when (memory/recall/when.py), whether it
 asks about the time alone, and whether it gathers across conversations. Pure.
 
 Why: "What did we talk about yesterday?" has no topic to match — every word but the time is
 about talking — so recall must bring that span's conversations, newest first, with no
 similarity threshold. "How many times did I go running?" needs every conversation that
 mentions running, each compactly, not two of them in depth: the model must be able to count
-them from the prompt. Both change what is recalled (memory/search/hybrid.py) and how the
-block is laid out (memory/context/excerpts.py).
+them from the prompt. Both change what is recalled (memory/recall/hybrid.py) and how the
+block is laid out (memory/recall/excerpts.py).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Literal
 
-from caesar.memory.search.keywords import query_terms
-from caesar.memory.search.when import TimeRead, read_time
+from caesar.memory.recall.keywords import query_terms
+from caesar.memory.recall.when import TimeRead, read_time
 
 # Words about the conversation itself rather than its subject: what is left of "what did we
 # talk about …" once the time is read is no topic.
@@ -116,7 +116,7 @@ class Asked:
 
     @property
     def layout(self) -> Literal["depth", "breadth", "timeline"]:
-        """How the block is laid out (memory/context/excerpts.py)."""
+        """How the block is laid out (memory/recall/excerpts.py)."""
         if self.time_only:
             return "timeline"
         return "breadth" if self.gathers else "depth"

@@ -1,7 +1,7 @@
 """Episode recall (ADR-0034 §3–4): which past conversations a message brings back, and why.
 
 A search keeps summaries of the current embedder model whose relevance clears the threshold
-(hybrid: the `gated` relevance, see memory/search/hybrid.py) and whose conversation is younger
+(hybrid: the `gated` relevance, see memory/recall/hybrid.py) and whose conversation is younger
 than `max_age_days`, ranks them (`ranking = "prior"`, the default: relevance alone, comparable
 matches newest first; `"adr"`: relevance × freshness × recall_weight; the dense path below is
 always the ADR's), and returns the top K with every component, so the
@@ -9,7 +9,7 @@ always the ADR's), and returns the top K with every component, so the
 
 Relevance is the ADR's raw cosine when `fusion = "dense"`; with the default `"hybrid"` it
 fuses that cosine with keyword relevance over the summary and the conversation
-(memory/search/hybrid.py, measured in docs/recall-quality.md). With no keyword match, hybrid
+(memory/recall/hybrid.py, measured in docs/recall-quality.md). With no keyword match, hybrid
 relevance is exactly the cosine.
 """
 
@@ -38,14 +38,14 @@ from caesar.memory.importance import (
     freshness,
     recall_weight,
 )
-from caesar.memory.search import passages
-from caesar.memory.search.backend import SearchBackend, search_backend
-from caesar.memory.search.hybrid import EPISODE_COLUMNS, Fusion, Ranking, hybrid_search
-from caesar.memory.search.passages import window_spans, window_turns
-from caesar.memory.search.pgvector_migration import Progress, VectorStatus
-from caesar.memory.search.question import Asked, read_question
-from caesar.memory.search.sql import PERSON_CHECK, driver_rows, marks, person_checked
-from caesar.memory.search.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
+from caesar.memory import passages
+from caesar.memory.engine.backend import SearchBackend, search_backend
+from caesar.memory.recall.hybrid import EPISODE_COLUMNS, Fusion, Ranking, hybrid_search
+from caesar.memory.passages import window_spans, window_turns
+from caesar.memory.engine.pgvector_migration import Progress, VectorStatus
+from caesar.memory.recall.question import Asked, read_question
+from caesar.memory.engine.sql import PERSON_CHECK, driver_rows, marks, person_checked
+from caesar.memory.engine.vectors import CurrentModelIndex, VectorIndex, epoch_seconds, to_f32_bytes
 from caesar.memory.transcript import conversation_turns
 
 # A message naming a span brings up to this many of its conversations that have no episode
@@ -58,115 +58,6 @@ OVERFETCH = 4
 _CANDIDATE_ROWS = select(*EPISODE_COLUMNS).where(
     EpisodeSummary.id.in_(bindparam("ids", expanding=True))
 )
-
-
-@dataclass(frozen=True)
-class RecallParams:
-    top_k: int
-    similarity_threshold: float | None
-    max_age_days: float | None
-    halflife_days: float
-    recall_weight_scale: float
-    fusion: Fusion = "dense"
-    keyword_weight: float = 0.0
-    ranking: Ranking = "adr"
-    comparable_within: float = 0.0
-    date_weight: float = 0.0
-
-    @classmethod
-    def from_settings(cls, s: EpisodesRecallSettings, **overrides: object) -> RecallParams:
-        values: dict[str, object] = {
-            "top_k": s.top_k,
-            "similarity_threshold": s.similarity_threshold,
-            "max_age_days": s.max_age_days,
-            "halflife_days": s.halflife_days,
-            "recall_weight_scale": s.recall_weight_scale,
-            "fusion": s.fusion,
-            "keyword_weight": s.keyword_weight,
-            "ranking": s.ranking,
-            "comparable_within": s.comparable_within,
-            "date_weight": s.date_weight,
-        }
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
-
-
-@dataclass(frozen=True)
-class Excerpt:
-    """Consecutive turns of a past conversation, verbatim but for long turns cut to the
-    sentences that match (marked with …): `turns` are (role, text), from turn `first_turn`
-    (0-based, among the conversation's non-empty turns); `score` is the best window relevance
-    that brought them in."""
-
-    first_turn: int
-    turns: tuple[tuple[str, str], ...]
-    score: float
-
-    def as_json(self) -> dict[str, object]:
-        return {
-            "first_turn": self.first_turn,
-            "score": round(self.score, 6),
-            "turns": [{"role": role, "text": text} for role, text in self.turns],
-        }
-
-
-@dataclass(frozen=True)
-class RecalledEpisode:
-    episode_id: int
-    audit_log_id: int
-    summary: str
-    created_at: datetime
-    cosine: float
-    age_days: float
-    freshness: float
-    recall_count: int
-    recall_weight: float
-    score: float
-    keyword: float = 0.0  # normalised keyword relevance ∈ [0, 1] (hybrid fusion only)
-    relevance: float = 0.0  # what ranks it: cosine, or fused with keyword (threshold: `gated`)
-    # best cosine of the conversation's windows (hybrid fusion; None: not used or none stored)
-    passage: float | None = None
-    # best window's keyword relevance (hybrid fusion; None: not used or no windows indexed)
-    window_keyword: float | None = None
-    # each window's relevance (hybrid fusion): what picks the excerpts; not in the JSON
-    windows: tuple[float, ...] | None = None
-    # hybrid: the share of the message's information the history holds anywhere, and the
-    # relevance with the keyword side scaled by it — what the threshold applies to
-    known: float = 1.0
-    gated: float = 0.0
-    # hybrid: held within a span of time the message names (memory/search/when.py)
-    dated: bool = False
-    # the verbatim parts of the conversation shown with the summary (memory/context/excerpts.py)
-    excerpts: tuple[Excerpt, ...] = ()
-    # a conversation the summariser has not reached yet (`unsummarised`): no episode
-    # (`episode_id` 0), `audit_log_id` its latest turn, `summary` UNSUMMARISED_LINE
-    pending: bool = False
-
-    def as_json(self) -> dict[str, object]:
-        # Field by field, not asdict: that deep-copies `windows` (one float per window of the
-        # conversation) only to drop it, and this runs for every recalled episode of a turn.
-        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in _JSON_FIELDS}
-        data["excerpts"] = [e.as_json() for e in self.excerpts]
-        data["created_at"] = self.created_at.isoformat()
-        for key in (
-            "cosine",
-            "passage",
-            "keyword",
-            "window_keyword",
-            "relevance",
-            "known",
-            "gated",
-            "age_days",
-            "freshness",
-            "recall_weight",
-            "score",
-        ):
-            if data[key] is not None:
-                data[key] = round(float(data[key]), 6)
-        return data
-
-
-_JSON_FIELDS = tuple(f for f in fields(RecalledEpisode) if f.name != "windows")
 
 
 def rank_episodes(
@@ -263,7 +154,7 @@ class EpisodeMemory:
         self, episode_ids: list[int], vector: np.ndarray, *, person: int
     ) -> dict[int, np.ndarray]:
         """Each of these episodes' turn cosines with the (unit) message vector, in turn order
-        (memory/search/passages.py, `turn_texts`), for those of `person`'s with turn vectors of
+        (memory/passages.py, `turn_texts`), for those of `person`'s with turn vectors of
         its dimension: what picks their excerpts with the windows (`passages.lift`)."""
         if not episode_ids:
             return {}
@@ -447,40 +338,3 @@ class EpisodeMemory:
                 audit.AuditEntry(audit.EPISODE_RECALLED, payload, subject_id=episode.audit_log_id)
             )
         self.audit.append_many(session, rows, person=person)
-
-
-def embedding_values(vector: np.ndarray | None) -> dict[str, object]:
-    """An episode's embedding columns: the ADR's JSON list (the record) and its float32 copy
-    (what the in-process index loads), always written together — by episode_row and by
-    re-embedding (memory/episodes/reembed.py)."""
-    vector = np.zeros(0, dtype=np.float32) if vector is None else np.asarray(vector, np.float32)
-    return {
-        "embedding": [float(x) for x in vector],
-        "embedding_f32": to_f32_bytes(vector) if vector.size else None,
-    }
-
-
-def episode_row(
-    *,
-    audit_log_id: int,
-    summary: str,
-    vector: np.ndarray | None,
-    model: str,
-    created_at: datetime,
-    recall_count: int = 0,
-    passages: bytes | None = None,
-    person: int,
-) -> EpisodeSummary:
-    """The one way an episode row is made (see embedding_values), `person`'s as the chat it
-    was written from is; `passages` are the
-    conversation's packed window vectors (memory/search/passages.py), if embedded."""
-    return EpisodeSummary(
-        audit_log_id=audit_log_id,
-        summary=summary,
-        **embedding_values(vector),
-        model=model,
-        created_at=created_at,
-        recall_count=recall_count,
-        passage_vectors=passages,
-        person_id=person,
-    )

@@ -1,5 +1,5 @@
-"""Statement plumbing shared by the search backends (memory/search/sqlite.py, postgres.py) and
-the engine-agnostic candidate reads (memory/search/hybrid.py): nothing here knows the engine."""
+"""Statement plumbing shared by the search backends (memory/engine/sqlite.py, postgres.py) and
+the engine-agnostic candidate reads (memory/recall/hybrid.py): nothing here knows the engine."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, tzinfo
 
-from caesar.memory.context.render import FactLine, fence, local, one_line, relative_time
+from caesar.memory.render import FactLine, fence, local, one_line, relative_time
 from caesar.memory.episodes.recall import RecalledEpisode
 from caesar.memory.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
