@@ -17,6 +17,8 @@ from typing import Any
 
 from conftest import OWNER
 
+from caesar.memory.scope import Scope
+
 FACT_ATTRS = ("colour", "city", "pet")
 _CHAT_N = re.compile(r"chat (\d+):")
 
@@ -78,7 +80,7 @@ def backfill(services: Any, count: int, start: int = 0) -> list[int]:
     with services.db.write() as session:
         return [
             conversations.add_finished(
-                session, services.audit, chat_payload(n), utcnow(), person=OWNER
+                Scope(OWNER, session), services.audit, chat_payload(n), utcnow()
             )
             for n in range(start, start + count)
         ]

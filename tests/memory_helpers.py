@@ -13,7 +13,8 @@ from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Conversation
 from caesar.errors import EmbedderError
 from caesar.memory import conversations
-from caesar.memory.episodes.recall import episode_row
+from caesar.memory.episodes.rows import episode_row
+from caesar.memory.scope import Scope
 
 
 def days_ago(days: float, now: datetime | None = None) -> datetime:
@@ -24,11 +25,10 @@ def add_chat(services: Any, user: str, reply: str, created_at: datetime | None =
     """A one-turn conversation, as `caesar import` writes one: its chat row's id."""
     with services.db.write() as session:
         return conversations.add_finished(
-            session,
+            Scope(OWNER, session),
             services.audit,
             {"messages": [{"role": "user", "content": user}], "reply": reply},
             created_at or utcnow(),
-            person=OWNER,
         )
 
 

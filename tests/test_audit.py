@@ -12,6 +12,7 @@ from conftest import OWNER, PROVIDER_KEY, TEST_TOKEN
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.db import Database
+from caesar.memory.scope import Scope
 
 FIXED_COLUMNS = {"id", "event_type", "created_at", "payload"}
 
@@ -23,7 +24,7 @@ def log() -> audit.Audit:
 
 def _append(db: Database, log: audit.Audit, event_type: str, payload: dict, **kw) -> int:
     with db.write() as session:
-        return log.append(session, event_type, payload, **kw, person=OWNER).id
+        return log.append(Scope(OWNER, session), event_type, payload, **kw).id
 
 
 def test_append_and_read_back(migrated_db, log):
@@ -36,7 +37,7 @@ def test_append_and_read_back(migrated_db, log):
     }
     row_id = _append(migrated_db, log, audit.CHAT_COMPLETED, payload)
     with migrated_db.read() as session:
-        [row] = audit.list_events(session, person=OWNER)
+        [row] = audit.list_events(Scope(OWNER, session))
     assert row.id == row_id and row.event_type == audit.CHAT_COMPLETED
     assert row.payload == payload
     assert isinstance(row.created_at, datetime) and row.created_at.tzinfo is None
@@ -47,7 +48,7 @@ def test_nul_characters_are_stored_on_both_engines(migrated_db, log):
     # PostgreSQL's JSONB refuses \u0000 outright; the same payload must work everywhere.
     _append(migrated_db, log, audit.CHAT_COMPLETED, {"reply": "a\x00b", "k\x00": ["\x00"]})
     with migrated_db.read() as session:
-        [row] = audit.list_events(session, person=OWNER)
+        [row] = audit.list_events(Scope(OWNER, session))
     assert row.payload == {"reply": "a\ufffdb", "k\ufffd": ["\ufffd"]}
 
 
@@ -63,7 +64,7 @@ def test_configured_secrets_are_cut_everywhere(migrated_db, log):
         },
     )
     with migrated_db.read() as session:
-        [row] = audit.list_events(session, person=OWNER)
+        [row] = audit.list_events(Scope(OWNER, session))
     text = str(row.payload)
     assert PROVIDER_KEY not in text and TEST_TOKEN not in text
     assert row.payload["error"] == "bad key [redacted]"
@@ -76,16 +77,16 @@ def test_list_events_cursor_filters_and_order(migrated_db, log):
         kind = audit.CHAT_COMPLETED if i % 2 == 0 else audit.CHAT_FAILED
         ids.append(_append(migrated_db, log, kind, {"i": i}))
     with migrated_db.read() as session:
-        everything = audit.list_events(session, person=OWNER)
+        everything = audit.list_events(Scope(OWNER, session))
         assert [r.id for r in everything] == ids  # oldest first: newest last
-        completed = audit.list_events(session, event_type=audit.CHAT_COMPLETED, person=OWNER)
+        completed = audit.list_events(Scope(OWNER, session), event_type=audit.CHAT_COMPLETED)
         assert [r.payload["i"] for r in completed] == [0, 2, 4]
-        assert [r.id for r in audit.list_events(session, after_id=ids[3], person=OWNER)] == ids[4:]
-        assert [r.id for r in audit.list_events(session, limit=2, person=OWNER)] == ids[:2]
-        assert [r.id for r in audit.list_events(session, before_id=ids[2], person=OWNER)] == ids[:2]
-        newest = audit.list_events(session, newest_first=True, limit=2, person=OWNER)
+        assert [r.id for r in audit.list_events(Scope(OWNER, session), after_id=ids[3])] == ids[4:]
+        assert [r.id for r in audit.list_events(Scope(OWNER, session), limit=2)] == ids[:2]
+        assert [r.id for r in audit.list_events(Scope(OWNER, session), before_id=ids[2])] == ids[:2]
+        newest = audit.list_events(Scope(OWNER, session), newest_first=True, limit=2)
         assert [r.id for r in newest] == [ids[5], ids[4]]
-        assert audit.event_types(session, person=OWNER) == sorted(
+        assert audit.event_types(Scope(OWNER, session)) == sorted(
             {audit.CHAT_COMPLETED, audit.CHAT_FAILED}
         )
 
@@ -95,16 +96,16 @@ def test_count_by_subject_key(migrated_db, log):
         _append(migrated_db, log, audit.FACT_USER_EDITED, {"key": key}, subject_key=key)
     _append(migrated_db, log, audit.FACT_USER_DELETED, {"key": "city"}, subject_key="city")
     with migrated_db.read() as session:
-        counts = audit.count_by_subject_key(session, audit.FACT_USER_EDITED, person=OWNER)
+        counts = audit.count_by_subject_key(Scope(OWNER, session), audit.FACT_USER_EDITED)
     assert counts == {"dog_name": 2, "city": 1}
 
 
 def test_a_failed_write_leaves_nothing(migrated_db, log):
     with pytest.raises(RuntimeError), migrated_db.write() as session:
-        log.append(session, audit.CHAT_COMPLETED, {"reply": "x"}, person=OWNER)
+        log.append(Scope(OWNER, session), audit.CHAT_COMPLETED, {"reply": "x"})
         raise RuntimeError("the turn broke after appending")
     with migrated_db.read() as session:
-        assert audit.list_events(session, person=OWNER) == []
+        assert audit.list_events(Scope(OWNER, session)) == []
 
 
 def test_audit_log_keeps_the_four_fixed_columns(migrated_db):
@@ -134,7 +135,7 @@ def test_short_placeholders_are_not_treated_as_secrets():
 
 
 def _append_one(log, session) -> list[str]:
-    log.append(session, "test.second", {}, person=OWNER)
+    log.append(Scope(OWNER, session), "test.second", {})
     return ["test.second"]
 
 
@@ -142,7 +143,7 @@ def _append_batch(log, session) -> list[str]:
     from caesar.audit import AuditEntry
 
     log.append_many(
-        session, [AuditEntry("test.second", {}), AuditEntry("test.third", {})], person=OWNER
+        Scope(OWNER, session), [AuditEntry("test.second", {}), AuditEntry("test.third", {})]
     )
     return ["test.second", "test.third"]
 
@@ -167,7 +168,7 @@ def test_postgres_appends_commit_in_id_order(pg_url, second_write):
 
     def slow_first() -> None:
         with db.write() as session:
-            log.append(session, "test.first", {}, person=OWNER)
+            log.append(Scope(OWNER, session), "test.first", {})
             first_appended.set()
             release_first.wait(10)
             order.append("first committed")
@@ -189,6 +190,6 @@ def test_postgres_appends_commit_in_id_order(pg_url, second_write):
     b.join(10)
     assert order == ["first committed", "second committed"]
     with db.read() as session:
-        rows = audit.list_events(session, person=OWNER)
+        rows = audit.list_events(Scope(OWNER, session))
     assert [r.event_type for r in rows] == ["test.first", *written]
     db.dispose()

@@ -16,6 +16,7 @@ from caesar.audit import Audit, AuditEntry
 from caesar.brain import Brain
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.memory.scope import Scope
 
 
 def _columns(row: AuditLog) -> tuple:
@@ -33,18 +34,17 @@ def test_append_many_writes_what_append_writes(migrated_db):
     with migrated_db.write() as session:
         singles = [
             log.append(
-                session,
+                Scope(OWNER, session),
                 e.event_type,
                 e.payload,
                 subject_id=e.subject_id,
                 subject_key=e.subject_key,
                 created_at=e.created_at,
-                person=OWNER,
             ).id
             for e in entries
         ]
-        batch = log.append_many(session, entries, person=OWNER)
-        assert log.append_many(session, [], person=OWNER) == []
+        batch = log.append_many(Scope(OWNER, session), entries)
+        assert log.append_many(Scope(OWNER, session), []) == []
     assert batch == sorted(batch) and min(batch) > max(singles)
     with migrated_db.read() as session:
         rows = {r.id: r for r in session.scalars(select(AuditLog))}
@@ -63,7 +63,7 @@ def test_append_many_ids_follow_the_order_given(migrated_db):
     log = Audit()
     entries = [AuditEntry("test.row", {"n": n}) for n in range(25)]
     with migrated_db.write() as session:
-        ids = log.append_many(session, entries, person=OWNER)
+        ids = log.append_many(Scope(OWNER, session), entries)
     with migrated_db.read() as session:
         stored = {r.id: r.payload["n"] for r in session.scalars(select(AuditLog))}
     assert [stored[i] for i in ids] == list(range(25))
@@ -74,11 +74,11 @@ def test_a_failed_transaction_leaves_none_of_the_batch(migrated_db):
     log = Audit()
     with pytest.raises(RuntimeError), migrated_db.write() as session:
         log.append_many(
-            session, [AuditEntry("test.row", {}), AuditEntry("test.row", {})], person=OWNER
+            Scope(OWNER, session), [AuditEntry("test.row", {}), AuditEntry("test.row", {})]
         )
         raise RuntimeError("the rest of the turn failed")
     with migrated_db.read() as session:
-        assert audit.list_events(session, person=OWNER) == []
+        assert audit.list_events(Scope(OWNER, session)) == []
 
 
 SLEEP = "We discussed the operator's trouble sleeping; caesar suggested lowering the thermostat."

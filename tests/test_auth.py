@@ -18,6 +18,7 @@ from starlette.routing import Mount, Route
 
 from caesar import audit
 from caesar.api import create_app
+from caesar.memory.scope import Scope
 
 AUTH = {"Authorization": f"Bearer {TEST_TOKEN}"}
 # Public on purpose: liveness, the page where the operator types the token, and the
@@ -152,7 +153,7 @@ SECRETS = (TEST_TOKEN, PROVIDER_KEY)
 
 def _all_payloads(services: Any) -> str:
     with services.db.read() as session:
-        rows = audit.list_events(session, limit=10_000, person=OWNER)
+        rows = audit.list_events(Scope(OWNER, session), limit=10_000)
         return json.dumps([r.payload for r in rows])
 
 

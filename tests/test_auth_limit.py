@@ -21,6 +21,7 @@ from caesar.api import create_app
 from caesar.api.auth_limit import AuthFailureLimiter, AuthLocked, retry_after_seconds
 from caesar.config import AuthFailureSettings, Settings, load_settings
 from caesar.errors import ConfigError
+from caesar.memory.scope import Scope
 
 AUTH = {"Authorization": f"Bearer {TEST_TOKEN}"}
 GUESSES = [f"guess-{i:02d}-0123456789abcdef" for i in range(40)]
@@ -42,7 +43,7 @@ def limited(make_services) -> Iterator[tuple[Any, TestClient]]:
 
 def _limited_rows(services: Any) -> list[Any]:
     with services.db.read() as session:
-        return list(audit.list_events(session, event_type=audit.AUTH_LIMITED, person=OWNER))
+        return list(audit.list_events(Scope(OWNER, session), event_type=audit.AUTH_LIMITED))
 
 
 def _lock_out(client: TestClient) -> None:

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from caesar import audit
 from caesar.api import create_app
+from caesar.memory.scope import Scope
 
 AUTH = {"Authorization": f"Bearer {TEST_TOKEN}"}
 
@@ -61,7 +62,7 @@ def chat_client(make_services, llm):
 
 def _failed_rows(services) -> list:
     with services.db.read() as session:
-        return list(audit.list_events(session, event_type=audit.CHAT_FAILED, person=OWNER))
+        return list(audit.list_events(Scope(OWNER, session), event_type=audit.CHAT_FAILED))
 
 
 @pytest.mark.parametrize("route", ["local", "claude"])
@@ -179,10 +180,10 @@ def test_failing_memory_tasks_never_block_chat(make_services, llm):
         while True:
             with services.db.read() as session:
                 summarise_failed = audit.list_events(
-                    session, event_type=audit.EPISODE_SUMMARISE_FAILED, person=OWNER
+                    Scope(OWNER, session), event_type=audit.EPISODE_SUMMARISE_FAILED
                 )
                 extract_failed = audit.list_events(
-                    session, event_type=audit.EXTRACT_FAILED, person=OWNER
+                    Scope(OWNER, session), event_type=audit.EXTRACT_FAILED
                 )
             if len(summarise_failed) == 12 and len(extract_failed) == 12:
                 break
@@ -194,4 +195,4 @@ def test_failing_memory_tasks_never_block_chat(make_services, llm):
     assert {r.subject_id for r in extract_failed} == chats
     assert all("dead" in r.payload["error"] for r in summarise_failed)
     with services.db.read() as session:
-        assert audit.list_events(session, event_type=audit.WORKER_CRASHED, person=OWNER) == []
+        assert audit.list_events(Scope(OWNER, session), event_type=audit.WORKER_CRASHED) == []

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from caesar import audit
 from caesar.cli.main import app
 from caesar.db import Database
+from caesar.memory.scope import Scope
 
 
 def _toml(llm: Any, chat_route: str = "local:test-model") -> str:
@@ -72,7 +73,7 @@ def events(home: Path, event_type: str) -> list[Any]:
     db = Database(f"sqlite:///{home / 'caesar.db'}")
     try:
         with db.read() as session:
-            return list(audit.list_events(session, event_type=event_type, person=OWNER))
+            return list(audit.list_events(Scope(OWNER, session), event_type=event_type))
     finally:
         db.dispose()
 
@@ -278,19 +279,18 @@ def test_serve_refuses_a_public_host_without_token(upgraded):
 
 def test_episodes_reembed_fills_in_missing_windows(upgraded):
     from caesar.db.models import EpisodeSummary
-    from caesar.memory.episodes.recall import episode_row
+    from caesar.memory.episodes.rows import episode_row
 
     db = Database(f"sqlite:///{upgraded / 'caesar.db'}")
     try:
         with db.write() as session:
             chat = audit.Audit().append(
-                session,
+                Scope(OWNER, session),
                 audit.CHAT_COMPLETED,
                 {
                     "messages": [{"role": "user", "content": "I adopted a cat"}],
                     "reply": "Congrats!",
                 },
-                person=OWNER,
             )
             session.add(
                 episode_row(

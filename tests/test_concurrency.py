@@ -25,6 +25,7 @@ from caesar import audit
 from caesar.api import create_app
 from caesar.config import Settings
 from caesar.db.models import AuditLog
+from caesar.memory.scope import Scope
 
 BACKLOG = 200
 CLIENTS = 6
@@ -250,7 +251,7 @@ def test_recording_recalls_locks_episodes_in_id_order(pg_url, make_services):
 
     from caesar.clock import utcnow
     from caesar.db.models import EpisodeSummary
-    from caesar.memory.episodes.recall import RecalledEpisode
+    from caesar.memory.recall.hits import RecalledEpisode
 
     svc = make_services(database_url=pg_url)
     now = utcnow()
@@ -292,7 +293,7 @@ def test_recording_recalls_locks_episodes_in_id_order(pg_url, make_services):
             # a larger table's plan, on two rows: a scan in physical order, not by the index
             for knob in ("enable_indexscan", "enable_bitmapscan", "enable_indexonlyscan"):
                 session.execute(text(f"SET LOCAL {knob} = off"))
-            svc.episodes.record_recalls(session, recalled, now=now, context={}, person=OWNER)
+            svc.episodes.record_recalls(Scope(OWNER, session), recalled, now=now, context={})
     except BaseException as exc:  # noqa: BLE001 - reported below
         errors.append(exc)
     thread.join(10)

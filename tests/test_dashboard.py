@@ -23,7 +23,8 @@ from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Conversation, EpisodeSummary
 from caesar.errors import InputError
 from caesar.memory import conversations
-from caesar.memory.episodes.recall import episode_row
+from caesar.memory.episodes.rows import episode_row
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 XSS = "<script>alert(1)</script>"
@@ -213,22 +214,20 @@ def test_facts_table_is_sorted_by_importance_and_links_to_the_source(client, ser
     chat_id = add_chat(services, "My dog's name is Biscuit.", "Nice")
     with services.db.write() as session:
         services.facts.upsert_extracted(
-            session,
+            Scope(OWNER, session),
             key="dog_name",
             value="Biscuit",
             confidence=0.6,
             source_audit_id=chat_id,
             said_at=session.get(AuditLog, chat_id).created_at,
-            person=OWNER,
         )
         services.facts.upsert_extracted(
-            session,
+            Scope(OWNER, session),
             key="home_city",
             value="Lisbon",
             confidence=0.9,
             source_audit_id=chat_id,
             said_at=session.get(AuditLog, chat_id).created_at,
-            person=OWNER,
         )
     html = client.get("/dashboard/facts").text
     assert _row_keys(html) == ["home_city", "dog_name"]
@@ -254,16 +253,15 @@ def test_audit_timeline_filter_paging_and_source_links(client, services):
     chat_id = add_chat(services, "My dog's name is Biscuit.", "Nice")
     with services.db.write() as session:
         services.audit.append(
-            session,
+            Scope(OWNER, session),
             audit.FACT_EXTRACTED,
             {"key": "dog_name", "source_audit_id": chat_id},
             subject_id=chat_id,
             subject_key="dog_name",
-            person=OWNER,
         )
         for i in range(5):
             services.audit.append(
-                session, audit.FACT_USER_EDITED, {"key": f"k{i}"}, subject_key=f"k{i}", person=OWNER
+                Scope(OWNER, session), audit.FACT_USER_EDITED, {"key": f"k{i}"}, subject_key=f"k{i}"
             )
 
     html = client.get("/dashboard/audit").text
@@ -323,14 +321,13 @@ def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
     with services.db.write() as session:
         chat = turn["audit_id"]
         services.audit.append(
-            session,
+            Scope(OWNER, session),
             audit.EPISODE_SUMMARISED,
             {"audit_log_id": chat, "summary": "The operator named the dog Biscuit.", "model": "m"},
             subject_id=chat,
-            person=OWNER,
         )
         services.audit.append(
-            session,
+            Scope(OWNER, session),
             audit.EPISODE_RECALLED,
             {
                 "episode_id": 7,
@@ -344,17 +341,15 @@ def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
                 "turn_audit_id": chat,
             },
             subject_id=chat,
-            person=OWNER,
         )
         services.audit.append(
-            session,
+            Scope(OWNER, session),
             audit.EXTRACT_FAILED,
             {"audit_log_id": chat, "error": "not JSON: 'Sure!'", "raw": "Sure!"},
             subject_id=chat,
-            person=OWNER,
         )
         services.audit.append(
-            session, audit.RETENTION_SWEPT, {"audit_rows": 4, "episodes": 1}, person=OWNER
+            Scope(OWNER, session), audit.RETENTION_SWEPT, {"audit_rows": 4, "episodes": 1}
         )
     html = client.get("/dashboard/audit").text
     rows = {
@@ -439,7 +434,7 @@ def _add_episode_row(
     its chat row."""
     payload = payload or {"messages": [{"role": "user", "content": f"(chat: {summary})"}]}
     with services.db.write() as session:
-        chat_id = conversations.add_finished(session, services.audit, payload, when, person=OWNER)
+        chat_id = conversations.add_finished(Scope(OWNER, session), services.audit, payload, when)
         row = episode_row(
             audit_log_id=chat_id,
             summary=summary,
@@ -525,14 +520,13 @@ def test_a_turn_shows_the_facts_and_excerpts_in_its_prompt(client, services, llm
 def test_an_older_turn_shows_only_how_many_facts_it_had(client, services):
     with services.db.write() as session:
         old = services.audit.append(
-            session,
+            Scope(OWNER, session),
             audit.CHAT_COMPLETED,
             {
                 "messages": [{"role": "user", "content": "hi"}],
                 "reply": "hello",
                 "memory": {"facts_injected": 3, "episodes_recalled": []},
             },
-            person=OWNER,
         )
     html = client.get(f"/dashboard/audit/{old.id}").text
     assert "3 facts injected; this turn predates the record of which." in html

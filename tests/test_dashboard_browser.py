@@ -25,7 +25,8 @@ from sqlalchemy import select
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Fact
 from caesar.memory import conversations
-from caesar.memory.episodes.recall import episode_row
+from caesar.memory.episodes.rows import episode_row
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 pytestmark = pytest.mark.xdist_group("browser")
@@ -262,7 +263,7 @@ def _seed_memory(services: Any) -> list[int]:
         }
         with services.db.write() as session:
             chat_id = conversations.add_finished(
-                session, services.audit, payload, when, person=OWNER
+                Scope(OWNER, session), services.audit, payload, when
             )
             episode = episode_row(
                 audit_log_id=chat_id,

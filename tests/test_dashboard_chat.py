@@ -19,7 +19,8 @@ from caesar.api.dashboard_render import back_to
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Conversation
 from caesar.memory import conversations
-from caesar.memory.episodes.recall import episode_row
+from caesar.memory.episodes.rows import episode_row
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 XSS = '<img src=x onerror="alert(1)">'
@@ -41,11 +42,10 @@ def _past_conversation(services: Any, days: float = 3) -> tuple[int, int]:
     embedder = services.embedder.get()
     with services.db.write() as session:
         chat_id = conversations.add_finished(
-            session,
+            Scope(OWNER, session),
             services.audit,
             {"messages": PAST_CHAT, "reply": PAST_REPLY},
             when,
-            person=OWNER,
         )
         conversation_id = session.get(AuditLog, chat_id).subject_id
         row = episode_row(

@@ -28,7 +28,8 @@ from caesar.clock import utcnow
 from caesar.config import Settings
 from caesar.db.models import AuditLog, EpisodeSummary, Fact
 from caesar.export import Export, libpq_url, write_jsonl
-from caesar.memory.episodes.recall import episode_row
+from caesar.memory.episodes.rows import episode_row
+from caesar.memory.scope import Scope
 from caesar.workers import WorkerRunner
 
 ORPHANS = {
@@ -101,11 +102,10 @@ def test_sweep_racing_the_memory_workers_leaves_zero_orphans(make_services, llm,
     with services.db.write() as session:
         for n in range(300):
             services.audit.append(
-                session,
+                Scope(OWNER, session),
                 audit.CHAT_COMPLETED,
                 exactly_once.chat_payload(n),
                 created_at=old,
-                person=OWNER,
             )
     services.workers["retention.sweep"].batch_size = 25  # many small sweeps: many interleavings
     runner = WorkerRunner(services.enabled_workers())
@@ -137,7 +137,7 @@ def test_sweep_racing_the_memory_workers_leaves_zero_orphans(make_services, llm,
         orphans = {table: session.scalar(text(sql)) for table, sql in ORPHANS.items()}
         crashed = [
             r.payload["error"]
-            for r in audit.list_events(session, event_type=audit.WORKER_CRASHED, person=OWNER)
+            for r in audit.list_events(Scope(OWNER, session), event_type=audit.WORKER_CRASHED)
         ]
         surviving = set(
             session.scalars(select(AuditLog.id).where(AuditLog.event_type == audit.CHAT_COMPLETED))
@@ -171,10 +171,9 @@ class _Writer:
         while not self._stop.is_set():
             with self.services.db.write() as session:
                 chat = self.services.audit.append(
-                    session,
+                    Scope(OWNER, session),
                     audit.CHAT_COMPLETED,
                     exactly_once.chat_payload(self.pairs),
-                    person=OWNER,
                 )
                 session.add(
                     episode_row(

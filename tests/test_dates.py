@@ -1,4 +1,4 @@
-"""The calendar days a message names (memory/search/dates.py). Pure."""
+"""The calendar days a message names (memory/recall/dates.py). Pure."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import date, datetime
 
 import pytest
 
-from caesar.memory.search.dates import named_spans
+from caesar.memory.recall.dates import named_spans
 
 NOW = datetime(2023, 12, 1, 12, 0)
 

@@ -12,7 +12,8 @@ from memory_helpers import add_chat
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.errors import InputError
 from caesar.memory.episodes.listing import Cursor, EpisodePage, list_episodes
-from caesar.memory.episodes.recall import episode_row
+from caesar.memory.episodes.rows import episode_row
+from caesar.memory.scope import Scope
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, 250_000)
 
@@ -42,7 +43,7 @@ def _add(services, summary: str, created_at: datetime, recall_count: int = 0) ->
 
 def _page(services, **kwargs) -> EpisodePage:
     with services.db.read() as session:
-        return list_episodes(session, **kwargs, person=OWNER)
+        return list_episodes(Scope(OWNER, session), **kwargs)
 
 
 def _summaries(page: EpisodePage) -> list[str]:

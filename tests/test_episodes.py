@@ -15,7 +15,6 @@ from sqlalchemy import select
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import EpisodeSummary
-from caesar.memory.episodes.recall import RecallParams, rank_episodes
 from caesar.memory.importance import (
     episode_score,
     fact_importance,
@@ -24,6 +23,8 @@ from caesar.memory.importance import (
     recall_weight,
     recall_weight_v,
 )
+from caesar.memory.recall.hits import RecallParams
+from caesar.memory.recall.pipeline import rank_episodes
 
 # -- pure formulas -----------------------------------------------------------------------------
 

@@ -7,7 +7,9 @@ from datetime import datetime, timedelta
 import numpy as np
 import pytest
 
-from caesar.memory.context.excerpts import (
+from caesar.memory.importance import recency_among_comparable
+from caesar.memory.passages import window_spans, windows
+from caesar.memory.recall.excerpts import (
     BREADTH_SAID_LEAST,
     BREADTH_SAID_MOST,
     GATHER_ROOM,
@@ -17,9 +19,7 @@ from caesar.memory.context.excerpts import (
     stems,
     trim_turn,
 )
-from caesar.memory.context.render import EPISODES_HEADER, EpisodeLine
-from caesar.memory.importance import recency_among_comparable
-from caesar.memory.search.passages import window_spans, windows
+from caesar.memory.render import EPISODES_HEADER, EpisodeLine
 from caesar.memory.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 NOW = datetime(2026, 5, 21, 9, 30)

@@ -14,8 +14,9 @@ from caesar import audit
 from caesar.brain import Brain
 from caesar.clock import utcnow
 from caesar.db.models import Fact
-from caesar.memory.context.render import FACTS_HEADER, MEMORY_OPEN
 from caesar.memory.facts.extract import EXTRACT_SYSTEM, RAW_KEEP
+from caesar.memory.render import FACTS_HEADER, MEMORY_OPEN
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 BISCUIT = json.dumps({"facts": [{"key": "dog_name", "value": "Biscuit", "confidence": 0.9}]})
@@ -248,10 +249,9 @@ def test_offline_patterns_through_the_cli(make_services, llm, monkeypatch):
 def test_a_chat_without_operator_text_costs_no_llm_call(services, llm):
     with services.db.write() as session:
         empty = services.audit.append(
-            session,
+            Scope(OWNER, session),
             audit.CHAT_COMPLETED,
             {"messages": [{"role": "user", "content": "  "}], "reply": "?"},
-            person=OWNER,
         )
     assert run_until_caught_up(services.workers["memory.extract"]) == 1
     assert llm.requests == [] and count(services, Fact) == 0
@@ -347,7 +347,7 @@ def test_offline_patterns_read_a_newcomers_first_chats(said, learned):
 
 
 def test_the_new_keys_read_as_sentences():
-    from caesar.memory.context.plain import fact_sentence
+    from caesar.memory.recall.plain import fact_sentence
 
     assert fact_sentence("plays", "the cello") == "The user plays the cello."
     assert fact_sentence("wife_name", "Fatima") == "The user's wife is called Fatima."

@@ -16,6 +16,7 @@ from caesar.clock import utcnow
 from caesar.config import FactsImportanceSettings
 from caesar.db.models import AuditLog, Fact
 from caesar.memory.facts.store import FactsStore, edit_counts
+from caesar.memory.scope import Scope
 from caesar.retention import RetentionWorker
 
 
@@ -23,7 +24,7 @@ def _append(db, event_type: str, key: str, *, days_ago: float = 0.0) -> int:
     when = utcnow() - timedelta(days=days_ago)
     with db.write() as session:
         row = Audit().append(
-            session, event_type, {"key": key}, subject_key=key, created_at=when, person=OWNER
+            Scope(OWNER, session), event_type, {"key": key}, subject_key=key, created_at=when
         )
         return row.id
 
@@ -53,9 +54,9 @@ def test_edit_counts_match_the_adr_read_literally(migrated_db):
     expected = _reference_counts(migrated_db)
     assert expected, "the sequence must leave some edits standing"
     with migrated_db.read() as session:
-        assert edit_counts(session, person=OWNER) == expected
+        assert edit_counts(Scope(OWNER, session)) == expected
         for key in keys:
-            assert edit_counts(session, key, person=OWNER) == (
+            assert edit_counts(Scope(OWNER, session), key) == (
                 {key: expected[key]} if key in expected else {}
             )
 
@@ -119,32 +120,30 @@ def test_another_process_refreshing_a_fact_silently_is_seen_at_once(make_service
     said = utcnow() - timedelta(days=40)
     with first.db.write() as session:
         chat = first.audit.append(
-            session, audit.CHAT_COMPLETED, {"reply": "ok"}, created_at=said, person=OWNER
+            Scope(OWNER, session), audit.CHAT_COMPLETED, {"reply": "ok"}, created_at=said
         )
         first.facts.upsert_extracted(
-            session,
+            Scope(OWNER, session),
             key="city",
             value="Lyon",
             confidence=0.6,
             source_audit_id=chat.id,
             said_at=said,
-            person=OWNER,
         )
     [before] = first.facts.list_all(person=OWNER)
 
     later = utcnow() - timedelta(days=1)
     with second.db.write() as session:
         chat = second.audit.append(
-            session, audit.CHAT_COMPLETED, {"reply": "ok"}, created_at=later, person=OWNER
+            Scope(OWNER, session), audit.CHAT_COMPLETED, {"reply": "ok"}, created_at=later
         )
         outcome = second.facts.upsert_extracted(
-            session,
+            Scope(OWNER, session),
             key="city",
             value="lyon",
             confidence=0.9,
             source_audit_id=chat.id,
             said_at=later,
-            person=OWNER,
         )
     assert outcome is None  # no audit row for a refresh
 

@@ -16,9 +16,10 @@ import pytest
 import sqlalchemy as sa
 
 from caesar.db import Database, migrate
-from caesar.memory.search import passages
-from caesar.memory.search.backend import full_text
-from caesar.memory.search.keywords import query_terms
+from caesar.memory import passages
+from caesar.memory.engine.backend import full_text
+from caesar.memory.recall.keywords import query_terms
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns
 
 WHEN = datetime(2026, 12, 1, 12, 0)
@@ -118,8 +119,8 @@ def _scores(db: Database, question: str) -> tuple[dict[int, float], dict[int, di
     with db.read() as session:
         owner = int(session.scalar(sa.text("SELECT id FROM people WHERE is_owner")))
         text = full_text(session)
-        episodes = text.keyword_scores(session, terms, person=owner, limit=10)
-        windows = text.window_scores(session, terms, ids, person=owner)
+        episodes = text.keyword_scores(Scope(owner, session), terms, limit=10)
+        windows = text.window_scores(Scope(owner, session), terms, ids)
     return episodes, windows
 
 

@@ -13,7 +13,6 @@ from caesar import audit
 from caesar.audit import Audit
 from caesar.config import FactsImportanceSettings
 from caesar.db.models import Fact
-from caesar.memory.context.render import FACTS_HEADER, MEMORY_CLOSE, FactLine, facts_block
 from caesar.memory.facts.store import FactsStore
 from caesar.memory.importance import (
     episode_score,
@@ -24,6 +23,8 @@ from caesar.memory.importance import (
     recall_weight,
     recall_weight_v,
 )
+from caesar.memory.render import FACTS_HEADER, MEMORY_CLOSE, FactLine, facts_block
+from caesar.memory.scope import Scope
 
 NOW = datetime(2026, 5, 21, 12, 0)
 
@@ -120,12 +121,11 @@ def _edit_rows(db, key: str, n: int, event: str = audit.FACT_USER_EDITED) -> Non
     with db.write() as session:
         for _ in range(n):
             Audit().append(
-                session,
+                Scope(OWNER, session),
                 event,
                 {"key": key},
                 subject_key=key,
                 created_at=NOW - timedelta(days=90),
-                person=OWNER,
             )
 
 

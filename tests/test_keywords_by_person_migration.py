@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from conftest import sqlite_fts_tables
 
 from caesar.db import Database, migrate
-from caesar.memory.search import passages
-from caesar.memory.search.sqlite import (
+from caesar.memory import passages
+from caesar.memory.engine.sqlite import (
     WINDOW_SLOTS,
     SqliteFullText,
     fts_key,
@@ -24,6 +24,7 @@ from caesar.memory.search.sqlite import (
     sqlite_rows,
     window_table,
 )
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns
 
 WHEN = datetime(2026, 12, 1, 12, 0)
@@ -103,21 +104,21 @@ def test_an_upgrade_keys_every_row_by_its_person_and_the_backend_reads_only_thei
     assert _vocab_docs(at_0010, "kayak") == 2  # the vocabularies read the new tables
     text = SqliteFullText()
     with at_0010.read() as s:
-        assert set(text.keyword_scores(s, ["kayaking"], person=bea, limit=10)) == {2}
-        assert set(text.keyword_scores(s, ["kayaking", "canoe"], person=owner, limit=10)) == {
+        assert set(text.keyword_scores(Scope(bea, s), ["kayaking"], limit=10)) == {2}
+        assert set(text.keyword_scores(Scope(owner, s), ["kayaking", "canoe"], limit=10)) == {
             1,
             3,
         }
-        assert set(text.keyword_scores(s, ["kayaking"], person=owner, limit=10, ids=[1, 2])) == {1}
-        assert text.keyword_scores(s, ["canoe"], person=bea, limit=10) == {}
-        assert text.term_counts(s, ["kayaking", "canoe"], person=owner) == (2, [1, 1])
-        assert text.term_counts(s, ["kayaking", "canoe"], person=bea) == (1, [1, 0])
-        assert text.count_holding_all(s, ["kayaking", "lake"], person=owner) == 1
-        assert text.count_holding_all(s, ["kayaking", "lake"], person=bea) == 0
-        assert text.indexed_id_range(s, person=owner) == (1, 3)
-        assert text.indexed_id_range(s, person=bea) == (2, 2)
-        assert text.probe_contains(s, ["kayaking"], 2, person=bea) == [True]
-        assert text.probe_contains(s, ["kayaking"], 2, person=owner) == [False]
+        assert set(text.keyword_scores(Scope(owner, s), ["kayaking"], limit=10, ids=[1, 2])) == {1}
+        assert text.keyword_scores(Scope(bea, s), ["canoe"], limit=10) == {}
+        assert text.term_counts(Scope(owner, s), ["kayaking", "canoe"]) == (2, [1, 1])
+        assert text.term_counts(Scope(bea, s), ["kayaking", "canoe"]) == (1, [1, 0])
+        assert text.count_holding_all(Scope(owner, s), ["kayaking", "lake"]) == 1
+        assert text.count_holding_all(Scope(bea, s), ["kayaking", "lake"]) == 0
+        assert text.indexed_id_range(Scope(owner, s)) == (1, 3)
+        assert text.indexed_id_range(Scope(bea, s)) == (2, 2)
+        assert text.probe_contains(Scope(bea, s), ["kayaking"], 2) == [True]
+        assert text.probe_contains(Scope(owner, s), ["kayaking"], 2) == [False]
 
 
 def test_the_triggers_key_new_reowned_and_deleted_episodes(at_0010):
@@ -169,7 +170,7 @@ def _fts_people(db: Database) -> dict[int, int]:
 
 
 def test_postgres_rows_carry_their_person_and_the_backend_reads_only_theirs(pg_at_0011):
-    from caesar.memory.search.postgres import PostgresFullText
+    from caesar.memory.engine.postgres import PostgresFullText
 
     owner, bea = _people(pg_at_0011)
     _episode(pg_at_0011, 1, owner, "kayaking on the lake")
@@ -185,12 +186,12 @@ def test_postgres_rows_carry_their_person_and_the_backend_reads_only_theirs(pg_a
 
     fts = PostgresFullText()
     with pg_at_0011.read() as session:
-        assert set(fts.keyword_scores(session, ["kayaking"], person=owner, limit=10)) == {1, 3}
-        assert set(fts.keyword_scores(session, ["kayaking"], person=bea, limit=10)) == {2}
-        assert fts.term_counts(session, ["kayaking", "lake"], person=bea) == (1, [1, 0])
-        assert fts.term_counts(session, ["kayaking", "lake"], person=owner) == (2, [2, 1])
-        assert fts.count_holding_all(session, ["kayaking", "sea"], person=owner) == 0
-        assert fts.count_holding_all(session, ["kayaking", "sea"], person=bea) == 1
+        assert set(fts.keyword_scores(Scope(owner, session), ["kayaking"], limit=10)) == {1, 3}
+        assert set(fts.keyword_scores(Scope(bea, session), ["kayaking"], limit=10)) == {2}
+        assert fts.term_counts(Scope(bea, session), ["kayaking", "lake"]) == (1, [1, 0])
+        assert fts.term_counts(Scope(owner, session), ["kayaking", "lake"]) == (2, [2, 1])
+        assert fts.count_holding_all(Scope(owner, session), ["kayaking", "sea"]) == 0
+        assert fts.count_holding_all(Scope(bea, session), ["kayaking", "sea"]) == 1
 
     migrate.downgrade(pg_at_0011, "0011")
     with pg_at_0011.engine.connect() as c:
@@ -239,7 +240,7 @@ def test_0017_moves_each_persons_windows_to_their_own_table_and_back(at_0010):
         for t in (window_table(owner), window_table(bea)):
             c.execute(sa.text(f"INSERT INTO {t} ({t}) VALUES ('integrity-check')"))
     with at_0010.read() as s:
-        scores = SqliteFullText().window_scores(s, ["kayaking"], [1, 2], person=bea)
+        scores = SqliteFullText().window_scores(Scope(bea, s), ["kayaking"], [1, 2])
     assert list(scores) == [2]
 
     migrate.downgrade(at_0010, "0016")

@@ -78,7 +78,7 @@ def _targets(module: str, modules: dict[str, Path]) -> set[str]:
                 base = ".".join(anchor + ([node.module] if node.module else []))
             else:
                 base = node.module or ""
-            # `from caesar.memory.search import passages` imports caesar.memory.search.passages.
+            # `from caesar.memory.search import passages` imports caesar.memory.passages.
             names = [
                 f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
                 for alias in node.names

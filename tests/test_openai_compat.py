@@ -12,6 +12,8 @@ import pytest
 from conftest import OWNER, TEST_TOKEN
 from live_server import live_server
 
+from caesar.memory.scope import Scope
+
 
 @pytest.fixture
 def caesar_url(services: Any) -> Iterator[str]:
@@ -28,7 +30,7 @@ def events(services: Any, event_type: str) -> list[Any]:
     from caesar import audit
 
     with services.db.read() as session:
-        return list(audit.list_events(session, event_type=event_type, person=OWNER))
+        return list(audit.list_events(Scope(OWNER, session), event_type=event_type))
 
 
 def test_completion(caesar_url, services, llm):

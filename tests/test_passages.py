@@ -1,4 +1,4 @@
-"""Conversation windows (memory/search/passages.py): what they cover, how they are stored, and that the
+"""Conversation windows (memory/passages.py): what they cover, how they are stored, and that the
 summarise worker writes them with the summary."""
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from sqlalchemy import select, update
 from caesar import people
 from caesar.db.models import EpisodeSummary
 from caesar.errors import CaesarError
-from caesar.memory import conversations
-from caesar.memory.context import build
-from caesar.memory.episodes.recall import RecallParams
-from caesar.memory.search import hybrid, passages
-from caesar.memory.search.backend import full_text
+from caesar.memory import conversations, passages
+from caesar.memory.recall import hybrid, pipeline
+from caesar.memory.recall.hits import RecallParams
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 NOW = datetime(2026, 5, 18, 12, 0)
@@ -199,14 +198,13 @@ def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_servi
     svc = make_services(database_url=db_url, memory={"episodes_summarise": {"enabled": True}})
     with svc.db.write() as session:
         chat = conversations.add_finished(
-            session,
+            Scope(OWNER, session),
             svc.audit,
             {
                 "messages": [{"role": r, "content": c} for r, c in KNEE_CHAT[:-1]],
                 "reply": KNEE_CHAT[-1][1],
             },
             NOW - timedelta(days=2),
-            person=OWNER,
         )
     llm.replies.append("The operator asked for weekend plans; caesar suggested a museum visit.")
     _summarise_and_window(svc)
@@ -269,7 +267,7 @@ def _chat(svc, turns: list[str]) -> int:
     roles = ["user", "assistant"] * (len(turns) // 2)
     with svc.db.write() as session:
         return conversations.add_finished(
-            session,
+            Scope(OWNER, session),
             svc.audit,
             {
                 "messages": [{"role": r, "content": c} for r, c in zip(roles, turns, strict=True)][
@@ -278,7 +276,6 @@ def _chat(svc, turns: list[str]) -> int:
                 "reply": turns[-1],
             },
             NOW - timedelta(days=2),
-            person=OWNER,
         )
 
 
@@ -304,7 +301,7 @@ def test_an_episode_from_before_turn_vectors_gets_its_turns_alone(
     assert counting.texts == [c for _, c in KNEE_CHAT]  # the turns, not the windows
     with svc.db.read() as session:
         after = session.scalars(select(e).where(e.audit_log_id == chat)).one()
-        indexed = full_text(session).has_windows(session, after.id)
+        indexed = svc.episodes.backend.has_windows(session, after.id)
     assert after.passage_vectors == windows
     assert passages.unpack(after.turn_vectors, 384) == pytest.approx(
         passages.unpack(turns, 384), abs=1e-3
@@ -350,16 +347,17 @@ def test_the_turn_nearest_the_message_picks_the_excerpt(make_services, llm, db_u
     vector = passages.unpack(blob, 384)[nearest]
     vector /= np.linalg.norm(vector)
     # the turns are read for their person only: another's ids bring nothing
-    assert (
-        len(svc.episodes.turn_cosines([hit.episode_id], vector, person=OWNER)[hit.episode_id]) == 8
-    )
+    with svc.episodes.reading(OWNER, NOW) as scope:
+        assert len(pipeline.turn_cosines(scope, [hit.episode_id], vector)[hit.episode_id]) == 8
     with svc.db.write() as session:
         ben = people.add(session, svc.audit, "Ben")[0].id
-    assert svc.episodes.turn_cosines([hit.episode_id], vector, person=ben) == {}
+    with svc.episodes.reading(ben, NOW) as scope:
+        assert pipeline.turn_cosines(scope, [hit.episode_id], vector) == {}
     settings = svc.settings.memory.episodes_recall
-    text, [shown] = build.with_excerpts(
-        svc.episodes, settings, [level], query, NOW, person=OWNER, vector=vector
-    )
+    with svc.episodes.reading(OWNER, NOW) as scope:
+        text, [shown] = pipeline.with_excerpts(
+            svc.episodes, scope, settings, [level], query, vector=vector
+        )
     said = [turn for excerpt in shown.excerpts for _, turn in excerpt.turns]
     assert GARDEN_CHAT[nearest] in said and GARDEN_CHAT[nearest] in text
     assert GARDEN_CHAT[8 - nearest] not in said  # the other end of the chat: no room for it

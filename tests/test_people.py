@@ -20,6 +20,7 @@ from caesar.cli.main import app
 from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.errors import InputError, NotFound
+from caesar.memory.scope import Scope
 
 LOG = audit.Audit([TEST_TOKEN])
 PERSON_EVENTS = (
@@ -46,7 +47,7 @@ def person_rows(db: Database) -> list[Any]:
         return [
             r
             for t in PERSON_EVENTS
-            for r in audit.list_events(session, event_type=t, limit=1000, person=OWNER)
+            for r in audit.list_events(Scope(OWNER, session), event_type=t, limit=1000)
         ]
 
 

@@ -23,7 +23,7 @@ from caesar import people
 from caesar.api import create_app
 from caesar.cli.main import app as cli_app
 from caesar.db import Database
-from caesar.memory.search.postgres import FTS_CONFIG
+from caesar.memory.engine.postgres import FTS_CONFIG
 from caesar.workers import run_until_caught_up
 from tests.memory_helpers import learning_household
 

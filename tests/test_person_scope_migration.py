@@ -13,7 +13,7 @@ from conftest import sqlite_fts_tables
 
 from caesar.db import Database, migrate
 from caesar.errors import ConfigError
-from caesar.memory.search.sqlite import EPISODE_MASK, create_person_index
+from caesar.memory.engine.sqlite import EPISODE_MASK, create_person_index
 
 TABLES = ("audit_log", "conversations", "facts", "episode_summaries", "semantic_chunks")
 WHEN = datetime(2026, 11, 1, 12, 0)

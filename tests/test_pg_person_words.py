@@ -16,8 +16,9 @@ from conftest import OWNER
 from caesar import audit, people
 from caesar.db import Database, migrate
 from caesar.db.models import EpisodeSummary
-from caesar.memory.search import pg_words
-from caesar.memory.search.postgres import PostgresFullText
+from caesar.memory.engine import pg_words
+from caesar.memory.engine.postgres import PostgresFullText
+from caesar.memory.scope import Scope
 
 WHEN = datetime(2026, 12, 1, 12, 0)
 WORDS = ["rain", "kayak", "the", "café", "cafe", "snowing", "unheard", "42"]
@@ -32,7 +33,7 @@ def _episode(db: Database, text: str, person: int = OWNER) -> int:
     with db.write() as session:
         payload = {"messages": [{"role": "user", "content": text}], "reply": "ok"}
         chat = audit.Audit().append(
-            session, audit.CHAT_COMPLETED, payload, created_at=WHEN, person=person
+            Scope(person, session), audit.CHAT_COMPLETED, payload, created_at=WHEN
         )
         # these columns alone: the tables may be at an older revision than the models
         values = dict(
@@ -65,7 +66,7 @@ def _kept(db: Database) -> dict[tuple[int, str], int]:
 
 def _counts(db: Database, person: int) -> tuple[int, list[int]]:
     with db.read() as session:
-        return PostgresFullText().term_counts(session, WORDS, person=person)
+        return PostgresFullText().term_counts(Scope(person, session), WORDS)
 
 
 def _by_index(db: Database, person: int) -> list[int]:
@@ -94,14 +95,14 @@ def test_older_words_are_counted_after_the_upgrade_and_kept_by_the_triggers(pg_a
         assert pg_words.uncounted(session) == [OWNER]
     # not counted yet: the counts come from the index, and are the same
     assert _kept(db) == {}
-    assert _counts(db, OWNER) == (3, _by_index(db, OWNER))
-    assert _counts(db, OWNER)[1][:3] == [2, 2, 3]  # "kayaking" is stemmed as "kayak"
+    assert _counts(Scope(OWNER, db)) == (3, _by_index(db, OWNER))
+    assert _counts(Scope(OWNER, db))[1][:3] == [2, 2, 3]  # "kayaking" is stemmed as "kayak"
 
     said: list[tuple[int, int]] = []
     assert pg_words.count_words(db, progress=lambda d, t: said.append((d, t))) == 0
     assert said == [(0, 1), (1, 1)]
     assert _kept(db) == _truth(db) and len(_truth(db)) > 10
-    assert _counts(db, OWNER) == (3, _by_index(db, OWNER))
+    assert _counts(Scope(OWNER, db)) == (3, _by_index(db, OWNER))
     assert pg_words.count_words(db) == 0  # nothing left: a second run does nothing
 
     # from now on the triggers keep them: a new person (counted from their first episode),
@@ -124,9 +125,9 @@ def test_older_words_are_counted_after_the_upgrade_and_kept_by_the_triggers(pg_a
         assert pg_words.uncounted(session) == []
     assert _kept(db) == _truth(db)
     for person in (OWNER, ben):
-        total, found = _counts(db, person)
+        total, found = _counts(Scope(person, db))
         assert total == 2 and found == _by_index(db, person)
-    assert _counts(db, ben)[1][:2] == [1, 1]
+    assert _counts(Scope(ben, db))[1][:2] == [1, 1]
 
 
 def test_words_are_counted_only_after_the_reindex_of_migration_0015(pg_url):
@@ -141,12 +142,12 @@ def test_words_are_counted_only_after_the_reindex_of_migration_0015(pg_url):
             assert not pg_words.status(session).finished
         assert pg_words.count_words(db) == 1  # left for after the reindex
         assert _kept(db) == {}
-        assert _counts(db, OWNER) == (1, _by_index(db, OWNER))
+        assert _counts(Scope(OWNER, db)) == (1, _by_index(db, OWNER))
         assert pg_words.reindex(db).finished
         assert pg_words.count_words(db) == 0
         assert _kept(db) == _truth(db)
-        assert _counts(db, OWNER) == (1, _by_index(db, OWNER))
-        assert _counts(db, OWNER)[1][:3] == [1, 1, 1]
+        assert _counts(Scope(OWNER, db)) == (1, _by_index(db, OWNER))
+        assert _counts(Scope(OWNER, db))[1][:3] == [1, 1, 1]
     finally:
         db.dispose()
 
@@ -170,6 +171,6 @@ def test_the_words_stay_counted_when_unaccent_comes_later_and_every_row_is_index
         assert pg_words.reindex(db).finished  # mended: every row indexed again
         assert (OWNER, "café") not in _kept(db) and (OWNER, "cafe") in _kept(db)
         assert _kept(db) == _truth(db)
-        assert _counts(db, OWNER) == (3, _by_index(db, OWNER))
+        assert _counts(Scope(OWNER, db)) == (3, _by_index(db, OWNER))
     finally:
         db.dispose()

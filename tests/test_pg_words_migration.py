@@ -1,6 +1,6 @@
 """Migration 0015 (issue #24): PostgreSQL cuts and counts words as SQLite's FTS5 does — new rows
 under `caesar_porter` (unaccented, Porter-stemmed, no stop words) at once, older episodes and
-windows indexed again afterwards (memory/search/pg_words.py: batched, resumable), each row's
+windows indexed again afterwards (memory/engine/pg_words.py: batched, resumable), each row's
 word count in `tokens`; the downgrade gives `english` back."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import pytest
 import sqlalchemy as sa
 
 from caesar.db import Database, migrate
-from caesar.memory.search import passages, pg_words
+from caesar.memory import passages
+from caesar.memory.engine import pg_words
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns
 
 WHEN = datetime(2026, 12, 1, 12, 0)
@@ -87,7 +89,7 @@ def _lexemes(db: Database, n: int) -> set[str]:
 
 
 def test_an_upgrade_indexes_every_episode_and_window_again_under_fts5s_words(pg_at_0014):
-    from caesar.memory.search.postgres import PostgresFullText
+    from caesar.memory.engine.postgres import PostgresFullText
 
     db = pg_at_0014
     _episode(db, 1, CHAT)
@@ -103,7 +105,7 @@ def test_an_upgrade_indexes_every_episode_and_window_again_under_fts5s_words(pg_
     with db.read() as session:  # still found (their length: distinct words, until counted)
         owner = int(session.scalar(sa.text("SELECT id FROM people WHERE is_owner")))
         assert session.scalar(sa.text("SELECT count(tokens) FROM episode_fts")) == 0
-        assert set(PostgresFullText().keyword_scores(session, ["rain"], person=owner, limit=5)) == {
+        assert set(PostgresFullText().keyword_scores(Scope(owner, session), ["rain"], limit=5)) == {
             1
         }
     _episode(db, 3, "Other plans because of snow")  # the trigger writes the new words at once
@@ -147,9 +149,9 @@ def test_an_upgrade_indexes_every_episode_and_window_again_under_fts5s_words(pg_
     fts = PostgresFullText()
     with db.read() as session:
         owner = int(session.scalar(sa.text("SELECT id FROM people WHERE is_owner")))
-        scores = fts.keyword_scores(session, ["because", "rain"], person=owner, limit=10)
+        scores = fts.keyword_scores(Scope(owner, session), ["because", "rain"], limit=10)
         assert set(scores) == {1, 3} and scores[1] > scores[3]  # "rain" is the rarer word
-        windows_scored = fts.window_scores(session, ["café", "rain"], [1, 2], person=owner)
+        windows_scored = fts.window_scores(Scope(owner, session), ["café", "rain"], [1, 2])
         assert set(windows_scored) == {1} and min(windows_scored[1].values()) > 0
 
 

@@ -30,8 +30,9 @@ from test_vectors import DIM, MODEL, Corpus, queries_for
 from caesar.cli.main import _refuse_missing_pgvector, startup_summary
 from caesar.db import Database, migrate
 from caesar.errors import ConfigError
-from caesar.memory.search import pgvector_migration as migration
-from caesar.memory.search.pgvector import PgvectorSearch, PgvectorVectors
+from caesar.memory.engine import pgvector_migration as migration
+from caesar.memory.engine.pgvector import PgvectorSearch, PgvectorVectors
+from caesar.memory.scope import Scope
 
 
 class Stop(Exception):
@@ -170,11 +171,11 @@ def test_a_vector_of_another_size_is_stored_but_not_searched(upgraded_with_episo
     vectors = PgvectorVectors(lambda: MODEL)
     query = queries_for(corpus)[0]
     with db.read() as session:
-        hits = vectors.search(session, query, person=OWNER, limit=100)
+        hits = vectors.search(Scope(OWNER, session), query, limit=100)
         assert 900 not in hits.ids and hits.ids.size == 49
-        assert 900 not in vectors.cosines(session, [1, 2, 900], query, person=OWNER)
+        assert 900 not in vectors.cosines(Scope(OWNER, session), [1, 2, 900], query)
         with pytest.raises(ValueError, match=f"query has {DIM + 3} dims, index has {DIM}"):
-            vectors.search(session, np.asarray(odd, dtype=np.float32), person=OWNER, limit=3)
+            vectors.search(Scope(OWNER, session), np.asarray(odd, dtype=np.float32), limit=3)
 
 
 def test_caesar_db_vectors_killed_mid_copy_resumes_where_it_stopped(pg_url, tmp_path):
@@ -287,7 +288,7 @@ def _as_before_the_migration(services: Any) -> None:
 def test_recall_answers_the_same_before_during_and_after_the_migration(
     make_services, pg_url, monkeypatch
 ):
-    from caesar.memory.search import pgvector
+    from caesar.memory.engine import pgvector
 
     monkeypatch.setattr(pgvector, "RELEASE_AFTER_SECONDS", 0.0)  # no search in flight here
     services = _summarised(make_services, pg_url)

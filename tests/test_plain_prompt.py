@@ -10,8 +10,8 @@ from conftest import OWNER
 from caesar import audit
 from caesar.brain import Brain
 from caesar.config import Settings
-from caesar.memory.context import plain
-from caesar.memory.context.render import FactLine, facts_block, system_prompt
+from caesar.memory.recall import plain
+from caesar.memory.render import FactLine, facts_block, system_prompt
 from caesar.memory.transcript import MEMORY_CLOSE, MEMORY_OPEN
 from caesar.workers import run_until_caught_up
 from tests.memory_helpers import add_chat, events

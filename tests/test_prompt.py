@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from caesar.memory.context.render import (
+from caesar.memory.render import (
     EPISODES_HEADER,
     EpisodeLine,
     FactLine,
@@ -78,7 +78,7 @@ def test_episodes_block_renders_anchor_at_retrieval_time():
 def test_time_anchor_is_on_the_operators_clock_with_weekday_and_days():
     from zoneinfo import ZoneInfo
 
-    from caesar.memory.context.render import time_anchor
+    from caesar.memory.render import time_anchor
 
     then = datetime(2026, 11, 24, 23, 30)  # UTC: already Wednesday in Berlin
     now = datetime(2026, 12, 1, 12, 0)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from caesar.memory import importance as imp
-from caesar.memory.context.render import (
+from caesar.memory.render import (
     MEMORY_CLOSE,
     MEMORY_OPEN,
     EpisodeLine,

@@ -1,4 +1,4 @@
-"""What a message asks of memory besides its topic (memory/search/question.py): time-only
+"""What a message asks of memory besides its topic (memory/recall/question.py): time-only
 questions, questions that gather across conversations, and the topic left once the time is
 read. Pure."""
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from caesar.memory.search.question import MAX_CHARS, META_WORDS, NOTHING, Asked, read_question
-from caesar.memory.search.when import TimeRead, read_time
+from caesar.memory.recall.question import MAX_CHARS, META_WORDS, NOTHING, Asked, read_question
+from caesar.memory.recall.when import TimeRead, read_time
 
 NOW = datetime(2026, 10, 29, 15, 0)  # naive UTC; Thursday
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -10,8 +10,8 @@ from conftest import OWNER
 from memory_helpers import add_episode
 
 from caesar.brain import Brain
-from caesar.memory.context.render import EPISODES_HEADER
-from caesar.memory.search.hybrid import DATE_POOL
+from caesar.memory.recall.hybrid import DATE_POOL
+from caesar.memory.render import EPISODES_HEADER
 
 # Wednesday 2 December 2026, 14:00 UTC — 03:00 on Thursday in Auckland (UTC+13)
 NOW = datetime(2026, 12, 2, 14, 0)

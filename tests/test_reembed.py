@@ -10,10 +10,10 @@ from memory_helpers import add_chat, days_ago
 from sqlalchemy import select, update
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory.episodes.recall import episode_row
+from caesar.memory import passages
+from caesar.memory.engine.vectors import from_row
 from caesar.memory.episodes.reembed import reembed, stale_episode_ids
-from caesar.memory.search import passages
-from caesar.memory.search.vectors import from_row
+from caesar.memory.episodes.rows import episode_row
 
 
 def _episode(svc, user, reply, summary, *, model, with_passages):
@@ -81,7 +81,11 @@ def test_reembed_fixes_old_model_and_missing_windows_only(make_services, db_url)
     before = _rows(svc)
     seen = []
     report = reembed(
-        svc.db, svc.embedder.get(), batch_size=1, progress=lambda d, t: seen.append((d, t))
+        svc.db,
+        svc.embedder.get(),
+        svc.episodes.backend,
+        batch_size=1,
+        progress=lambda d, t: seen.append((d, t)),
     )
     assert (report.stale, report.done, report.model_changed) == (2, 2, 1)
     assert seen == [(1, 2), (2, 2)]
@@ -100,7 +104,9 @@ def test_reembed_fixes_old_model_and_missing_windows_only(make_services, db_url)
     assert after[fine].turn_vectors is None  # the passages worker's: its turns alone
     with svc.db.read() as session:
         assert stale_episode_ids(session, model) == []
-    assert reembed(svc.db, embedder).done == 0  # a second run has nothing left to do
+    assert (
+        reembed(svc.db, embedder, svc.episodes.backend).done == 0
+    )  # a second run has nothing left to do
 
 
 def test_trivial_episodes_are_not_reembedded(services):
@@ -117,7 +123,7 @@ def test_trivial_episodes_are_not_reembedded(services):
                 person=OWNER,
             )
         )
-    assert reembed(svc.db, svc.embedder.get()).stale == 0
+    assert reembed(svc.db, svc.embedder.get(), svc.episodes.backend).stale == 0
 
 
 def test_a_summary_changed_during_the_run_is_left_alone(services):
@@ -136,6 +142,6 @@ def test_a_summary_changed_during_the_run_is_left_alone(services):
                 session.execute(update(EpisodeSummary).values(summary="Edited meanwhile."))
             return svc.embedder.get().embed_batch(texts)
 
-    assert reembed(svc.db, EditingEmbedder()).done == 0
+    assert reembed(svc.db, EditingEmbedder(), svc.episodes.backend).done == 0
     row = _rows(svc)[episode]
     assert row.summary == "Edited meanwhile." and row.passage_vectors is None

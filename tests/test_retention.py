@@ -13,7 +13,8 @@ from sqlalchemy.exc import IntegrityError
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, EpisodeSummary, Fact, SemanticChunk
-from caesar.memory.search.vectors import to_f32_bytes
+from caesar.memory.engine.vectors import to_f32_bytes
+from caesar.memory.scope import Scope
 from caesar.retention import RetentionWorker
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
@@ -228,11 +229,10 @@ def test_swept_failed_chats_are_not_retried(make_services, llm):
     add_chat(services, "new", "new")
     with services.db.write() as session:
         services.audit.append(
-            session,
+            Scope(OWNER, session),
             audit.EPISODE_SUMMARISE_FAILED,
             {"audit_log_id": chat},
             subject_id=chat,
-            person=OWNER,
         )
         session.execute(
             update(AuditLog)

@@ -1,4 +1,4 @@
-"""The contract every search backend (memory/search/backend.py) passes, on fixed data, on each
+"""The contract every search backend (memory/engine/backend.py) passes, on fixed data, on each
 engine it serves: a vector search answers as an exact brute force over the same rows does —
 with thresholds, age filters and a rank (test_vectors.CASES), rows added after the first
 search, deletes, and a change of embedding model.
@@ -37,16 +37,17 @@ from test_vectors import (
 from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import EpisodeSummary, Person
-from caesar.memory.importance import SECONDS_PER_DAY
-from caesar.memory.search.backend import VectorSearch, full_text, search_backend
-from caesar.memory.search.in_process import InProcessVectors
-from caesar.memory.search.pgvector import PgvectorSearch, PgvectorVectors
-from caesar.memory.search.pgvector_migration import (
+from caesar.memory.engine.backend import FullTextSearch, VectorSearch, search_backend
+from caesar.memory.engine.in_process import InProcessVectors
+from caesar.memory.engine.pgvector import PgvectorSearch, PgvectorVectors
+from caesar.memory.engine.pgvector_migration import (
     build_person_indexes,
     drop_person_indexes,
     index_name,
 )
-from caesar.memory.search.vectors import CurrentModelIndex, epoch_seconds
+from caesar.memory.engine.vectors import CurrentModelIndex, epoch_seconds
+from caesar.memory.importance import SECONDS_PER_DAY
+from caesar.memory.scope import Scope
 
 OTHER = "other-model"
 # measured at 5,000 rows: 0.978 (hnsw.ef_search 40), 0.982 (100, the backend's), 0.987 (200)
@@ -75,7 +76,15 @@ class Bound:
         self.backend, self.session, self.person = backend, session, person
 
     def search(self, query: np.ndarray, **kwargs: Any) -> Any:
-        return self.backend.search(self.session, query, **kwargs, person=self.person)
+        return self.backend.search(Scope(self.person, self.session), query, **kwargs)
+
+
+def _words(db: Database) -> FullTextSearch:
+    """The full-text half of the database engine's backend (the door picks it by engine)."""
+    indexes = CurrentModelIndex(
+        EpisodeSummary, lambda: "m", extra_filter=EpisodeSummary.summary != ""
+    )
+    return search_backend(db.engine.dialect.name, indexes, "in_process")
 
 
 def _backend(db: Database, name: str, model: list[str]) -> VectorSearch:
@@ -100,7 +109,7 @@ def _check(
     db, name = store
     if name != "pgvector-hnsw":
         with db.read() as session:
-            backend.refresh(session, person=person)
+            backend.refresh(Scope(person, session))
             return check(Bound(backend, session, person), corpus, queries_for(corpus), model)
     assert isinstance(backend, PgvectorSearch)
     assert backend.migrate(db).ready  # type: ignore[union-attr]  # builds the model's index
@@ -112,7 +121,7 @@ def _check(
         # is what is tested here
         for plan in ("seqscan", "bitmapscan", "sort"):
             session.execute(text(f"SET LOCAL enable_{plan} = off"))
-        backend.refresh(session, person=person)
+        backend.refresh(Scope(person, session))
         compared = check_recall(Bound(backend, session, person), corpus, queries_for(corpus), model)
         session.execute(text("SELECT pg_stat_force_next_flush()"))
     assert _index_scans(db, model) > scans  # the searches went through the HNSW index
@@ -197,23 +206,23 @@ def test_a_person_searches_their_own_rows_alone_and_still_gets_k(store):
     assert _check(store, backend, mine, person=OWNER) > 100
     with db.read() as session:
         query = queries_for(mine)[0]
-        newest = backend.newest(session, query, limit=10, person=anna)
+        newest = backend.newest(Scope(anna, session), query, limit=10)
         assert [int(i) for i in newest.ids] == list(range(10_600, 10_590, -1))
-        assert sorted(backend.cosines(session, [1, 2, 10_001], query, person=anna)) == [10_001]
-        assert sorted(backend.stored_cosines(session, [1, 10_001], query, person=anna)) == [10_001]
+        assert sorted(backend.cosines(Scope(anna, session), [1, 2, 10_001], query)) == [10_001]
+        assert sorted(backend.stored_cosines(Scope(anna, session), [1, 10_001], query)) == [10_001]
     if name in ("pgvector", "pgvector-hnsw"):
         return  # the full text is the engine's, checked on the other two
     with db.read() as session:
-        words = full_text(session)
+        words = _words(db)
         # "episode 5" is the owner's summary word for word; Anna's best match is hers
-        found = words.keyword_scores(session, ["episode", "5"], limit=50, person=anna)
+        found = words.keyword_scores(Scope(anna, session), ["episode", "5"], limit=50)
         assert len(found) == 50 and all(i > 10_000 for i in found)
-        assert words.term_counts(session, ["episode", "5"], person=anna) == (600, [600, 0])
-        assert words.term_counts(session, ["episode", "5"], person=OWNER) == (600, [600, 1])
-        assert words.count_holding_all(session, ["episode"], person=anna) == 600
-        assert words.indexed_id_range(session, person=anna) == (10_001, 10_600)
-        assert words.probe_contains(session, ["episode"], 1, person=anna) == [False]
-        assert words.probe_contains(session, ["episode"], 10_001, person=anna) == [True]
+        assert words.term_counts(Scope(anna, session), ["episode", "5"]) == (600, [600, 0])
+        assert words.term_counts(Scope(OWNER, session), ["episode", "5"]) == (600, [600, 1])
+        assert words.count_holding_all(Scope(anna, session), ["episode"]) == 600
+        assert words.indexed_id_range(Scope(anna, session)) == (10_001, 10_600)
+        assert words.probe_contains(Scope(anna, session), ["episode"], 1) == [False]
+        assert words.probe_contains(Scope(anna, session), ["episode"], 10_001) == [True]
 
 
 def test_newest_and_cosines_answer_as_the_rows_do(store):
@@ -227,8 +236,8 @@ def test_newest_and_cosines_answer_as_the_rows_do(store):
     backend.forget([400, 399])
     min_created = NOW_S - 30 * SECONDS_PER_DAY
     with db.read() as session:
-        backend.refresh(session, person=OWNER)
-        newest = backend.newest(session, query, limit=10, min_created=min_created, person=OWNER)
+        backend.refresh(Scope(OWNER, session))
+        newest = backend.newest(Scope(OWNER, session), query, limit=10, min_created=min_created)
         live = [i for i in sorted(corpus.vectors, reverse=True) if corpus.model[i] == MODEL]
         young = [i for i in live if epoch_seconds(corpus.created[i]) >= min_created]
         assert [int(i) for i in newest.ids] == young[:10]
@@ -237,14 +246,14 @@ def test_newest_and_cosines_answer_as_the_rows_do(store):
         )
         # another model's rows and deleted ones are not seen; the rest exactly
         asked = [1, 2, 3, 399, 420]
-        seen = backend.cosines(session, asked, query, person=OWNER)
+        seen = backend.cosines(Scope(OWNER, session), asked, query)
         assert sorted(seen) == [1, 2, 3]
         for i, cosine in seen.items():
             assert cosine == pytest.approx(float(corpus.vectors[i] @ query), abs=1e-5)
     # written after the refresh: read from their rows (a tenth have only the JSON record)
     added = corpus.add(20)
     with db.read() as session:
-        stored = backend.stored_cosines(session, added, query, person=OWNER)
+        stored = backend.stored_cosines(Scope(OWNER, session), added, query)
     assert sorted(stored) == added
     for i, cosine in stored.items():
         assert cosine == pytest.approx(float(corpus.vectors[i] @ query), abs=1e-5)
@@ -254,15 +263,15 @@ def test_a_query_of_the_wrong_dimension_is_a_clear_error(store):
     db, name = store
     backend = _backend(db, name, [MODEL])
     with db.read() as session:
-        backend.refresh(session, person=OWNER)
+        backend.refresh(Scope(OWNER, session))
         assert (
-            backend.search(session, np.ones(DIM, dtype=np.float32), limit=3, person=OWNER).ids.size
+            backend.search(Scope(OWNER, session), np.ones(DIM, dtype=np.float32), limit=3).ids.size
             == 0
         )
     Corpus(db).add(10)
     with db.read() as session, pytest.raises(ValueError, match="dims"):
-        backend.refresh(session, person=OWNER)
-        backend.search(session, np.ones(DIM + 1, dtype=np.float32), limit=3, person=OWNER)
+        backend.refresh(Scope(OWNER, session))
+        backend.search(Scope(OWNER, session), np.ones(DIM + 1, dtype=np.float32), limit=3)
 
 
 # -- through Services: the setting chooses, and recall answers the same -----------------------
@@ -277,8 +286,8 @@ QUERIES = ["what tomatoes did I plant?", "the vet and my dog", "a kayak for the 
 
 def test_recall_through_pgvector_answers_as_the_in_process_index_does(make_services, pg_url):
     from caesar.importer import import_conversations
-    from caesar.memory.search.pgvector import PgvectorSearch
-    from caesar.memory.search.postgres import PostgresSearch
+    from caesar.memory.engine.pgvector import PgvectorSearch
+    from caesar.memory.engine.postgres import PostgresSearch
     from caesar.workers import run_until_caught_up
 
     def build(vector_search: str) -> Any:
@@ -344,10 +353,10 @@ def test_a_persons_keyword_scores_are_theirs_alone_whatever_the_household_holds(
 
     def anna_sees() -> tuple[dict[int, float], tuple[int, list[int]]]:
         with db.read() as session:
-            words = full_text(session)
+            words = _words(db)
             return (
-                words.keyword_scores(session, ["kayak", "trip"], limit=400, person=anna),
-                words.term_counts(session, ["kayak", "trip"], person=anna),
+                words.keyword_scores(Scope(anna, session), ["kayak", "trip"], limit=400),
+                words.term_counts(Scope(anna, session), ["kayak", "trip"]),
             )
 
     alone = anna_sees()
@@ -418,15 +427,15 @@ def test_in_a_household_each_persons_searches_read_their_own_indexes(pg_url):
     with db.read() as session:
         for plan in ("seqscan", "sort"):  # at this size the planner would read every row
             session.execute(text(f"SET LOCAL enable_{plan} = off"))
-        backend.refresh(session, person=anna)
-        hits = backend.search(session, queries_for(theirs)[0], limit=5, person=anna)
+        backend.refresh(Scope(anna, session))
+        hits = backend.search(Scope(anna, session), queries_for(theirs)[0], limit=5)
         assert len(hits.ids) == 5 and all(int(i) > 10_000 for i in hits.ids)
         session.execute(text("SET LOCAL enable_indexscan = off"))  # GIN's scans are bitmaps
-        words = full_text(session)
+        words = _words(db)
         # at 300 rows the planner reads all of hers by the person's B-tree; among 10k, a
         # word's few by her GIN index (docs/performance.md): here the B-tree is left out
         session.execute(text("DROP INDEX idx_episode_fts_person"))
-        assert len(words.keyword_scores(session, ["kayak"], limit=50, person=anna)) == 30
+        assert len(words.keyword_scores(Scope(anna, session), ["kayak"], limit=50)) == 30
         session.execute(text("SELECT pg_stat_force_next_flush()"))
     assert _index_scans(db, MODEL, anna) > before[0]  # her own HNSW index
     assert _index_scans(db, MODEL, OWNER) == before[1]

@@ -29,10 +29,11 @@ from caesar.api import create_app
 from caesar.clock import utcnow
 from caesar.db.models import EpisodeSummary
 from caesar.export import Export, backup_sqlite, write_jsonl
-from caesar.memory.context.render import MEMORY_CLOSE, MEMORY_OPEN
-from caesar.memory.episodes.recall import episode_row
+from caesar.memory.episodes.rows import episode_row
 from caesar.memory.episodes.summarise import SUMMARISE_SYSTEM
 from caesar.memory.facts.extract import EXTRACT_SYSTEM
+from caesar.memory.render import MEMORY_CLOSE, MEMORY_OPEN
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 AUTH = {"Authorization": f"Bearer {TEST_TOKEN}"}
@@ -48,11 +49,10 @@ def _seed_episode(services, summary: str, days_ago: float = 2) -> int:
     vector = services.embedder.get().embed_batch([summary])[0]
     with services.db.write() as session:
         chat = services.audit.append(
-            session,
+            Scope(OWNER, session),
             audit.CHAT_COMPLETED,
             {"messages": [{"role": "user", "content": "sailing plans"}], "reply": "Have fun."},
             created_at=when,
-            person=OWNER,
         )
         session.add(
             episode_row(
@@ -172,7 +172,7 @@ def test_no_secret_at_rest_after_the_whole_memory_pipeline(make_services, llm, t
         run_until_caught_up(services.workers[name])
 
     with services.db.read() as session:
-        kinds = {r.event_type for r in audit.list_events(session, limit=1000, person=OWNER)}
+        kinds = {r.event_type for r in audit.list_events(Scope(OWNER, session), limit=1000)}
     assert {audit.EPISODE_SUMMARISED, audit.FACT_EXTRACTED, audit.SEMANTIC_INDEXED} <= kinds
     assert audit.EPISODE_SUMMARISE_FAILED in kinds  # the echoing failure really happened
 

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from caesar import audit
 from caesar.cli.main import app as cli_app
 from caesar.db.models import SemanticChunk, SemanticIndexCursor
-from caesar.memory.search.semantic import chunk_text
-from caesar.memory.search.vectors import from_row
+from caesar.memory.engine.vectors import from_row
+from caesar.memory.semantic import chunk_text
 from caesar.workers import run_until_caught_up
 
 RENOVATION = (

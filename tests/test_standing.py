@@ -17,6 +17,7 @@ from caesar.clock import utcnow
 from caesar.config import FactsImportanceSettings
 from caesar.db.models import Memory
 from caesar.memory.forget import ForgetRequest, forget
+from caesar.memory.scope import Scope
 from caesar.memory.standing import kinds
 from caesar.memory.standing import prompt as standing_prompt
 from caesar.memory.standing.offline import Statement, conflicts, extract_statements
@@ -271,14 +272,13 @@ def test_one_persons_statements_never_reach_anothers_prompt(learning):
         from caesar.memory import conversations
 
         conversations.add_finished(
-            session,
+            Scope(ben_id, session),
             learning.audit,
             {
                 "messages": [{"role": "user", "content": "I have a severe peanut allergy."}],
                 "reply": "Noted.",
             },
             utcnow(),
-            person=ben_id,
         )
     _learn(learning)
     assert _current(learning, ben_id) == ["I have a severe peanut allergy."]
@@ -543,7 +543,7 @@ def test_the_chats_from_before_the_upgrade_are_read_again_in_the_background(
 
 def test_what_a_fact_from_the_same_chat_already_says_is_not_said_twice():
     from caesar.memory.context.build import untold
-    from caesar.memory.context.render import FactLine
+    from caesar.memory.render import FactLine
 
     def said(i: int, text: str, source: int, **kw) -> StandingMemory:
         when = utcnow()
@@ -573,7 +573,7 @@ def test_the_small_prompt_keeps_a_constraint_its_chats_facts_do_not_say():
     it). A constraint whose subject a fact names ("… peanuts, so I always check labels" beside
     `allergy: peanuts`), and a preference beside its fact, are left to the facts."""
     from caesar.memory.context.build import untold
-    from caesar.memory.context.render import FactLine
+    from caesar.memory.render import FactLine
 
     when = utcnow()
 

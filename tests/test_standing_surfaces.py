@@ -24,6 +24,7 @@ from caesar.api import create_app
 from caesar.cli.main import app as cli_app
 from caesar.clock import utcnow
 from caesar.mcp_server import build
+from caesar.memory.scope import Scope
 from caesar.memory.standing import kinds
 from caesar.memory.standing.offline import Statement
 
@@ -63,12 +64,11 @@ def _learned(services: Any, text: str, kind: str, slot: str) -> tuple[int, int]:
     chat = add_chat(services, text, "Noted.")
     with services.db.write() as session:
         services.standing.learn(
-            session,
+            Scope(OWNER, session),
             services.audit,
             [(Statement(kind, slot, text, about=text.split()[-1]), None)],
             source_audit_id=chat,
             said_at=utcnow(),
-            person=OWNER,
         )
     [memory] = [m for m in services.standing.list(person=OWNER) if m.text == text]
     return chat, memory.id
@@ -108,7 +108,7 @@ def test_api_add_list_search_edit_delete_round_trip(home):
     assert edited.json()["memory"]["edit_count"] == 1
     # the vector follows the words (the store embeds nothing itself)
     with home.services.db.read() as session:
-        current = {m.id: m for m in home.services.standing.current(session, person=OWNER)}
+        current = {m.id: m for m in home.services.standing.current(Scope(OWNER, session))}
     assert current[memory["id"]].vector is not None and current[metric["id"]].vector is not None
 
     assert c.delete(f"/v1/memories/{memory['id']}", headers=A).status_code == 204
@@ -359,7 +359,7 @@ def test_dashboard_shows_memories_escaped_grouped_with_their_conversation(home):
     assert section.index("Answer briefly") < section.index("&lt;script&gt;") < section.index("Lily")
     # the conversation it was said in
     with services.db.read() as session:
-        conversation = audit.subjects(session, [chat], person=OWNER)[chat]
+        conversation = audit.subjects(Scope(OWNER, session), [chat])[chat]
     row = re.search(rf'<tr class="memory" data-id="{learned}".*?</tr>', section, re.S)
     assert row and f'href="/dashboard/chat/{conversation}"' in row.group(0)
     mine = re.search(rf'<tr class="memory" data-id="{xss.id}".*?</tr>', section, re.S)

@@ -12,8 +12,8 @@ from caesar import audit
 from caesar.config import load_settings
 from caesar.db.models import Conversation, EpisodeSummary
 from caesar.errors import ConfigError
+from caesar.memory.engine.vectors import from_row
 from caesar.memory.episodes.summarise import SummariseWorker, clean_summary, retry_failed
-from caesar.memory.search.vectors import from_row
 from caesar.workers import run_until_caught_up
 
 THERMOSTAT = (

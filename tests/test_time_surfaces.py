@@ -24,6 +24,7 @@ from caesar.api import create_app
 from caesar.cli.main import app as cli_app
 from caesar.db.models import AuditLog
 from caesar.mcp_server import build
+from caesar.memory.scope import Scope
 from caesar.named_time import describe, span_local
 from caesar.workers import run_until_caught_up
 
@@ -196,7 +197,7 @@ def test_the_turn_view_escapes_what_a_row_says_was_named(berlin, client):
     held = datetime(2026, 12, 1, 12, 0)
     with berlin.db.write() as session:
         turn = berlin.audit.append(
-            session,
+            Scope(OWNER, session),
             audit.CHAT_COMPLETED,
             {
                 "messages": [{"role": "user", "content": "what about yesterday?"}],
@@ -219,11 +220,10 @@ def test_the_turn_view_escapes_what_a_row_says_was_named(berlin, client):
                     "episodes_in_span": [7],
                 },
             },
-            person=OWNER,
         )
         for chat, when in ((7, held), (8, held - timedelta(days=9))):
             berlin.audit.append(
-                session,
+                Scope(OWNER, session),
                 audit.EPISODE_RECALLED,
                 {
                     "turn_audit_id": turn.id,
@@ -236,7 +236,6 @@ def test_the_turn_view_escapes_what_a_row_says_was_named(berlin, client):
                     "summary": f"summary {chat}",
                     "excerpts": [],
                 },
-                person=OWNER,
             )
     for url in (f"/dashboard/audit/{turn.id}", "/dashboard/audit"):
         html = client.get(url).text

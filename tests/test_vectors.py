@@ -17,9 +17,8 @@ from sqlalchemy import inspect as sa_inspect
 
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.memory.importance import SECONDS_PER_DAY
-from caesar.memory.search import ann, quantized
-from caesar.memory.search.vectors import (
+from caesar.memory.engine import ann, quantized
+from caesar.memory.engine.vectors import (
     VectorIndex,
     epoch_seconds,
     epoch_seconds_v,
@@ -27,6 +26,7 @@ from caesar.memory.search.vectors import (
     unseen_bound,
     window_start,
 )
+from caesar.memory.importance import SECONDS_PER_DAY
 
 DIM = 64
 MODEL = "test-model"

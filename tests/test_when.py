@@ -1,4 +1,4 @@
-"""The spans of time a message names, on the operator's clock (memory/search/when.py). Pure.
+"""The spans of time a message names, on the operator's clock (memory/recall/when.py). Pure.
 
 Expected spans are written as local wall times in the operator's zone and converted to naive
 UTC, so each assertion says "from local midnight of that day to local midnight of the next".
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from caesar.memory.search import when
-from caesar.memory.search.when import (
+from caesar.memory.recall import when
+from caesar.memory.recall.when import (
     MAX_CHARS,
     MAX_SPANS,
     NamedSpan,

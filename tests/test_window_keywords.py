@@ -1,4 +1,4 @@
-"""Keyword relevance of a conversation's best window (memory/search/window_keywords.py): indexed once
+"""Keyword relevance of a conversation's best window (memory/engine/window_keywords.py): indexed once
 by whoever writes the window vectors, scored for recall's candidates, fused with the
 episode-level keyword relevance — on SQLite and PostgreSQL."""
 
@@ -15,11 +15,12 @@ from test_passages import NOW
 from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.memory import conversations
+from caesar.memory import conversations, passages
+from caesar.memory.engine import window_keywords
+from caesar.memory.engine.sqlite import window_table
 from caesar.memory.episodes import reembed
-from caesar.memory.episodes.recall import episode_row
-from caesar.memory.search import passages, window_keywords
-from caesar.memory.search.sqlite import window_table
+from caesar.memory.episodes.rows import episode_row
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 FILLER = [
@@ -40,7 +41,7 @@ def _chat(svc, turns: list[str], days_ago: float) -> int:
     roles = (["user", "assistant"] * len(turns))[: len(turns) - 1]
     with svc.db.write() as session:
         return conversations.add_finished(
-            session,
+            Scope(OWNER, session),
             svc.audit,
             {
                 "messages": [
@@ -49,7 +50,6 @@ def _chat(svc, turns: list[str], days_ago: float) -> int:
                 "reply": turns[-1],
             },
             NOW - timedelta(days=days_ago),
-            person=OWNER,
         )
 
 
@@ -88,19 +88,22 @@ def test_windows_are_indexed_once_with_their_vectors(make_services, llm, db_url)
     assert expected == len(SPREAD) - 2
     assert _window_rows(svc.db, spread) == expected
     with svc.db.write() as session:  # a second writer (or a re-embed) adds nothing
-        assert window_keywords.index_windows(session, spread, ["kayak lake"]) == 0
+        assert (
+            window_keywords.index_windows(svc.episodes.backend, session, spread, ["kayak lake"])
+            == 0
+        )
     # re-embedding the episode (its windows dropped, as for a model change) writes them again
     # without doubling the keyword rows
     with svc.db.write() as session:
         session.execute(
             update(EpisodeSummary).where(EpisodeSummary.id == spread).values(passage_vectors=None)
         )
-    report = reembed.reembed(svc.db, svc.embedder.get())
+    report = reembed.reembed(svc.db, svc.embedder.get(), svc.episodes.backend)
     assert report.done == 1
     assert _window_rows(svc.db, spread) == expected
     with svc.db.read() as session:
         scores = window_keywords.window_scores(
-            session, ["kayak"], [spread, spread + 1], person=OWNER
+            Scope(OWNER, session), ["kayak"], [spread, spread + 1]
         )
     assert set(scores) == {spread} and scores[spread] > 0
 

@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 
 from caesar.config import Settings
 from caesar.db.models import Conversation, EpisodeSummary
-from caesar.memory.search.vectors import from_row
+from caesar.memory.engine.vectors import from_row
 from caesar.worker_process import WorkerProcess
 from caesar.workers import run_until_caught_up
 

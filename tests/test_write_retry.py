@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from caesar import audit
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog
+from caesar.memory.scope import Scope
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def test_a_deadlock_victim_is_run_again_and_written_once(pg_db, sqlstate):
 
     def work(session):
         attempts.append(1)
-        audit.Audit().append(session, "test.row", {"n": len(attempts)}, person=OWNER)
+        audit.Audit().append(Scope(OWNER, session), "test.row", {"n": len(attempts)})
         if len(attempts) == 1:
             _raise(session, sqlstate)  # after a write: the rollback must take it back
         return len(attempts)

@@ -21,14 +21,16 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Row, Table, Text, exists, func, insert, or_, select, text
+from sqlalchemy import Row, Table, Text, exists, func, insert, or_, select
 from sqlalchemy import cast as sa_cast
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from caesar.clock import utcnow
+from caesar.db.engine import transaction_lock
 from caesar.db.models import AuditLog
 from caesar.memory.episodes.listing import like_pattern
+from caesar.memory.scope import Scope
 
 CHAT_COMPLETED = "chat.completed"
 CHAT_FAILED = "chat.failed"
@@ -147,17 +149,17 @@ class Audit:
 
     def append(
         self,
-        session: Session,
+        scope: Scope,
         event_type: str,
         payload: dict[str, Any],
         *,
         subject_id: int | None = None,
         subject_key: str | None = None,
         created_at: datetime | None = None,
-        person: int,
     ) -> AuditLog:
         """One row, recording who acted (`person`: whose chat, fact or forget it is; the
         owner for what the server does of itself)."""
+        session, person = scope.session, scope.person
         _serialise_appends(session)
         row = AuditLog(
             event_type=event_type,
@@ -171,14 +173,13 @@ class Audit:
         session.flush()
         return row
 
-    def append_many(
-        self, session: Session, entries: Sequence[AuditEntry], *, person: int
-    ) -> list[int]:
+    def append_many(self, scope: Scope, entries: Sequence[AuditEntry]) -> list[int]:
         """`append` for several rows of one person's at once: their ids, in the order given (ids grow in that
         order too). A chat turn appends up to 1 + top_k rows, and a core INSERT costs a
         fraction of the ORM flush `append` pays per row. The rows are inserted directly, not
         added to the session as objects (nothing here flushes it); on PostgreSQL the same
         advisory lock as `append` is taken first."""
+        session, person = scope.session, scope.person
         if not entries:
             return []
         _serialise_appends(session)
@@ -218,19 +219,16 @@ def _serialise_appends(session: Session) -> None:
     take ids 7 and 8 and commit 8 first; a worker reading then would move its cursor past 7
     for good. So on PostgreSQL every transaction that appends takes one transaction-scoped
     advisory lock first: ids are drawn, and committed, one transaction at a time."""
-    if session.get_bind().dialect.name != "postgresql":
-        return
     transaction = session.get_transaction()
     if transaction is None or session.info.get("_audit_lock") is transaction:
         return
-    session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _APPEND_LOCK_KEY})
+    transaction_lock(session, _APPEND_LOCK_KEY)
     session.info["_audit_lock"] = transaction
 
 
 def list_events(
-    session: Session,
+    scope: Scope,
     *,
-    person: int,
     event_type: str | None = None,
     after_id: int = 0,
     before_id: int | None = None,
@@ -238,6 +236,7 @@ def list_events(
     newest_first: bool = False,
 ) -> Sequence[AuditLog]:
     """`person`'s rows (those they acted in) after `after_id`."""
+    session, person = scope.session, scope.person
     query = select(AuditLog).where(AuditLog.id > after_id, AuditLog.person_id == person)
     if event_type:
         query = query.where(AuditLog.event_type == event_type)
@@ -247,7 +246,8 @@ def list_events(
     return session.scalars(query).all()
 
 
-def event_types(session: Session, *, person: int) -> list[str]:
+def event_types(scope: Scope) -> list[str]:
+    session, person = scope.session, scope.person
     return list(
         session.scalars(
             select(AuditLog.event_type)
@@ -258,9 +258,10 @@ def event_types(session: Session, *, person: int) -> list[str]:
     )
 
 
-def count_by_subject_key(session: Session, event_type: str, *, person: int) -> dict[str, int]:
+def count_by_subject_key(scope: Scope, event_type: str) -> dict[str, int]:
     """Indexed aggregate (event_type, subject_key) of `person`'s rows: e.g. their edits per
     fact key."""
+    session, person = scope.session, scope.person
     rows = session.execute(
         select(AuditLog.subject_key, func.count())
         .where(
@@ -273,18 +274,20 @@ def count_by_subject_key(session: Session, event_type: str, *, person: int) -> d
     return {str(key): int(count) for key, count in rows}
 
 
-def get(session: Session, audit_id: int | None, *, person: int) -> AuditLog | None:
+def get(scope: Scope, audit_id: int | None) -> AuditLog | None:
     """`person`'s row `audit_id`; None when they have none such (another person's row is not
     found, as none is), or `audit_id` is None."""
+    session, person = scope.session, scope.person
     if not audit_id:
         return None
     row = session.get(AuditLog, audit_id)
     return row if row is not None and row.person_id == person else None
 
 
-def subjects(session: Session, ids: Iterable[int], *, person: int) -> dict[int, int | None]:
+def subjects(scope: Scope, ids: Iterable[int]) -> dict[int, int | None]:
     """row id → its `subject_id` (a chat row's conversation), for those of `ids` still there
     and `person`'s."""
+    session, person = scope.session, scope.person
     wanted = list(set(ids))
     if not wanted:
         return {}
@@ -296,9 +299,10 @@ def subjects(session: Session, ids: Iterable[int], *, person: int) -> dict[int, 
     return {int(i): (int(s) if s is not None else None) for i, s in rows}
 
 
-def types_of(session: Session, ids: Iterable[int], *, person: int) -> dict[int, str]:
+def types_of(scope: Scope, ids: Iterable[int]) -> dict[int, str]:
     """row id → its event type, for those of `ids` still there (not swept by retention) and
     `person`'s."""
+    session, person = scope.session, scope.person
     wanted = list(set(ids))
     if not wanted:
         return {}
@@ -311,10 +315,11 @@ def types_of(session: Session, ids: Iterable[int], *, person: int) -> dict[int, 
 
 
 def about(
-    session: Session, subject_id: int, event_types: Sequence[str], *, person: int
+    scope: Scope, subject_id: int, event_types: Sequence[str]
 ) -> Sequence[Row[int, str, datetime, str | None]]:
     """(id, event_type, created_at, subject_key) of `person`'s rows of `event_types` about row
     `subject_id` (their `subject_id`), oldest first: what came of a chat."""
+    session, person = scope.session, scope.person
     return session.execute(
         select(AuditLog.id, AuditLog.event_type, AuditLog.created_at, AuditLog.subject_key)
         .where(
@@ -330,9 +335,10 @@ def about(
 _RECALLED_SPAN = 200
 
 
-def recalled_in_turn(session: Session, turn_id: int, *, person: int) -> list[dict[str, Any]]:
+def recalled_in_turn(scope: Scope, turn_id: int) -> list[dict[str, Any]]:
     """The payloads of `person`'s memory.episode.recalled rows that name turn `turn_id`, read
     from just after it, in order."""
+    session, person = scope.session, scope.person
     found = session.execute(
         select(AuditLog.payload)
         .where(
@@ -360,9 +366,8 @@ def _spellings(text: str) -> set[str]:
 
 
 def timeline(
-    session: Session,
+    scope: Scope,
     *,
-    person: int,
     event_type: str | None = None,
     search: str | None = None,
     before_id: int | None = None,
@@ -374,6 +379,7 @@ def timeline(
     and older than the page. `search` matches, case-insensitively, a row's subject key or its
     payload's JSON text (no index: it scans, newest first, until the page is full). `person`'s
     rows only: the ones they acted in."""
+    session, person = scope.session, scope.person
     matching: list[ColumnElement[bool]] = [AuditLog.person_id == person]
     if event_type:
         matching.append(AuditLog.event_type == event_type)

@@ -40,18 +40,17 @@ from caesar.gateway.base import (
     join_tool_calls,
 )
 from caesar.memory import conversations
-from caesar.memory.recall import plain
 from caesar.memory.context.build import (
     SentenceVectors,
-    TurnMemory,
     facts_for_prompt,
     plain_memory,
-    recall_for_prompt,
     standing_for_prompt,
 )
-from caesar.memory.render import system_prompt
-from caesar.memory.episodes.recall import RecalledEpisode
+from caesar.memory.recall import pipeline, plain
+from caesar.memory.recall.hits import RecalledEpisode, TurnMemory
 from caesar.memory.recall.question import NOTHING, Asked
+from caesar.memory.render import system_prompt
+from caesar.memory.scope import Scope
 from caesar.named_time import asked_json, named
 
 if TYPE_CHECKING:
@@ -165,7 +164,7 @@ class Brain:
         sent = list(history or [])
         if conversation is not None and not sent:
             with self.services.db.read() as session:
-                sent = conversations.transcript_of(session, conversation, person=person) or []
+                sent = conversations.transcript_of(Scope(person, session), conversation) or []
         history = sent[-MAX_HISTORY_TURNS:]
         recall = self.settings.memory.episodes_recall
         recalling = recall.enabled and self.services.embedder.enabled
@@ -176,16 +175,17 @@ class Brain:
             self.services.facts, inject, now, person=person, sentences=self.small
         )
         if recalling:
-            recall_for_prompt(
-                self.services.episodes,
-                recall,
-                message,
-                now,
-                memory,
-                person=person,
-                current=conversations.Current.of(conversation, sent),
-                vector=vector,
-            )
+            episodes = self.services.episodes
+            with episodes.reading(person, now) as scope:
+                found = pipeline.recall(
+                    episodes,
+                    scope,
+                    message,
+                    current=conversations.Current.of(conversation, sent),
+                    vector=vector,
+                )
+            memory.episodes_text, memory.recalled = found.text, found.episodes
+            memory.asked, memory.recall_error = found.asked, found.error
         # after recall: by then the message's vector is there (recall overlaps its embedding
         # with the reads that need none); without recall it is embedded only for a person
         # with statements
@@ -333,26 +333,25 @@ class Brain:
             entry, conversation = row, None
             if kind.conversational:
                 conversation = conversations.resolve(
-                    session, ctx.sent_history, ctx.now, ctx.conversation, person=ctx.person
+                    Scope(ctx.person, session), ctx.sent_history, ctx.now, ctx.conversation
                 )
                 key = None
                 if completion is not None:  # what the next turn's history will be
                     reply: Message = {"role": "assistant", "content": completion.text}
                     key = conversations.turns_key([*ctx.sent_history, question, reply])
                 entry = row._replace(subject_id=conversation.id, subject_key=key)
-            [turn_id] = self.services.audit.append_many(session, [entry], person=ctx.person)
+            [turn_id] = self.services.audit.append_many(Scope(ctx.person, session), [entry])
             if conversation is not None and completion is not None:
                 conversations.record_turn(session, conversation, turn_id, ctx.now)
             if ctx.recall_error:
                 self.services.audit.append_many(
-                    session,
+                    Scope(ctx.person, session),
                     [
                         audit.AuditEntry(
                             audit.RECALL_FAILED,
                             {"error": ctx.recall_error, "turn_audit_id": turn_id},
                         )
                     ],
-                    person=ctx.person,
                 )
             # Only an answered turn counts as a recall: a failed one (and a client's automatic
             # retries of it) must not raise an episode's weight (issue #13). Its row still
@@ -360,11 +359,10 @@ class Brain:
             # turn began.
             if ctx.recalled and completion is not None and not ctx.tail:
                 self.services.episodes.record_recalls(
-                    session,
+                    Scope(ctx.person, session),
                     ctx.recalled,
                     now=ctx.now,
                     context={"turn_audit_id": turn_id},
-                    person=ctx.person,
                 )
             return int(turn_id), (conversation.key if conversation else None)
 
@@ -395,14 +393,13 @@ class Brain:
 
         def write(session: Session) -> int:
             audit.serialise_appends(session)
-            [turn_id] = self.services.audit.append_many(session, [row], person=ctx.person)
+            [turn_id] = self.services.audit.append_many(Scope(ctx.person, session), [row])
             if ctx.recalled and not ctx.tail:
                 self.services.episodes.record_recalls(
-                    session,
+                    Scope(ctx.person, session),
                     ctx.recalled,
                     now=ctx.now,
                     context={"turn_audit_id": turn_id},
-                    person=ctx.person,
                 )
             return int(turn_id)
 
@@ -440,7 +437,7 @@ class Brain:
 
         def write(session: Session) -> int:
             audit.serialise_appends(session)
-            [row_id] = self.services.audit.append_many(session, [entry], person=ctx.person)
+            [row_id] = self.services.audit.append_many(Scope(ctx.person, session), [entry])
             return int(row_id)
 
         return self.services.db.write_retrying(write)

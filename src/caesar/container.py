@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from caesar.db.engine import Database
     from caesar.embeddings import EmbedderHandle
     from caesar.gateway import Gateway
-    from caesar.memory.episodes.recall import EpisodeMemory
     from caesar.memory.facts.store import FactsStore
+    from caesar.memory.recall.episodes import EpisodeMemory
     from caesar.memory.semantic import SemanticMemory
     from caesar.memory.standing.store import StandingStore
     from caesar.readiness import Readiness

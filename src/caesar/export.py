@@ -35,6 +35,7 @@ from caesar.clock import utcnow
 from caesar.db.engine import BUSY_TIMEOUT_MS, Database
 from caesar.db.models import AuditLog, EpisodeSummary, Fact
 from caesar.errors import CaesarError, InputError
+from caesar.memory.scope import Scope
 
 EXPORT_FORMAT = 1
 BATCH = 500
@@ -59,7 +60,9 @@ class ExportCounts:
         return {"fact": self.facts, "episode": self.episodes, "audit": self.audit}
 
 
-def _counts(session: Session, person: int) -> ExportCounts:
+def _counts(scope: Scope) -> ExportCounts:
+    session, person = scope.session, scope.person
+
     def count(model: Any, *where: Any) -> int:
         mine = select(func.count()).select_from(model).where(model.person_id == person, *where)
         return int(session.scalar(mine) or 0)
@@ -130,7 +133,8 @@ def audit_record(a: AuditLog) -> dict[str, Any]:
     }
 
 
-def _facts(session: Session, person: int) -> Iterator[dict[str, Any]]:
+def _facts(scope: Scope) -> Iterator[dict[str, Any]]:
+    session, person = scope.session, scope.person
     last = 0
     while True:
         batch = session.scalars(
@@ -147,8 +151,9 @@ def _facts(session: Session, person: int) -> Iterator[dict[str, Any]]:
         session.expunge_all()
 
 
-def _episodes(session: Session, with_embeddings: bool, person: int) -> Iterator[dict[str, Any]]:
+def _episodes(scope: Scope, with_embeddings: bool) -> Iterator[dict[str, Any]]:
     # Without embeddings the (large) vector columns are never even read.
+    session, person = scope.session, scope.person
     columns = (*_EPISODE_COLUMNS, EpisodeSummary.embedding) if with_embeddings else _EPISODE_COLUMNS
     last = 0
     while True:
@@ -165,7 +170,8 @@ def _episodes(session: Session, with_embeddings: bool, person: int) -> Iterator[
         last = batch[-1].id
 
 
-def _audit(session: Session, person: int) -> Iterator[dict[str, Any]]:
+def _audit(scope: Scope) -> Iterator[dict[str, Any]]:
+    session, person = scope.session, scope.person
     last = 0
     while True:
         batch = session.scalars(
@@ -197,10 +203,8 @@ class Export:
 
     def __enter__(self) -> Self:
         self._session = self._stack.enter_context(self.db.read())
-        if not self.db.is_sqlite:
-            # One snapshot for every statement of the export (SQLite's read transaction is one already).
-            self._session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-        self.counts = _counts(self._session, self.person)
+        self.db.snapshot(self._session)  # one snapshot for every statement of the export
+        self.counts = _counts(Scope(self.person, self._session))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -221,9 +225,9 @@ class Export:
         if self._session is None:
             raise RuntimeError("use `with Export(db) as export:` before reading records")
         yield self.header()
-        yield from _facts(self._session, self.person)
-        yield from _episodes(self._session, self.with_embeddings, self.person)
-        yield from _audit(self._session, self.person)
+        yield from _facts(Scope(self.person, self._session))
+        yield from _episodes(Scope(self.person, self._session), self.with_embeddings)
+        yield from _audit(Scope(self.person, self._session))
 
 
 def write_jsonl(

@@ -28,6 +28,7 @@ from caesar.clock import to_naive_utc, utcnow
 from caesar.db.models import AuditLog
 from caesar.errors import InputError
 from caesar.memory import conversations
+from caesar.memory.scope import Scope
 
 if TYPE_CHECKING:
     from caesar.container import Container
@@ -228,12 +229,11 @@ def _write_batch(
                 report.audit_ids.append(existing[digest])
                 continue
             row_id = conversations.add_finished(
-                session,
+                Scope(person, session),
                 services.audit,
                 chat_payload(conversation, digest),
                 conversation.created_at,
                 subject_key=digest,
-                person=person,
             )
             existing[digest] = row_id
             report.imported += 1

@@ -40,9 +40,12 @@ from caesar.errors import CaesarError
 from caesar.importer import import_conversations
 from caesar.memory import conversations
 from caesar.memory import forget as forgetting
-from caesar.memory.context.build import TurnMemory, facts_for_prompt, preview, standing_for_prompt
+from caesar.memory.context.build import facts_for_prompt, standing_for_prompt
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
 from caesar.memory.forget import ForgetRequest, forget
+from caesar.memory.recall.hits import TurnMemory
+from caesar.memory.recall.pipeline import preview
+from caesar.memory.scope import Scope
 from caesar.memory.standing import kinds
 from caesar.memory.standing.store import MAX_TEXT as MAX_STATEMENT
 from caesar.named_time import asked_json
@@ -114,7 +117,7 @@ class _Calls:
             try:
                 with self.services.db.write() as session:
                     self.services.audit.append(
-                        session, audit.MCP_TOOL_CALLED, row, subject_key=tool, person=self.person
+                        Scope(self.person, session), audit.MCP_TOOL_CALLED, row, subject_key=tool
                     )
             except Exception:  # noqa: BLE001 - the call's own outcome stands; the log says it
                 log.exception("mcp: could not audit a call of %s", tool)
@@ -125,7 +128,7 @@ def _conversation_ids(
 ) -> dict[int, int | None]:
     """chat row id → its conversation."""
     with services.db.read() as session:
-        return audit.subjects(session, audit_ids, person=person)
+        return audit.subjects(Scope(person, session), audit_ids)
 
 
 def _episodes_json(services: Container, found: list[Any], person: int) -> list[dict[str, Any]]:
@@ -186,9 +189,8 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
         with calls("recall", {"text": text, "top_k": top_k}) as touched:
             now = utcnow()
             overrides = {"top_k": top_k} if top_k else {}
-            found = preview(
-                services.episodes, recall_settings, text, now, person=person, **overrides
-            )
+            with services.episodes.reading(person, now) as scope:
+                found = preview(services.episodes, scope, recall_settings, text, **overrides)
             inject = services.settings.memory.facts_inject
             facts = facts_for_prompt(services.facts, inject, now, person=person).facts
             memories = _memories_for(services, text, now, person)
@@ -215,16 +217,16 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
         (auto-recall's threshold and age limit off), best first, with their conversation ids
         (what `forget` takes). Read-only."""
         with calls("search", {"query": query, "top_k": top_k}) as touched:
-            found = preview(
-                services.episodes,
-                recall_settings,
-                query,
-                utcnow(),
-                person=person,
-                top_k=top_k,
-                similarity_threshold=None,
-                max_age_days=None,
-            )
+            with services.episodes.reading(person, utcnow()) as scope:
+                found = preview(
+                    services.episodes,
+                    scope,
+                    recall_settings,
+                    query,
+                    top_k=top_k,
+                    similarity_threshold=None,
+                    max_age_days=None,
+                )
             touched["episodes"] = [e.episode_id for e in found]
             return {"conversations": _episodes_json(services, found, person)}
 
@@ -349,7 +351,7 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
         turns, summary and how it opened. Read-only."""
         with calls("list_conversations", {"matching": matching, "limit": limit}) as touched:
             with services.db.read() as session:
-                listed = forgetting.listed(session, matching=matching, limit=limit, person=person)
+                listed = forgetting.listed(Scope(person, session), matching=matching, limit=limit)
             touched["conversations"] = len(listed)
             return {"conversations": [c.as_json() for c in listed]}
 
@@ -419,7 +421,7 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
     def episodes_resource() -> str:
         """The 20 most recent past conversations: id, dates, turns, summary."""
         with services.db.read() as session:
-            listed = conversations.recent(session, None, 20, person=person)
+            listed = conversations.recent(Scope(person, session), None, 20)
         return json.dumps([c.as_json() for c in listed], ensure_ascii=False)
 
     return server

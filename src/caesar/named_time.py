@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
-from caesar.memory.render import local
 from caesar.memory.recall.question import Asked
+from caesar.memory.render import local
 
 TIME_ONLY = "the span's conversations, newest first"
 GATHERS = "every matching conversation, compactly"

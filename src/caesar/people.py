@@ -39,6 +39,7 @@ from caesar.db.models import (
     SemanticChunk,
 )
 from caesar.errors import InputError, NotFound
+from caesar.memory.scope import Scope
 
 OWNER_NAME = "owner"  # what migration 0008 names the owner
 MAX_NAME = 100
@@ -356,10 +357,9 @@ def _record(
 ) -> None:
     # The owner manages people: the owner acted, whoever the row is about.
     audit_log.append(
-        session,
+        Scope(owner(session).id, session),
         event_type,
         {"person_id": person.id, **payload},
         subject_id=person.id,
         subject_key=person.name,
-        person=owner(session).id,
     )

@@ -22,15 +22,16 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from croniter import croniter  # type: ignore[import-untyped]
-from sqlalchemy import func, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy import func, select
 
 from caesar import audit
 from caesar.brain import Brain, TurnResult, proactive_kind
 from caesar.clock import utcnow
 from caesar.config import ProactiveSettings
+from caesar.db.engine import transaction_lock
 from caesar.db.models import AuditLog
 from caesar.errors import CaesarError, NotFound, ProviderError
+from caesar.memory.scope import Scope
 from caesar.workers import Worker
 
 if TYPE_CHECKING:
@@ -67,8 +68,9 @@ def next_run(spec: ProactiveSettings, last_run: datetime | None, since: datetime
     return croniter(spec.cron, base).get_next(datetime)  # type: ignore[no-any-return]
 
 
-def last_runs(session: Session, names: Iterable[str], *, person: int) -> dict[str, datetime]:
+def last_runs(scope: Scope, names: Iterable[str]) -> dict[str, datetime]:
     """When each of `names` last ran as `person`."""
+    session, person = scope.session, scope.person
     rows = session.execute(
         select(AuditLog.subject_key, func.max(AuditLog.created_at))
         .where(
@@ -96,11 +98,10 @@ def run_proactive(
     except CaesarError as exc:
         with services.db.write() as session:
             services.audit.append(
-                session,
+                Scope(person, session),
                 audit.PROACTIVE_FAILED,
                 {"proactive": name, "error": str(exc)[:1000], "error_type": type(exc).__name__},
                 subject_key=name,
-                person=person,
             )
         raise
 
@@ -135,7 +136,7 @@ class ProactiveScheduler(Worker):
         server's settings, which the owner keeps)."""
         owner = self.services.owner_id()
         with self.db.read() as session:
-            last = last_runs(session, [s.name for s in self.specs], person=owner)
+            last = last_runs(Scope(owner, session), [s.name for s in self.specs])
         return [
             (s, last.get(s.name), next_run(s, last.get(s.name), self.started_at))
             for s in self.specs
@@ -143,20 +144,17 @@ class ProactiveScheduler(Worker):
 
     def _claim(self, spec: ProactiveSettings, now: datetime) -> bool:
         with self.db.write() as session:
-            if not self.db.is_sqlite:
-                key = zlib.crc32(f"caesar.proactive:{spec.name}".encode())
-                session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+            transaction_lock(session, zlib.crc32(f"caesar.proactive:{spec.name}".encode()))
             owner = self.services.owner_id()
-            last = last_runs(session, [spec.name], person=owner).get(spec.name)
+            last = last_runs(Scope(owner, session), [spec.name]).get(spec.name)
             if next_run(spec, last, self.started_at) > now:
                 return False  # another process ran it since we looked
             self.services.audit.append(
-                session,
+                Scope(owner, session),
                 PROACTIVE_STARTED,
                 {"proactive": spec.name},
                 subject_key=spec.name,
                 created_at=now,
-                person=owner,
             )
             return True
 

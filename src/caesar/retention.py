@@ -30,6 +30,7 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Conversation, EpisodeSummary, Fact, SemanticChunk
 from caesar.memory.engine import window_keywords
+from caesar.memory.scope import Scope
 from caesar.workers import Worker
 
 if TYPE_CHECKING:
@@ -119,11 +120,11 @@ class RetentionWorker(Worker):
                 )
                 if i is not None
             ]
-            window_keywords.forget_windows(session, episode_ids)
+            window_keywords.forget_windows(self.services.episodes.backend, session, episode_ids)
             session.execute(delete(AuditLog).where(AuditLog.id.in_(ids)))
             conversations_swept = _drop_emptied(session, conversation_ids)
             self.audit.append(
-                session,
+                Scope(self.services.owner_id(), session),
                 audit.RETENTION_SWEPT,
                 {
                     "audit_rows": len(ids),
@@ -135,7 +136,7 @@ class RetentionWorker(Worker):
                     "cutoff": cutoff.isoformat(),
                     "ttl_days": self.services.settings.retention.ttl_days,
                 },
-                person=self.services.owner_id(),  # the server's own sweep, for everyone
+                # the server's own sweep, for everyone
             )
         # This process's indexes drop them now; other processes find them missing on search.
         self.services.episodes.forget(episode_ids)

@@ -28,6 +28,7 @@ from caesar.clock import utcnow
 from caesar.db.engine import UNAVAILABLE, outage
 from caesar.db.models import AuditLog
 from caesar.errors import CaesarError
+from caesar.memory.scope import Scope
 
 if TYPE_CHECKING:
     from caesar.container import Container
@@ -185,14 +186,14 @@ def _audit_crash(worker: Worker, exc: BaseException) -> None:
     try:
         with services.db.write() as session:
             services.audit.append(
-                session,
+                Scope(services.owner_id(), session),
                 audit.WORKER_CRASHED,
                 {
                     "worker": worker.name,
                     "error": f"{type(exc).__name__}: {exc}"[:2000],
                     "traceback": traceback.format_exc()[-4000:],
                 },
-                person=services.owner_id(),  # the server's own row
+                # the server's own row
             )
     except Exception:  # the database itself may be what failed; the log line remains
         log.exception("%s: could not audit the crash", worker.name)

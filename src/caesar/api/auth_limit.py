@@ -32,6 +32,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from caesar import audit
 from caesar.config import AuthFailureSettings, Settings
+from caesar.memory.scope import Scope
 from caesar.services import Services
 
 log = logging.getLogger(__name__)
@@ -152,11 +153,10 @@ def audit_lockout(services: Services, address: str, locked: AuthLocked, via: str
         with services.db.write() as session:
             # the server's own row: the guesser is nobody's person
             services.audit.append(
-                session,
+                Scope(services.owner_id(), session),
                 audit.AUTH_LIMITED,
                 payload,
                 subject_key=address,
-                person=services.owner_id(),
             )
     except SQLAlchemyError:
         log.exception("could not write the auth.limited audit row for %s", payload)

@@ -23,6 +23,7 @@ from caesar.api.deps import ServicesDep
 from caesar.api.turn_memory import read_turn_memory
 from caesar.errors import InputError, NotFound
 from caesar.memory.render import SPEAKERS
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns
 
 if TYPE_CHECKING:
@@ -86,12 +87,12 @@ def references(row: AuditLog) -> list[tuple[str, int]]:
     return unique
 
 
-def _resolve(session: Any, rows: list[AuditLog], person: int) -> dict[int, list[dict[str, Any]]]:
+def _resolve(scope: Scope, rows: list[AuditLog]) -> dict[int, list[dict[str, Any]]]:
     """Each row's references with the event type they point at (None: swept by retention, or
     not `person`'s)."""
     refs = {row.id: references(row) for row in rows}
     targets = (target for pairs in refs.values() for _l, target in pairs)
-    types = audit.types_of(session, targets, person=person)
+    types = audit.types_of(scope, targets)
     return {
         row_id: [
             {"label": label, "id": target, "event_type": types.get(target)}
@@ -117,16 +118,15 @@ def audit_page(
     event_type, q = event_type or None, (q or "").strip() or None
     with services.db.read() as session:
         rows, has_newer, has_older = audit.timeline(
-            session,
-            person=viewer.person,
+            Scope(viewer.person, session),
             event_type=event_type,
             search=q,
             before_id=before_id,
             after_id=after_id,
             limit=limit,
         )
-        refs = _resolve(session, rows, viewer.person)
-        types = audit.event_types(session, person=viewer.person)
+        refs = _resolve(Scope(viewer.person, session), rows)
+        types = audit.event_types(Scope(viewer.person, session))
     size = limit if limit != PAGE_SIZE else None
     here = "/dashboard/audit"
     context = {
@@ -157,11 +157,11 @@ def audit_row(
     audit_id: Annotated[int, FastAPIPath(ge=1, le=MAX_ID)],
 ) -> Response:
     with services.db.read() as session:
-        row = audit.get(session, audit_id, person=viewer.person)
+        row = audit.get(Scope(viewer.person, session), audit_id)
         if row is None:
             raise NotFound(f"no audit row #{audit_id} (it may have been swept by retention)")
-        refs = _resolve(session, [row], viewer.person)[row.id]
-        derived = audit.about(session, audit_id, _DERIVED, person=viewer.person)
+        refs = _resolve(Scope(viewer.person, session), [row])[row.id]
+        derived = audit.about(Scope(viewer.person, session), audit_id, _DERIVED)
         remembered = read_turn_memory(session, row)
     payload = row.payload if isinstance(row.payload, dict) else {}
     context = {

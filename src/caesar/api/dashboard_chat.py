@@ -48,6 +48,7 @@ from caesar.db.engine import UNAVAILABLE, outage
 from caesar.errors import CaesarError, InputError, NotFound
 from caesar.memory import conversations
 from caesar.memory.render import SPEAKERS
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns
 from caesar.services import Services
 
@@ -100,16 +101,16 @@ def _chat_page(
 ) -> Response:
     person = viewer.person
     with services.db.read() as session:
-        listed = conversations.recent(session, limit=LISTED, person=person)
+        listed = conversations.recent(Scope(person, session), limit=LISTED)
         current = None
         turns: list[dict[str, Any]] = []
         if conversation_id is not None:
-            found = conversations.recent(session, [conversation_id], 1, person=person)
+            found = conversations.recent(Scope(person, session), [conversation_id], 1)
             if not found:
                 raise NotFound(f"no conversation #{conversation_id} (it may have been forgotten)")
             current = found[0]
-            turns = _turns(session, conversation_id, person)
-        forgotten = forgotten_row(session, forgot, person)
+            turns = _turns(Scope(person, session), conversation_id)
+        forgotten = forgotten_row(Scope(person, session), forgot)
     context = {
         "conversations": listed,
         "conversation": current,
@@ -125,12 +126,13 @@ def _chat_page(
     return page(request, viewer, "chat.html", context, headers=SCRIPTED_HEADERS)
 
 
-def _turns(session: Session, conversation_id: int, person: int) -> list[dict[str, Any]]:
+def _turns(scope: Scope, conversation_id: int) -> list[dict[str, Any]]:
     """The conversation's turns (its latest row holds them all), each reply with the memory
     panel of the row that answered it. A reply with no row of its own (an imported
     conversation's, or one shared with the conversation it forked from) has none, nor has one
     whose row kept no record of its prompt's memory (an import's)."""
-    rows = conversations.turn_rows(session, conversation_id, person=person)
+    session = scope.session
+    rows = conversations.turn_rows(scope, conversation_id)
     # where each row's reply sits in the transcript: after the turns it was sent
     answered = {len(conversation_turns(r.payload)) - 1: r for r in rows}
     transcript = conversation_turns(rows[-1].payload) if rows else []
@@ -150,7 +152,7 @@ def _panel(session: Session, row: AuditLog) -> dict[str, Any]:
     chats = [
         p["audit_log_id"] for p in remembered.recalled if isinstance(p.get("audit_log_id"), int)
     ]
-    conversation_of = audit.subjects(session, chats, person=row.person_id)
+    conversation_of = audit.subjects(Scope(row.person_id, session), chats)
     memory = remembered.memory or {}
     named = memory.get("episodes_recalled")
     recalled = [
@@ -180,7 +182,7 @@ def turn_memory(
     """The panel of one answered turn, alone: what the chat page's script puts beside a reply
     it has just streamed."""
     with services.db.read() as session:
-        row = audit.get(session, audit_id, person=viewer.person)
+        row = audit.get(Scope(viewer.person, session), audit_id)
         if row is None or row.event_type != audit.CHAT_COMPLETED:
             raise NotFound(f"no answered chat turn #{audit_id}")
         panel = _panel(session, row)
@@ -207,7 +209,7 @@ def send(
     key: str | None = uuid.uuid4().hex  # a new conversation, named before its first turn
     if conversation_id is not None:
         with services.db.read() as session:
-            key = conversations.key_of(session, conversation_id, person=viewer.person)
+            key = conversations.key_of(Scope(viewer.person, session), conversation_id)
         if key is None:
             raise NotFound(f"no conversation #{conversation_id} (it may have been forgotten)")
     # Named, and no history sent: the conversation's own turns are the history.
@@ -222,7 +224,7 @@ def send(
 
 def _conversation_of(services: Services, audit_id: int, person: int) -> int | None:
     with services.db.read() as session:
-        row = audit.get(session, audit_id, person=person)
+        row = audit.get(Scope(person, session), audit_id)
         return row.subject_id if row is not None else None
 
 
@@ -230,7 +232,7 @@ def _conversation_named(services: Services, key: str | None, person: int) -> int
     if key is None:
         return None
     with services.db.read() as session:
-        return conversations.id_of(session, key, person=person)
+        return conversations.id_of(Scope(person, session), key)
 
 
 def _event(kind: str, **data: Any) -> str:

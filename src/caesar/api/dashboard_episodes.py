@@ -31,19 +31,18 @@ from caesar.api.dashboard_session import FormViewerDep, ViewerDep
 from caesar.api.deps import ServicesDep
 from caesar.memory.episodes.listing import Cursor, list_episodes
 from caesar.memory.forget import ForgetRequest, forget
+from caesar.memory.scope import Scope
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from caesar.db.models import AuditLog
 
 router = APIRouter(route_class=HtmlErrors)
 
 
-def forgotten_row(session: Session, audit_id: int | None, person: int) -> AuditLog | None:
+def forgotten_row(scope: Scope, audit_id: int | None) -> AuditLog | None:
     """The memory.forgotten row a page was sent back with (`?forgot=`), to say what went; None
     for any other row (another person's too), so a tampered id says nothing."""
-    row = audit.get(session, audit_id, person=person)
+    row = audit.get(scope, audit_id)
     return row if row is not None and row.event_type == audit.MEMORY_FORGOTTEN else None
 
 
@@ -61,14 +60,13 @@ def episodes_page(
     q = (q or "").strip() or None
     with services.db.read() as session:
         found = list_episodes(
-            session,
+            Scope(viewer.person, session),
             search=q,
             before=Cursor.decode(before) if before else None,
             after=Cursor.decode(after) if after else None,
             limit=limit,
-            person=viewer.person,
         )
-        forgotten = forgotten_row(session, forgot, viewer.person)
+        forgotten = forgotten_row(Scope(viewer.person, session), forgot)
     size = limit if limit != PAGE_SIZE else None
     here = "/dashboard/episodes"
     context = {

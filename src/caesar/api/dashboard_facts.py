@@ -39,12 +39,11 @@ from caesar.api.deps import ServicesDep
 from caesar.api.routes_standing import MAX_RAW_TEXT
 from caesar.errors import InputError, NotFound
 from caesar.memory.forget import ForgetRequest, delete_fact, existing_conversations, forget
+from caesar.memory.scope import Scope
 from caesar.memory.standing import kinds
 from caesar.services import Services
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
     from caesar.db.models import AuditLog
     from caesar.memory.standing.store import StandingMemory
 
@@ -98,9 +97,9 @@ def parse_ids(text: str, field: str) -> list[int]:
     return sorted(ids)
 
 
-def _still_there(session: Session, ids: list[int], person: int) -> list[int]:
+def _still_there(scope: Scope, ids: list[int]) -> list[int]:
     """Those of `ids` of `person`'s not yet forgotten (or swept by retention)."""
-    return existing_conversations(session, ids, person=person) if ids else []
+    return existing_conversations(scope, ids) if ids else []
 
 
 def _gone(ids: list[int]) -> str:
@@ -125,8 +124,8 @@ def facts_page(
     ids = parse_ids(learned_from, "learned_from") if deleted and learned_from else []
     with services.db.read() as session:
         # a reload after forgetting them offers nothing
-        there = _still_there(session, ids, viewer.person)
-        forgotten = forgotten_row(session, forgot, viewer.person)
+        there = _still_there(Scope(viewer.person, session), ids)
+        forgotten = forgotten_row(Scope(viewer.person, session), forgot)
     offer = Offer(deleted, there, len(there) + (more or 0)) if deleted and there else None
     notice = f"Saved {saved}." if saved else f"Deleted {deleted}." if deleted else None
     return _facts(
@@ -162,9 +161,8 @@ def _facts(
     with services.db.read() as session:
         # the conversation each was said in (its chat row's), for those still there
         said_in = audit.subjects(
-            session,
+            Scope(viewer.person, session),
             [m.source_audit_id for m in memories if m.source_audit_id],
-            person=viewer.person,
         )
     context = {
         "memory_groups": [
@@ -234,7 +232,7 @@ def forget_sources_form(
     if not ids:
         raise InputError("conversation_ids: say which conversations to forget")
     with services.db.read() as session:
-        there = _still_there(session, ids, viewer.person)
+        there = _still_there(Scope(viewer.person, session), ids)
     try:
         if not there:
             raise NotFound(_gone(ids))

@@ -28,6 +28,7 @@ from caesar import people
 from caesar.api.auth_limit import AuthLocked, audit_lockout, client_address, limiter_of
 from caesar.brain import Brain
 from caesar.errors import InputError
+from caesar.memory.engine import upkeep
 from caesar.services import Services
 
 log = logging.getLogger("caesar.people")
@@ -116,8 +117,8 @@ def frontend_person(services: Services, headers: Mapping[str, str]) -> int:
                 session, services.audit, user, names, auto_create=config.auto_create
             )
             person = None if found is None else found.id
-        if made and person is not None and not services.db.is_sqlite:
-            _build_indexes_of(services, person)
+        if made and person is not None:
+            upkeep.person_added(services.db, person)
     except InputError as bad:
         raise FrontendRefused(400, str(bad)) from None
     if person is None:
@@ -127,19 +128,6 @@ def frontend_person(services: Services, headers: Mapping[str, str]) -> int:
             "[people] auto_create = true, or ask the user to be added",
         )
     return person
-
-
-def _build_indexes_of(services: Services, person: int) -> None:
-    """PostgreSQL: a new person's own search indexes (docs/household.md), built concurrently
-    after their row is committed, before their first request goes on (seconds among 1M
-    episodes, once). Should it fail, their searches use the shared indexes, with the same
-    results, and the next `caesar serve` builds what is missing."""
-    from caesar.memory.engine.pgvector_migration import build_person_indexes
-
-    try:
-        build_person_indexes(services.db, person=person)
-    except Exception:
-        log.exception("person %d's own search indexes: the build stopped", person)
 
 
 def person_of(

@@ -26,6 +26,7 @@ from caesar.errors import CaesarError, InputError, ProviderError
 from caesar.gateway import client_tasks
 from caesar.gateway.base import Generation, Message, ToolUse
 from caesar.memory import conversations
+from caesar.memory.scope import Scope
 
 log = logging.getLogger(__name__)
 router = APIRouter(dependencies=[Authenticated])
@@ -268,7 +269,7 @@ def chat_completions(
             # The headers go before the turn is written: name its conversation now, so a client
             # streaming without one is still told which it is.
             with brain.services.db.read() as session:
-                named = conversations.key_for(session, sent.history, person=person)
+                named = conversations.key_for(Scope(person, session), sent.history)
         ctx = brain.prepare(
             sent.message,
             sent.history,

@@ -18,6 +18,7 @@ from caesar.errors import NotFound
 from caesar.memory import conversations
 from caesar.memory import forget as forgetting
 from caesar.memory.forget import MAX_MATCHING_CHARS, ForgetRequest, forget
+from caesar.memory.scope import Scope
 
 router = APIRouter(dependencies=[Authenticated])
 
@@ -36,7 +37,7 @@ def list_conversations(
     a forget by filter takes before it sends it)."""
     with services.db.read() as session:
         listed = forgetting.listed(
-            session, before=_naive(before), matching=matching, limit=limit, person=person
+            Scope(person, session), before=_naive(before), matching=matching, limit=limit
         )
     return {"conversations": [c.as_json() for c in listed]}
 
@@ -48,10 +49,10 @@ def get_conversation(
     """The conversation, its episode's summary and its turns (its latest turn's row); 404 for
     one that is not the caller's."""
     with services.db.read() as session:
-        found = conversations.recent(session, [conversation_id], 1, person=person)
+        found = conversations.recent(Scope(person, session), [conversation_id], 1)
         if not found:
             raise NotFound(f"no conversation with id {conversation_id}")
-        turns = conversations.transcript_by_id(session, conversation_id, person=person)
+        turns = conversations.transcript_by_id(Scope(person, session), conversation_id)
     return {**found[0].as_json(), "messages": turns}
 
 

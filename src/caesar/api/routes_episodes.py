@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from caesar.api.deps import Authenticated, PersonDep, ServicesDep
 from caesar.memory.episodes.listing import MAX_LIMIT, Cursor, list_episodes
+from caesar.memory.scope import Scope
 
 router = APIRouter(dependencies=[Authenticated])
 
@@ -52,12 +53,11 @@ def episodes_page(
     /v1/conversations/{conversation_id}."""
     with services.db.read() as session:
         page = list_episodes(
-            session,
+            Scope(person, session),
             search=search,
             before=Cursor.decode(before) if before else None,
             after=Cursor.decode(after) if after else None,
             limit=limit,
-            person=person,
         )
     return {
         "episodes": [

@@ -11,9 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from caesar import audit
 from caesar.api.deps import Authenticated, PersonDep, ServicesDep
 from caesar.clock import to_naive_utc, utcnow
-from caesar.memory.context.build import preview
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
 from caesar.memory.forget import delete_fact as delete_fact_and_say
+from caesar.memory.recall.pipeline import preview
+from caesar.memory.scope import Scope
 from caesar.named_time import asked_json
 
 router = APIRouter(dependencies=[Authenticated])
@@ -42,7 +43,7 @@ def list_audit(
     """The caller's events after `after_id`, oldest first (newest last)."""
     with services.db.read() as session:
         rows = audit.list_events(
-            session, person=person, event_type=event_type, after_id=after_id, limit=limit
+            Scope(person, session), event_type=event_type, after_id=after_id, limit=limit
         )
         return {"events": [event_json(r) for r in rows]}
 
@@ -138,7 +139,8 @@ def recall_preview(body: RecallRequest, services: ServicesDep, person: PersonDep
         overrides["similarity_threshold"] = body.similarity_threshold
     now = to_naive_utc(body.now) if body.now else utcnow()
     settings = services.settings.memory.episodes_recall
-    episodes = preview(services.episodes, settings, body.query, now, person=person, **overrides)
+    with services.episodes.reading(person, now) as scope:
+        episodes = preview(services.episodes, scope, settings, body.query, **overrides)
     asked = services.episodes.read(body.query, now)
     return {
         "episodes": [

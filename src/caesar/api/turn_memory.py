@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from caesar import audit
 from caesar.memory.facts.store import by_keys
+from caesar.memory.scope import Scope
 from caesar.named_time import span_said
 
 if TYPE_CHECKING:
@@ -42,20 +43,18 @@ def read_turn_memory(session: Session, row: AuditLog) -> TurnMemory:
     asked = asked if isinstance(asked, Mapping) else None
     return TurnMemory(
         memory,
-        _facts_in_prompt(session, memory, row.person_id),
+        _facts_in_prompt(Scope(row.person_id, session), memory),
         in_span(_recalled_in_turn(session, row, memory), asked),
         asked,
     )
 
 
-def _facts_in_prompt(
-    session: Session, memory: dict[str, Any] | None, person: int
-) -> list[dict[str, Any]] | None:
+def _facts_in_prompt(scope: Scope, memory: dict[str, Any] | None) -> list[dict[str, Any]] | None:
     keys = memory.get("fact_keys") if memory is not None else None
     if not isinstance(keys, list):
         return None
     keys = [k for k in keys if isinstance(k, str)]
-    now = by_keys(session, keys, person=person)
+    now = by_keys(scope, keys)
     return [{"key": k, "fact": now.get(k)} for k in keys]
 
 
@@ -66,7 +65,7 @@ def _recalled_in_turn(
     record names no episode)."""
     if memory is None or not memory.get("episodes_recalled"):
         return []
-    return audit.recalled_in_turn(session, row.id, person=row.person_id)
+    return audit.recalled_in_turn(Scope(row.person_id, session), row.id)
 
 
 def _held(payload: dict[str, Any]) -> datetime | None:

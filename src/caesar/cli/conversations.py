@@ -21,6 +21,7 @@ from caesar.cli.common import (
     person,
     services,
 )
+from caesar.memory.scope import Scope
 
 conversations_app = typer.Typer(
     help="Past conversations: list them, read one (forget them with `caesar forget`).",
@@ -47,7 +48,7 @@ def list_command(
     built = services()
     with built.db.read() as session:
         listed = listed_(
-            session, before=before, matching=matching, limit=limit, person=person(built)
+            Scope(person(built), session), before=before, matching=matching, limit=limit
         )
     listing(listed, CONVERSATION_COLUMNS, wide=wide, as_json=as_json)
 
@@ -72,9 +73,9 @@ def show_command(conversation_id: int) -> None:
     built = services()
     who = person(built)
     with built.db.read() as session:
-        if conversations.key_of(session, conversation_id, person=who) is None:
+        if conversations.key_of(Scope(who, session), conversation_id) is None:
             raise NotFound(f"no conversation with id {conversation_id}")
-        turns = conversations.transcript_by_id(session, conversation_id, person=who)
+        turns = conversations.transcript_by_id(Scope(who, session), conversation_id)
     for turn in turns:
         speaker = "operator" if turn["role"] == "user" else "caesar"
         console.print(f"{speaker}: {turn['content']}", highlight=False, markup=False)

@@ -36,7 +36,7 @@ def db_backup(
     """Copy the database to PATH while caesar runs (SQLite online backup; PostgreSQL: pg_dump)."""
     db = Database(load_settings().sqlalchemy_url)
     try:
-        if not db.is_sqlite:
+        if not db.copies_itself:
             console.print(
                 "caesar does not copy a PostgreSQL database itself: use pg_dump, which takes a "
                 "consistent snapshot while caesar keeps running:\n"

@@ -66,39 +66,13 @@ def upgrade_database(settings: Settings) -> None:
     after = migrate.current_revision(db)
     url = db.engine.url.render_as_string(hide_password=True)
     console.print(f"database {url}: {before or 'empty'} → {after}", soft_wrap=True, highlight=False)
-    if not db.is_sqlite and settings.memory.episodes_recall.vector_search != "in_process":
-        from caesar.memory.engine import pgvector_migration
+    from caesar.memory.engine import upkeep
 
-        with db.read() as session:
-            status = pgvector_migration.status(session, "")
-        if not status.installed:
-            err.print(f"[yellow]warning:[/yellow] {escape(status.describe())}", highlight=False)
-        elif not status.copied:
-            console.print(
-                f"episode vectors: up to {status.left:,} to copy into pgvector; `caesar serve` "
-                "copies them in the background (recall goes on meanwhile), or run "
-                "`caesar db vectors`",
-                highlight=False,
-            )
-    if not db.is_sqlite:
-        from caesar.memory.engine import pg_words
-
-        with db.read() as session:
-            words = pg_words.status(session)
-            uncounted = len(pg_words.uncounted(session))
-        if not words.finished:
-            console.print(
-                f"full text: {words.describe()}; `caesar serve` does it in the background "
-                "(recall goes on meanwhile), or run `caesar db words`",
-                highlight=False,
-            )
-        if uncounted:
-            console.print(
-                f"full text: the words of {uncounted:,} {'person' if uncounted == 1 else 'people'}"
-                " to count; `caesar serve` counts them in the background (recall goes on "
-                "meanwhile), or run `caesar db words`",
-                highlight=False,
-            )
+    for notice in upkeep.after_upgrade(db, settings.memory.episodes_recall.vector_search):
+        if notice.warning:
+            err.print(f"[yellow]warning:[/yellow] {escape(notice.text)}", highlight=False)
+        else:
+            console.print(notice.text, highlight=False)
     db.engine.dispose()
 
 
@@ -112,12 +86,10 @@ def db_words(
     and run again (it resumes), and chat goes on meanwhile. `caesar serve` does the same in the
     background once ready."""
     from caesar.db import Database
-    from caesar.errors import ConfigError
-    from caesar.memory.engine import pg_words
+    from caesar.memory.engine import pg_words, upkeep
 
     db = Database(load_settings().sqlalchemy_url)
-    if db.is_sqlite:
-        raise ConfigError("caesar db words is for PostgreSQL; SQLite's words are FTS5's already")
+    upkeep.require_postgresql(db, "caesar db words", "SQLite's words are FTS5's already")
 
     def say(line: str) -> None:
         err.print(line, highlight=False, markup=False, soft_wrap=True)
@@ -148,12 +120,11 @@ def db_vectors(
     HNSW index (and, in a household, each person's own indexes), with progress; safe to stop
     and run again (it resumes), and chat goes on meanwhile. `caesar serve` does the same in
     the background after its warm-up."""
-    from caesar.errors import ConfigError
     from caesar.memory.engine import pgvector_migration as migration
+    from caesar.memory.engine import upkeep
 
     built = services()
-    if built.db.is_sqlite:
-        raise ConfigError("caesar db vectors is for PostgreSQL; on SQLite recall needs nothing")
+    upkeep.require_postgresql(built.db, "caesar db vectors", "on SQLite recall needs nothing")
     model = built.embedder.get().model_id
     dimension = built.episodes.embed_query("dimension").shape[-1]
 
@@ -341,9 +312,7 @@ def _warm(built: Container, when_ready: Callable[[], object] | None = None) -> N
         when_ready()
     if built.settings.semantic.enabled:
         _migrate_vectors(built)
-    if not built.db.is_sqlite:
-        _reindex_words(built)
-        _person_indexes(built)
+    _catch_up(built)
 
 
 def _warm_chat_model(built: Container) -> None:
@@ -401,36 +370,14 @@ def _migrate_vectors(built: Container) -> None:
         )
 
 
-def _person_indexes(built: Container) -> None:
-    """PostgreSQL: a household's people's own indexes that are missing (an upgraded household,
-    a build stopped half-way), built concurrently while chat goes on."""
-    from caesar.memory.engine.pgvector_migration import build_person_indexes, progress_log
+def _catch_up(built: Container) -> None:
+    """Ready and serving: what the database's engine has left to do in the background
+    (memory/engine/upkeep.py: PostgreSQL's words and people's own indexes; nothing on SQLite)."""
+    from caesar.memory.engine import upkeep
 
-    log = logging.getLogger("caesar.vectors")
     # beside the current embedding model's index only (loaded by the warm-up), not old ones'
     model = built.episodes.backend.model_id if built.settings.semantic.enabled else None
-    try:
-        build_person_indexes(built.db, progress_log(log.info), model=model)
-    except Exception:
-        log.exception("the people's own indexes: the build stopped; the next start resumes it")
-
-
-def _reindex_words(built: Container) -> None:
-    """Ready and serving: index the full text written before migration 0015 again under FTS5's
-    words (PostgreSQL), recall reading the older words until it is; then count the words of
-    the people who had episodes before migration 0016 (their keyword counts read the index
-    until then)."""
-    from caesar.memory.engine import pg_words
-
-    log = logging.getLogger("caesar.words")
-    try:
-        pg_words.reindex(built.db, progress=pg_words.progress_log(log.info))
-        pg_words.count_words(built.db, progress=pg_words.counting_log(log.info))
-    except Exception:
-        log.exception(
-            "full text: indexing again under FTS5's words stopped (recall goes on); the next "
-            "start resumes it, or run `caesar db words`"
-        )
+    upkeep.catch_up(built.db, model)
 
 
 # -- chat -------------------------------------------------------------------------------------
@@ -622,7 +569,7 @@ def recall(
     and the excerpts of each conversation that would reach the prompt. First, the span of time QUERY
     names on your clock (`timezone`), if any, and whether it gathers across conversations."""
     from caesar.clock import utcnow
-    from caesar.memory.context.build import preview
+    from caesar.memory.recall.pipeline import preview
     from caesar.memory.render import SPEAKERS, time_anchor
     from caesar.named_time import asked_json, describe, span_said
 
@@ -636,7 +583,8 @@ def recall(
     moment = now or utcnow()
     built = services()
     settings = built.settings.memory.episodes_recall
-    episodes = preview(built.episodes, settings, query, moment, person=person(built), **overrides)
+    with built.episodes.reading(person(built), moment) as scope:
+        episodes = preview(built.episodes, scope, settings, query, **overrides)
     zone = built.episodes.zone
     asked = asked_json(built.episodes.read(query, moment), zone)
     if as_json:
@@ -713,7 +661,9 @@ def episodes_reembed(
     def show(done: int, total: int) -> None:
         err.print(f"re-embedded {done}/{total}", highlight=False)
 
-    report = reembed(built.db, embedder, batch_size=batch_size, progress=show)
+    report = reembed(
+        built.db, embedder, built.episodes.backend, batch_size=batch_size, progress=show
+    )
     console.print(
         f"re-embedded {report.done} episodes with {embedder.model_id} "
         f"({report.model_changed} were of another model)"

@@ -58,10 +58,9 @@ def add_command(name: str, as_json: JsonToken = False) -> None:
     with built.db.write() as session:
         person, token = people.add(session, built.audit, name)
         added, added_id = person.name, person.id
-    if not built.db.is_sqlite:  # their own search indexes (docs/household.md), concurrently
-        from caesar.memory.engine.pgvector_migration import build_person_indexes
+    from caesar.memory.engine import upkeep
 
-        build_person_indexes(built.db, person=added_id)
+    upkeep.person_added(built.db, added_id)  # their own search indexes (docs/household.md)
     _say_token(added, token, as_json=as_json, verb="Added")
 
 

@@ -70,12 +70,10 @@ def _recall_line(settings: Settings) -> str:
 def vector_status(settings: Settings, built: Container) -> VectorStatus | None:
     """Where the embedder's episode vectors stand in PostgreSQL; None where they are searched
     in this process by choice (SQLite, or vector_search = "in_process")."""
-    if built.db.is_sqlite or settings.memory.episodes_recall.vector_search == "in_process":
-        return None
-    from caesar.memory.engine import pgvector_migration
+    from caesar.memory.engine import upkeep
 
-    with built.db.read() as session:
-        return pgvector_migration.status(session, settings.embedder.model)
+    vector_search = settings.memory.episodes_recall.vector_search
+    return upkeep.vector_status(built.db, vector_search, settings.embedder.model)
 
 
 def _search_line(settings: Settings, status: VectorStatus | None) -> str:

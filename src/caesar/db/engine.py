@@ -152,12 +152,33 @@ class Database:
                 if held:
                     lock.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
 
+    @property
+    def copies_itself(self) -> bool:
+        """Whether `caesar db backup` copies the database itself (SQLite's online backup);
+        PostgreSQL's copy is pg_dump's."""
+        return self.is_sqlite
+
+    def snapshot(self, session: Session) -> None:
+        """Make every statement of `session`'s read transaction see one snapshot (PostgreSQL:
+        REPEATABLE READ; SQLite's read transaction is one already). Before its first
+        statement."""
+        if not self.is_sqlite:
+            session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+
     def dispose(self) -> None:
         self.engine.dispose()
 
 
 # PostgreSQL SQLSTATEs of a transaction aborted only for running beside another one.
 TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+
+
+def transaction_lock(session: Session, key: int) -> None:
+    """PostgreSQL: take the transaction-scoped advisory lock `key` (held until the
+    transaction ends, so one transaction at a time holds it). SQLite: nothing to take, it has
+    one writer at a time."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 
 def is_transient(exc: OperationalError) -> bool:

@@ -37,6 +37,7 @@ from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Conversation, EpisodeSummary
 from caesar.gateway.base import Message
 from caesar.memory.engine.sql import person_checked
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns, is_temporary
 
 KEY_PREFIX = "t:"
@@ -93,7 +94,8 @@ _TURN = (
 )
 
 
-def _new(session: Session, key: str, now: datetime, person: int) -> Ref:
+def _new(scope: Scope, key: str, now: datetime) -> Ref:
+    session, person = scope.session, scope.person
     values = {
         "key": key,
         "started_at": now,
@@ -105,12 +107,12 @@ def _new(session: Session, key: str, now: datetime, person: int) -> Ref:
     return Ref(int(new_id), key)
 
 
-def key_for(session: Session, history: Sequence[Message], *, person: int) -> str:
+def key_for(scope: Scope, history: Sequence[Message]) -> str:
     """The key a turn sending `history` (and no name) will be recorded under, decided before
     it runs: the conversation `history` continues, or a new key. A streamed reply sends its
     headers before the turn is written, so it names the conversation this way (and the turn is
     then named by it, which resolves to the same conversation)."""
-    found = _continued(session, history, person)
+    found = _continued(scope, history)
     return found.key if found else uuid.uuid4().hex
 
 
@@ -119,8 +121,9 @@ def _spoken(history: Sequence[Message]) -> bool:
     return any(t.get("role") in ("user", "assistant") for t in history)
 
 
-def _continued(session: Session, history: Sequence[Message], person: int) -> Ref | None:
+def _continued(scope: Scope, history: Sequence[Message]) -> Ref | None:
     """`person`'s conversation whose latest answered turn `history` is, if any."""
+    session, person = scope.session, scope.person
     if not _spoken(history):
         return None
     row = session.execute(_BY_TIP, {"tip": turns_key(history), "person": person}).first()
@@ -128,15 +131,11 @@ def _continued(session: Session, history: Sequence[Message], person: int) -> Ref
 
 
 def resolve(
-    session: Session,
-    history: Sequence[Message],
-    now: datetime,
-    named: str | None = None,
-    *,
-    person: int,
+    scope: Scope, history: Sequence[Message], now: datetime, named: str | None = None
 ) -> Ref:
     """`person`'s conversation a turn belongs to, created if new, in the caller's write
     transaction. `named`: the client's own conversation id, which wins over the history."""
+    session, person = scope.session, scope.person
     if named is not None:
         found = session.execute(_BY_KEY, {"key": named, "person": person}).first()
         if found is not None:
@@ -145,11 +144,11 @@ def resolve(
             # Two first turns of one named conversation at once (PostgreSQL: nothing orders
             # them): the second insert fails on the unique key, and finds the first's row.
             with session.begin_nested():
-                return _new(session, named, now, person)
+                return _new(scope, named, now)
         except IntegrityError:
             row = session.execute(_BY_KEY, {"key": named, "person": person}).one()
             return Ref(int(row.id), str(row.key))
-    return _continued(session, history, person) or _new(session, uuid.uuid4().hex, now, person)
+    return _continued(scope, history) or _new(scope, uuid.uuid4().hex, now)
 
 
 def record_turn(
@@ -172,27 +171,26 @@ def record_turn(
 
 
 def add_finished(
-    session: Session,
+    scope: Scope,
     audit_log: audit.Audit,
     payload: dict[str, Any],
     created_at: datetime,
     *,
     key: str | None = None,
     subject_key: str | None = None,
-    person: int,
 ) -> int:
     """A whole past conversation in one `chat.completed` row (`caesar import`): a conversation
     of its own, over already, so the summariser need not wait for it to go quiet. Returns the
     row's id. `subject_key`: the row's (the importer's content hash), else its `turns_key`."""
-    conversation = _new(session, key or uuid.uuid4().hex, created_at, person)
+    session = scope.session
+    conversation = _new(scope, key or uuid.uuid4().hex, created_at)
     row = audit_log.append(
-        session,
+        scope,
         audit.CHAT_COMPLETED,
         payload,
         subject_id=conversation.id,
         subject_key=subject_key or turns_key(conversation_turns(payload)),
         created_at=created_at,
-        person=person,
     )
     record_turn(session, conversation, row.id, created_at, touched_at=created_at)
     return int(row.id)
@@ -222,10 +220,9 @@ class Listed:
 OPENING_CHARS = 120
 
 
-def recent(
-    session: Session, ids: Sequence[int] | None = None, limit: int = 50, *, person: int
-) -> list[Listed]:
+def recent(scope: Scope, ids: Sequence[int] | None = None, limit: int = 50) -> list[Listed]:
     """`person`'s conversations newest first (only `ids`, if given)."""
+    session, person = scope.session, scope.person
     query = (
         select(Conversation, EpisodeSummary.summary, AuditLog.payload)
         .outerjoin(EpisodeSummary, EpisodeSummary.conversation_id == Conversation.id)
@@ -277,10 +274,9 @@ UNSUMMARISED_SPARE = 4
 
 
 def unsummarised_within(
-    session: Session,
+    scope: Scope,
     spans: Sequence[tuple[datetime, datetime]],
     *,
-    person: int,
     current: Current = NO_CURRENT,
     limit: int,
 ) -> list[Unsummarised]:
@@ -289,6 +285,7 @@ def unsummarised_within(
     at most `limit`; not `current`, the turn's own conversation, nor a temporary one. A
     conversation summarised before and continued since is not among them: its episode is
     recalled as it stands."""
+    session, person = scope.session, scope.person
     if not spans:
         return []
     c = _TABLE.c
@@ -326,8 +323,9 @@ def unsummarised_within(
     return out[:limit]
 
 
-def key_of(session: Session, conversation_id: int, *, person: int) -> str | None:
+def key_of(scope: Scope, conversation_id: int) -> str | None:
     """A conversation's key (its client's name for it), None if `person` has no such one."""
+    session, person = scope.session, scope.person
     key = session.scalar(
         select(Conversation.key).where(
             Conversation.id == conversation_id, Conversation.person_id == person
@@ -336,17 +334,19 @@ def key_of(session: Session, conversation_id: int, *, person: int) -> str | None
     return None if key is None else str(key)
 
 
-def id_of(session: Session, key: str, *, person: int) -> int | None:
+def id_of(scope: Scope, key: str) -> int | None:
     """The id of `person`'s conversation named `key`, None if there is none."""
+    session, person = scope.session, scope.person
     found = session.scalar(
         select(Conversation.id).where(Conversation.key == key, Conversation.person_id == person)
     )
     return None if found is None else int(found)
 
 
-def turn_rows(session: Session, conversation_id: int, *, person: int) -> Sequence[AuditLog]:
+def turn_rows(scope: Scope, conversation_id: int) -> Sequence[AuditLog]:
     """A conversation's answered turns (its `chat.completed` rows), oldest first; none if it
     is not `person`'s."""
+    session, person = scope.session, scope.person
     return session.scalars(
         select(AuditLog)
         .where(
@@ -358,17 +358,18 @@ def turn_rows(session: Session, conversation_id: int, *, person: int) -> Sequenc
     ).all()
 
 
-def transcript_of(session: Session, named: str, *, person: int) -> list[Message] | None:
+def transcript_of(scope: Scope, named: str) -> list[Message] | None:
     """`person`'s named conversation's turns so far (its tip's row), for a client that sends
     the id and not the history; None for a conversation caesar has not seen of theirs."""
-    return _transcript(session, Conversation.key == named, person)
+    return _transcript(scope, Conversation.key == named)
 
 
-def transcript_by_id(session: Session, conversation_id: int, *, person: int) -> list[Message]:
-    return _transcript(session, Conversation.id == conversation_id, person) or []
+def transcript_by_id(scope: Scope, conversation_id: int) -> list[Message]:
+    return _transcript(scope, Conversation.id == conversation_id) or []
 
 
-def _transcript(session: Session, which: Any, person: int) -> list[Message] | None:
+def _transcript(scope: Scope, which: Any) -> list[Message] | None:
+    session, person = scope.session, scope.person
     payload = session.scalar(
         select(AuditLog.payload)
         .join(Conversation, Conversation.tip_audit_id == AuditLog.id)

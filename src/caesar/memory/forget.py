@@ -48,9 +48,9 @@ from caesar.db.models import (
 )
 from caesar.errors import InputError, NotFound
 from caesar.memory import conversations
+from caesar.memory.engine import upkeep, window_keywords
 from caesar.memory.facts.store import normalise_key
-from caesar.memory.engine import window_keywords
-from caesar.memory.engine.sqlite import merge_person_index
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns
 
 if TYPE_CHECKING:
@@ -204,11 +204,12 @@ def _delete_in(session: Session, model: Any, ids: Sequence[int]) -> None:
         session.execute(delete(model).where(model.id.in_(batch)))
 
 
-def _scrub_values(session: Session, chats: Sequence[int], person: int) -> int:
+def _scrub_values(scope: Scope, chats: Sequence[int]) -> int:
     """Values the forgotten chats taught also sit in rows about their fact that are not about
     the chats: the operator's later delete or edit of it (`value`, `old_value`), another
     chat's update of it (`old_value`). Those values are cut out of the rows; returns how many
     rows were changed."""
+    session, person = scope.session, scope.person
     taught: dict[str, set[str]] = {}
     for batch in _batches(chats):
         for key, payload in session.execute(
@@ -311,8 +312,8 @@ def forget(services: Container, request: ForgetRequest, *, dry_run: bool = False
             return result
         # The window words first: on SQLite they are found again from the chats' text.
         for batch in _batches(episodes):
-            window_keywords.forget_windows(session, batch)
-        result.scrubbed_audit_rows = _scrub_values(session, chats, request.person)
+            window_keywords.forget_windows(services.episodes.backend, session, batch)
+        result.scrubbed_audit_rows = _scrub_values(Scope(request.person, session), chats)
         _delete_in(session, EpisodeSummary, episodes)
         _delete_in(session, SemanticChunk, chunks)
         _delete_in(session, Fact, facts)
@@ -321,19 +322,16 @@ def forget(services: Container, request: ForgetRequest, *, dry_run: bool = False
         _delete_in(session, Conversation, conversations)
         _delete_in(session, AuditLog, chats)
         row = services.audit.append(
-            session,
+            Scope(request.person, session),
             audit.MEMORY_FORGOTTEN,
             {**result.as_json(), "request": request.as_audit()},
-            person=request.person,
         )
         result.audit_id = row.id
         removed_episodes, removed_chunks = episodes, chunks
-        if services.db.is_sqlite:
-            merge_person_index(session, request.person)
+        upkeep.compact_words(Scope(request.person, session))
     services.episodes.forget(removed_episodes)
     services.semantic.forget(removed_chunks)
-    if services.db.is_sqlite:
-        checkpoint_wal(services)
+    upkeep.after_forget(services.db)
     log.info(
         "forgot %d conversation(s): %d chat rows, %d episodes, %d facts",
         len(result.conversation_ids),
@@ -344,16 +342,9 @@ def forget(services: Container, request: ForgetRequest, *, dry_run: bool = False
     return result
 
 
-def checkpoint_wal(services: Container) -> None:
-    """Copy the WAL into the database file and truncate it: the WAL holds the old pages."""
-    with services.db.engine.connect() as connection:
-        busy, _log, _done = connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").one()
-        if busy:
-            log.warning("forget: the WAL checkpoint was blocked by a reader; it completes later")
-
-
-def existing_conversations(session: Session, ids: Sequence[int], *, person: int) -> list[int]:
+def existing_conversations(scope: Scope, ids: Sequence[int]) -> list[int]:
     """Those of `ids` that are `person`'s and still there (not forgotten or swept since)."""
+    session, person = scope.session, scope.person
     return sorted(
         _ids_in(
             session,
@@ -365,9 +356,10 @@ def existing_conversations(session: Session, ids: Sequence[int], *, person: int)
     )
 
 
-def fact_sources(session: Session, key: str, *, person: int) -> list[int]:
+def fact_sources(scope: Scope, key: str) -> list[int]:
     """The conversations `person`'s fact was learned from (its extracted / updated rows'
     chats)."""
+    session, person = scope.session, scope.person
     chats = select(AuditLog.subject_id).where(
         AuditLog.event_type.in_((audit.FACT_EXTRACTED, audit.FACT_UPDATED)),
         AuditLog.subject_key == key,
@@ -395,12 +387,12 @@ def delete_fact(
     too. The one way every front end deletes a fact (API, CLI, dashboard, MCP)."""
     key = normalise_key(raw_key)
     with services.db.read() as session:
-        sources = fact_sources(session, key, person=person)
+        sources = fact_sources(Scope(person, session), key)
     audit_id = services.facts.delete(key, person=person)
     out: dict[str, Any] = {"deleted": key, "audit_id": audit_id, "learned_from": sources}
     if forget_sources and sources:
         with services.db.read() as session:  # one forgotten meanwhile is not there to forget
-            still = existing_conversations(session, sources, person=person)
+            still = existing_conversations(Scope(person, session), sources)
         if still:
             request = ForgetRequest(conversation_ids=still, person=person)
             out["forgotten"] = forget(services, request).as_json()
@@ -408,17 +400,17 @@ def delete_fact(
 
 
 def listed(
-    session: Session,
+    scope: Scope,
     *,
     before: datetime | None = None,
     matching: str | None = None,
     limit: int = 50,
-    person: int,
 ) -> list[conversations.Listed]:
     """Conversations newest first; with `before` / `matching`, those a forget by that filter
     would take (so a front end can show them first)."""
+    session, person = scope.session, scope.person
     ids = None
     if before is not None or matching:
         request = ForgetRequest(before=before, matching=matching, person=person)
         ids = select_conversations(session, request)
-    return conversations.recent(session, ids, limit, person=person)
+    return conversations.recent(scope, ids, limit)

@@ -32,13 +32,8 @@ from caesar.db.models import (
     SemanticChunk,
 )
 from caesar.errors import InputError
-from caesar.memory.forget import (
-    ForgetRequest,
-    checkpoint_wal,
-    forget,
-)
-from caesar.memory.engine import window_keywords
-from caesar.memory.engine.pgvector_migration import drop_person_indexes
+from caesar.memory.engine import upkeep, window_keywords
+from caesar.memory.forget import ForgetRequest, forget
 
 if TYPE_CHECKING:
     from caesar.container import Container
@@ -79,7 +74,7 @@ def remove_person(services: Container, name: str) -> Removed:
         episodes, chunks = theirs(EpisodeSummary), theirs(SemanticChunk)
         facts, rows = theirs(Fact), theirs(AuditLog)
         # the window words first: on SQLite they are found again from the chats' text
-        window_keywords.forget_windows(session, episodes)
+        window_keywords.forget_windows(services.episodes.backend, session, episodes)
         # memories first: one may name another (superseded_by), and all name their chat
         session.execute(
             update(Memory)
@@ -93,10 +88,7 @@ def remove_person(services: Container, name: str) -> Removed:
         people.remove(session, services.audit, shown)
     services.episodes.forget(episodes)
     services.semantic.forget(chunks)
-    if services.db.is_sqlite:
-        checkpoint_wal(services)
-    else:  # their own search indexes, concurrently (docs/household.md)
-        drop_person_indexes(services.db, who)
+    upkeep.person_removed(services.db, who)
     removed = Removed(
         shown, len(forgot.conversation_ids), forgot.episodes + len(episodes), len(facts), len(rows)
     )

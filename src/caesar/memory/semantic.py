@@ -25,6 +25,7 @@ from caesar.embeddings import EmbedderHandle, embed_one
 from caesar.errors import CaesarError
 from caesar.memory.engine.vector_math import to_f32_bytes
 from caesar.memory.engine.vectors import CurrentModelIndex, VectorIndex
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import is_temporary
 from caesar.workers import CursorWorker
 
@@ -144,11 +145,10 @@ class SemanticIndexWorker(CursorWorker[_Prepared]):
         for item in prepared.items:
             if prepared.error is not None:
                 self.audit.append(
-                    session,
+                    Scope(item.row.person_id, session),
                     audit.SEMANTIC_INDEX_FAILED,
                     {"audit_log_id": item.row.id, "error": prepared.error},
                     subject_id=item.row.id,
-                    person=item.row.person_id,
                 )
                 continue
             already = session.scalar(
@@ -170,7 +170,7 @@ class SemanticIndexWorker(CursorWorker[_Prepared]):
                     )
                 )
             self.audit.append(
-                session,
+                Scope(item.row.person_id, session),
                 audit.SEMANTIC_INDEXED,
                 {
                     "audit_log_id": item.row.id,
@@ -178,7 +178,6 @@ class SemanticIndexWorker(CursorWorker[_Prepared]):
                     "model": prepared.model_id,
                 },
                 subject_id=item.row.id,
-                person=item.row.person_id,
             )
 
 

@@ -13,25 +13,21 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 
 import numpy as np
 
 from caesar.config import (
-    EpisodesRecallSettings,
     FactsImportanceSettings,
     FactsInjectSettings,
     StandingSettings,
 )
 from caesar.embeddings import EmbedderHandle, normalise, vector_of
-from caesar.memory.recall import excerpts, plain
-from caesar.memory.render import EpisodeLine, FactLine, facts_block
-from caesar.memory.conversations import NO_CURRENT, Current
-from caesar.memory.episodes.recall import EpisodeMemory, RecalledEpisode, RecallParams
 from caesar.memory.facts.store import FactsStore
-from caesar.memory import passages
-from caesar.memory.recall.question import NOTHING, Asked
+from caesar.memory.recall import plain
+from caesar.memory.recall.hits import TurnMemory
+from caesar.memory.render import FactLine, facts_block
+from caesar.memory.scope import Scope
 from caesar.memory.standing import kinds
 from caesar.memory.standing import prompt as standing_prompt
 from caesar.memory.standing.store import StandingMemory, StandingStore
@@ -86,7 +82,7 @@ def standing_for_prompt(
         return memory
     try:
         with store.db.read() as session:
-            current = store.current(session, person=person)
+            current = store.current(Scope(person, session))
         current = untold(current, memory.facts, small=small)
         if not current:
             return memory
@@ -177,150 +173,6 @@ def untold(
 
 
 _WORD = re.compile(r"[A-Za-z0-9']+")
-
-
-def with_excerpts(
-    episodes: EpisodeMemory,
-    settings: EpisodesRecallSettings,
-    ranked: list[RecalledEpisode],
-    query: str,
-    now: datetime,
-    asked: Asked = NOTHING,
-    *,
-    person: int,
-    vector: np.ndarray | Future[np.ndarray],
-) -> tuple[str, list[RecalledEpisode]]:
-    """The past-conversations block for `ranked` (best first) under `settings.prompt_chars`,
-    and the episodes in it, each with its excerpts (`settings.excerpts` off: the lines alone).
-    A message about a span of time or gathering across conversations is shown in breadth.
-    `vector`: the message's, the one recall searched with, for the turns' cosines that help
-    pick the excerpts (`excerpts.TURN_SHARE`)."""
-    if not ranked:
-        return "", []
-    ids = [e.audit_log_id for e in ranked]
-    turns = episodes.conversations(ids, person=person) if settings.excerpts else {}
-    # a message about time alone has no topic a turn could be near
-    lift = settings.excerpts and asked.layout != "timeline"
-    windows = _lifted(episodes, ranked, vector, person) if lift else {}
-    candidates = [
-        excerpts.Candidate(
-            EpisodeLine(e.created_at, e.summary),
-            turns.get(e.audit_log_id, []),
-            windows.get(e.episode_id, e.windows) if settings.excerpts else None,
-            e.score,
-            e.dated,
-            e.pending,
-        )
-        for e in ranked
-    ]
-    block = excerpts.select(
-        candidates,
-        query,
-        now,
-        budget=settings.prompt_chars,
-        turn_chars=settings.excerpt_turn_chars,
-        summary_chars=settings.summary_chars,
-        zone=episodes.zone,
-        layout=asked.layout,
-    )
-    shown = [replace(ranked[c.index], excerpts=c.excerpts) for c in block.chosen]
-    return block.text, shown
-
-
-def _lifted(
-    episodes: EpisodeMemory,
-    ranked: list[RecalledEpisode],
-    vector: np.ndarray | Future[np.ndarray],
-    person: int,
-) -> dict[int, tuple[float, ...]]:
-    """{episode: its windows' relevance lifted by its turns' cosines} of those with windows
-    and turn vectors (memory/passages.py, `lift`)."""
-    ids = [e.episode_id for e in ranked if e.windows and not e.pending]
-    if not ids:
-        return {}
-    cosines = episodes.turn_cosines(ids, vector_of(vector), person=person)
-    return {
-        e.episode_id: passages.lift(e.windows, cosines[e.episode_id], excerpts.TURN_SHARE)
-        for e in ranked
-        if e.windows and e.episode_id in cosines
-    }
-
-
-def with_unsummarised(
-    ranked: list[RecalledEpisode], pending: list[RecalledEpisode], asked: Asked
-) -> list[RecalledEpisode]:
-    """The ranking with the span's conversations not summarised yet (newest first): they come
-    before the others for a message about time alone (they are the newest of the timeline),
-    else after the episodes held in the span. They score as the lowest of those (or the best
-    of all), and each of their windows as much, so that the block's choice treats them as the
-    span's conversations, shown from their first turn."""
-    if not pending:
-        return ranked
-    dated = [e.score for e in ranked if e.dated]
-    score = min(dated) if dated else max((e.score for e in ranked), default=1.0)
-    pending = [replace(e, score=score, windows=(score,) * len(e.windows or ())) for e in pending]
-    if asked.time_only:
-        return pending + ranked
-    held = next((i for i, e in enumerate(ranked) if not e.dated), len(ranked))
-    return ranked[:held] + pending + ranked[held:]
-
-
-def recall_for_prompt(
-    episodes: EpisodeMemory,
-    settings: EpisodesRecallSettings,
-    message: str,
-    now: datetime,
-    memory: TurnMemory,
-    *,
-    person: int,
-    current: Current = NO_CURRENT,
-    vector: Future[np.ndarray] | None = None,
-) -> TurnMemory:
-    """`memory` with the past conversations of `person`'s that `message` recalls, or with the
-    recall error. `current`: the turn's own conversation, which is not recalled while it is
-    not summarised yet (it is in the prompt as the history). `vector`: the message's, already
-    under way (EpisodeMemory.embed_query_soon); else it is embedded here."""
-    try:
-        params = RecallParams.from_settings(settings)
-        memory.asked = episodes.read(message, now)
-        if vector is None:
-            vector = episodes.embed_query_soon(message)
-        pending = episodes.unsummarised(memory.asked, now, person=person, current=current)
-        ranked = episodes.search(
-            vector, now, params, query_text=message, asked=memory.asked, person=person
-        )
-        ranked = with_unsummarised(ranked, pending, memory.asked)
-        memory.episodes_text, memory.recalled = with_excerpts(
-            episodes, settings, ranked, message, now, memory.asked, person=person, vector=vector
-        )
-    except Exception as exc:  # noqa: BLE001 - memory never breaks chat; the brain audits it
-        log.warning("auto-recall failed: %s", exc)
-        memory.recall_error = f"{type(exc).__name__}: {exc}"[:1000]
-    return memory
-
-
-def preview(
-    episodes: EpisodeMemory,
-    settings: EpisodesRecallSettings,
-    query: str,
-    now: datetime,
-    *,
-    person: int,
-    **overrides: object,
-) -> list[RecalledEpisode]:
-    """What auto-recall would surface for `person`'s `query`, read-only: the ranking, and for
-    the episodes that would reach the prompt, their excerpts (the others have none)."""
-    # one embedding of the query, for the ranking and the excerpts
-    vector = episodes.embed_query_soon(query)
-    ranked = episodes.preview(query, now, person=person, vector=vector, **overrides)
-    asked = episodes.read(query, now)
-    ranked = with_unsummarised(ranked, episodes.unsummarised(asked, now, person=person), asked)
-    _text, shown = with_excerpts(
-        episodes, settings, ranked, query, now, asked, person=person, vector=vector
-    )
-    # by chat row: the conversations not summarised yet have no episode id
-    by_chat = {e.audit_log_id: e for e in shown}
-    return [by_chat.get(e.audit_log_id, e) for e in ranked]
 
 
 def _quoted_in(line: str, said: Sequence[str]) -> bool:

@@ -14,8 +14,9 @@ engine (`search_backend`, called by `Services`):
   (`memory.episodes_recall.vector_search`: "auto", the default; "pgvector" insists;
   "in_process" keeps today's index, `memory/engine/postgres.py`).
 
-Code that holds a session and nothing else (migrations, `caesar episodes reembed`, the keyword
-helpers of memory/recall/keywords.py) reaches the engine's full-text half with `full_text`.
+This module is the only door to the engines: nothing outside memory/engine/ (and db/, which
+sets the engine up and migrates it) asks which engine it runs on. Code that writes or removes
+the windows' words is handed the backend (`memory/engine/window_keywords.py`).
 
 Score rules (every backend, so the fusion can compare numbers across engines):
 - a vector score is the cosine of the stored vector with the query, in [-1, 1], higher =
@@ -39,10 +40,11 @@ from caesar.db.engine import Database
 from caesar.memory.engine.in_process import IndexSource
 from caesar.memory.engine.pgvector import PgvectorSearch
 from caesar.memory.engine.pgvector_migration import Progress, VectorStatus
-from caesar.memory.engine.postgres import PostgresFullText, PostgresSearch
-from caesar.memory.engine.sqlite import SqliteFullText, SqliteSearch
+from caesar.memory.engine.postgres import PostgresSearch
+from caesar.memory.engine.sqlite import SqliteSearch
 from caesar.memory.engine.vector_math import Hits
 from caesar.memory.engine.vectors import Rank
+from caesar.memory.scope import Scope
 
 
 class VectorSearch(Protocol):
@@ -57,7 +59,7 @@ class VectorSearch(Protocol):
         """The largest recall count of any episode searched (bounds what `rank` can give)."""
         ...
 
-    def refresh(self, session: Session, *, person: int) -> None:
+    def refresh(self, scope: Scope) -> None:
         """See `person`'s episodes committed since their last search (a no-op where the
         database itself is searched)."""
         ...
@@ -81,10 +83,9 @@ class VectorSearch(Protocol):
 
     def search(
         self,
-        session: Session,
+        scope: Scope,
         query: np.ndarray,
         *,
-        person: int,
         limit: int,
         threshold: float | None = None,
         min_created: float | None = None,
@@ -100,10 +101,9 @@ class VectorSearch(Protocol):
 
     def newest(
         self,
-        session: Session,
+        scope: Scope,
         query: np.ndarray,
         *,
-        person: int,
         limit: int,
         min_created: float | None = None,
     ) -> Hits:
@@ -111,15 +111,13 @@ class VectorSearch(Protocol):
         cosine to the query; newest first."""
         ...
 
-    def cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
-    ) -> dict[int, float]:
+    def cosines(self, scope: Scope, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
         """The cosine of each of `ids` that `search` can see for `person`; the others
         (another person's among them) are absent."""
         ...
 
     def stored_cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
+        self, scope: Scope, ids: Sequence[int], query: np.ndarray
     ) -> dict[int, float]:
         """The cosine of each of `ids` (those that are `person`'s) read from its row, for one
         `search` cannot see yet (committed since the refresh): 0 for a vector of another
@@ -137,10 +135,9 @@ class FullTextSearch(Protocol):
 
     def keyword_scores(
         self,
-        session: Session,
+        scope: Scope,
         terms: Sequence[str],
         *,
-        person: int,
         limit: int,
         model_id: str | None = None,
         ids: Sequence[int] | None = None,
@@ -154,28 +151,24 @@ class FullTextSearch(Protocol):
         alone, without the episode rows."""
         ...
 
-    def term_counts(
-        self, session: Session, terms: Sequence[str], *, person: int
-    ) -> tuple[int, list[int]]:
+    def term_counts(self, scope: Scope, terms: Sequence[str]) -> tuple[int, list[int]]:
         """(indexed episodes, [episodes holding each term]), of `person`'s."""
         ...
 
-    def probe_contains(
-        self, session: Session, terms: Sequence[str], probe_id: int, *, person: int
-    ) -> list[bool]:
+    def probe_contains(self, scope: Scope, terms: Sequence[str], probe_id: int) -> list[bool]:
         """Whether episode `probe_id` holds each term (all False if it is not `person`'s)."""
         ...
 
-    def count_holding_all(self, session: Session, terms: Sequence[str], *, person: int) -> int:
+    def count_holding_all(self, scope: Scope, terms: Sequence[str]) -> int:
         """`person`'s indexed episodes holding every term (no scoring)."""
         ...
 
-    def indexed_id_range(self, session: Session, *, person: int) -> tuple[int, int]:
+    def indexed_id_range(self, scope: Scope) -> tuple[int, int]:
         """(smallest, largest) of `person`'s indexed episode ids; (0, 0) when none is."""
         ...
 
     def window_scores(
-        self, session: Session, terms: Sequence[str], ids: Sequence[int], *, person: int
+        self, scope: Scope, terms: Sequence[str], ids: Sequence[int]
     ) -> dict[int, dict[int, float]]:
         """{episode_id: {window number: score}} for the windows of episodes `ids` (sorted,
         non-empty; those not `person`'s are left out) holding any of `terms`."""
@@ -197,7 +190,6 @@ class SearchBackend(VectorSearch, FullTextSearch, Protocol):
     """Both halves, for one engine: what hybrid recall reads."""
 
 
-_TEXT: dict[str, FullTextSearch] = {"sqlite": SqliteFullText(), "postgresql": PostgresFullText()}
 VectorStore = Literal["auto", "in_process", "pgvector"]
 Dimension = Callable[[], int] | None
 _BACKENDS: dict[tuple[str, VectorStore], Callable[[IndexSource, Dimension], SearchBackend]] = {
@@ -228,10 +220,11 @@ def search_backend(
         raise ValueError(f"no search backend for {vectors} vectors on {engine!r}") from None
 
 
-def full_text(session: Session) -> FullTextSearch:
-    """The full-text half of the backend of the engine `session` is bound to."""
-    engine = session.get_bind().dialect.name
-    try:
-        return _TEXT[engine]
-    except KeyError:
-        raise ValueError(f"no search backend for database engine {engine!r}") from None
+def backend_for(
+    db: Database,
+    indexes: IndexSource,
+    vectors: VectorStore = "auto",
+    dimension: Dimension = None,
+) -> SearchBackend:
+    """`search_backend` of `db`'s engine: the one place it is read."""
+    return search_backend(db.engine.dialect.name, indexes, vectors, dimension)

@@ -9,7 +9,6 @@ from typing import Protocol
 
 import numpy as np
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
 from caesar.db.models import EpisodeSummary
@@ -17,6 +16,7 @@ from caesar.memory.engine.pgvector_migration import Progress, VectorStatus
 from caesar.memory.engine.sql import person_checked
 from caesar.memory.engine.vector_math import Hits, from_row
 from caesar.memory.engine.vectors import Rank, VectorIndex
+from caesar.memory.scope import Scope
 
 
 class IndexSource(Protocol):
@@ -89,21 +89,22 @@ class InProcessVectors:
         """Over every loaded index: a bound for each person's."""
         return max((i.max_recall_count for i in self._indexes.everyone_loaded()), default=0.0)
 
-    def refresh(self, session: Session, *, person: int) -> None:
+    def refresh(self, scope: Scope) -> None:
+        session, person = scope.session, scope.person
         self._index(person).refresh(session)
 
     def search(
         self,
-        session: Session,
+        scope: Scope,
         query: np.ndarray,
         *,
-        person: int,
         limit: int,
         threshold: float | None = None,
         min_created: float | None = None,
         rank: Rank | None = None,
         factor_range: tuple[float, float] = (1.0, 1.0),
     ) -> Hits:
+        person = scope.person
         return self._index(person).search(
             query,
             limit=limit,
@@ -115,24 +116,23 @@ class InProcessVectors:
 
     def newest(
         self,
-        session: Session,
+        scope: Scope,
         query: np.ndarray,
         *,
-        person: int,
         limit: int,
         min_created: float | None = None,
     ) -> Hits:
+        person = scope.person
         return self._index(person).newest(query, limit=limit, min_created=min_created)
 
-    def cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
-    ) -> dict[int, float]:
+    def cosines(self, scope: Scope, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        person = scope.person
         return self._index(person).cosines(list(ids), query)
 
     def stored_cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
+        self, scope: Scope, ids: Sequence[int], query: np.ndarray
     ) -> dict[int, float]:
-        return row_cosines(session, ids, query, person=person)
+        return row_cosines(scope, ids, query)
 
     def warm(self, db: Database, budget: int | None = None) -> int:
         """Load people's indexes now (start-up) rather than on their first turn: the most
@@ -149,7 +149,7 @@ class InProcessVectors:
             ):
                 if loaded and loaded + episodes > budget:
                     break
-                self.refresh(session, person=int(person))
+                self.refresh(Scope(int(person), session))
                 loaded += int(episodes)
             return sum(len(i) for i in self._indexes.everyone_loaded())
 
@@ -158,12 +158,11 @@ class InProcessVectors:
         return None
 
 
-def row_cosines(
-    session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
-) -> dict[int, float]:
+def row_cosines(scope: Scope, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
     """The cosine of each of `ids` (those that are `person`'s) with the query, from its row:
     the float32 copy, or the JSON record for a row written without one; 0 for a vector of
     another size."""
+    session, person = scope.session, scope.person
     if not ids:
         return {}
     rows = session.execute(

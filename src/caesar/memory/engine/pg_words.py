@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session
 from caesar.db.engine import Database
 from caesar.errors import ConfigError
 from caesar.memory import passages
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns
 
 log = logging.getLogger("caesar.words")
@@ -270,12 +271,17 @@ def uncounted(session: Session) -> list[int]:
     return [int(p) for p in conn.execute(sa.text(sql)).scalars()]
 
 
-def count_person(session: Session, *, person: int) -> bool:
+def _count_person(person: int, session: Session) -> bool:
+    return count_person(Scope(person, session))
+
+
+def count_person(scope: Scope) -> bool:
     """Count `person`'s words into the vocabulary, in `session`'s transaction; from its commit
     the triggers keep them. Returns whether it counted (False: counted already).
 
     Episode rows are not written meanwhile (SHARE: a writer of anyone's episodes waits for
     the commit, a chat turn does not), so no change slips between the count and the flag."""
+    session, person = scope.session, scope.person
     conn = session.connection()
     conn.execute(sa.text("LOCK TABLE episode_fts IN SHARE MODE"))
     done = conn.scalar(
@@ -317,7 +323,7 @@ def count_words(db: Database, *, progress: Progress | None = None, wait: bool = 
             return len(left)
         report(0, len(left))
         for done, person in enumerate(left, 1):
-            db.write_retrying(partial(count_person, person=person))
+            db.write_retrying(partial(_count_person, person))
             report(done, len(left))
     with db.read() as session:
         return len(uncounted(session))

@@ -40,6 +40,7 @@ from caesar.memory.engine.pgvector_migration import Progress, VectorStatus, inde
 from caesar.memory.engine.postgres import PostgresFullText
 from caesar.memory.engine.vector_math import Hits, epoch_seconds_v, top_indices, unseen_bound
 from caesar.memory.engine.vectors import Rank
+from caesar.memory.scope import Scope
 
 log = logging.getLogger("caesar.vectors")
 # A search with a rank fetches at least this many rows, or twice the limit, at first.
@@ -82,9 +83,10 @@ class PgvectorVectors:
     def max_recall_count(self) -> float:
         return self._max_recalls
 
-    def refresh(self, session: Session, *, person: int) -> None:
+    def refresh(self, scope: Scope) -> None:
         """Nothing to load; reads the largest recall count (the bound `factor_range` needs):
         one probe of the (model, recall_count) index (pgvector_migration.RECALLS_INDEX)."""
+        session = scope.session
         sql = "SELECT coalesce(max(recall_count), 0) FROM episode_summaries WHERE model = :m"
         self._max_recalls = float(session.execute(text(sql), {"m": self.model_id}).scalar() or 0)
 
@@ -116,10 +118,9 @@ class PgvectorVectors:
 
     def _rows(
         self,
-        session: Session,
+        scope: Scope,
         query: np.ndarray,
         *,
-        person: int,
         order: str,
         limit: int,
         min_created: float | None = None,
@@ -128,6 +129,7 @@ class PgvectorVectors:
         """(id, cosine, created, recall count) of `person`'s rows of the model and the query's
         dimension, by `order` ("distance": nearest first; "newest": highest id first). The
         person is a filter of the index scan: iterative scans go on until k of theirs."""
+        session, person = scope.session, scope.person
         dim = self._query_dims(session, query)
         if dim is None:
             return Hits.empty()
@@ -167,16 +169,16 @@ class PgvectorVectors:
 
     def search(
         self,
-        session: Session,
+        scope: Scope,
         query: np.ndarray,
         *,
-        person: int,
         limit: int,
         threshold: float | None = None,
         min_created: float | None = None,
         rank: Rank | None = None,
         factor_range: tuple[float, float] = (1.0, 1.0),
     ) -> Hits:
+        session = scope.session
         if limit <= 0 or self._query_dims(session, query) is None:
             return Hits.empty()
         if rank is None:
@@ -184,9 +186,8 @@ class PgvectorVectors:
         asked = limit + 1 if rank is None else max(2 * limit, FIRST_BATCH)
         while True:
             found = self._rows(
-                session,
+                scope,
                 query,
-                person=person,
                 order="distance",
                 limit=asked,
                 min_created=min_created,
@@ -213,31 +214,26 @@ class PgvectorVectors:
 
     def newest(
         self,
-        session: Session,
+        scope: Scope,
         query: np.ndarray,
         *,
-        person: int,
         limit: int,
         min_created: float | None = None,
     ) -> Hits:
         if limit <= 0:
             return Hits.empty()
-        return self._rows(
-            session, query, person=person, order="newest", limit=limit, min_created=min_created
-        )
+        return self._rows(scope, query, order="newest", limit=limit, min_created=min_created)
 
-    def cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
-    ) -> dict[int, float]:
+    def cosines(self, scope: Scope, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
         if not ids:
             return {}
-        found = self._rows(session, query, person=person, order="newest", limit=len(ids), ids=ids)
+        found = self._rows(scope, query, order="newest", limit=len(ids), ids=ids)
         return {int(i): float(c) for i, c in zip(found.ids, found.cosine, strict=True)}
 
     def stored_cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
+        self, scope: Scope, ids: Sequence[int], query: np.ndarray
     ) -> dict[int, float]:
-        return row_cosines(session, ids, query, person=person)
+        return row_cosines(scope, ids, query)
 
     def _query_dims(self, session: Session, query: np.ndarray) -> int | None:
         """The model's dimension (None: it has no vectors yet). A query of another dimension
@@ -311,13 +307,14 @@ class PgvectorSearch(PostgresFullText):
     def max_recall_count(self) -> float:
         return self._vectors().max_recall_count
 
-    def refresh(self, session: Session, *, person: int) -> None:
+    def refresh(self, scope: Scope) -> None:
+        session = scope.session
         if self.searches_database(session):
             release = self._release_at
             if release is not None and time.monotonic() >= release:
                 self._release_at = None
                 self._indexes.release()
-        self._vectors().refresh(session, person=person)
+        self._vectors().refresh(scope)
 
     def warm(self, db: Database) -> int:
         """Ready now, or the in-process index loaded; says which, and why."""
@@ -353,10 +350,9 @@ class PgvectorSearch(PostgresFullText):
 
     def search(
         self,
-        session: Session,
+        scope: Scope,
         query: np.ndarray,
         *,
-        person: int,
         limit: int,
         threshold: float | None = None,
         min_created: float | None = None,
@@ -364,9 +360,8 @@ class PgvectorSearch(PostgresFullText):
         factor_range: tuple[float, float] = (1.0, 1.0),
     ) -> Hits:
         return self._vectors().search(
-            session,
+            scope,
             query,
-            person=person,
             limit=limit,
             threshold=threshold,
             min_created=min_created,
@@ -376,23 +371,18 @@ class PgvectorSearch(PostgresFullText):
 
     def newest(
         self,
-        session: Session,
+        scope: Scope,
         query: np.ndarray,
         *,
-        person: int,
         limit: int,
         min_created: float | None = None,
     ) -> Hits:
-        return self._vectors().newest(
-            session, query, person=person, limit=limit, min_created=min_created
-        )
+        return self._vectors().newest(scope, query, limit=limit, min_created=min_created)
 
-    def cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
-    ) -> dict[int, float]:
-        return self._vectors().cosines(session, ids, query, person=person)
+    def cosines(self, scope: Scope, ids: Sequence[int], query: np.ndarray) -> dict[int, float]:
+        return self._vectors().cosines(scope, ids, query)
 
     def stored_cosines(
-        self, session: Session, ids: Sequence[int], query: np.ndarray, *, person: int
+        self, scope: Scope, ids: Sequence[int], query: np.ndarray
     ) -> dict[int, float]:
-        return row_cosines(session, ids, query, person=person)
+        return row_cosines(scope, ids, query)

@@ -35,6 +35,7 @@ from caesar.memory.engine.sql import (
     person_episodes,
     statement,
 )
+from caesar.memory.scope import Scope
 
 # ts_rank_cd weights for labels {D, C, B, A}; A = summary, B = conversation: a word in the
 # summary counts double one in the conversation, as on SQLite (SUMMARY_WEIGHT). PostgreSQL
@@ -133,10 +134,9 @@ class PostgresFullText:
 
     def keyword_scores(
         self,
-        session: Session,
+        scope: Scope,
         terms: Sequence[str],
         *,
-        person: int,
         limit: int,
         model_id: str | None = None,
         ids: Sequence[int] | None = None,
@@ -145,6 +145,7 @@ class PostgresFullText:
         every: bool = False,
     ) -> dict[int, float]:
         # the person is on the row (migration 0012): their matches only, no join to find them
+        session, person = scope.session, scope.person
         join, where, params = episode_filters(
             "f.episode_id",
             person=None,
@@ -156,7 +157,7 @@ class PostgresFullText:
         # (person_tables.py) only for a predicate it can see
         where.append(f"f.person_id = {int(person)}")
         params.update(limit=limit, tsquery=tsquery_text(terms))
-        for i, (idf, tsquery) in enumerate(self._weighed(session, terms, person)):
+        for i, (idf, tsquery) in enumerate(self._weighed(scope, terms)):
             params.update({f"w{i}": idf, f"t{i}": tsquery})
         if ids is not None:
             params["ids"] = list(ids)
@@ -175,14 +176,13 @@ class PostgresFullText:
         rows = session.execute(statement(sql, *(("ids",) if ids is not None else ())), params)
         return {int(i): float(score) for i, score in rows if score > 0}
 
-    def term_counts(
-        self, session: Session, terms: Sequence[str], *, person: int
-    ) -> tuple[int, list[int]]:
+    def term_counts(self, scope: Scope, terms: Sequence[str]) -> tuple[int, list[int]]:
         """The person's episodes only: how common a word is in others' never moves a rank.
         One statement. Their total is kept by triggers (migration 0014), and so are their
         words' counts (migration 0016); until their older episodes' words are counted
         (pg_words.count_words), each word's are counted among their rows (the person is on
         the row: migration 0012)."""
+        session, person = scope.session, scope.person
         params: dict[str, object] = {"person": person}
         counts = [
             # kept by triggers (migration 0014): a count here read all of the person's rows
@@ -211,21 +211,19 @@ class PostgresFullText:
             idf[(person, term)] = fts5_idf(int(n), int(c))
         return int(n), [int(c) for c in found]
 
-    def _weighed(
-        self, session: Session, terms: Sequence[str], person: int
-    ) -> list[tuple[float, str]]:
+    def _weighed(self, scope: Scope, terms: Sequence[str]) -> list[tuple[float, str]]:
         """The parameters of `_bm25`: each term's idf and its tsquery. The idfs and the mean
         lengths are counted once a transaction (`term_counts` keeps them on the session)."""
+        session, person = scope.session, scope.person
         missing = [t for t in terms if (person, t) not in session.info.get(_IDF, {})]
         if missing or person not in session.info.get(_AVGDL, {}):
-            self.term_counts(session, missing, person=person)
+            self.term_counts(scope, missing)
         idf = session.info.get(_IDF, {})
         return [(idf[(person, term)], tsquery_text([term])) for term in terms]
 
-    def probe_contains(
-        self, session: Session, terms: Sequence[str], probe_id: int, *, person: int
-    ) -> list[bool]:
-        if not owned(session, [probe_id], person):
+    def probe_contains(self, scope: Scope, terms: Sequence[str], probe_id: int) -> list[bool]:
+        session = scope.session
+        if not owned(scope, [probe_id]):
             return [False] * len(terms)
         params: dict[str, object] = {"probe": probe_id}
         checks = []
@@ -237,19 +235,20 @@ class PostgresFullText:
             )
         return all_exist(session, checks, params)
 
-    def count_holding_all(self, session: Session, terms: Sequence[str], *, person: int) -> int:
+    def count_holding_all(self, scope: Scope, terms: Sequence[str]) -> int:
+        session, person = scope.session, scope.person
         sql = (
             "SELECT count(*) FROM episode_fts "
             f"WHERE person_id = {int(person)} AND document @@ to_tsquery('{FTS_CONFIG}', :q)"
         )
         return count(session, sql, {"q": tsquery_text(terms, every=True)})
 
-    def indexed_id_range(self, session: Session, *, person: int) -> tuple[int, int]:
-        _n, lo, hi = person_episodes(session, person)
+    def indexed_id_range(self, scope: Scope) -> tuple[int, int]:
+        _n, lo, hi = person_episodes(scope)
         return lo, hi
 
     def window_scores(
-        self, session: Session, terms: Sequence[str], ids: Sequence[int], *, person: int
+        self, scope: Scope, terms: Sequence[str], ids: Sequence[int]
     ) -> dict[int, dict[int, float]]:
         """BM25 as FTS5's over the windows (`window_bm25`), with the statistics of the
         candidates' windows: all of them are read (their words counted by the tsvector's
@@ -257,7 +256,8 @@ class PostgresFullText:
         person's ~1M took 60–490 ms a word here (once per query word, every turn). The
         candidates are what the windows re-rank, and on a history of up to ~50 conversations
         they are all of it, so the dev sets' figures equal SQLite's."""
-        ids = owned(session, ids, person)
+        session = scope.session
+        ids = owned(scope, ids)
         if not ids or not terms:
             return {}
         # sent to the driver as written: this runs on every turn (see driver_rows)

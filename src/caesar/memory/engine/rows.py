@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, or_, select
+from sqlalchemy import and_, bindparam, or_, select, update
 
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.memory.engine.sql import PERSON_CHECK, driver_rows, marks, person_checked
@@ -115,3 +115,26 @@ def turn_vector_rows(scope: Scope, episode_ids: list[int]) -> list[tuple[int, An
     )
     rows = driver_rows(session, sql, [*(int(i) for i in episode_ids), int(scope.person)])
     return [(int(i), blob) for i, blob in rows]
+
+
+def count_recalls(scope: Scope, ids: list[int], now: datetime) -> None:
+    """Bump these episodes' recall counters (sorted ids), in the scope's write transaction.
+    The core table, not the ORM entity: an ORM UPDATE pays for session synchronisation this
+    session has nothing to synchronise."""
+    if not ids:
+        return
+    session = scope.session
+    table = EpisodeSummary.__table__
+    if session.get_bind().dialect.name != "sqlite":
+        # Row locks in id order, as every writer of several episodes takes them (the
+        # memory.passages worker, reembed): an UPDATE … IN locks in scan order, and with
+        # the passages worker holding one of these rows that deadlocked — and PostgreSQL
+        # aborted the chat turn. SQLite has one writer at a time: nothing to order.
+        session.execute(
+            select(table.c.id).where(table.c.id.in_(ids)).order_by(table.c.id).with_for_update()
+        )
+    session.execute(
+        update(table)  # type: ignore[arg-type]  # a Table, typed as its FromClause base
+        .where(table.c.id.in_(ids))
+        .values(recall_count=table.c.recall_count + 1, last_recalled_at=now)
+    )

@@ -11,6 +11,8 @@ from typing import Any
 from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.orm import Session
 
+from caesar.memory.scope import Scope
+
 
 def driver_rows(session: Session, sql: str, params: Sequence[object]) -> list[Any]:
     """Rows of `sql`, sent to the driver as written with positional parameters (write the
@@ -100,8 +102,9 @@ def person_checked(column: Any, person: int) -> Any:
     return column + 0 == person
 
 
-def owned(session: Session, ids: Sequence[int], person: int) -> list[int]:
+def owned(scope: Scope, ids: Sequence[int]) -> list[int]:
     """Those of episodes `ids` that are `person`'s, sorted."""
+    session, person = scope.session, scope.person
     if not ids:
         return []
     sql = (
@@ -111,8 +114,9 @@ def owned(session: Session, ids: Sequence[int], person: int) -> list[int]:
     return [int(r[0]) for r in driver_rows(session, sql, [*(int(i) for i in ids), int(person)])]
 
 
-def person_episodes(session: Session, person: int) -> tuple[int, int, int]:
+def person_episodes(scope: Scope) -> tuple[int, int, int]:
     """(count, smallest id, largest id) of `person`'s indexed episodes (non-empty summary)."""
+    session, person = scope.session, scope.person
     sql = (
         "SELECT count(*), min(id), max(id) FROM episode_summaries "
         "WHERE person_id = :person AND summary <> ''"

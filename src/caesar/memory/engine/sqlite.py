@@ -56,6 +56,7 @@ from caesar.memory.engine.sql import (
     owned,
     statement,
 )
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns
 
 # The summary is what recall shows; a word there counts double a word in the conversation.
@@ -134,9 +135,10 @@ def delete_windows(session: Session, table: str, episode_id: int, windows: Seque
     return len(windows)
 
 
-def merge_person_index(session: Session, person: int) -> None:
+def merge_person_index(scope: Scope) -> None:
     """FTS5 deletes are markers over older segments until a merge: merge the person's tables
     now, so no segment keeps a forgotten word."""
+    session, person = scope.session, scope.person
     for table in (fts_table(person), window_table(person)):
         session.execute(text(f"INSERT INTO {table} ({table}) VALUES ('optimize')"))
 
@@ -157,10 +159,9 @@ class SqliteFullText:
 
     def keyword_scores(
         self,
-        session: Session,
+        scope: Scope,
         terms: Sequence[str],
         *,
-        person: int,
         limit: int,
         model_id: str | None = None,
         ids: Sequence[int] | None = None,
@@ -169,6 +170,7 @@ class SqliteFullText:
         every: bool = False,
     ) -> dict[int, float]:
         # The person's own table (see the module doc): bm25's counts are theirs.
+        session, person = scope.session, scope.person
         join, where, params = episode_filters(
             f"(f.rowid & {EPISODE_MASK})",
             person=None,
@@ -196,13 +198,12 @@ class SqliteFullText:
         rows = session.execute(statement(sql, *(("keys",) if ids is not None else ())), params)
         return {int(i): float(score) for i, score in rows if score > 0}
 
-    def term_counts(
-        self, session: Session, terms: Sequence[str], *, person: int
-    ) -> tuple[int, list[int]]:
+    def term_counts(self, scope: Scope, terms: Sequence[str]) -> tuple[int, list[int]]:
         """By the index's tokenizer: the counts from the person's vocabulary (see _doc_counts)
         and the total from FTS5's averages record (count(*) reads every row: ~35 ms at 100k
         episodes); a word the tokenizer splits in several tokens (or none) is counted as a
         phrase."""
+        session, person = scope.session, scope.person
         table = fts_table(person)
         tokens = sqlite_tokens(session, list(terms))
         n, docs = _doc_counts(session, table, {t[0] for t in tokens.values() if len(t) == 1})
@@ -214,11 +215,10 @@ class SqliteFullText:
             for t in terms
         ]
 
-    def probe_contains(
-        self, session: Session, terms: Sequence[str], probe_id: int, *, person: int
-    ) -> list[bool]:
+    def probe_contains(self, scope: Scope, terms: Sequence[str], probe_id: int) -> list[bool]:
         """One statement: a cheap lookup per term (no bm25, the rowid pushed into FTS5). Under
         another person's key the episode is not there: all False."""
+        session, person = scope.session, scope.person
         params: dict[str, object] = {"probe": fts_key(person, probe_id)}
         table, checks = fts_table(person), []
         for i, term in enumerate(terms):
@@ -228,14 +228,16 @@ class SqliteFullText:
             )
         return all_exist(session, checks, params)
 
-    def count_holding_all(self, session: Session, terms: Sequence[str], *, person: int) -> int:
+    def count_holding_all(self, scope: Scope, terms: Sequence[str]) -> int:
+        session, person = scope.session, scope.person
         lo, hi, table = *person_keys(person), fts_table(person)
         sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH :q AND rowid BETWEEN :lo AND :hi"
         return count(session, sql, {"q": fts5_match(terms, every=True), "lo": lo, "hi": hi})
 
-    def indexed_id_range(self, session: Session, *, person: int) -> tuple[int, int]:
+    def indexed_id_range(self, scope: Scope) -> tuple[int, int]:
         # Two subqueries: each seeks one end of the person's range of the docsize table's
         # primary key (min and max in one SELECT scan).
+        session, person = scope.session, scope.person
         lo, hi, docsize = *person_keys(person), f"{fts_table(person)}_docsize"
         first, last = session.execute(
             statement(
@@ -247,9 +249,10 @@ class SqliteFullText:
         return (0, 0) if first is None else (first & EPISODE_MASK, last & EPISODE_MASK)
 
     def window_scores(
-        self, session: Session, terms: Sequence[str], ids: Sequence[int], *, person: int
+        self, scope: Scope, terms: Sequence[str], ids: Sequence[int]
     ) -> dict[int, dict[int, float]]:
-        ids = owned(session, ids, person)
+        session, person = scope.session, scope.person
+        ids = owned(scope, ids)
         if not ids:
             return {}
         # The id filter is kept out of FTS5 (unary +) and the rowid range pushed in; bm25 is

@@ -27,60 +27,51 @@ from collections.abc import Iterable, Sequence
 
 from sqlalchemy.orm import Session
 
-from caesar.memory.engine.backend import FullTextSearch, full_text
+from caesar.memory.engine.backend import FullTextSearch
 from caesar.memory.engine.sqlite import (  # noqa: F401 - re-exported
     WINDOW_SLOTS,
     rowids,
     sqlite_rows,
 )
+from caesar.memory.scope import Scope
 
 
-def has_windows(session: Session, episode_id: int) -> bool:
-    return full_text(session).has_windows(session, episode_id)
+def has_windows(words: FullTextSearch, session: Session, episode_id: int) -> bool:
+    return words.has_windows(session, episode_id)
 
 
 def index_windows(
+    words: FullTextSearch,
     session: Session,
     episode_id: int,
     windows: Sequence[str],
-    backend: FullTextSearch | None = None,
 ) -> int:
     """Index the episode's window texts (passages.windows) unless it has some already — so a
     re-embed, or two workers racing, never index an episode twice. Returns rows written."""
-    text = backend or full_text(session)
     windows = list(windows)[:WINDOW_SLOTS]
-    if not windows or text.has_windows(session, episode_id):
+    if not windows or words.has_windows(session, episode_id):
         return 0
-    return text.add_windows(session, episode_id, windows)
+    return words.add_windows(session, episode_id, windows)
 
 
-def forget_windows(
-    session: Session, episode_ids: Sequence[int], backend: FullTextSearch | None = None
-) -> int:
+def forget_windows(words: FullTextSearch, session: Session, episode_ids: Sequence[int]) -> int:
     """Remove the windows' words of episodes about to be deleted (with their chats), in the
     caller's transaction. Returns rows removed. PostgreSQL: nothing to do (ON DELETE CASCADE)."""
     if not episode_ids:
         return 0
-    return (backend or full_text(session)).forget_windows(session, episode_ids)
+    return words.forget_windows(session, episode_ids)
 
 
-def window_scores(
-    session: Session, terms: list[str], ids: Iterable[int], *, person: int
-) -> dict[int, float]:
+def window_scores(scope: Scope, terms: list[str], ids: Iterable[int]) -> dict[int, float]:
     """{episode_id: its best window's full-text score > 0} (see `each_window_score`)."""
     return {
         episode_id: max(scores.values())
-        for episode_id, scores in each_window_score(session, terms, ids, person=person).items()
+        for episode_id, scores in each_window_score(scope, terms, ids).items()
     }
 
 
 def each_window_score(
-    session: Session,
-    terms: list[str],
-    ids: Iterable[int],
-    backend: FullTextSearch | None = None,
-    *,
-    person: int,
+    scope: Scope, terms: list[str], ids: Iterable[int]
 ) -> dict[int, dict[int, float]]:
     """{episode_id: {window number: full-text score > 0}} for the windows of the episodes `ids`
     matching any of `terms` (the words the episode-level stage matched). SQLite: FTS5 bm25()
@@ -90,7 +81,7 @@ def each_window_score(
     id_list = sorted({int(i) for i in ids})
     if not terms or not id_list:
         return {}
-    return (backend or full_text(session)).window_scores(session, terms, id_list, person=person)
+    return scope.search.window_scores(scope, terms, id_list)
 
 
 def fused_keyword(episode: float, window: float | None) -> float:

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import and_, exists, or_, select
-from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from caesar.db.models import EpisodeSummary
 from caesar.errors import InputError
+from caesar.memory.scope import Scope
 
 MAX_LIMIT = 500
 _SEPARATOR = "_"  # never in an ISO timestamp
@@ -113,13 +113,12 @@ def like_pattern(text: str) -> str:
 
 
 def list_episodes(
-    session: Session,
+    scope: Scope,
     *,
     search: str | None = None,
     before: Cursor | None = None,
     after: Cursor | None = None,
     limit: int = 50,
-    person: int,
 ) -> EpisodePage:
     """One page of `person`'s episodes, newest first.
 
@@ -131,6 +130,7 @@ def list_episodes(
 
     `has_newer` / `has_older` say whether anything (matching `search`) lies beyond either end.
     """
+    session, person = scope.session, scope.person
     if before is not None and after is not None:
         raise InputError("give before or after, not both")
     if not 1 <= limit <= MAX_LIMIT:

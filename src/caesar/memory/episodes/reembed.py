@@ -30,9 +30,10 @@ from sqlalchemy.orm import Session
 from caesar.db.engine import Database
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.embeddings import Embedder
-from caesar.memory.episodes.recall import embedding_values
 from caesar.memory import passages
 from caesar.memory.engine import window_keywords
+from caesar.memory.engine.backend import FullTextSearch
+from caesar.memory.episodes.rows import embedding_values
 from caesar.memory.transcript import conversation_turns
 from caesar.workers import SPREAD, Worker, spread
 
@@ -74,6 +75,7 @@ def embed_windows(
 
 
 def store_windows(
+    words: FullTextSearch,
     session: Session,
     episode_id: int,
     embedded: EmbeddedWindows,
@@ -93,7 +95,7 @@ def store_windows(
     if not result.rowcount:  # type: ignore[attr-defined]
         return False
     if embedded.vectors is not None:
-        window_keywords.index_windows(session, episode_id, embedded.texts)
+        window_keywords.index_windows(words, session, episode_id, embedded.texts)
     return True
 
 
@@ -165,7 +167,7 @@ class PassagesWorker(Worker):
                 still = [e.turn_vectors.is_(None), e.model == embedder.model_id]
                 if windows.vectors is not None:
                     still.append(e.passage_vectors.is_(None))
-                store_windows(session, row.id, windows, still)
+                store_windows(self.services.episodes.backend, session, row.id, windows, still)
         return len(rows)
 
 
@@ -193,11 +195,13 @@ def stale_episode_ids(session: Session, model_id: str) -> list[int]:
 def reembed(
     db: Database,
     embedder: Embedder,
+    words: FullTextSearch,
     *,
     batch_size: int = 64,
     progress: Callable[[int, int], None] | None = None,
 ) -> ReembedReport:
-    """Re-embed every stale episode; `progress(handled, total)` after each batch."""
+    """Re-embed every stale episode, its windows' words indexed by `words` (the engine's
+    full text); `progress(handled, total)` after each batch."""
     model_id = embedder.model_id
     with db.read() as session:
         ids = stale_episode_ids(session, model_id)
@@ -221,6 +225,7 @@ def reembed(
             with db.write() as session:
                 for row, vector, windows in zip(rows, vectors, embedded, strict=True):
                     if store_windows(  # not written: edited meanwhile, kept as it is
+                        words,
                         session,
                         row.id,
                         windows,

@@ -33,8 +33,9 @@ from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Conversation, EpisodeSummary
 from caesar.errors import CaesarError
 from caesar.gateway.base import Message
-from caesar.memory.episodes.recall import episode_row
 from caesar.memory.engine import window_keywords
+from caesar.memory.episodes.rows import episode_row
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns, is_temporary, render_transcript
 from caesar.workers import SPREAD, Worker, rows_still_there, spread
 
@@ -239,22 +240,20 @@ def write_outcomes(
         if o.error is not None:
             if _claim(session, job, failed_audit_id=job.tip):
                 worker.audit.append(
-                    session,
+                    Scope(person, session),
                     audit.EPISODE_SUMMARISE_FAILED,
                     {**subject, "stage": o.stage, "error": o.error},
                     subject_id=o.row.id,
-                    person=person,
                 )
             continue
         if not _claim(session, job, summarised_audit_id=job.tip, failed_audit_id=None):
             continue
         if o.temporary:
             worker.audit.append(
-                session,
+                Scope(person, session),
                 audit.EPISODE_SUMMARISE_SKIPPED,
                 {**subject, "reason": "temporary"},
                 subject_id=o.row.id,
-                person=person,
             )
             continue
         old = session.execute(
@@ -264,7 +263,7 @@ def write_outcomes(
         ).first()
         if old is not None:
             # SQLite's window index is contentless: its words go by hand, before the row.
-            window_keywords.forget_windows(session, [old.id])
+            window_keywords.forget_windows(worker.services.episodes.backend, session, [old.id])
             session.execute(delete(EpisodeSummary).where(EpisodeSummary.id == old.id))
             replaced.append(int(old.id))
         row = episode_row(
@@ -283,19 +282,17 @@ def write_outcomes(
         replaces = {"replaces_episode_id": int(old.id)} if old is not None else {}
         if o.summary:
             worker.audit.append(
-                session,
+                Scope(person, session),
                 audit.EPISODE_SUMMARISED,
                 {**subject, **replaces, "summary": o.summary, "model": o.model},
                 subject_id=o.row.id,
-                person=person,
             )
         else:
             worker.audit.append(
-                session,
+                Scope(person, session),
                 audit.EPISODE_SUMMARISE_SKIPPED,
                 {**subject, **replaces, "reason": "trivial"},
                 subject_id=o.row.id,
-                person=person,
             )
     session.flush()
     return replaced

@@ -23,6 +23,7 @@ from caesar.db.models import AuditLog, MemoryExtractCursor
 from caesar.errors import CaesarError, InputError
 from caesar.gateway.base import Message
 from caesar.memory.facts.store import clean_value, normalise_key
+from caesar.memory.scope import Scope
 from caesar.memory.standing import kinds
 from caesar.memory.standing.offline import Statement, unsafe
 from caesar.memory.standing.store import clean_text
@@ -279,7 +280,7 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
         for outcome in prepared:
             if outcome.error is not None:
                 self.audit.append(
-                    session,
+                    Scope(outcome.person, session),
                     audit.EXTRACT_FAILED,
                     {
                         "audit_log_id": outcome.audit_id,
@@ -288,25 +289,22 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
                         "raw_truncated": len(outcome.raw or "") > RAW_KEEP,
                     },
                     subject_id=outcome.audit_id,
-                    person=outcome.person,
                 )
                 continue
             if outcome.memories:
                 self.services.standing.learn(
-                    session,
+                    Scope(outcome.person, session),
                     self.audit,
                     outcome.memories,
                     source_audit_id=outcome.audit_id,
                     said_at=outcome.said_at,
-                    person=outcome.person,
                 )
             for fact in outcome.facts:
                 self.services.facts.upsert_extracted(
-                    session,
+                    Scope(outcome.person, session),
                     key=fact.key,
                     value=fact.value,
                     confidence=fact.confidence,
                     source_audit_id=outcome.audit_id,
                     said_at=outcome.said_at,
-                    person=outcome.person,
                 )

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from caesar import audit
 from caesar.db.models import AuditLog
+from caesar.memory.scope import Scope
 
 CHANGES = (
     audit.FACT_EXTRACTED,
@@ -58,9 +58,10 @@ class Change:
         }
 
 
-def fact_history(session: Session, key: str, *, person: int) -> list[Change]:
+def fact_history(scope: Scope, key: str) -> list[Change]:
     """Every change of `key`, oldest first; each value's `until` is when the next change that
     took effect (not a conflict) replaced it."""
+    session, person = scope.session, scope.person
     rows = session.execute(
         select(AuditLog.id, AuditLog.created_at, AuditLog.event_type, AuditLog.payload)
         .where(

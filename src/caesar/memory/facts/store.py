@@ -26,6 +26,7 @@ from caesar.db.models import AuditLog, Fact
 from caesar.errors import InputError, NotFound
 from caesar.memory.facts.history import Change, fact_history
 from caesar.memory.importance import SECONDS_PER_DAY, fact_importance_v
+from caesar.memory.scope import Scope
 
 MAX_KEY = 100
 MAX_VALUE = 1000
@@ -123,10 +124,11 @@ _EDIT_ROWS_SIGNATURE = select(func.count(), func.max(AuditLog.__table__.c.id)).w
 )
 
 
-def edit_counts(session: Session, key: str | None = None, *, person: int) -> dict[str, int]:
+def edit_counts(scope: Scope, key: str | None = None) -> dict[str, int]:
     """`person`'s edits per key (`memory.fact.user_edited` rows, ADR-0034 §4), counting only
     edits after the key's last `memory.fact.user_deleted`: deleting a fact forgets the
     interest the operator once showed in it."""
+    session, person = scope.session, scope.person
     if key is None:
         rows = session.execute(_EDIT_COUNTS, {"person": person})
     else:
@@ -134,8 +136,9 @@ def edit_counts(session: Session, key: str | None = None, *, person: int) -> dic
     return {str(k): int(n) for k, n in rows}
 
 
-def by_keys(session: Session, keys: Sequence[str], *, person: int) -> dict[str, Fact]:
+def by_keys(scope: Scope, keys: Sequence[str]) -> dict[str, Fact]:
     """`person`'s facts of `keys` as they are now, by key (a key with no fact is absent)."""
+    session, person = scope.session, scope.person
     if not keys:
         return {}
     rows = session.scalars(select(Fact).where(Fact.key.in_(list(keys)), Fact.person_id == person))
@@ -230,19 +233,20 @@ class FactsStore:
         now = now or utcnow()
         with self.db.read() as session:
             rows = session.execute(_ALL_ROWS, {"person": person}).all()
-            edits = self._all_edit_counts(session, person) if rows else {}
+            edits = self._all_edit_counts(Scope(person, session)) if rows else {}
         return self._ranked(rows, edits, now, limit)
 
-    def _all_edit_counts(self, session: Session, person: int) -> dict[str, int]:
+    def _all_edit_counts(self, scope: Scope) -> dict[str, int]:
         """`edit_counts(session)`, recomputed only when the rows it counts changed. The
         signature is read before the counts: a write committed between the two leaves counts
         newer than their signature (recomputed next time), never older."""
+        session, person = scope.session, scope.person
         count, last_id = session.execute(_EDIT_ROWS_SIGNATURE, {"person": person}).one()
         signature = (int(count), None if last_id is None else int(last_id))
         cached = self._edit_counts.get(person)
         if cached is not None and cached[0] == signature:
             return cached[1]
-        counts = edit_counts(session, person=person)
+        counts = edit_counts(scope)
         self._edit_counts = {**self._edit_counts, person: (signature, counts)}
         return counts
 
@@ -252,7 +256,7 @@ class FactsStore:
             row = session.execute(_ROW_OF_KEY, {"key": key, "person": person}).first()
             if row is None:
                 raise NotFound(f"no fact with key {key!r}")
-            edits = edit_counts(session, key, person=person)
+            edits = edit_counts(Scope(person, session), key)
         return self._ranked([row], edits, now or utcnow(), None)[0]
 
     def set_by_operator(self, raw_key: str, raw_value: str, *, person: int) -> tuple[Fact, int]:
@@ -285,12 +289,11 @@ class FactsStore:
             else:
                 fact.value, fact.confidence, fact.updated_at = value, 1.0, now
             row = self.audit.append(
-                session,
+                Scope(person, session),
                 audit.FACT_USER_EDITED,
                 {"key": key, "old_value": old, "value": value},
                 subject_key=key,
                 created_at=now,
-                person=person,
             )
             # The fact now comes from the operator's edit: link it there.
             fact.source_audit_id = row.id
@@ -306,11 +309,10 @@ class FactsStore:
                 raise NotFound(f"no fact with key {key!r}")
             session.delete(fact)
             row = self.audit.append(
-                session,
+                Scope(person, session),
                 audit.FACT_USER_DELETED,
                 {"key": key, "value": fact.value},
                 subject_key=key,
-                person=person,
             )
             return row.id
 
@@ -338,7 +340,7 @@ class FactsStore:
         if seen is not None:
             return None
         self.audit.append(
-            session,
+            Scope(fact.person_id, session),
             audit.FACT_CONFLICT,
             {
                 "key": fact.key,
@@ -348,7 +350,6 @@ class FactsStore:
             },
             subject_key=fact.key,
             subject_id=source_audit_id,
-            person=fact.person_id,
         )
         return audit.FACT_CONFLICT
 
@@ -357,21 +358,20 @@ class FactsStore:
         (memory/facts/history.py)."""
         key = normalise_key(raw_key)
         with self.db.read() as session:
-            changes = fact_history(session, key, person=person)
+            changes = fact_history(Scope(person, session), key)
         if not changes:
             raise NotFound(f"no fact with key {key!r}, now or before")
         return changes
 
     def upsert_extracted(
         self,
-        session: Session,
+        scope: Scope,
         *,
         key: str,
         value: str,
         confidence: float,
         source_audit_id: int,
         said_at: datetime,
-        person: int,
     ) -> str | None:
         """One extracted fact of `person`'s (whose chat it came from), inside the extract
         worker's transaction. `said_at` is when the
@@ -385,6 +385,7 @@ class FactsStore:
         - the fact was set, edited or deleted after this chat happened: nothing (stale news;
           this is also what makes re-processing a chat a no-op)
         """
+        session, person = scope.session, scope.person
         fact = session.scalar(select(Fact).where(Fact.key == key, Fact.person_id == person))
         if fact is not None and fact.updated_at > said_at:
             return None
@@ -411,7 +412,7 @@ class FactsStore:
             )
             session.flush()
             self.audit.append(
-                session,
+                scope,
                 audit.FACT_EXTRACTED,
                 {
                     "key": key,
@@ -421,7 +422,6 @@ class FactsStore:
                 },
                 subject_key=key,
                 subject_id=source_audit_id,
-                person=person,
             )
             return audit.FACT_EXTRACTED
         if fact.value.casefold() != value.casefold():
@@ -433,7 +433,7 @@ class FactsStore:
             fact.value, fact.confidence = value, confidence
             fact.source_audit_id, fact.updated_at = source_audit_id, said_at
             self.audit.append(
-                session,
+                scope,
                 audit.FACT_UPDATED,
                 {
                     "key": key,
@@ -444,7 +444,6 @@ class FactsStore:
                 },
                 subject_key=key,
                 subject_id=source_audit_id,
-                person=person,
             )
             return audit.FACT_UPDATED
         # The operator said it again: fresher and at least as certain, no audit noise.

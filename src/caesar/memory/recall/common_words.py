@@ -15,11 +15,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory.engine.backend import FullTextSearch, full_text
+from caesar.memory.engine.backend import FullTextSearch
 from caesar.memory.recall.keywords import COMMON_MIN_DOCS, keyword_scores
+from caesar.memory.scope import Scope
 
 # About this many postings of the matched words are scored among the newest episodes.
 SCORE_BUDGET = 4000
@@ -37,37 +37,34 @@ def recent_share(matched_counts: list[int], budget: int = SCORE_BUDGET) -> float
 
 
 def common_words_pool(
-    session: Session,
+    scope: Scope,
     terms: list[str],
     *,
-    person: int,
     model_id: str,
     pool: int,
     min_created: datetime | None,
     share: float,
     budget: int = SCORE_BUDGET,
-    backend: FullTextSearch | None = None,
 ) -> dict[int, float]:
     """The keyword pool (keyword_scores' best `pool`) of a query made only of common words
     (see recent_share): the episodes holding all of them — the newest of them, if even they
     exceed `budget` — topped up with the best of the newest `share` of episodes holding any.
     Every score is the one keyword_scores gives; only which episodes are scored is bounded.
     `backend`: the search backend (by default, that of the session's engine)."""
-    text = backend or full_text(session)
-    first, last = text.indexed_id_range(session, person=person)
+    text = scope.search
+    first, last = text.indexed_id_range(scope)
 
     def since(fraction: float) -> int:
         return last - int((last - first) * fraction)
 
     scores: dict[int, float] = {}
-    holding = text.count_holding_all(session, terms, person=person) if len(terms) > 1 else 0
+    holding = text.count_holding_all(scope, terms) if len(terms) > 1 else 0
     if holding:
         newest = None if holding <= budget else since(budget / holding)
         scores = _checked_pool(
-            session,
+            scope,
             text,
             terms,
-            person=person,
             every=True,
             model_id=model_id,
             pool=pool,
@@ -76,10 +73,9 @@ def common_words_pool(
         )
     if len(scores) < pool:
         anyword = _checked_pool(
-            session,
+            scope,
             text,
             terms,
-            person=person,
             every=False,
             model_id=model_id,
             pool=pool,
@@ -92,11 +88,10 @@ def common_words_pool(
 
 
 def _checked_pool(
-    session: Session,
+    scope: Scope,
     text: FullTextSearch,
     terms: list[str],
     *,
-    person: int,
     every: bool,
     model_id: str,
     pool: int,
@@ -106,17 +101,16 @@ def _checked_pool(
     """keyword_scores' best `pool`, ranked in the index alone and then checked against the
     episode rows (model, age): joining every match to its row costs ~4 µs, bm25 ~1. Exact:
     when the index's best 2 × pool hold fewer than `pool` that pass, the joined query decides."""
+    session = scope.session
     wide = 2 * pool
     ranked = keyword_scores(
-        session,
+        scope,
         "",
-        person=person,
         model_id=None,
         limit=wide,
         terms=terms,
         min_id=min_id,
         every=every,
-        backend=text,
     )
     if not ranked:
         return {}
@@ -128,16 +122,14 @@ def _checked_pool(
     passing = [int(i) for i in session.scalars(rows)]
     if len(passing) < pool and len(ranked) >= wide:
         return keyword_scores(
-            session,
+            scope,
             "",
-            person=person,
             model_id=model_id,
             limit=pool,
             min_created=min_created,
             terms=terms,
             min_id=min_id,
             every=every,
-            backend=text,
         )
     best = sorted(passing, key=lambda i: (ranked[i], i), reverse=True)[:pool]
     return {i: ranked[i] for i in best}

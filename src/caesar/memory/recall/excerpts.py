@@ -37,6 +37,9 @@ from typing import Literal
 import Stemmer
 
 from caesar.gateway.base import Message
+from caesar.memory.passages import window_spans, window_turns
+from caesar.memory.recall.hits import Excerpt
+from caesar.memory.recall.keywords import query_terms
 from caesar.memory.render import (
     BLOCK_FRAME,
     GAP_LINE,
@@ -45,9 +48,6 @@ from caesar.memory.render import (
     excerpt_line,
     past_conversations,
 )
-from caesar.memory.episodes.recall import Excerpt
-from caesar.memory.recall.keywords import query_terms
-from caesar.memory.passages import window_spans, window_turns
 
 # The share of a window's priority that is its episode's score (the rest is its own relevance).
 EPISODE_SHARE = 0.5

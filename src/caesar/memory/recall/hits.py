@@ -167,5 +167,3 @@ class TurnMemory:
     @property
     def standing_ids(self) -> list[int]:
         return [m.id for m in self.standing]
-
-

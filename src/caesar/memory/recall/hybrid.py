@@ -38,11 +38,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from sqlalchemy import and_, or_, select
-from sqlalchemy.orm import Session
 
-from caesar.db.models import EpisodeSummary
 from caesar.embeddings import vector_of
+from caesar.memory import passages
+from caesar.memory.engine import window_keywords
+from caesar.memory.engine.rows import PASSAGES, candidate_rows, dated_rows
+from caesar.memory.engine.vectors import Rank, epoch_seconds
+from caesar.memory.engine.window_keywords import fused_keyword
 from caesar.memory.importance import (
     SECONDS_PER_DAY,
     episode_rank,
@@ -51,9 +53,6 @@ from caesar.memory.importance import (
     recall_weight_v,
     recency_among_comparable,
 )
-from caesar.memory import passages
-from caesar.memory.engine import window_keywords
-from caesar.memory.engine.backend import FullTextSearch, SearchBackend, full_text
 from caesar.memory.recall.common_words import SCORE_BUDGET, common_words_pool, recent_share
 from caesar.memory.recall.dates import Span
 from caesar.memory.recall.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
@@ -70,10 +69,8 @@ from caesar.memory.recall.keywords import (  # noqa: F401 - KEYWORD_TABLES: migr
     term_counts,
 )
 from caesar.memory.recall.question import Asked, read_question
-from caesar.memory.engine.sql import PERSON_CHECK, driver_rows, marks
-from caesar.memory.engine.vectors import Rank, epoch_seconds
 from caesar.memory.recall.when import NamedSpan
-from caesar.memory.engine.window_keywords import fused_keyword
+from caesar.memory.scope import Scope
 
 Fusion = Literal["hybrid", "rrf", "dense"]
 Ranking = Literal["prior", "adr"]
@@ -318,19 +315,16 @@ def rank_candidates(
 
 
 def hybrid_search(
-    session: Session,
-    backend: SearchBackend,
+    scope: Scope,
     query_text: str,
     query_vector: np.ndarray | Future[np.ndarray],
     now: datetime,
     params: HybridParams,
     asked: Asked | None = None,
-    *,
-    person: int,
 ) -> list[HybridHit]:
     """Recall by fused relevance, among `person`'s episodes only (every stage asks for theirs:
-    nobody else's is scored). `backend` is the engine's search backend
-    (memory/engine/backend.py): its vectors supply the dense pool, the RECENT_POOL
+    nobody else's is scored). The scope's engine is the search backend
+    (memory/engine/scope.search.py): its vectors supply the dense pool, the RECENT_POOL
     last-written episodes and the summary cosines of keyword-only candidates, its full text
     the keyword pool and the windows' keyword scores; the candidates' rows with their windows'
     vectors are read here. `asked`: what the message says of time and
@@ -338,31 +332,28 @@ def hybrid_search(
     if asked is None:
         asked = read_question(query_text, now)
     if asked.time_only and params.fusion == "hybrid":
-        return time_search(session, backend, query_vector, now, params, asked, person=person)
+        return time_search(scope, query_vector, now, params, asked)
     pool = max(MIN_POOL, 4 * params.top_k)
     min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
-    backend.refresh(session, person=person)
+    scope.search.refresh(scope)
     spans = [(s.start, s.end) for s in asked.time.spans]
     dated: set[int] = set()
     found: KeywordPool | KeywordMatch = KeywordMatch.empty()
     if params.fusion != "dense":
         # What needs no vector first: the message may still be being embedded (embed_soon).
-        dated = dated_episodes(session, spans, backend.model_id, min_created, params, person=person)
+        dated = dated_episodes(scope, spans, scope.search.model_id, min_created, params)
         found = keyword_pool(
-            session,
+            scope,
             asked.time.rest if asked.time.spans else query_text,
-            person=person,
-            model_id=backend.model_id,
+            model_id=scope.search.model_id,
             pool=pool,
             min_created=min_created,
-            backend=backend,
         )
     vector = vector_of(query_vector)
-    rank, factor_range = pool_rank(params, now, backend.max_recall_count)
-    dense = backend.search(
-        session,
+    rank, factor_range = pool_rank(params, now, scope.search.max_recall_count)
+    dense = scope.search.search(
+        scope,
         vector,
-        person=person,
         limit=pool,
         threshold=dense_pool_threshold(params),
         min_created=None if min_created is None else epoch_seconds(min_created),
@@ -372,27 +363,24 @@ def hybrid_search(
     cosine = {int(i): float(c) for i, c in zip(dense.ids, dense.cosine, strict=True)}
     match = KeywordMatch.empty()
     if params.fusion != "dense":
-        recent = backend.newest(
-            session,
+        recent = scope.search.newest(
+            scope,
             vector,
-            person=person,
             limit=RECENT_POOL,
             min_created=None if min_created is None else epoch_seconds(min_created),
         )
         for i, c in zip(recent.ids, recent.cosine, strict=True):
             cosine.setdefault(int(i), float(c))
         fresh_ids = [i for i in dated if i not in cosine]
-        cosine.update(backend.cosines(session, fresh_ids, vector, person=person))
+        cosine.update(scope.search.cosines(scope, fresh_ids, vector))
         # Every candidate gets its episode-level keyword score, the recent ones included: one
         # left unscored would have only its best window's half of the keyword mean.
-        match = keyword_candidates(
-            session, found, cosine.keys(), person=person, model_id=backend.model_id, backend=backend
-        )
+        match = keyword_candidates(scope, found, cosine.keys(), model_id=scope.search.model_id)
     keyword = match.relevance
     ids = sorted(set(cosine) | set(keyword))
     if not ids:
         return []
-    rows = candidate_rows(session, ids, person=person)
+    rows = candidate_rows(scope, ids)
     # DATE_POOL holds a span's newest conversations; an older one of the span that came by
     # its topic is held in it all the same (a long span holds more than the pool).
     if dated:
@@ -401,14 +389,14 @@ def hybrid_search(
     # is read only for one it lacks: committed after the refresh (PostgreSQL's statements each
     # see the latest commits), or of a size it skipped.
     missing = [r[0] for r in rows if r[0] not in cosine]
-    cosine.update(backend.cosines(session, missing, vector, person=person))
+    cosine.update(scope.search.cosines(scope, missing, vector))
     unseen = [i for i in missing if i not in cosine]
-    cosine.update(backend.stored_cosines(session, unseen, vector, person=person))
+    cosine.update(scope.search.stored_cosines(scope, unseen, vector))
     if params.fusion == "dense":
         return rank_candidates(rows, cosine, keyword, now, params)
     each_cosine = window_cosines(rows, vector)
     passage = {i: float(v.max()) for i, v in each_cosine.items()}
-    each_keyword = window_keyword_relevance(session, match, rows, backend, person=person)
+    each_keyword = window_keyword_relevance(scope, match, rows)
     window = {i: max(v.values(), default=0.0) for i, v in each_keyword.items()}
     hits = rank_candidates(
         rows,
@@ -427,30 +415,25 @@ def hybrid_search(
 
 
 def time_search(
-    session: Session,
-    backend: SearchBackend,
+    scope: Scope,
     query_vector: np.ndarray | Future[np.ndarray],
     now: datetime,
     params: HybridParams,
     asked: Asked,
-    *,
-    person: int,
 ) -> list[HybridHit]:
     """A message that names a span of time and nothing else: the span's conversations (up to
     TIME_POOL, newest first), whatever their relevance — there is no topic to match."""
-    backend.refresh(session, person=person)
+    scope.search.refresh(scope)
     min_created = None if params.max_age_days is None else now - timedelta(days=params.max_age_days)
     spans = [(s.start, s.end) for s in asked.time.spans]
-    dated = dated_episodes(
-        session, spans, backend.model_id, min_created, params, TIME_POOL, person=person
-    )
-    rows = candidate_rows(session, sorted(dated), person=person)
+    dated = dated_episodes(scope, spans, scope.search.model_id, min_created, params, TIME_POOL)
+    rows = candidate_rows(scope, sorted(dated))
     if not rows:
         return []
     vector = vector_of(query_vector)
-    cosine = backend.cosines(session, [r[0] for r in rows], vector, person=person)
+    cosine = scope.search.cosines(scope, [r[0] for r in rows], vector)
     missing = [r[0] for r in rows if r[0] not in cosine]
-    cosine.update(backend.stored_cosines(session, missing, vector, person=person))
+    cosine.update(scope.search.stored_cosines(scope, missing, vector))
     each_cosine = window_cosines(rows, vector)
     passage = {i: float(v.max()) for i, v in each_cosine.items()}
     hits = rank_candidates(rows, cosine, {}, now, params, passage, {}, 1.0, dated, False, asked)
@@ -462,18 +445,15 @@ def time_search(
 # a day, 50 added 10.7 ms to a dated message's prepare on a slow host, 20 add about half. A
 # LoCoMo span holds at most 7 sessions (a month), so 20 leave its figures as they were.
 DATE_POOL = 20
-DATE_POOL_SPARE = 4  # rows read per candidate kept: trivial or other-model ones are skipped
 
 
 def dated_episodes(
-    session: Session,
+    scope: Scope,
     spans: Sequence[Span],
     model_id: str | None,
     min_created: datetime | None,
     params: HybridParams,
     limit: int = DATE_POOL,
-    *,
-    person: int,
 ) -> set[int]:
     """Ids of up to DATE_POOL non-trivial episodes of `model_id` (as the keyword pool's)
     created within `spans` (and after `min_created`), newest first: candidates whatever their
@@ -482,22 +462,7 @@ def dated_episodes(
     day brings that day's conversations."""
     if not spans or params.fusion != "hybrid" or params.date_weight <= 0:
         return set()
-    table = EpisodeSummary.__table__.c
-    within = and_(
-        table.person_id == person,
-        or_(*(and_(table.created_at >= a, table.created_at < b) for a, b in spans)),
-    )
-    if min_created is not None:
-        within = and_(within, table.created_at >= min_created)
-    # Only the date in the WHERE: with the model there too, SQLite searched the (model, id)
-    # index and sorted every episode of the model (307 ms at 100k); by created_at it reads the
-    # span's newest rows (model and emptiness are checked on them, a few to spare).
-    rows = session.execute(
-        select(table.id, table.model, table.summary != "")
-        .where(within)
-        .order_by(table.created_at.desc())
-        .limit(limit * DATE_POOL_SPARE)
-    )
+    rows = dated_rows(scope, spans, min_created, limit)
     wanted = [int(i) for i, model, said in rows if said and model_id in (None, model)]
     return set(wanted[:limit])
 
@@ -559,37 +524,23 @@ def pool_rank(
     return rank, (0.0, recall_weight(max_recall_count, scale))
 
 
-def window_keyword_stage(
-    session: Session,
-    match: KeywordMatch,
-    rows: list[Any],
-    backend: FullTextSearch | None = None,
-    *,
-    person: int,
-) -> dict[int, float]:
+def window_keyword_stage(scope: Scope, match: KeywordMatch, rows: list[Any]) -> dict[int, float]:
     """Best-window keyword relevance of the candidates whose windows are indexed (those with
     window vectors: both are written together), 0 for one with no matching window; candidates
     without windows are absent (their keyword relevance stays the episode's)."""
-    each = window_keyword_relevance(session, match, rows, backend, person=person)
+    each = window_keyword_relevance(scope, match, rows)
     return {i: max(v.values(), default=0.0) for i, v in each.items()}
 
 
 def window_keyword_relevance(
-    session: Session,
-    match: KeywordMatch,
-    rows: list[Any],
-    backend: FullTextSearch | None = None,
-    *,
-    person: int,
+    scope: Scope, match: KeywordMatch, rows: list[Any]
 ) -> dict[int, dict[int, float]]:
     """{episode: {window number: keyword relevance}} of the candidates whose windows are
     indexed ({} for one with no matching window); candidates without windows are absent."""
     indexed = [r[0] for r in rows if r[PASSAGES]]
     if not indexed:
         return {}
-    scores = window_keywords.each_window_score(
-        session, match.terms, indexed, backend, person=person
-    )
+    scores = window_keywords.each_window_score(scope, match.terms, indexed)
     # the same shape as the episode level (keyword_relevance): a share of the best window,
     # times the best episode match's coverage
     flat = {(i, k): v for i, per in scores.items() for k, v in per.items()}
@@ -651,25 +602,22 @@ class KeywordPool:
 
 
 def keyword_pool(
-    session: Session,
+    scope: Scope,
     query: str,
     *,
-    person: int,
     model_id: str,
     pool: int,
     min_created: datetime | None,
     budget: int = SCORE_BUDGET,
-    backend: FullTextSearch | None = None,
 ) -> KeywordPool | KeywordMatch:
     """The keyword pool — the best `pool` matches created ≥ min_created — with the counts it
     was chosen by; a KeywordMatch when the stage ends here (no word of the message matches).
-    `budget`: see recent_share. `backend`: the search backend (by default, that of the
+    `budget`: see recent_share. The scope's engine searches (that of the
     session's engine)."""
     terms = query_terms(query)
     if not terms:
         return KeywordMatch.empty()
-    text = backend or full_text(session)
-    total, counts = term_counts(session, terms, text, person=person)
+    total, counts = term_counts(scope, terms)
     names = named_words(query, terms)
     known = known_share(total, terms, counts, names)
     stranger = names_unknown(terms, counts, names)
@@ -680,44 +628,37 @@ def keyword_pool(
     share = recent_share([by_term[t] for t in matched], budget)
     if share is None:
         scores = keyword_scores(
-            session,
+            scope,
             query,
-            person=person,
             model_id=model_id,
             limit=pool,
             min_created=min_created,
             terms=matched,
-            backend=text,
         )
     else:
         scores = common_words_pool(
-            session,
+            scope,
             matched,
-            person=person,
             model_id=model_id,
             pool=pool,
             min_created=min_created,
             share=share,
             budget=budget,
-            backend=text,
         )
     return KeywordPool(query, terms, total, counts, matched, known, stranger, share, scores, pool)
 
 
 def keyword_candidates(
-    session: Session,
+    scope: Scope,
     found: KeywordPool | KeywordMatch,
     candidates: Collection[int],
     *,
-    person: int,
     model_id: str,
-    backend: FullTextSearch | None = None,
 ) -> KeywordMatch:
     """The keyword stage's second half: the pool with the dense `candidates` that match
     scored too, normalised (see keyword_stage)."""
     if isinstance(found, KeywordMatch):
         return found
-    text = backend or full_text(session)
     scores = dict(found.scores)
     # A pool that is neither full nor bounded holds every match in the window, where the dense
     # candidates are: the ones it lacks have no keyword score to find.
@@ -725,95 +666,49 @@ def keyword_candidates(
     if unscored and (len(scores) >= found.pool or found.share is not None):
         scores.update(
             keyword_scores(
-                session,
+                scope,
                 found.query,
-                person=person,
                 model_id=model_id,
                 limit=len(unscored),
                 ids=unscored,
                 terms=found.matched,
-                backend=text,
             )
         )
     if not scores:
         return KeywordMatch({}, [], 0.0, found.known, found.stranger)
     best_id = max(scores, key=lambda i: (scores[i], i))
-    has = probe_contains(session, found.terms, best_id, text, person=person)
+    has = probe_contains(scope, found.terms, best_id)
     strength = coverage(found.total, list(zip(found.counts, has, strict=True)))
     relevance = keyword_relevance(scores, strength)
     return KeywordMatch(relevance, found.matched, strength, found.known, found.stranger)
 
 
 def keyword_stage(
-    session: Session,
+    scope: Scope,
     query: str,
     *,
-    person: int,
     model_id: str,
     pool: int,
     min_created: datetime | None,
     candidates: Collection[int],
     budget: int = SCORE_BUDGET,
-    backend: FullTextSearch | None = None,
 ) -> KeywordMatch:
     """Normalised keyword relevance ∈ (0, 1] of the keyword pool — the best `pool` matches
     created ≥ min_created — and of the dense `candidates` that match (`.relevance`:
     {episode_id: relevance}; an episode absent from it has no keyword match, or is in neither
     set), with the words matched and the best match's coverage. `budget`: see recent_share.
-    `backend`: the search backend (by default, that of the session's engine). In two halves
+    The scope's engine searches. In two halves
     (`keyword_pool`, `keyword_candidates`): hybrid_search runs the first while the message is
     still being embedded."""
     found = keyword_pool(
-        session,
+        scope,
         query,
-        person=person,
         model_id=model_id,
         pool=pool,
         min_created=min_created,
         budget=budget,
-        backend=backend,
     )
-    return keyword_candidates(
-        session, found, candidates, person=person, model_id=model_id, backend=backend
-    )
-
-
-# What ranking reads of an episode (rank_candidates' rows; episodes/recall.py's dense path too).
-EPISODE_COLUMNS = (
-    EpisodeSummary.id,
-    EpisodeSummary.audit_log_id,
-    EpisodeSummary.summary,
-    EpisodeSummary.created_at,
-    EpisodeSummary.recall_count,
-)
-
-PASSAGES = 5  # candidate_rows' column of the window vectors (rows are read by position: fast)
-
-
-def candidate_rows(session: Session, ids: list[int], *, person: int) -> list[tuple[Any, ...]]:
-    """(id, audit_log_id, summary, created_at, recall_count, passage_vectors) of the candidates
-    that still exist with a non-empty summary and are `person`'s. No summary vector: the index has them.
-
-    Sent to the driver as written (exec_driver_sql): for ~80 rows, compiling the expanding IN
-    list and SQLAlchemy's row and DateTime processing took half of this step (0.41 → 0.27 ms
-    at 100k episodes); SQLite's created_at text is parsed here instead."""
-    if not ids:
-        return []
-    sql = (
-        "SELECT id, audit_log_id, summary, created_at, recall_count, passage_vectors "
-        f"FROM episode_summaries WHERE id IN ({marks(session, len(ids))}) AND summary != '' "
-        f"AND {PERSON_CHECK} = {marks(session, 1)}"
-    )
-    rows = driver_rows(session, sql, [*(int(i) for i in ids), int(person)])
-    return [
-        (r[0], r[1], r[2], as_datetime(r[3]), r[4], r[5]) if isinstance(r[3], str) else tuple(r)
-        for r in rows
-    ]
-
-
-def as_datetime(stored: str) -> datetime:
-    """A DateTime column as SQLAlchemy stores it on SQLite ("2026-05-18 12:00:00.000000")."""
-    return datetime.fromisoformat(stored)
+    return keyword_candidates(scope, found, candidates, model_id=model_id)
 
 
 def passage_cosines(rows: list[Any], query_vector: np.ndarray) -> dict[int, float]:

@@ -26,15 +26,13 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TypeVar
 
-from sqlalchemy.orm import Session
-
-from caesar.memory.engine.backend import FullTextSearch, full_text
-from caesar.memory.recall.dates import MONTHS
 from caesar.memory.engine.postgres import (
     bm25_idf,
     tsquery_text,  # noqa: F401 - re-exported
 )
 from caesar.memory.engine.sqlite import fts5_match, indexed_rows  # noqa: F401 - re-exported
+from caesar.memory.recall.dates import MONTHS
+from caesar.memory.scope import Scope
 
 K = TypeVar("K")  # what is scored: an episode id, or (episode id, window number)
 
@@ -104,10 +102,9 @@ def query_terms(query: str) -> list[str]:
 
 
 def keyword_scores(
-    session: Session,
+    scope: Scope,
     query: str,
     *,
-    person: int,
     model_id: str | None,
     limit: int,
     ids: Iterable[int] | None = None,
@@ -115,7 +112,6 @@ def keyword_scores(
     terms: list[str] | None = None,
     min_id: int | None = None,
     every: bool = False,
-    backend: FullTextSearch | None = None,
 ) -> dict[int, float]:
     """Best `limit` of `person`'s episodes (of `model_id` unless None, created ≥ min_created, id ≥ min_id,
     among `ids` if given, holding every term if `every`) by keyword relevance to `query`:
@@ -128,10 +124,9 @@ def keyword_scores(
     id_list = None if ids is None else sorted({int(i) for i in ids})
     if not terms or id_list == []:
         return {}
-    return (backend or full_text(session)).keyword_scores(
-        session,
+    return scope.search.keyword_scores(
+        scope,
         terms,
-        person=person,
         limit=limit,
         model_id=model_id,
         ids=id_list,
@@ -141,35 +136,26 @@ def keyword_scores(
     )
 
 
-def term_counts(
-    session: Session, terms: list[str], backend: FullTextSearch | None = None, *, person: int
-) -> tuple[int, list[int]]:
+def term_counts(scope: Scope, terms: list[str]) -> tuple[int, list[int]]:
     """(`person`'s indexed episodes, [of them, those containing each term]), by the index's
     own tokenizer, so stemming and stop words agree with the keyword search."""
-    return (backend or full_text(session)).term_counts(session, terms, person=person)
+    return scope.search.term_counts(scope, terms)
 
 
-def probe_contains(
-    session: Session,
-    terms: list[str],
-    probe_id: int,
-    backend: FullTextSearch | None = None,
-    *,
-    person: int,
-) -> list[bool]:
+def probe_contains(scope: Scope, terms: list[str], probe_id: int) -> list[bool]:
     """Whether `person`'s episode `probe_id` contains each term (by the index's tokenizer)."""
     if not terms:
         return []
-    return (backend or full_text(session)).probe_contains(session, terms, probe_id, person=person)
+    return scope.search.probe_contains(scope, terms, probe_id)
 
 
 def term_document_counts(
-    session: Session, terms: list[str], probe_id: int, *, person: int
+    scope: Scope, terms: list[str], probe_id: int
 ) -> tuple[int, list[tuple[int, bool]]]:
     """(indexed episodes, [(episodes containing the term, whether `probe_id` does)]), of
     `person`'s."""
-    total, counts = term_counts(session, terms, person=person)
-    found = probe_contains(session, terms, probe_id, person=person)
+    total, counts = term_counts(scope, terms)
+    found = probe_contains(scope, terms, probe_id)
     return total, list(zip(counts, found, strict=True))
 
 

@@ -23,8 +23,8 @@ import re
 from collections.abc import Sequence
 from datetime import datetime, tzinfo
 
+from caesar.memory.recall.hits import RecalledEpisode
 from caesar.memory.render import FactLine, fence, local, one_line, relative_time
-from caesar.memory.episodes.recall import RecalledEpisode
 from caesar.memory.transcript import MEMORY_CLOSE, MEMORY_OPEN
 
 SMALL_SYSTEM_PROMPT = (

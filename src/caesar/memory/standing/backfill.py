@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 from caesar import audit
 from caesar.db.models import AuditLog, MemoryStandingCursor
 from caesar.memory.facts.extract import latest_exchange
+from caesar.memory.scope import Scope
 from caesar.memory.standing.offline import Statement, extract_statements
 from caesar.memory.transcript import is_temporary
 from caesar.workers import CursorWorker
@@ -106,10 +107,9 @@ class StandingBackfillWorker(CursorWorker[list[_Read]]):
         for outcome in prepared:
             if outcome.statements:
                 self.services.standing.learn(
-                    session,
+                    Scope(outcome.person, session),
                     self.audit,
                     outcome.statements,
                     source_audit_id=outcome.audit_id,
                     said_at=outcome.said_at,
-                    person=outcome.person,
                 )

@@ -20,7 +20,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from sqlalchemy import bindparam, delete, func, or_, select, update
-from sqlalchemy.orm import Session
 
 from caesar import audit
 from caesar.clock import utcnow
@@ -31,6 +30,7 @@ from caesar.embeddings import EmbedderHandle, normalise
 from caesar.errors import InputError, NotFound
 from caesar.memory.episodes.listing import like_pattern
 from caesar.memory.importance import SECONDS_PER_DAY, fact_importance
+from caesar.memory.scope import Scope
 from caesar.memory.standing import kinds
 from caesar.memory.standing.offline import Statement, conflicts
 
@@ -199,33 +199,32 @@ class StandingStore:
     # -- the worker ---------------------------------------------------------------------------
     def learn(
         self,
-        session: Session,
+        scope: Scope,
         log: audit.Audit,
         statements: Sequence[tuple[Statement, np.ndarray | None]],
         *,
         source_audit_id: int,
         said_at: datetime,
-        person: int,
     ) -> int:
         """Write what one chat row said (in the worker's transaction); how many are new."""
         learned = 0
         for statement, vector in statements:
             if statement.kind not in kinds.KINDS or not statement.text.strip():
                 continue
-            if self._learn_one(session, log, statement, vector, source_audit_id, said_at, person):
+            if self._learn_one(scope, log, statement, vector, source_audit_id, said_at):
                 learned += 1
         return learned
 
     def _learn_one(
         self,
-        session: Session,
+        scope: Scope,
         log: audit.Audit,
         statement: Statement,
         vector: np.ndarray | None,
         source_audit_id: int,
         said_at: datetime,
-        person: int,
     ) -> bool:
+        session, person = scope.session, scope.person
         current = list(
             session.scalars(
                 select(Memory).where(
@@ -250,7 +249,7 @@ class StandingStore:
                 old.confidence = max(old.confidence, statement.confidence)
                 return False
         row = self._write(
-            session,
+            scope,
             log,
             audit.MEMORY_LEARNED,
             Statement(
@@ -265,7 +264,6 @@ class StandingStore:
             vector,
             said_at=said_at,
             source_audit_id=source_audit_id,
-            person=person,
         )
         slot = kinds.slot_of(statement.slot)
         for old in current:
@@ -277,11 +275,10 @@ class StandingStore:
             if (slot.single and old.slot == row.slot) or (reverses and changed):
                 older.superseded_by = newer.id
                 log.append(
-                    session,
+                    scope,
                     audit.MEMORY_SUPERSEDED,
                     {"memory_id": older.id, "by": newer.id},
                     subject_id=source_audit_id,
-                    person=person,
                 )
             elif reverses:
                 newer.contradicts = older.id
@@ -289,7 +286,7 @@ class StandingStore:
 
     def _write(
         self,
-        session: Session,
+        scope: Scope,
         log: audit.Audit,
         event: str,
         statement: Statement,
@@ -297,9 +294,9 @@ class StandingStore:
         *,
         said_at: datetime,
         source_audit_id: int | None,
-        person: int,
     ) -> Memory:
         """One new statement and the audit row that says so (its chat's id as the subject)."""
+        session, person = scope.session, scope.person
         row = Memory(
             person_id=person,
             kind=statement.kind,
@@ -319,34 +316,35 @@ class StandingStore:
         session.add(row)
         session.flush()
         log.append(
-            session,
+            scope,
             event,
             {"memory_id": row.id, "kind": row.kind, "slot": row.slot, "text": row.text},
             subject_id=source_audit_id,
-            person=person,
         )
         return row
 
     # -- reads --------------------------------------------------------------------------------
-    def current(self, session: Session, *, person: int) -> list[StandingMemory]:
+    def current(self, scope: Scope) -> list[StandingMemory]:
         """`person`'s statements that hold, with their vectors, newest first. This runs on
         every turn: the list is kept per person and read again only when their statements'
         version (`_VERSION`) moved; then core columns, not ORM objects, and the vectors from
         this process's cache."""
+        session, person = scope.session, scope.person
         version = tuple(session.execute(_VERSION, {"person": person}).one())
         with self._lock:
             kept = self._current.get(person)
             if kept is not None and kept[0] == version:
                 self._current.move_to_end(person)
                 return list(kept[1])
-        found = self._read_current(session, person)
+        found = self._read_current(scope)
         with self._lock:
             self._current[person] = (version, found)
             while len(self._current) > PEOPLE_CACHE:
                 self._current.popitem(last=False)
         return list(found)
 
-    def _read_current(self, session: Session, person: int) -> list[StandingMemory]:
+    def _read_current(self, scope: Scope) -> list[StandingMemory]:
+        session, person = scope.session, scope.person
         rows = session.execute(_CURRENT, {"person": person, "limit": MAX_CURRENT}).all()
         keys = {r[0]: (r[0], r[5], r[10]) for r in rows}
         missing = [i for i, key in keys.items() if key not in self._vectors]
@@ -400,10 +398,11 @@ class StandingStore:
 
     def get(self, memory_id: int, *, person: int) -> StandingMemory:
         with self.db.read() as session:
-            return _view(self._owned(session, memory_id, person))
+            return _view(self._owned(Scope(person, session), memory_id))
 
     @staticmethod
-    def _owned(session: Session, memory_id: int, person: int) -> Memory:
+    def _owned(scope: Scope, memory_id: int) -> Memory:
+        session, person = scope.session, scope.person
         row = session.get(Memory, memory_id)
         if row is None or row.person_id != person:  # another person's is not there at all
             raise NotFound(f"no memory with id {memory_id}")
@@ -427,14 +426,13 @@ class StandingStore:
         [vector] = self.vectors([(slot, text)])
         with self.db.write() as session:
             row = self._write(
-                session,
+                Scope(person, session),
                 log,
                 audit.MEMORY_USER_ADDED,
                 Statement(kind, slot, text, "", 1, False, 1.0),
                 vector,
                 said_at=utcnow(),
                 source_audit_id=None,
-                person=person,
             )
             return _view(row)
 
@@ -445,7 +443,7 @@ class StandingStore:
         slot = self.get(memory_id, person=person).slot
         [vector] = self.vectors([(slot, text)])
         with self.db.write() as session:
-            row = self._owned(session, memory_id, person)
+            row = self._owned(Scope(person, session), memory_id)
             row.text = text
             row.edit_count += 1
             row.updated_at = utcnow()
@@ -453,11 +451,10 @@ class StandingStore:
             if vector is not None:
                 row.vector, row.model = np.asarray(vector, np.float32).tobytes(), self.model
             log.append(
-                session,
+                Scope(person, session),
                 audit.MEMORY_USER_EDITED,
                 {"memory_id": row.id, "kind": row.kind, "slot": row.slot, "text": text},
                 subject_id=row.source_audit_id,
-                person=person,
             )
             return _view(row)
 
@@ -465,7 +462,7 @@ class StandingStore:
         """Gone, with the rows that quote it; one row says which (never what it said). A
         statement it had replaced holds again."""
         with self.db.write() as session:
-            row = self._owned(session, memory_id, person)
+            row = self._owned(Scope(person, session), memory_id)
             kind, slot = row.kind, row.slot
             session.execute(
                 update(Memory)
@@ -485,10 +482,9 @@ class StandingStore:
                 session.execute(delete(audit.AuditLog).where(audit.AuditLog.id.in_(quoting)))
             session.delete(row)
             log.append(
-                session,
+                Scope(person, session),
                 audit.MEMORY_USER_DELETED,
                 {"memory_id": memory_id, "kind": kind, "slot": slot},
-                person=person,
             )
 
 
