@@ -28,6 +28,7 @@ from caesar import people
 from caesar.api.auth_limit import AuthLocked, audit_lockout, client_address, limiter_of
 from caesar.brain import Brain
 from caesar.errors import InputError
+from caesar.memory.scope import Scope
 from caesar.memory.engine import upkeep
 from caesar.services import Services
 
@@ -206,3 +207,13 @@ def require_token(request: Request) -> int:
 Authenticated = Depends(require_token)
 # Who is asking: every store call a route makes is this person's.
 PersonDep = Annotated[int, Depends(require_token)]
+
+
+def request_scope(services: ServicesDep, person: PersonDep) -> Scope:
+    """The asking person's memory on the server's engine (memory/scope.py): what a route
+    hands every store, recall and tool call it makes. Each opens its own transaction."""
+    return Scope(person, engine=services.episodes.backend)
+
+
+# Whose memory a route reads and writes: the asking person's, nobody else's.
+ScopeDep = Annotated[Scope, Depends(request_scope)]

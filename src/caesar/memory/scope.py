@@ -22,11 +22,21 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Scope:
     person: int
-    session: Session
+    # the caller's transaction; None for a scope handed to a store that opens its own (a
+    # route's, a tool's: `within` binds one)
+    bound: Session | None = None
     # the engine's search backend; None for a caller that reads and writes rows only
     engine: SearchBackend | None = None
     # the time the call acts at (a turn's `now`), where it matters
     now: datetime | None = None
+
+    @property
+    def session(self) -> Session:
+        """The transaction the scope reads and writes through (a scope made without one, for
+        a store that opens its own, has none to give: a bug to ask)."""
+        if self.bound is None:
+            raise ValueError("this scope was made without a session")
+        return self.bound
 
     @property
     def search(self) -> SearchBackend:
@@ -40,4 +50,4 @@ class Scope:
 
     def within(self, session: Session) -> Scope:
         """The same person's memory through another session."""
-        return replace(self, session=session)
+        return replace(self, bound=session)
