@@ -47,7 +47,7 @@ def add_episode(
             model=embedder.model_id,
             created_at=created_at,
             recall_count=recall_count,
-            person=OWNER,
+            scope=Scope(OWNER),
         )
         link_summarised(session, row)
         session.add(row)

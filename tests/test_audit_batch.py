@@ -91,7 +91,7 @@ def test_a_turn_writes_its_row_first_then_one_row_per_recall(make_services, llm)
     older, _ = add_episode(services, SLEEP, days_ago(20))
     newer, _ = add_episode(services, SLEEP + " Again.", days_ago(2))
     llm.replies.append("Glad it helped.")
-    result = Brain(services).turn("I tried the thermostat thing you suggested", person=OWNER)
+    result = Brain(services).turn("I tried the thermostat thing you suggested", scope=Scope(OWNER))
 
     assert [e.episode_id for e in result.recalled] == [newer, older]  # fresher ranks first
     [chat] = events(services, audit.CHAT_COMPLETED)[-1:]

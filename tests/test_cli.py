@@ -299,7 +299,7 @@ def test_episodes_reembed_fills_in_missing_windows(upgraded):
                     vector=None,
                     model="older-model",
                     created_at=chat.created_at,
-                    person=OWNER,
+                    scope=Scope(OWNER),
                 )
             )
         result = run("episodes", "reembed")

@@ -22,6 +22,7 @@ from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, Conversation, EpisodeSummary
 from caesar.memory.episodes.summarise import SUMMARISE_SYSTEM
+from caesar.memory.scope import Scope
 from caesar.memory.transcript import parse_transcript
 from caesar.workers import run_until_caught_up
 
@@ -129,7 +130,9 @@ def test_a_resumed_conversation_replaces_its_episode_and_keeps_its_recalls(learn
         [before] = _episodes(learning)
         assert [
             h.episode_id
-            for h in learning.episodes.preview("kayak", similarity_threshold=None, person=OWNER)
+            for h in learning.episodes.preview(
+                "kayak", similarity_threshold=None, scope=Scope(OWNER)
+            )
         ] == [before.id]
         with learning.db.write() as session:
             session.execute(update(EpisodeSummary).values(recall_count=3))
@@ -141,7 +144,9 @@ def test_a_resumed_conversation_replaces_its_episode_and_keeps_its_recalls(learn
     [after] = _episodes(learning)
     assert after.id != before.id and after.recall_count == 3
     assert "kayak" in after.summary and "telescope" in after.summary
-    hits = learning.episodes.preview("kayak telescope", similarity_threshold=None, person=OWNER)
+    hits = learning.episodes.preview(
+        "kayak telescope", similarity_threshold=None, scope=Scope(OWNER)
+    )
     assert [h.episode_id for h in hits] == [after.id]  # the old row left the in-process index
     [summarised, replaced] = events(learning, audit.EPISODE_SUMMARISED)[::-1]
     assert summarised.payload["replaces_episode_id"] == before.id

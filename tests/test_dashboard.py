@@ -125,7 +125,7 @@ def test_bearer_header_works_instead_of_the_cookie(secured):
         follow_redirects=False,
     )
     assert saved.status_code == 303
-    assert services.facts.get("dog_name", person=OWNER).value == "Biscuit"
+    assert services.facts.get("dog_name", scope=Scope(OWNER)).value == "Biscuit"
 
 
 def test_logout_clears_the_cookie(secured):
@@ -154,17 +154,17 @@ def test_post_forms_need_the_sessions_csrf_token(secured, make_services):
     theirs = _csrf(other.get("/dashboard/facts").text)
     assert theirs != token
     assert c.post("/dashboard/facts", data={**form, "csrf": theirs}).status_code == 403
-    assert services.facts.list_all(person=OWNER) == []
+    assert services.facts.list_all(scope=Scope(OWNER)) == []
     assert c.post("/dashboard/facts/dog_name/delete", data={}).status_code == 403
 
     ok = c.post("/dashboard/facts", data={**form, "csrf": token}, follow_redirects=False)
     assert ok.status_code == 303 and ok.headers["location"] == "/dashboard/facts?saved=dog_name"
-    assert services.facts.get("dog_name", person=OWNER).value == "Biscuit"
+    assert services.facts.get("dog_name", scope=Scope(OWNER)).value == "Biscuit"
     deleted = c.post(
         "/dashboard/facts/dog_name/delete", data={"csrf": token}, follow_redirects=False
     )
     assert deleted.status_code == 303
-    assert services.facts.list_all(person=OWNER) == []
+    assert services.facts.list_all(scope=Scope(OWNER)) == []
 
 
 def test_open_mode_needs_no_login_but_still_csrf(client, services):
@@ -180,7 +180,7 @@ def test_open_mode_needs_no_login_but_still_csrf(client, services):
         fresh.post("/dashboard/facts", data={"key": "a", "value": "b", "csrf": "x"}).status_code
         == 403
     )
-    assert services.facts.list_all(person=OWNER) == []
+    assert services.facts.list_all(scope=Scope(OWNER)) == []
     ok = client.post("/dashboard/facts", data={"key": "a", "value": "b", "csrf": _csrf(page.text)})
     assert ok.status_code == 200 and _row_keys(ok.text) == ["a"]
 
@@ -188,7 +188,7 @@ def test_open_mode_needs_no_login_but_still_csrf(client, services):
 # -- pages --------------------------------------------------------------------------------------
 def test_stored_values_are_rendered_escaped(secured):
     services, c = secured
-    services.facts.set_by_operator("dog_name", XSS, person=OWNER)
+    services.facts.set_by_operator("dog_name", XSS, scope=Scope(OWNER))
     _login(c)
     for path in ("/dashboard/facts", "/dashboard/audit", "/dashboard/audit/1"):
         html = c.get(path).text
@@ -205,7 +205,7 @@ def test_bad_form_input_shows_the_form_again(client, services):
     assert response.status_code == 400
     assert "invalid fact key" in response.text
     assert XSS not in response.text and "&lt;script&gt;" in response.text  # the draft, escaped
-    assert services.facts.list_all(person=OWNER) == []
+    assert services.facts.list_all(scope=Scope(OWNER)) == []
     missing = client.post("/dashboard/facts/nope/delete", data={"csrf": token})
     assert missing.status_code == 404 and "no fact with key" in missing.text
 
@@ -315,9 +315,9 @@ def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
     turn = client.post("/v1/chat", json={"message": "My dog is called Biscuit."}).json()
     llm.fail_next("status", status=503)
     assert client.post("/v1/chat", json={"message": "Are you there?"}).status_code == 503
-    services.facts.set_by_operator("home_city", "Lisbon", person=OWNER)
-    services.facts.set_by_operator("home_city", "Porto", person=OWNER)
-    services.facts.delete("home_city", person=OWNER)
+    services.facts.set_by_operator("home_city", "Lisbon", scope=Scope(OWNER))
+    services.facts.set_by_operator("home_city", "Porto", scope=Scope(OWNER))
+    services.facts.delete("home_city", scope=Scope(OWNER))
     with services.db.write() as session:
         chat = turn["audit_id"]
         services.audit.append(
@@ -389,8 +389,8 @@ def test_timeline_rows_read_as_words_by_event_type(client, services, llm):
 def test_timeline_search_over_payloads(client, services):
     first = add_chat(services, "I moved to Lisbon, café on the corner", "Nice")
     add_chat(services, "What's the weather?", "Sunny")
-    services.facts.set_by_operator("home_city", "Lisbon", person=OWNER)
-    services.facts.set_by_operator("note", '100% "quoted"', person=OWNER)
+    services.facts.set_by_operator("home_city", "Lisbon", scope=Scope(OWNER))
+    services.facts.set_by_operator("note", '100% "quoted"', scope=Scope(OWNER))
 
     def found(**params: object) -> list[str]:
         html = client.get("/dashboard/audit", params=params).text
@@ -442,7 +442,7 @@ def _add_episode_row(
             model=model,
             created_at=when,
             recall_count=recalls,
-            person=OWNER,
+            scope=Scope(OWNER),
         )
         link_summarised(session, row)
         session.add(row)
@@ -463,15 +463,15 @@ def add_past_conversation(services: Any, days: float = 3) -> int:
 
 def test_a_turn_shows_the_facts_and_excerpts_in_its_prompt(client, services, llm):
     for key, value in [("dog_name", "Biscuit"), ("home_city", "Lisbon"), ("employer", "ACME")]:
-        services.facts.set_by_operator(key, value, person=OWNER)
+        services.facts.set_by_operator(key, value, scope=Scope(OWNER))
     past = add_past_conversation(services)
     llm.replies.append("Did the cooler room help?")
     turn = client.post("/v1/chat", json={"message": "I tried the thermostat thing you suggested"})
     assert turn.status_code == 200, turn.text
     assert turn.json()["recalled"] == [past]
     turn_id = turn.json()["audit_id"]
-    services.facts.delete("home_city", person=OWNER)
-    services.facts.set_by_operator("dog_name", "Biscuit the beagle", person=OWNER)
+    services.facts.delete("home_city", scope=Scope(OWNER))
+    services.facts.set_by_operator("dog_name", "Biscuit the beagle", scope=Scope(OWNER))
 
     html = client.get(f"/dashboard/audit/{turn_id}").text
     facts = re.findall(
@@ -703,7 +703,7 @@ def test_deleting_a_fact_offers_to_forget_its_conversations(learning, llm):
     _third, other = _tell(c, "I live in Porto.")
     assert run_until_caught_up(services.workers["memory.extract"]) == 3
     assert run_until_caught_up(services.workers["memory.summarise"]) == 3
-    assert services.facts.get("dog_name", person=OWNER).value == "Rex"
+    assert services.facts.get("dog_name", scope=Scope(OWNER)).value == "Rex"
 
     location = _delete(c, "dog_name")
     assert location == f"/dashboard/facts?deleted=dog_name&learned_from={told}%2C{renamed}"
@@ -774,7 +774,7 @@ def test_deleting_a_fact_offers_to_forget_its_conversations(learning, llm):
 
 def test_a_fact_with_no_source_conversation_offers_nothing(learning):
     services, c = learning
-    services.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
+    services.facts.set_by_operator("dog_name", "Biscuit", scope=Scope(OWNER))
     location = _delete(c, "Dog Name")
     assert location == "/dashboard/facts?deleted=dog_name"
     page = c.get(location).text

@@ -252,7 +252,7 @@ def _seed_memory(services: Any) -> list[int]:
     """Facts set by hand and three summarised past conversations, their windows indexed, as
     the workers leave them: the chat row ids of the conversations, oldest first."""
     for key, value in [("home_city", "Porto"), ("dog_name", "Biscuit"), ("employer", "ACME")]:
-        services.facts.set_by_operator(key, value, person=OWNER)
+        services.facts.set_by_operator(key, value, scope=Scope(OWNER))
     embedder = services.embedder.get()
     chats = []
     for days, summary, turns in PAST:
@@ -271,7 +271,7 @@ def _seed_memory(services: Any) -> list[int]:
                 vector=embedder.embed_batch([summary])[0],
                 model=embedder.model_id,
                 created_at=when,
-                person=OWNER,
+                scope=Scope(OWNER),
             )
             episode.conversation_id = session.get(AuditLog, chat_id).subject_id
             session.add(episode)
@@ -302,7 +302,7 @@ def test_timeline_reads_as_words_and_pages_both_ways(server, page, llm):
     assert _chat(base, "I tried the thermostat thing you suggested").status_code == 200
     llm.fail_next("status", status=503)
     assert _chat(base, "And what about naps?").status_code == 503
-    services.facts.set_by_operator("home_city", "Lisbon", person=OWNER)
+    services.facts.set_by_operator("home_city", "Lisbon", scope=Scope(OWNER))
     page.set_viewport_size({"width": 1280, "height": 900})
     _login(page, base)
 
@@ -356,7 +356,7 @@ def test_a_turn_shows_its_facts_and_excerpts(server, page, llm):
     llm.replies.append("Did the cooler room help you sleep?")
     response = _chat(base, "I tried the thermostat thing you suggested")
     assert response.status_code == 200 and response.json()["recalled"] == [chats[2]]
-    services.facts.delete("employer", person=OWNER)
+    services.facts.delete("employer", scope=Scope(OWNER))
     page.set_viewport_size({"width": 1280, "height": 900})
     _login(page, base)
 
@@ -453,8 +453,8 @@ def test_forget_removes_an_episode_for_good(server, page):
 def test_deleting_a_fact_offers_to_forget_its_conversations(learning_server, page, llm):
     base, services = learning_server
     llm.reply = lambda body, protocol: "Noted."
-    services.facts.set_by_operator("home_city", "Porto", person=OWNER)
-    services.facts.set_by_operator("employer", "ACME", person=OWNER)
+    services.facts.set_by_operator("home_city", "Porto", scope=Scope(OWNER))
+    services.facts.set_by_operator("employer", "ACME", scope=Scope(OWNER))
     chats = [
         _chat(base, message).json()["audit_id"]
         for message in (
@@ -623,7 +623,7 @@ def test_chat_panel_edits_a_fact_and_forgets_a_conversation(server, page, llm):
     assert page.locator("p.notice").inner_text().startswith("Saved dog_name.")
     value = page.locator('li.remembered-fact[data-key="dog_name"] span.value')
     assert value.inner_text() == "Biscuit the beagle"
-    assert services.facts.get("dog_name", person=OWNER).value == "Biscuit the beagle"
+    assert services.facts.get("dog_name", scope=Scope(OWNER)).value == "Biscuit the beagle"
 
     # forget the past conversation it recalled: gone for good, and the panel says so
     episode = page.locator("li.remembered-episode")

@@ -54,7 +54,7 @@ def _past_conversation(services: Any, days: float = 3) -> tuple[int, int]:
             vector=embedder.embed_batch([PAST_SUMMARY])[0],
             model=embedder.model_id,
             created_at=when,
-            person=OWNER,
+            scope=Scope(OWNER),
         )
         row.conversation_id = conversation_id
         session.add(row)
@@ -144,7 +144,7 @@ def test_sending_needs_the_sessions_csrf_token(client, services, llm):
 
 # -- a turn, with and without the script --------------------------------------------------------
 def test_a_turn_without_the_script_is_a_normal_chat_turn(client, services, llm):
-    services.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
+    services.facts.set_by_operator("dog_name", "Biscuit", scope=Scope(OWNER))
     page = client.get("/dashboard/chat").text
     assert "None yet." in page and '<label for="message">Message</label>' in page
     llm.replies.append("Your dog is called Biscuit.")
@@ -214,7 +214,7 @@ def _system(llm: Any) -> str:
 
 def test_a_streamed_turn_and_what_was_remembered_for_it(client, services, llm):
     for key, value in [("dog_name", "Biscuit"), ("home_city", "Lisbon")]:
-        services.facts.set_by_operator(key, value, person=OWNER)
+        services.facts.set_by_operator(key, value, scope=Scope(OWNER))
     past, past_conversation = _past_conversation(services)
     page = client.get("/dashboard/chat").text
     reply = "Did lowering the thermostat help you sleep?"
@@ -315,7 +315,7 @@ def test_a_model_that_fails_says_so_and_is_audited(client, services, llm):
 
 # -- escaping -----------------------------------------------------------------------------------
 def test_everything_said_and_remembered_is_escaped(client, services, llm):
-    services.facts.set_by_operator("note", XSS, person=OWNER)
+    services.facts.set_by_operator("note", XSS, scope=Scope(OWNER))
     page = client.get("/dashboard/chat").text
     llm.replies.append(f"You said {XSS}")
     events = _events(
@@ -334,7 +334,7 @@ def test_everything_said_and_remembered_is_escaped(client, services, llm):
 
 # -- forget and edit from beside a reply --------------------------------------------------------
 def test_forget_and_edit_forms_return_to_the_chat_page(client, services, llm):
-    services.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
+    services.facts.set_by_operator("dog_name", "Biscuit", scope=Scope(OWNER))
     _past, past_conversation = _past_conversation(services)
     page = client.get("/dashboard/chat").text
     llm.replies.append("Did it help?")
@@ -356,7 +356,7 @@ def test_forget_and_edit_forms_return_to_the_chat_page(client, services, llm):
     assert edited.headers["location"] == f"{here}?saved=dog_name"
     after = client.get(edited.headers["location"]).text
     assert "Saved dog_name." in after and "Biscuit the beagle" in after
-    assert services.facts.get("dog_name", person=OWNER).value == "Biscuit the beagle"
+    assert services.facts.get("dog_name", scope=Scope(OWNER)).value == "Biscuit the beagle"
 
     forgot = client.post(
         "/dashboard/episodes/forget",

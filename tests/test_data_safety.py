@@ -182,7 +182,7 @@ class _Writer:
                         vector=vector,
                         model="all-MiniLM-L6-v2",
                         created_at=utcnow(),
-                        person=OWNER,
+                        scope=Scope(OWNER),
                     )
                 )
             self.pairs += 1
@@ -259,8 +259,8 @@ def test_backup_on_postgresql_prints_pg_dump_without_the_password(services, tmp_
 # -- export --------------------------------------------------------------------------------------
 def _seed(services) -> None:
     exactly_once.backfill(services, 30)
-    services.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
-    services.facts.set_by_operator("home_city", "Lisbon — “quoted” ünïcode", person=OWNER)
+    services.facts.set_by_operator("dog_name", "Biscuit", scope=Scope(OWNER))
+    services.facts.set_by_operator("home_city", "Lisbon — “quoted” ünïcode", scope=Scope(OWNER))
     vector = services.embedder.get().embed_batch(["we talked about the dog"])[0]
     with services.db.write() as session:
         for chat_id in (1, 2, 3):
@@ -272,7 +272,7 @@ def _seed(services) -> None:
                     model="all-MiniLM-L6-v2",
                     created_at=utcnow(),
                     recall_count=chat_id,
-                    person=OWNER,
+                    scope=Scope(OWNER),
                 )
             )
 

@@ -33,7 +33,7 @@ def _add(services, summary: str, created_at: datetime, recall_count: int = 0) ->
             model="m",
             created_at=created_at,
             recall_count=recall_count,
-            person=OWNER,
+            scope=Scope(OWNER),
         )
         row.conversation_id = session.get(AuditLog, chat_id).subject_id
         session.add(row)

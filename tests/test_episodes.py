@@ -25,6 +25,7 @@ from caesar.memory.importance import (
 )
 from caesar.memory.recall.hits import RecallParams
 from caesar.memory.recall.pipeline import rank_episodes
+from caesar.memory.scope import Scope
 
 # -- pure formulas -----------------------------------------------------------------------------
 
@@ -105,7 +106,10 @@ def _params(services, **overrides):
 
 def _search(services, query, **overrides):
     return services.episodes.search(
-        services.episodes.embed_query(query), utcnow(), _params(services, **overrides), person=OWNER
+        services.episodes.embed_query(query),
+        utcnow(),
+        _params(services, **overrides),
+        scope=Scope(OWNER),
     )
 
 

@@ -12,6 +12,7 @@ from caesar import audit
 from caesar.clock import utcnow
 from caesar.errors import InputError, NotFound
 from caesar.memory.facts.store import clean_value, normalise_key
+from caesar.memory.scope import Scope
 
 
 # -- keys and values ----------------------------------------------------------------------------
@@ -49,27 +50,27 @@ def test_clean_value():
 
 # -- store --------------------------------------------------------------------------------------
 def test_operator_set_and_delete_are_audited(services):
-    fact, first = services.facts.set_by_operator("Dog Name", "Biscuit", person=OWNER)
+    fact, first = services.facts.set_by_operator("Dog Name", "Biscuit", scope=Scope(OWNER))
     assert (fact.key, fact.value, fact.confidence, fact.source_audit_id) == (
         "dog_name",
         "Biscuit",
         1.0,
         first,
     )
-    _fact, second = services.facts.set_by_operator("dog_name", "Rex", person=OWNER)
+    _fact, second = services.facts.set_by_operator("dog_name", "Rex", scope=Scope(OWNER))
     edited = events(services, audit.FACT_USER_EDITED)
     assert [e.id for e in edited] == [first, second]
     assert edited[1].payload == {"key": "dog_name", "old_value": "Biscuit", "value": "Rex"}
     assert edited[1].subject_key == "dog_name"
-    assert services.facts.get("dog_name", person=OWNER).edit_count == 2
+    assert services.facts.get("dog_name", scope=Scope(OWNER)).edit_count == 2
 
-    deleted_id = services.facts.delete("dog_name", person=OWNER)
+    deleted_id = services.facts.delete("dog_name", scope=Scope(OWNER))
     (deleted,) = events(services, audit.FACT_USER_DELETED)
     assert deleted.id == deleted_id and deleted.payload == {"key": "dog_name", "value": "Rex"}
     with pytest.raises(NotFound):
-        services.facts.get("dog_name", person=OWNER)
+        services.facts.get("dog_name", scope=Scope(OWNER))
     with pytest.raises(NotFound):
-        services.facts.delete("dog_name", person=OWNER)
+        services.facts.delete("dog_name", scope=Scope(OWNER))
 
 
 # -- HTTP ---------------------------------------------------------------------------------------
@@ -169,7 +170,7 @@ def test_cli_facts_set_list_delete(services, monkeypatch):
     assert runner.invoke(app, ["facts", "delete", "dog_name"]).exit_code == 0
     missing = runner.invoke(app, ["facts", "delete", "dog_name"])
     assert missing.exit_code == 1 and "no fact with key" in missing.output
-    assert services.facts.list_all(person=OWNER) == []
+    assert services.facts.list_all(scope=Scope(OWNER)) == []
 
 
 def test_operator_edit_racing_a_new_extracted_key_on_postgresql(pg_url):
@@ -204,7 +205,7 @@ def test_operator_edit_racing_a_new_extracted_key_on_postgresql(pg_url):
             other.flush()
 
             def operator() -> None:
-                result["set"] = store.set_by_operator("dog_name", "Rex", person=OWNER)
+                result["set"] = store.set_by_operator("dog_name", "Rex", scope=Scope(OWNER))
 
             thread = threading.Thread(target=operator)
             thread.start()
@@ -216,7 +217,7 @@ def test_operator_edit_racing_a_new_extracted_key_on_postgresql(pg_url):
         thread.join(10)
         fact, _audit_id = result["set"]
         assert (fact.value, fact.confidence) == ("Rex", 1.0)
-        (edited,) = [e for e in store.list_all(person=OWNER) if e.key == "dog_name"]
+        (edited,) = [e for e in store.list_all(scope=Scope(OWNER)) if e.key == "dog_name"]
         assert edited.value == "Rex" and edited.edit_count == 1
     finally:
         db.dispose()

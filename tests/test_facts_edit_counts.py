@@ -77,7 +77,7 @@ def _fact(db, key: str, days_ago: float = 10.0) -> None:
 
 
 def _counts(store: FactsStore) -> dict[str, int]:
-    return {f.key: f.edit_count for f in store.list_all(person=OWNER)}
+    return {f.key: f.edit_count for f in store.list_all(scope=Scope(OWNER))}
 
 
 def test_reused_counts_follow_edits_and_deletions_made_through_the_store(migrated_db):
@@ -85,11 +85,11 @@ def test_reused_counts_follow_edits_and_deletions_made_through_the_store(migrate
     _fact(migrated_db, "city")
     assert _counts(store) == {"city": 0}
     assert _counts(store) == {"city": 0}  # served again from the kept counts
-    store.set_by_operator("city", "Lyon", person=OWNER)
-    store.set_by_operator("city", "Lyon", person=OWNER)  # the same value is still an edit
+    store.set_by_operator("city", "Lyon", scope=Scope(OWNER))
+    store.set_by_operator("city", "Lyon", scope=Scope(OWNER))  # the same value is still an edit
     assert _counts(store) == {"city": 2}
-    store.delete("city", person=OWNER)
-    store.set_by_operator("city", "Paris", person=OWNER)
+    store.delete("city", scope=Scope(OWNER))
+    store.set_by_operator("city", "Paris", scope=Scope(OWNER))
     assert _counts(store) == {"city": 1}
 
 
@@ -99,16 +99,16 @@ def test_another_process_editing_is_seen_at_once(make_services):
     first = make_services()
     second = make_services(settings=first.settings)
     assert first.db is not second.db
-    first.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
+    first.facts.set_by_operator("dog_name", "Biscuit", scope=Scope(OWNER))
     assert _counts(first.facts) == {"dog_name": 1}
 
-    second.facts.set_by_operator("dog_name", "Rex", person=OWNER)
+    second.facts.set_by_operator("dog_name", "Rex", scope=Scope(OWNER))
     assert _counts(first.facts) == {"dog_name": 2}
-    assert first.facts.list_all(person=OWNER)[0].value == "Rex"
+    assert first.facts.list_all(scope=Scope(OWNER))[0].value == "Rex"
 
-    second.facts.delete("dog_name", person=OWNER)
-    assert first.facts.list_all(person=OWNER) == []
-    second.facts.set_by_operator("dog_name", "Rex", person=OWNER)
+    second.facts.delete("dog_name", scope=Scope(OWNER))
+    assert first.facts.list_all(scope=Scope(OWNER)) == []
+    second.facts.set_by_operator("dog_name", "Rex", scope=Scope(OWNER))
     assert _counts(first.facts) == {"dog_name": 1}
 
 
@@ -130,7 +130,7 @@ def test_another_process_refreshing_a_fact_silently_is_seen_at_once(make_service
             source_audit_id=chat.id,
             said_at=said,
         )
-    [before] = first.facts.list_all(person=OWNER)
+    [before] = first.facts.list_all(scope=Scope(OWNER))
 
     later = utcnow() - timedelta(days=1)
     with second.db.write() as session:
@@ -147,7 +147,7 @@ def test_another_process_refreshing_a_fact_silently_is_seen_at_once(make_service
         )
     assert outcome is None  # no audit row for a refresh
 
-    [after] = first.facts.list_all(person=OWNER)
+    [after] = first.facts.list_all(scope=Scope(OWNER))
     assert (after.confidence, after.updated_at) == (0.9, later)
     assert after.importance > before.importance
 
@@ -189,10 +189,10 @@ def test_kept_counts_never_change_the_ranking(migrated_db, limit):
     for i, key in enumerate(["a_fact", "b_fact", "c_fact"]):
         _fact(migrated_db, key, days_ago=10 * i)
     now = utcnow()
-    store.list_all(now, limit=limit, person=OWNER)  # fills the kept counts
+    store.list_all(now, limit=limit, scope=Scope(OWNER))  # fills the kept counts
     _append(migrated_db, audit.FACT_USER_EDITED, "c_fact")
     _append(migrated_db, audit.FACT_USER_EDITED, "c_fact")
-    assert store.list_all(now, limit=limit, person=OWNER) == fresh.list_all(
-        now, limit=limit, person=OWNER
+    assert store.list_all(now, limit=limit, scope=Scope(OWNER)) == fresh.list_all(
+        now, limit=limit, scope=Scope(OWNER)
     )
-    assert store.list_all(now, person=OWNER)[0].key == "c_fact"
+    assert store.list_all(now, scope=Scope(OWNER))[0].key == "c_fact"

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from caesar import audit
 from caesar.api import create_app
 from caesar.db.models import AuditLog, Conversation, EpisodeSummary, Fact
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 SECRET = "zorblaxian"  # in no dictionary: any trace of it is a trace of the conversation
@@ -93,11 +94,13 @@ def test_a_forgotten_conversation_leaves_no_trace(learning, llm):
             )
         recalled = events(services, audit.EPISODE_RECALLED)
         assert any(SECRET in str(r.payload).casefold() for r in recalled)
-        assert services.facts.get("dog_name", person=OWNER).value.casefold() == SECRET
+        assert services.facts.get("dog_name", scope=Scope(OWNER)).value.casefold() == SECRET
         assert "facts" in traces(services, SECRET) and "episode_summaries" in traces(
             services, SECRET
         )
-        assert services.episodes.preview(f"{SECRET} beach", similarity_threshold=None, person=OWNER)
+        assert services.episodes.preview(
+            f"{SECRET} beach", similarity_threshold=None, scope=Scope(OWNER)
+        )
 
         response = client.delete(f"/v1/conversations/{conversation.id}")
         assert response.status_code == 200, response.text
@@ -112,11 +115,12 @@ def test_a_forgotten_conversation_leaves_no_trace(learning, llm):
         assert file_traces(services, SECRET) == []
     # No query brings it back: auto-recall, the preview, the semantic index, the facts.
     hits = services.episodes.preview(
-        f"{SECRET} dog beach dawn", similarity_threshold=None, person=OWNER
+        f"{SECRET} dog beach dawn", similarity_threshold=None, scope=Scope(OWNER)
     )
     assert all(SECRET not in h.summary.casefold() for h in hits)
     assert all(
-        SECRET not in c.text.casefold() for c in services.semantic.recall(SECRET, 10, person=OWNER)
+        SECRET not in c.text.casefold()
+        for c in services.semantic.recall(SECRET, 10, scope=Scope(OWNER))
     )
     with services.db.read() as session:
         assert session.scalar(select(Fact).where(Fact.key == "dog_name")) is None
@@ -168,7 +172,7 @@ def test_deleting_a_fact_offers_to_forget_its_conversations(learning, llm):
         _learn(services)
         offered = client.delete("/v1/facts/dog_name").json()
         assert offered["learned_from"] and "forgotten" not in offered
-        services.facts.set_by_operator("dog_name", "Rex", person=OWNER)
+        services.facts.set_by_operator("dog_name", "Rex", scope=Scope(OWNER))
         both = client.delete("/v1/facts/dog_name", params={"forget_sources": True}).json()
     # the operator's own value has no conversation behind it; the chat was already offered
     assert both["learned_from"] == offered["learned_from"]
@@ -270,7 +274,7 @@ def test_a_turn_arriving_while_its_conversation_is_forgotten_starts_a_new_one(le
 
     services = learning
     llm.reply = lambda body, protocol: "Sure."
-    Brain(services).turn("Plan a trip to Lisbon with me.", conversation="trip", person=OWNER)
+    Brain(services).turn("Plan a trip to Lisbon with me.", conversation="trip", scope=Scope(OWNER))
     with services.db.read() as session:
         [old] = session.scalars(select(Conversation).where(Conversation.key == "trip"))
     turns: list[int] = []
@@ -281,7 +285,7 @@ def test_a_turn_arriving_while_its_conversation_is_forgotten_starts_a_new_one(le
         arriving = threading.Thread(
             target=lambda: turns.append(
                 Brain(services)
-                .turn("And a day in Sintra?", conversation="trip", person=OWNER)
+                .turn("And a day in Sintra?", conversation="trip", scope=Scope(OWNER))
                 .audit_id
             )
         )

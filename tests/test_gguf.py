@@ -15,6 +15,7 @@ from caesar.config import ProviderSettings, Settings
 from caesar.errors import ConfigError
 from caesar.gateway.base import Completion, Generation
 from caesar.gateway.gguf_provider import GGUFProvider, bundled_model
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 pytestmark = pytest.mark.xdist_group("gguf")  # one model load per worker, not per test
@@ -117,9 +118,9 @@ def test_a_turn_sends_the_memory_block_to_the_model(make_services):
         }
     )
     brain = Brain(services)
-    bare = brain.turn("What's my dog called?", person=OWNER)
-    services.facts.set_by_operator("dog_name", "Biscuit", person=OWNER)
-    informed = brain.turn("What's my dog called?", person=OWNER)
+    bare = brain.turn("What's my dog called?", scope=Scope(OWNER))
+    services.facts.set_by_operator("dog_name", "Biscuit", scope=Scope(OWNER))
+    informed = brain.turn("What's my dog called?", scope=Scope(OWNER))
     # the facts block reached the model: its prompt grew by it
     assert informed.usage.prompt_tokens > bare.usage.prompt_tokens + 10
     assert informed.reply.strip() and informed.usage.completion_tokens <= LIMIT
@@ -186,12 +187,12 @@ def test_a_fact_told_in_one_chat_is_answered_in_a_new_one(make_services):
     )
     assert services.settings.chat_prompt() == "small"
     brain = Brain(services)
-    brain.turn("My sister's name is Maya and she lives in Toronto.", person=OWNER)
+    brain.turn("My sister's name is Maya and she lives in Toronto.", scope=Scope(OWNER))
     run_until_caught_up(services.workers["memory.extract"])
-    assert {f.key: f.value for f in services.facts.list_all(person=OWNER)} == {
+    assert {f.key: f.value for f in services.facts.list_all(scope=Scope(OWNER))} == {
         "sister_name": "Maya"
     }
-    answer = brain.turn("What is my sister's name?", person=OWNER)  # a new chat: no history
+    answer = brain.turn("What is my sister's name?", scope=Scope(OWNER))  # a new chat: no history
     assert "maya" in answer.reply.lower()
     assert answer.finish_reason == "stop"
 

@@ -416,7 +416,7 @@ def _garden_and_letter(make_services):
             }
             for chat in chats
         ],
-        person=OWNER,
+        scope=Scope(OWNER),
     )
     assert report.imported == 2
     run_until_caught_up(services.workers["memory.summarise"])

@@ -16,6 +16,7 @@ from caesar.cli.main import app as cli_app
 from caesar.clock import utcnow
 from caesar.errors import InputError
 from caesar.importer import import_conversations, import_file, parse_line
+from caesar.memory.scope import Scope
 
 GOOD = {
     "created_at": "2026-05-18T20:15:00+02:00",
@@ -38,7 +39,7 @@ def _write(path, lines):
 
 
 def test_valid_line_becomes_a_dated_chat(services, tmp_path):
-    report = import_file(services, _write(tmp_path / "a.jsonl", [_line()]), person=OWNER)
+    report = import_file(services, _write(tmp_path / "a.jsonl", [_line()]), scope=Scope(OWNER))
     assert (report.imported, report.duplicates, report.errors) == (1, 0, [])
     [row] = events(services, audit.CHAT_COMPLETED)
     assert report.audit_ids == [row.id]
@@ -111,7 +112,7 @@ def test_broken_lines_are_reported_by_number_and_skipped_whole(services, tmp_pat
     _write(path, lines)
     with path.open("ab") as handle:
         handle.write(b'{"created_at": "2026-04-02T10:00:00Z", "messages": "\xff\xfe"}\n')
-    report = import_file(services, path, batch_size=1, person=OWNER)
+    report = import_file(services, path, batch_size=1, scope=Scope(OWNER))
     assert report.imported == 2
     assert [e.line for e in report.errors] == [2, 5, 6]
     assert "not UTF-8" in report.errors[2].error
@@ -130,10 +131,10 @@ def test_reimport_and_in_file_duplicates_add_nothing(services, tmp_path):
         tmp_path / "dup.jsonl",
         [_line(), same_but_reformatted, _line(created_at="2026-05-19T08:00:00Z")],
     )
-    first = import_file(services, path, batch_size=2, person=OWNER)
+    first = import_file(services, path, batch_size=2, scope=Scope(OWNER))
     assert (first.imported, first.duplicates) == (2, 1)
     assert first.audit_ids[0] == first.audit_ids[1]
-    again = import_file(services, path, person=OWNER)
+    again = import_file(services, path, scope=Scope(OWNER))
     assert (again.imported, again.duplicates) == (0, 3)
     assert again.audit_ids == first.audit_ids
     assert len(events(services, audit.CHAT_COMPLETED)) == 2
@@ -146,7 +147,7 @@ def test_import_conversations_for_benchmarks(services):
             {"created_at": datetime(2026, 1, 2, 3, 4), "messages": GOOD["messages"]},
             {"created_at": "bad", "messages": GOOD["messages"]},
         ],
-        person=OWNER,
+        scope=Scope(OWNER),
     )
     assert report.imported == 1 and [e.line for e in report.errors] == [2]
     assert events(services, audit.CHAT_COMPLETED)[0].created_at == datetime(2026, 1, 2, 3, 4)
@@ -159,13 +160,13 @@ def _old_and_new(path):
 
 def test_old_conversations_are_counted_against_the_ttl(make_services, tmp_path):
     services = make_services(retention={"ttl_days": 90})
-    report = import_file(services, _old_and_new(tmp_path / "old.jsonl"), person=OWNER)
+    report = import_file(services, _old_and_new(tmp_path / "old.jsonl"), scope=Scope(OWNER))
     assert (report.imported, report.older_than_ttl) == (2, 1)
 
 
 def test_with_no_ttl_no_conversation_is_too_old(services, tmp_path):
     assert services.settings.retention.ttl_days is None  # the default: nothing expires
-    report = import_file(services, _old_and_new(tmp_path / "old.jsonl"), person=OWNER)
+    report = import_file(services, _old_and_new(tmp_path / "old.jsonl"), scope=Scope(OWNER))
     assert (report.imported, report.older_than_ttl) == (2, 0)
 
 
@@ -202,7 +203,7 @@ def test_nul_is_stored_and_hashed_as_the_audit_log_stores_it(services, tmp_path)
     messages = [{"role": "user", "content": "a\x00b"}, {"role": "assistant", "content": "ok"}]
     line = json.dumps({"created_at": "2026-01-01T00:00:00Z", "messages": messages})
     path = _write(tmp_path / "nul.jsonl", [line])
-    assert import_file(services, path, person=OWNER).imported == 1
+    assert import_file(services, path, scope=Scope(OWNER)).imported == 1
     [row] = events(services, audit.CHAT_COMPLETED)
     assert row.payload["messages"][0]["content"] == "a\ufffdb"
-    assert import_file(services, path, person=OWNER).duplicates == 1
+    assert import_file(services, path, scope=Scope(OWNER)).duplicates == 1

@@ -137,25 +137,25 @@ def test_list_all_ranks_by_importance_with_edit_counts_from_audit(migrated_db):
     _edit_rows(migrated_db, "older_edited", 3)
     _edit_rows(migrated_db, "stale", 1, audit.FACT_USER_DELETED)  # deletions are not edits
 
-    ranked = _store(migrated_db).list_all(NOW, person=OWNER)
+    ranked = _store(migrated_db).list_all(NOW, scope=Scope(OWNER))
 
     assert [f.key for f in ranked] == ["older_edited", "fresh_unsure", "old_sure", "stale"]
     assert [f.importance for f in ranked] == pytest.approx([0.5625, 0.5, 0.5, 0.05625])
     assert [f.edit_count for f in ranked] == [3, 0, 0, 0]
-    assert _store(migrated_db).list_all(NOW, limit=2, person=OWNER) == ranked[:2]
+    assert _store(migrated_db).list_all(NOW, limit=2, scope=Scope(OWNER)) == ranked[:2]
     # the same fact ranks lower as time passes: importance is computed at read time
-    later = _store(migrated_db).list_all(NOW + timedelta(days=60), person=OWNER)
+    later = _store(migrated_db).list_all(NOW + timedelta(days=60), scope=Scope(OWNER))
     assert later[0].importance == pytest.approx(0.5625 / 2)
 
 
 def test_deleting_a_fact_forgets_its_edits(migrated_db):
     store = _store(migrated_db)
-    store.set_by_operator("dog_name", "Biscuit", person=OWNER)
-    store.set_by_operator("dog_name", "Biscuit!", person=OWNER)
-    assert store.get("dog_name", person=OWNER).edit_count == 2
-    store.delete("dog_name", person=OWNER)
-    store.set_by_operator("dog_name", "Rex", person=OWNER)
-    fact = store.get("dog_name", person=OWNER)
+    store.set_by_operator("dog_name", "Biscuit", scope=Scope(OWNER))
+    store.set_by_operator("dog_name", "Biscuit!", scope=Scope(OWNER))
+    assert store.get("dog_name", scope=Scope(OWNER)).edit_count == 2
+    store.delete("dog_name", scope=Scope(OWNER))
+    store.set_by_operator("dog_name", "Rex", scope=Scope(OWNER))
+    fact = store.get("dog_name", scope=Scope(OWNER))
     assert fact.edit_count == 1
     assert fact.importance == pytest.approx(1.5, rel=1e-3)  # fresh, confidence 1, one edit
 
@@ -205,7 +205,7 @@ def test_brain_injects_the_capped_ranking(make_services):
             )
     from caesar.brain import Brain
 
-    ctx = Brain(services).prepare("hello", now=NOW, person=OWNER)
+    ctx = Brain(services).prepare("hello", now=NOW, scope=Scope(OWNER))
     system = ctx.messages[0]["content"]
     assert ctx.facts_used == 30
     assert "- fact_00: v" in system and "- fact_29: v" in system and "fact_30" not in system

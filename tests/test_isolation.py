@@ -27,6 +27,7 @@ from fastapi.testclient import TestClient
 from test_auth import _endpoints
 
 from caesar.api import create_app
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 from tests.memory_helpers import learning_household
 
@@ -346,7 +347,7 @@ def test_every_route_as_the_other_person_leaks_nothing_and_changes_nothing_of_th
     assert episode["id"] == world.a_episode
     [memory] = world.client.get("/v1/memories", headers=a).json()["memories"]
     assert memory["id"] == world.a_memory and "Marmaduke" in memory["text"]
-    recalled = world.services.episodes.preview("Zanzibar spice market", person=OWNER)
+    recalled = world.services.episodes.preview("Zanzibar spice market", scope=Scope(OWNER))
     assert [e.episode_id for e in recalled][:1] == [world.a_episode]
 
 

@@ -29,6 +29,7 @@ from typer.testing import CliRunner
 
 from caesar.cli.main import app as cli_app
 from caesar.config import ProactiveSettings
+from caesar.memory.scope import Scope
 
 B_IMPORTS = "My dog Rex and I went sailing off Husavik to watch humpback whales."
 # A and B both import this one (the same words, the same time): B's copy is B's, not "already
@@ -266,5 +267,5 @@ def test_every_command_as_the_other_person_leaks_nothing_and_changes_nothing_of_
         check(cli)
 
     assert cli.a_export() == a_with_tulips
-    found = cli.world.services.episodes.preview("Zanzibar spice market", person=OWNER)
+    found = cli.world.services.episodes.preview("Zanzibar spice market", scope=Scope(OWNER))
     assert [e.episode_id for e in found][:1] == [cli.world.a_episode]

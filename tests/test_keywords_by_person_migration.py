@@ -16,14 +16,8 @@ from conftest import sqlite_fts_tables
 
 from caesar.db import Database, migrate
 from caesar.memory import passages
-from caesar.memory.engine.sqlite import (
-    WINDOW_SLOTS,
-    SqliteFullText,
-    fts_key,
-    fts_table,
-    sqlite_rows,
-    window_table,
-)
+from caesar.memory.engine.person_tables import PersonTables
+from caesar.memory.engine.sqlite import WINDOW_SLOTS, SqliteFullText, sqlite_rows
 from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns
 
@@ -96,11 +90,14 @@ def test_an_upgrade_keys_every_row_by_its_person_and_the_backend_reads_only_thei
 
     migrate.upgrade(at_0010)
 
-    assert _rowids(at_0010, "kayaking") == [fts_key(owner, 1), fts_key(bea, 2)]
-    assert _rowids(at_0010, "canoe") == [fts_key(owner, 3)]
+    assert _rowids(at_0010, "kayaking") == [
+        PersonTables(owner).rowid(1),
+        PersonTables(bea).rowid(2),
+    ]
+    assert _rowids(at_0010, "canoe") == [PersonTables(owner).rowid(3)]
     # each in their person's own table (0017)
-    assert _rowids(at_0010, "kayaking", fts_table(bea)) == [fts_key(bea, 2)]
-    assert _rowids(at_0010, "kayaking", fts_table(owner)) == [fts_key(owner, 1)]
+    assert _rowids(at_0010, "kayaking", PersonTables(bea).fts) == [PersonTables(bea).rowid(2)]
+    assert _rowids(at_0010, "kayaking", PersonTables(owner).fts) == [PersonTables(owner).rowid(1)]
     assert _vocab_docs(at_0010, "kayak") == 2  # the vocabularies read the new tables
     text = SqliteFullText()
     with at_0010.read() as s:
@@ -125,10 +122,10 @@ def test_the_triggers_key_new_reowned_and_deleted_episodes(at_0010):
     owner, bea = _people(at_0010)
     migrate.upgrade(at_0010)
     _episode(at_0010, 4, bea, "a canoe trip")
-    assert _rowids(at_0010, "canoe") == [fts_key(bea, 4)]
+    assert _rowids(at_0010, "canoe") == [PersonTables(bea).rowid(4)]
     with at_0010.engine.begin() as c:
         c.execute(sa.text(f"UPDATE episode_summaries SET person_id = {owner} WHERE id = 4"))
-    assert _rowids(at_0010, "canoe") == [fts_key(owner, 4)]
+    assert _rowids(at_0010, "canoe") == [PersonTables(owner).rowid(4)]
     with at_0010.engine.begin() as c:
         c.execute(sa.text("DELETE FROM episode_summaries WHERE id = 4"))
     assert _rowids(at_0010, "canoe") == []
@@ -234,10 +231,10 @@ def test_0017_moves_each_persons_windows_to_their_own_table_and_back(at_0010):
 
     migrate.upgrade(at_0010)
 
-    assert _window_hits(at_0010, window_table(owner), "kayaking") == [1]
-    assert _window_hits(at_0010, window_table(bea), "kayaking") == [2]
+    assert _window_hits(at_0010, PersonTables(owner).windows, "kayaking") == [1]
+    assert _window_hits(at_0010, PersonTables(bea).windows, "kayaking") == [2]
     with at_0010.engine.connect() as c:  # FTS5's own check: the owner's 'delete' was exact
-        for t in (window_table(owner), window_table(bea)):
+        for t in (PersonTables(owner).windows, PersonTables(bea).windows):
             c.execute(sa.text(f"INSERT INTO {t} ({t}) VALUES ('integrity-check')"))
     with at_0010.read() as s:
         scores = SqliteFullText().window_scores(Scope(bea, s), ["kayaking"], [1, 2])

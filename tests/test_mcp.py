@@ -25,6 +25,7 @@ from sqlalchemy import func, select
 from caesar import audit, people
 from caesar.config import Settings
 from caesar.db.models import AuditLog, Conversation, Fact
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 CAESAR = str(Path(sys.executable).parent / "caesar")
@@ -310,5 +311,5 @@ def test_stdio_as_a_person(stdio, tmp_path):
             await client.call_tool("remember", {"key": "dog_name", "text": "Rex"})
 
     anyio.run(session)
-    assert services.facts.list_all(person=OWNER) == []
-    assert [f.value for f in services.facts.list_all(person=anna_id)] == ["Rex"]
+    assert services.facts.list_all(scope=Scope(OWNER)) == []
+    assert [f.value for f in services.facts.list_all(scope=Scope(anna_id))] == ["Rex"]

@@ -209,7 +209,7 @@ def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_servi
     llm.replies.append("The operator asked for weekend plans; caesar suggested a museum visit.")
     _summarise_and_window(svc)
     query = "What did you tell me to do about my sore joint after jogging?"
-    [hit] = svc.episodes.preview(query, NOW, similarity_threshold=None, person=OWNER)
+    [hit] = svc.episodes.preview(query, NOW, similarity_threshold=None, scope=Scope(OWNER))
     embedder = svc.embedder.get()
     q = embedder.embed_batch([query])[0]
     windows = embedder.embed_batch(
@@ -223,10 +223,12 @@ def test_a_detail_the_summary_left_out_is_recalled_through_its_window(make_servi
     # …and with the threshold at 0.4 auto-recall surfaces it; with the ADR's dense fusion not
     assert [
         e.audit_log_id
-        for e in svc.episodes.preview(query, NOW, similarity_threshold=0.4, person=OWNER)
+        for e in svc.episodes.preview(query, NOW, similarity_threshold=0.4, scope=Scope(OWNER))
     ] == [chat]
     assert (
-        svc.episodes.preview(query, NOW, similarity_threshold=0.4, fusion="dense", person=OWNER)
+        svc.episodes.preview(
+            query, NOW, similarity_threshold=0.4, fusion="dense", scope=Scope(OWNER)
+        )
         == []
     )
 
@@ -337,7 +339,7 @@ def test_the_turn_nearest_the_message_picks_the_excerpt(make_services, llm, db_u
     llm.replies.append("The operator talked about the garden.")
     _summarise_and_window(svc)
     query = "What did we do in the garden?"
-    [hit] = svc.episodes.preview(query, NOW, similarity_threshold=None, person=OWNER)
+    [hit] = svc.episodes.preview(query, NOW, similarity_threshold=None, scope=Scope(OWNER))
     assert hit.audit_log_id == chat and len(hit.windows) == len(GARDEN_CHAT) - 2
     level = replace(hit, windows=(0.5,) * len(hit.windows))
     with svc.db.read() as session:

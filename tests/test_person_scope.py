@@ -24,6 +24,7 @@ from caesar.api import create_app
 from caesar.cli.main import app as cli_app
 from caesar.db import Database
 from caesar.memory.engine.postgres import FTS_CONFIG
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 from tests.memory_helpers import learning_household
 
@@ -90,10 +91,10 @@ def test_a_turn_sees_its_persons_memory_alone_and_records_who_acted(household, l
     services, client, anna, anna_id = household
     client.put("/v1/facts/home_city", json={"value": "Lisbon"}, headers=as_(TEST_TOKEN))
     client.put("/v1/facts/home_city", json={"value": "Porto"}, headers=as_(anna))
-    chat(client, anna, "Where do I live?")
+    chat(client, anna, Scope("Where do I live?"))
     prompt = llm.requests[-1]["json"]["messages"][0]["content"]
     assert "Porto" in prompt and "Lisbon" not in prompt
-    chat(client, TEST_TOKEN, "Where do I live?")
+    chat(client, TEST_TOKEN, Scope("Where do I live?"))
     prompt = llm.requests[-1]["json"]["messages"][0]["content"]
     assert "Lisbon" in prompt and "Porto" not in prompt
     by_person = rows_by_person(services.db)
@@ -107,8 +108,8 @@ def test_a_turn_sees_its_persons_memory_alone_and_records_who_acted(household, l
 
 def test_another_persons_conversation_is_404_and_their_forget_leaves_it(household):
     _services, client, anna, _anna_id = household
-    mine = chat(client, TEST_TOKEN, OWNER_SAYS, conversation_id="kitchen")
-    hers = chat(client, anna, ANNA_SAYS, conversation_id="kitchen")  # the same key, hers
+    mine = chat(client, TEST_TOKEN, Scope(OWNER_SAYS), conversation_id="kitchen")
+    hers = chat(client, anna, Scope(ANNA_SAYS), conversation_id="kitchen")  # the same key, hers
 
     def listed(token: str) -> list[int]:
         found = client.get("/v1/conversations", headers=as_(token)).json()["conversations"]
@@ -134,11 +135,11 @@ def test_another_persons_conversation_is_404_and_their_forget_leaves_it(househol
 
 def test_a_worker_learns_from_a_persons_chat_into_their_memory(household, llm):
     services, client, anna, anna_id = household
-    chat(client, anna, ANNA_SAYS)
+    chat(client, anna, Scope(ANNA_SAYS))
     llm.replies.append('{"facts": [{"key": "dog_name", "value": "Rex", "confidence": 0.9}]}')
     run_until_caught_up(services.workers["memory.extract"])
-    assert services.facts.list_all(person=OWNER) == []
-    [fact] = services.facts.list_all(person=anna_id)
+    assert services.facts.list_all(scope=Scope(OWNER)) == []
+    [fact] = services.facts.list_all(scope=Scope(anna_id))
     assert (fact.key, fact.value) == ("dog_name", "Rex")
     assert client.get("/v1/facts", headers=as_(TEST_TOKEN)).json()["facts"] == []
     assert "memory.fact.extracted" in rows_by_person(services.db)[anna_id]
@@ -254,14 +255,14 @@ def test_removing_a_person_forgets_everything_of_theirs_and_nothing_else(learnin
     from caesar.memory.person_removal import remove_person
 
     services, client, anna, anna_id = learning
-    chat(client, TEST_TOKEN, "I went kayaking on the lake with my sister Maya.")
-    chat(client, anna, "I went kayaking on the river with my brother Tomas.")
+    chat(client, TEST_TOKEN, Scope("I went kayaking on the lake with my sister Maya."))
+    chat(client, anna, Scope("I went kayaking on the river with my brother Tomas."))
     client.put("/v1/facts/favourite_colour", json={"value": "teal"}, headers=as_(anna))
     _learn(services)
     assert _keyword_hits(services.db, "Tomas") >= 1
     before = rows_by_person(services.db)
     assert before[anna_id] and before[OWNER]
-    owner_episodes = services.episodes.preview("kayaking", person=OWNER)
+    owner_episodes = services.episodes.preview("kayaking", scope=Scope(OWNER))
     assert owner_episodes
 
     removed = remove_person(services, "Anna")
@@ -281,6 +282,6 @@ def test_removing_a_person_forgets_everything_of_theirs_and_nothing_else(learnin
         assert not [t for t in tables if t.endswith(f"_p{anna_id}")]
     assert _keyword_hits(services.db, "Maya") >= 1
     assert client.get("/v1/facts", headers=as_(anna)).status_code == 401
-    after = services.episodes.preview("kayaking", person=OWNER)
+    after = services.episodes.preview("kayaking", scope=Scope(OWNER))
     assert [e.episode_id for e in after] == [e.episode_id for e in owner_episodes]
     assert rows_by_person(services.db)[OWNER][: len(before[OWNER])] == before[OWNER]

@@ -13,7 +13,7 @@ from conftest import sqlite_fts_tables
 
 from caesar.db import Database, migrate
 from caesar.errors import ConfigError
-from caesar.memory.engine.sqlite import EPISODE_MASK, create_person_index
+from caesar.memory.engine.sqlite import EPISODE_MASK, PersonTables
 
 TABLES = ("audit_log", "conversations", "facts", "episode_summaries", "semantic_chunks")
 WHEN = datetime(2026, 11, 1, 12, 0)
@@ -165,7 +165,7 @@ def test_keys_are_unique_per_person_and_the_triggers_still_index(at_0008):
             {"f": False, "t": WHEN},
         ).scalar_one()
         if at_0008.is_sqlite:  # her full-text tables, as an ORM write of a person makes them
-            create_person_index(c, anna)
+            PersonTables(anna).create(c)
         fact = (
             "INSERT INTO facts (key, value, confidence, created_at, updated_at, person_id) "
             "VALUES ('dog_name', 'Rex', 1.0, :t, :t, :p)"

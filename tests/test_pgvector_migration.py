@@ -249,7 +249,7 @@ def _summarised(make_services: Any, database_url: str, vector_search: str = "aut
             }
             for i, chat in enumerate(CHATS)
         ],
-        person=OWNER,
+        scope=Scope(OWNER),
     )
     run_until_caught_up(services.workers["memory.summarise"])
     return services
@@ -260,7 +260,7 @@ def _recalled(services: Any) -> list[list[tuple[int, float]]]:
     for query in QUERIES:
         for fusion in ("hybrid", "dense"):
             found = services.episodes.preview(
-                query, fusion=fusion, similarity_threshold=0.0, person=OWNER
+                query, fusion=fusion, similarity_threshold=0.0, scope=Scope(OWNER)
             )
             out.append([(e.episode_id, e.relevance) for e in found])
     return out

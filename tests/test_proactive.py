@@ -14,6 +14,7 @@ from caesar.cli.main import app as cli_app
 from caesar.clock import utcnow
 from caesar.config import ProactiveSettings
 from caesar.errors import NotFound, ProviderError
+from caesar.memory.scope import Scope
 from caesar.proactive import (
     PROACTIVE_STARTED,
     ProactiveScheduler,
@@ -76,10 +77,10 @@ def test_settings_need_exactly_one_schedule():
 
 # -- a run ------------------------------------------------------------------------------------
 def test_run_goes_through_facts_and_recall_and_is_audited(svc, llm):
-    svc.facts.set_by_operator("bedroom_temperature", "72°F before the change", person=OWNER)
+    svc.facts.set_by_operator("bedroom_temperature", "72°F before the change", scope=Scope(OWNER))
     _, monday_chat = add_episode(svc, SLEEP, days_ago(3))
     llm.replies.append("How did the cooler bedroom work out?")
-    result = run_proactive(svc, "sleep-check", person=OWNER)
+    result = run_proactive(svc, "sleep-check", scope=Scope(OWNER))
     assert result.reply == "How did the cooler bedroom work out?"
     system = llm.requests[-1]["json"]["messages"][0]["content"]
     assert "bedroom_temperature: 72°F" in system
@@ -99,14 +100,14 @@ def test_run_goes_through_facts_and_recall_and_is_audited(svc, llm):
 def test_provider_failure_is_audited_as_proactive_failed(svc, llm):
     llm.fail_next("status", status=500)
     with pytest.raises(ProviderError):
-        run_proactive(svc, "morning", person=OWNER)
+        run_proactive(svc, "morning", scope=Scope(OWNER))
     [failed] = events(svc, audit.PROACTIVE_FAILED)
     assert failed.subject_key == "morning" and failed.payload["proactive"] == "morning"
 
 
 def test_unknown_name(svc):
     with pytest.raises(NotFound, match="sleep-check, morning"):
-        run_proactive(svc, "evening", person=OWNER)
+        run_proactive(svc, "evening", scope=Scope(OWNER))
 
 
 # -- scheduler --------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from caesar.memory.render import (
     facts_block,
     relative_time,
 )
+from caesar.memory.scope import Scope
 
 ages = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 any_age = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
@@ -309,7 +310,7 @@ def test_importer_imports_valid_lines_once_and_reports_the_rest_by_number(servic
         path = tmp_path / "import.jsonl"
         path.write_bytes(b"\n".join(raw) + b"\n")
 
-        report = import_file(services, path, person=OWNER)
+        report = import_file(services, path, scope=Scope(OWNER))
         bad = [n for n, (kind, _) in enumerate(lines, start=1) if kind in ("junk", "bytes")]
         assert [e.line for e in report.errors] == bad
         assert all(e.error for e in report.errors)
@@ -332,7 +333,7 @@ def test_importer_imports_valid_lines_once_and_reports_the_rest_by_number(servic
             }
         assert len(rows) == len(distinct) and stored == distinct
 
-        again = import_file(services, path, person=OWNER)  # the same file twice adds nothing
+        again = import_file(services, path, scope=Scope(OWNER))  # the same file twice adds nothing
         assert again.imported == 0 and again.duplicates == len(valid)
         assert [e.line for e in again.errors] == bad
 

@@ -14,6 +14,7 @@ from memory_helpers import add_episode
 from sqlalchemy import event
 
 from caesar.brain import Brain
+from caesar.memory.scope import Scope
 
 NOW = datetime(2026, 12, 2, 14, 0)
 
@@ -32,7 +33,9 @@ def test_a_turn_reads_candidates_by_key_and_a_span_by_person_and_time(make_servi
     event.listen(engine, "before_cursor_execute", capture)
     try:
         Brain(services).prepare(
-            "What did we say about the Lisbon trip on 25 November 2026?", now=NOW, person=OWNER
+            "What did we say about the Lisbon trip on 25 November 2026?",
+            now=NOW,
+            scope=Scope(OWNER),
         )
     finally:
         event.remove(engine, "before_cursor_execute", capture)

@@ -18,6 +18,7 @@ from caesar.api import create_app
 from caesar.brain import Brain
 from caesar.cli.main import app as cli_app
 from caesar.clock import utcnow
+from caesar.memory.scope import Scope
 
 ADR_SUMMARY = (
     "We discussed the operator's trouble sleeping; CAESAR suggested lowering the bedroom "
@@ -142,7 +143,7 @@ def test_second_recall_bumps_weight(client, services, llm):
     payloads = [e.payload for e in events(services, audit.EPISODE_RECALLED)]
     assert [p["recall_count"] for p in payloads] == [0, 1]  # the count each ranking saw
     assert payloads[1]["recall_weight"] == pytest.approx(1 + 0.25 * 0.693147, abs=1e-5)
-    [found] = services.episodes.preview("thermostat", similarity_threshold=None, person=OWNER)
+    [found] = services.episodes.preview("thermostat", similarity_threshold=None, scope=Scope(OWNER))
     assert found.recall_count == 2
 
 
@@ -161,14 +162,14 @@ def test_a_failed_turn_changes_no_recall_counter(client, services, llm):
     assert all(f.payload["memory"]["episodes_recalled"] for f in failed)
     # … but nothing was counted as recalled
     assert events(services, audit.EPISODE_RECALLED) == []
-    [found] = services.episodes.preview("thermostat", similarity_threshold=None, person=OWNER)
+    [found] = services.episodes.preview("thermostat", similarity_threshold=None, scope=Scope(OWNER))
     assert found.episode_id == episode_id and found.recall_count == 0
     llm.reset()  # faults the gateway did not retry
     answered = client.post(
         "/v1/chat", json={"message": "I tried the thermostat thing you suggested"}
     )
     assert answered.status_code == 200, answered.text
-    [found] = services.episodes.preview("thermostat", similarity_threshold=None, person=OWNER)
+    [found] = services.episodes.preview("thermostat", similarity_threshold=None, scope=Scope(OWNER))
     assert found.recall_count == 1  # an answered turn does count
 
 
@@ -212,24 +213,26 @@ def test_a_message_about_what_the_history_never_mentions_recalls_nothing(service
     add_episode(services, "We planned the operator's trip to Lisbon in May.", when)
 
     off_topic = Brain(services).prepare(
-        "How many vintage coins do I have in my collection?", person=OWNER
+        "How many vintage coins do I have in my collection?", scope=Scope(OWNER)
     )
     assert off_topic.recalled == []
     assert "Possibly relevant past conversations" not in off_topic.messages[0]["content"]
     # ...while a message about the car brings it back
     on_topic = Brain(services).prepare(
-        "Where did you say to find parts for my Mustang?", person=OWNER
+        "Where did you say to find parts for my Mustang?", scope=Scope(OWNER)
     )
     assert [e.episode_id for e in on_topic.recalled] == [car]
     # a person the history has never heard of: the shared words say nothing either
-    stranger = Brain(services).prepare("Where did Ottoline say to find parts?", person=OWNER)
+    stranger = Brain(services).prepare("Where did Ottoline say to find parts?", scope=Scope(OWNER))
     assert stranger.recalled == []
     # a date the conversations' words don't hold costs the match nothing
     dated = Brain(services).prepare(
-        "What did we say in March about my vintage Mustang?", person=OWNER
+        "What did we say in March about my vintage Mustang?", scope=Scope(OWNER)
     )
     assert [e.episode_id for e in dated.recalled] == [car]
-    undated = Brain(services).prepare("What did we say about my vintage Mustang?", person=OWNER)
+    undated = Brain(services).prepare(
+        "What did we say about my vintage Mustang?", scope=Scope(OWNER)
+    )
     assert dated.recalled[0].known == undated.recalled[0].known
 
 
@@ -252,7 +255,7 @@ def test_a_message_naming_a_day_recalls_that_days_conversation(make_services, db
         services, "The operator cooked a mushroom soup and asked how to keep it creamy.", newer_at
     )
     day = f"{older_at.day} {older_at:%B} {older_at.year}"
-    recalled = Brain(services).prepare(f"What did I cook on {day}?", person=OWNER).recalled
+    recalled = Brain(services).prepare(f"What did I cook on {day}?", scope=Scope(OWNER)).recalled
     if date_weight:
         assert [e.episode_id for e in recalled][:1] == [older]
         assert recalled[0].dated and recalled[0].relevance > recalled[0].cosine
@@ -260,7 +263,10 @@ def test_a_message_naming_a_day_recalls_that_days_conversation(make_services, db
     else:
         assert recalled and recalled[0].episode_id == newer and not recalled[0].dated
     # a person the history has never heard of is not recalled by the date alone
-    assert Brain(services).prepare(f"What did Ottoline cook on {day}?", person=OWNER).recalled == []
+    assert (
+        Brain(services).prepare(f"What did Ottoline cook on {day}?", scope=Scope(OWNER)).recalled
+        == []
+    )
 
 
 def test_a_named_day_brings_a_conversation_no_other_pool_holds(make_services, db_url):
@@ -274,6 +280,8 @@ def test_a_named_day_brings_a_conversation_no_other_pool_holds(make_services, db
         tag = chr(97 + i % 26) + chr(97 + i // 26)
         add_episode(services, f"The operator shared a holiday photo tagged {tag}.", days_ago(i / 4))
     day = f"{old_at:%B} {old_at.day}, {old_at.year}"
-    recalled = Brain(services).prepare(f"What did we talk about on {day}?", person=OWNER).recalled
+    recalled = (
+        Brain(services).prepare(f"What did we talk about on {day}?", scope=Scope(OWNER)).recalled
+    )
     assert [e.episode_id for e in recalled][:1] == [old] and recalled[0].dated
     assert recalled[0].cosine < services.settings.memory.episodes_recall.similarity_threshold

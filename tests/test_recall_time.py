@@ -12,6 +12,7 @@ from memory_helpers import add_episode
 from caesar.brain import Brain
 from caesar.memory.recall.hybrid import DATE_POOL
 from caesar.memory.render import EPISODES_HEADER
+from caesar.memory.scope import Scope
 
 # Wednesday 2 December 2026, 14:00 UTC — 03:00 on Thursday in Auckland (UTC+13)
 NOW = datetime(2026, 12, 2, 14, 0)
@@ -43,7 +44,7 @@ def test_what_did_we_talk_about_yesterday_brings_yesterdays_conversations(make_s
             topic = TOPICS[(back * 2 + k) % len(TOPICS)].replace(".", f", take {back * 2 + k}.")
             episode, _ = add_episode(services, topic, when)
             by_day.setdefault(back, []).append(episode)
-    ctx = Brain(services).prepare("What did we talk about yesterday?", now=NOW, person=OWNER)
+    ctx = Brain(services).prepare("What did we talk about yesterday?", now=NOW, scope=Scope(OWNER))
     # Auckland's Wednesday 2 December = UTC back=0 rows (14:00 and 19:00 local)
     assert _ids(ctx.recalled) == list(reversed(by_day[0]))
     assert all(e.dated for e in ctx.recalled)
@@ -53,13 +54,15 @@ def test_what_did_we_talk_about_yesterday_brings_yesterdays_conversations(make_s
     assert "Wed 2 Dec 2026, yesterday" in system and EPISODES_HEADER in system
 
     three = Brain(services).prepare(
-        "Remind me what we discussed three days ago.", now=NOW, person=OWNER
+        "Remind me what we discussed three days ago.", now=NOW, scope=Scope(OWNER)
     )
     assert sorted(_ids(three.recalled)) == sorted(by_day[2])
-    week = Brain(services).prepare("What did we chat about last week?", now=NOW, person=OWNER)
+    week = Brain(services).prepare("What did we chat about last week?", now=NOW, scope=Scope(OWNER))
     # Auckland's last week: Monday 23 – Sunday 29 November, local
     assert sorted(_ids(week.recalled)) == sorted(i for b in range(3, 10) for i in by_day[b])
-    nothing = Brain(services).prepare("What did we talk about next Tuesday?", now=NOW, person=OWNER)
+    nothing = Brain(services).prepare(
+        "What did we talk about next Tuesday?", now=NOW, scope=Scope(OWNER)
+    )
     assert nothing.recalled == []
 
 
@@ -81,7 +84,7 @@ def test_a_time_and_a_topic_rank_the_span_by_topic_first(make_services, db_url):
         NOW - timedelta(days=30),
     )
     ctx = Brain(services).prepare(
-        "What did you suggest last week about my 10k run?", now=NOW, person=OWNER
+        "What did you suggest last week about my 10k run?", now=NOW, scope=Scope(OWNER)
     )
     ids = _ids(ctx.recalled)
     assert ids[0] == in_span_run and ctx.recalled[0].dated
@@ -108,7 +111,7 @@ def test_a_long_spans_older_conversation_on_topic_comes_before_its_newer_ones(
         episode, _ = add_episode(services, topic, NOW - timedelta(days=1 + k))
         newer.append(episode)
     ctx = Brain(services).prepare(
-        "How much chicken feed did I buy in the last two months?", now=NOW, person=OWNER
+        "How much chicken feed did I buy in the last two months?", now=NOW, scope=Scope(OWNER)
     )
     assert _ids(ctx.recalled)[0] == on_topic
     assert ctx.recalled[0].dated
@@ -128,10 +131,10 @@ def test_a_question_that_gathers_shows_every_matching_conversation(make_services
         topic = TOPICS[k % len(TOPICS)].replace(".", f", take {k}.")
         add_episode(services, topic, NOW - timedelta(days=k + 0.5))
     plain = Brain(services).prepare(
-        "What did I say about running along the river?", now=NOW, person=OWNER
+        "What did I say about running along the river?", now=NOW, scope=Scope(OWNER)
     )
     gathered = Brain(services).prepare(
-        "How many times did I go running along the river?", now=NOW, person=OWNER
+        "How many times did I go running along the river?", now=NOW, scope=Scope(OWNER)
     )
     assert set(runs) <= set(_ids(gathered.recalled))
     assert len(_ids(plain.recalled)) < len(runs)  # in depth, fewer conversations fit
@@ -154,6 +157,6 @@ def test_an_old_conversation_is_recalled_with_the_shipped_defaults(make_services
         NOW - timedelta(days=400),
     )
     ctx = Brain(services).prepare(
-        "How do I make grandmother's plum dumplings?", now=NOW, person=OWNER
+        "How do I make grandmother's plum dumplings?", now=NOW, scope=Scope(OWNER)
     )
     assert _ids(ctx.recalled) == [old]

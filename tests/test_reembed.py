@@ -14,6 +14,7 @@ from caesar.memory import passages
 from caesar.memory.engine.vectors import from_row
 from caesar.memory.episodes.reembed import reembed, stale_episode_ids
 from caesar.memory.episodes.rows import episode_row
+from caesar.memory.scope import Scope
 
 
 def _episode(svc, user, reply, summary, *, model, with_passages):
@@ -37,7 +38,7 @@ def _episode(svc, user, reply, summary, *, model, with_passages):
             created_at=days_ago(2),
             recall_count=3,
             passages=blob,
-            person=OWNER,
+            scope=Scope(OWNER),
         )
         session.add(row)
         session.flush()
@@ -120,7 +121,7 @@ def test_trivial_episodes_are_not_reembedded(services):
                 vector=None,
                 model="old-model",
                 created_at=days_ago(1),
-                person=OWNER,
+                scope=Scope(OWNER),
             )
         )
     assert reembed(svc.db, svc.embedder.get(), svc.episodes.backend).stale == 0

@@ -99,16 +99,19 @@ def test_sweep_cascades_with_zero_orphans(make_services, db_url):
 
     # This process's index knows the old episode (max_age off so it would be returned).
     assert {
-        e.episode_id for e in services.episodes.preview(QUERY, max_age_days=None, person=OWNER)
+        e.episode_id
+        for e in services.episodes.preview(QUERY, max_age_days=None, scope=Scope(OWNER))
     } == {
         old_episode,
         fresh_episode,
     }
-    assert len(services.semantic.recall("thermostat", 5, person=OWNER)) == 2
+    assert len(services.semantic.recall("thermostat", 5, scope=Scope(OWNER))) == 2
     other_process = Services.build(services.settings)  # a server that is not the sweeper
     other_process.embedder.set(services.embedder.get())
     try:
-        assert len(other_process.episodes.preview(QUERY, max_age_days=None, person=OWNER)) == 2
+        assert (
+            len(other_process.episodes.preview(QUERY, max_age_days=None, scope=Scope(OWNER))) == 2
+        )
 
         worker = services.workers["retention.sweep"]
         assert worker.enabled
@@ -137,14 +140,15 @@ def test_sweep_cascades_with_zero_orphans(make_services, db_url):
 
         # Neither this process nor another one ever returns the swept episode or chunk.
         assert [
-            e.episode_id for e in services.episodes.preview(QUERY, max_age_days=None, person=OWNER)
+            e.episode_id
+            for e in services.episodes.preview(QUERY, max_age_days=None, scope=Scope(OWNER))
         ] == [fresh_episode]
         assert [
             e.episode_id
-            for e in other_process.episodes.preview(QUERY, max_age_days=None, person=OWNER)
+            for e in other_process.episodes.preview(QUERY, max_age_days=None, scope=Scope(OWNER))
         ] == [fresh_episode]
         assert [
-            h.audit_log_id for h in services.semantic.recall("thermostat", 5, person=OWNER)
+            h.audit_log_id for h in services.semantic.recall("thermostat", 5, scope=Scope(OWNER))
         ] == [fresh_chat]
     finally:
         other_process.close()
@@ -186,7 +190,7 @@ def test_sqlite_ids_are_never_reused_after_a_full_sweep(make_services):
     episode_id, chat_id = add_episode(services, "a new conversation", utcnow())
     assert chat_id > newest_audit and episode_id > newest_episode
     assert [
-        e.episode_id for e in services.episodes.preview("a new conversation", person=OWNER)
+        e.episode_id for e in services.episodes.preview("a new conversation", scope=Scope(OWNER))
     ] == [episode_id]
 
 

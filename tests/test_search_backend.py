@@ -312,7 +312,7 @@ def test_recall_through_pgvector_answers_as_the_in_process_index_does(make_servi
             }
             for i, chat in enumerate(CHATS)
         ],
-        person=OWNER,
+        scope=Scope(OWNER),
     )
     run_until_caught_up(in_process.workers["memory.summarise"])
     status = in_database.episodes.migrate_vectors()  # builds the model's HNSW index
@@ -323,10 +323,10 @@ def test_recall_through_pgvector_answers_as_the_in_process_index_does(make_servi
     for query in QUERIES:
         for fusion in ("hybrid", "dense"):
             want = in_process.episodes.preview(
-                query, fusion=fusion, similarity_threshold=0.0, person=OWNER
+                query, fusion=fusion, similarity_threshold=0.0, scope=Scope(OWNER)
             )
             got = in_database.episodes.preview(
-                query, fusion=fusion, similarity_threshold=0.0, person=OWNER
+                query, fusion=fusion, similarity_threshold=0.0, scope=Scope(OWNER)
             )
             assert [e.episode_id for e in got] == [e.episode_id for e in want], (query, fusion)
             for a, b in zip(got, want, strict=True):

@@ -179,7 +179,7 @@ def _learn(services) -> None:
 
 
 def _current(services, person: int = OWNER) -> list[str]:
-    return [m.text for m in services.standing.list(person=person)]
+    return [m.text for m in services.standing.list(scope=Scope(person))]
 
 
 def test_a_statement_said_once_reaches_a_later_request_it_bears_on(learning):
@@ -191,12 +191,14 @@ def test_a_statement_said_once_reaches_a_later_request_it_bears_on(learning):
     )
     add_chat(learning, "My partner Alex and I just adopted a cat called Miso.", "Lovely!")
     _learn(learning)
-    (learned,) = [m for m in learning.standing.list(person=OWNER) if m.slot == "diet"]
+    (learned,) = [m for m in learning.standing.list(scope=Scope(OWNER)) if m.slot == "diet"]
     (row,) = events(learning, audit.MEMORY_LEARNED)[:1]
     assert row.subject_id == learned.source_audit_id
     assert learned.vector is None  # vectors stay in the table; the view for people has none
 
-    ctx = Brain(learning).prepare("Can you suggest a dinner recipe for tonight?", person=OWNER)
+    ctx = Brain(learning).prepare(
+        "Can you suggest a dinner recipe for tonight?", scope=Scope(OWNER)
+    )
     system = ctx.messages[0]["content"]
     assert "gluten-free diet because of coeliac disease" in system
     assert standing_prompt.HEADER in system
@@ -212,12 +214,12 @@ def test_a_newer_statement_supersedes_and_the_history_keeps_both(learning):
     _learn(learning)
 
     assert sorted(_current(learning)) == ["I eat fish again now.", "I live in Porto."]
-    history = {m.text: m for m in learning.standing.list(person=OWNER, history=True)}
+    history = {m.text: m for m in learning.standing.list(scope=Scope(OWNER), history=True)}
     assert history["I'm vegetarian."].superseded_by == history["I eat fish again now."].id
     assert history["I live in Leeds."].superseded_by == history["I live in Porto."].id
     assert len(events(learning, audit.MEMORY_SUPERSEDED)) == 2
 
-    system = Brain(learning).prepare("What should I cook tonight?", person=OWNER).messages[0]
+    system = Brain(learning).prepare("What should I cook tonight?", scope=Scope(OWNER)).messages[0]
     assert "fish again" in system["content"] and "vegetarian" not in system["content"]
 
 
@@ -227,7 +229,9 @@ def test_a_contradiction_with_no_word_of_change_is_shown_with_dates(learning):
     _learn(learning)
     assert len(_current(learning)) == 2  # neither replaces the other
 
-    system = Brain(learning).prepare("Give me a taco recipe.", person=OWNER).messages[0]["content"]
+    system = (
+        Brain(learning).prepare("Give me a taco recipe.", scope=Scope(OWNER)).messages[0]["content"]
+    )
     assert standing_prompt.CONTRADICTION in system
     note = system.index(standing_prompt.CONTRADICTION)
     assert system.index('"I love cilantro."') > note and system.index('"I hate cilantro."') > note
@@ -237,7 +241,7 @@ def test_said_again_is_fresher_not_twice(learning):
     add_chat(learning, "I'm allergic to penicillin.", "Noted.", utcnow() - timedelta(days=40))
     add_chat(learning, "I am allergic to penicillin!", "Yes.", utcnow() - timedelta(days=1))
     _learn(learning)
-    (only,) = learning.standing.list(person=OWNER)
+    (only,) = learning.standing.list(scope=Scope(OWNER))
     assert (utcnow() - only.updated_at) < timedelta(days=2)
 
 
@@ -283,9 +287,9 @@ def test_one_persons_statements_never_reach_anothers_prompt(learning):
     _learn(learning)
     assert _current(learning, ben_id) == ["I have a severe peanut allergy."]
     assert _current(learning) == []
-    owner = Brain(learning).prepare("What snacks for the party?", person=OWNER)
+    owner = Brain(learning).prepare("What snacks for the party?", scope=Scope(OWNER))
     assert "peanut" not in owner.messages[0]["content"]
-    ben_ctx = Brain(learning).prepare("What snacks for the party?", person=ben_id)
+    ben_ctx = Brain(learning).prepare("What snacks for the party?", scope=Scope(ben_id))
     assert "peanut allergy" in ben_ctx.messages[0]["content"]
 
 
@@ -295,14 +299,14 @@ def test_every_turn_sees_every_change_whoever_made_it(learning):
     the next turn."""
 
     def prompt() -> str:
-        ctx = Brain(learning).prepare("What should I cook tonight?", person=OWNER)
+        ctx = Brain(learning).prepare("What should I cook tonight?", scope=Scope(OWNER))
         return str(ctx.messages[0]["content"])
 
     add_chat(learning, "I'm vegetarian.", "Noted.", utcnow() - timedelta(days=20))
     _learn(learning)
     assert "vegetarian" in prompt()
-    (memory,) = learning.standing.list(person=OWNER)
-    learning.standing.edit(learning.audit, memory.id, "I'm vegan.", person=OWNER)
+    (memory,) = learning.standing.list(scope=Scope(OWNER))
+    learning.standing.edit(learning.audit, memory.id, "I'm vegan.", scope=Scope(OWNER))
     assert "vegan." in prompt() and "vegetarian" not in prompt()
 
     newer = add_chat(learning, "I eat fish again now.", "Noted.", utcnow() - timedelta(days=1))
@@ -315,17 +319,17 @@ def test_every_turn_sees_every_change_whoever_made_it(learning):
     assert "vegan." in prompt() and "fish again" not in prompt()
 
     other_process = StandingStore(learning.db, learning.embedder)
-    other_process.delete(learning.audit, memory.id, person=OWNER)
+    other_process.delete(learning.audit, memory.id, scope=Scope(OWNER))
     assert "vegan" not in prompt()
 
 
 def test_the_person_edits_and_deletes_with_their_word_counted(learning):
     add_chat(learning, "I'm vegetarian.", "Noted.")
     _learn(learning)
-    (memory,) = learning.standing.list(person=OWNER)
-    edited = learning.standing.edit(learning.audit, memory.id, "I'm vegan.", person=OWNER)
+    (memory,) = learning.standing.list(scope=Scope(OWNER))
+    edited = learning.standing.edit(learning.audit, memory.id, "I'm vegan.", scope=Scope(OWNER))
     assert edited.text == "I'm vegan." and edited.edit_count == 1
-    learning.standing.delete(learning.audit, memory.id, person=OWNER)
+    learning.standing.delete(learning.audit, memory.id, scope=Scope(OWNER))
     assert _current(learning) == []
     (deleted,) = events(learning, audit.MEMORY_USER_DELETED)
     assert "vegan" not in json.dumps(deleted.payload)  # which, never what it said
@@ -345,7 +349,9 @@ def test_the_small_models_prompt_states_them_plainly(make_services):
     add_chat(small, "I'm vegetarian, so please keep that in mind when you suggest recipes.", "Ok!")
     add_chat(small, "I play the cello, and my cat Miso hates it.", "Ha!")
     _learn(small)
-    said = Brain(small).prepare("Suggest a dinner recipe.", person=OWNER).messages[-1]["content"]
+    said = (
+        Brain(small).prepare("Suggest a dinner recipe.", scope=Scope(OWNER)).messages[-1]["content"]
+    )
     assert "The user said: \"I'm vegetarian, so please keep that in mind" in said
     # a profile statement whose chat taught facts (cat_name, plays) is left to them: the 135M
     # model answers worse for each line more
@@ -353,7 +359,9 @@ def test_the_small_models_prompt_states_them_plainly(make_services):
     # ... unless it names what they missed: partner_name says Alex, not the cat
     add_chat(small, "My partner Alex and I just adopted a cat called Ziggy.", "Lovely!")
     _learn(small)
-    said = Brain(small).prepare("What is my cat called?", person=OWNER).messages[-1]["content"]
+    said = (
+        Brain(small).prepare("What is my cat called?", scope=Scope(OWNER)).messages[-1]["content"]
+    )
     assert 'The user said: "My partner Alex and I just adopted a cat called Ziggy."' in said
 
 
@@ -391,7 +399,7 @@ def test_an_llm_route_is_asked_for_the_same_kinds_in_a_schema(make_services, llm
     _learn(services)
     request = next(r["json"] for r in llm.requests if r["json"])
     assert '"memories"' in request["messages"][0]["content"]
-    (learned,) = services.standing.list(person=OWNER)
+    (learned,) = services.standing.list(scope=Scope(OWNER))
     assert (learned.kind, learned.slot, learned.source_audit_id) == ("instruction", "units", chat)
 
 
@@ -414,7 +422,7 @@ def test_a_reply_outside_the_schema_writes_nothing(make_services, llm, memories)
     )
     _learn(services)
     assert count(services, Memory) == 0
-    assert services.facts.list_all(person=OWNER) == []  # the whole reply or nothing
+    assert services.facts.list_all(scope=Scope(OWNER)) == []  # the whole reply or nothing
     assert len(events(services, audit.EXTRACT_FAILED)) == 1
 
 

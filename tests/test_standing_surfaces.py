@@ -70,7 +70,7 @@ def _learned(services: Any, text: str, kind: str, slot: str) -> tuple[int, int]:
             source_audit_id=chat,
             said_at=utcnow(),
         )
-    [memory] = [m for m in services.standing.list(person=OWNER) if m.text == text]
+    [memory] = [m for m in services.standing.list(scope=Scope(OWNER)) if m.text == text]
     return chat, memory.id
 
 
@@ -193,7 +193,7 @@ def test_cli_add_list_search_edit_forget(cli, monkeypatch):
 
     added = run("memories", "add", GLUTEN, "--kind", "constraint", "--slot", "diet")
     assert added.exit_code == 0, added.output
-    [memory] = cli.services.standing.list(person=OWNER)
+    [memory] = cli.services.standing.list(scope=Scope(OWNER))
     assert f"added #{memory.id} (constraint, diet)" in added.output
     long = "When I ask for a recipe, " + "always give the weights in grams and not cups " * 3
     assert run("memories", "add", long, "--kind", "instruction").exit_code == 0
@@ -217,11 +217,11 @@ def test_cli_add_list_search_edit_forget(cli, monkeypatch):
 
     edited = run("memories", "edit", str(memory.id), "I keep a gluten-free diet, strictly")
     assert edited.exit_code == 0 and "strictly" in edited.output
-    assert cli.services.standing.get(memory.id, person=OWNER).edit_count == 1
+    assert cli.services.standing.get(memory.id, scope=Scope(OWNER)).edit_count == 1
 
     forgot = run("memories", "forget", str(memory.id))
     assert forgot.exit_code == 0 and f"forgot #{memory.id}" in forgot.output
-    assert [m.kind for m in cli.services.standing.list(person=OWNER)] == ["instruction"]
+    assert [m.kind for m in cli.services.standing.list(scope=Scope(OWNER))] == ["instruction"]
     history = json.loads(run("memories", "list", "--history", "--json").stdout)
     assert [r["kind"] for r in history] == ["instruction"]
 
@@ -229,7 +229,7 @@ def test_cli_add_list_search_edit_forget(cli, monkeypatch):
 def test_cli_errors_exit_non_zero_and_another_persons_id_is_not_found(cli):
     mine = run("memories", "add", GLUTEN, "--kind", "constraint")
     assert mine.exit_code == 0, mine.output
-    [memory] = cli.services.standing.list(person=OWNER)
+    [memory] = cli.services.standing.list(scope=Scope(OWNER))
     for args, words in [
         (("memories", "forget", "424242"), "no memory with id 424242"),
         (("memories", "list", "--kind", "habit"), "unknown kind 'habit'"),
@@ -245,7 +245,7 @@ def test_cli_errors_exit_non_zero_and_another_persons_id_is_not_found(cli):
         assert words in result.output, (args, result.output)
     assert json.loads(run("--person", "B", "memories", "list", "--json").stdout) == []
     assert GLUTEN not in run("--person", "B", "memories", "search", "gluten").output
-    assert cli.services.standing.get(memory.id, person=OWNER).text == GLUTEN
+    assert cli.services.standing.get(memory.id, scope=Scope(OWNER)).text == GLUTEN
 
 
 # -- MCP ---------------------------------------------------------------------------------------
@@ -260,7 +260,7 @@ def test_mcp_remember_list_recall_and_forget_memories(home):
 
     async def session() -> dict[str, Any]:
         out: dict[str, Any] = {}
-        async with Client(build(services, transport="stdio", person=OWNER)) as client:
+        async with Client(build(services, transport="stdio", scope=Scope(OWNER))) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             out["tools"] = tools
             out["kept"] = _data(
@@ -279,7 +279,7 @@ def test_mcp_remember_list_recall_and_forget_memories(home):
             out["forgot"] = _data(await client.call_tool("forget_memory", {"memory_id": learned}))
             out["again"] = await client.call_tool("forget_memory", {"memory_id": learned})
             out["after"] = _data(await client.call_tool("list_memories", {}))
-        async with Client(build(services, transport="stdio", person=home.b_id)) as as_b:
+        async with Client(build(services, transport="stdio", scope=Scope(home.b_id))) as as_b:
             out["b_list"] = _data(await as_b.call_tool("list_memories", {}))
             out["b_forget"] = await as_b.call_tool(
                 "forget_memory", {"memory_id": out["kept"]["memory"]["id"]}
@@ -314,7 +314,7 @@ def test_mcp_remember_list_recall_and_forget_memories(home):
     # B: none of A's, and A's id is not found
     assert out["b_list"] == {"memories": []}
     assert out["b_forget"].is_error and "no memory with id" in out["b_forget"].content[0].text
-    assert [m.id for m in services.standing.list(person=OWNER)] == [kept["id"]]
+    assert [m.id for m in services.standing.list(scope=Scope(OWNER))] == [kept["id"]]
 
     rows = events(services, audit.MCP_TOOL_CALLED)
     by_tool = {r.payload["tool"]: r.payload for r in rows}
@@ -344,9 +344,9 @@ def _section(html: str) -> str:
 def test_dashboard_shows_memories_escaped_grouped_with_their_conversation(home):
     services, c = home.services, home.client
     chat, learned = _learned(services, "My daughter Lily is seven", "profile", "family")
-    xss = services.standing.add(services.audit, XSS, kind="preference", person=OWNER)
+    xss = services.standing.add(services.audit, XSS, kind="preference", scope=Scope(OWNER))
     services.standing.add(
-        services.audit, "Answer briefly", kind="instruction", slot="length", person=OWNER
+        services.audit, "Answer briefly", kind="instruction", slot="length", scope=Scope(OWNER)
     )
     _login(c)
     html = c.get("/dashboard/facts").text
@@ -370,7 +370,7 @@ def test_dashboard_shows_memories_escaped_grouped_with_their_conversation(home):
 def test_dashboard_forms_need_the_csrf_token_and_correct_add_and_forget(home):
     services, c = home.services, home.client
     memory = services.standing.add(
-        services.audit, GLUTEN, kind="constraint", slot="diet", person=OWNER
+        services.audit, GLUTEN, kind="constraint", slot="diet", scope=Scope(OWNER)
     )
     _login(c)
     token = _csrf(c.get("/dashboard/facts").text)
@@ -380,13 +380,13 @@ def test_dashboard_forms_need_the_csrf_token_and_correct_add_and_forget(home):
         assert refused.status_code == 403, refused.text
     edit = f"/dashboard/memories/{memory.id}"
     assert c.post(edit, data={"text": "x"}, follow_redirects=False).status_code == 403
-    assert services.standing.get(memory.id, person=OWNER).text == GLUTEN
+    assert services.standing.get(memory.id, scope=Scope(OWNER)).text == GLUTEN
 
     saved = c.post(
         edit, data={"text": "Strictly gluten-free", "csrf": token}, follow_redirects=False
     )
     assert saved.status_code == 303 and saved.headers["location"].endswith("memory=edited#memories")
-    assert services.standing.get(memory.id, person=OWNER).text == "Strictly gluten-free"
+    assert services.standing.get(memory.id, scope=Scope(OWNER)).text == "Strictly gluten-free"
     assert "Saved your correction." in c.get(saved.headers["location"]).text
     blank = c.post(edit, data={"text": " ", "csrf": token})
     assert blank.status_code == 400 and "must not be empty" in blank.text
@@ -400,17 +400,17 @@ def test_dashboard_forms_need_the_csrf_token_and_correct_add_and_forget(home):
     bad = c.post("/dashboard/memories", data={"text": XSS, "kind": "habit", "csrf": token})
     assert bad.status_code == 400 and "unknown kind" in bad.text
     assert XSS not in bad.text and "&lt;script&gt;x&lt;/script&gt;" in bad.text  # kept, escaped
-    assert [m.slot for m in services.standing.list(person=OWNER)] == ["goal", "diet"]
+    assert [m.slot for m in services.standing.list(scope=Scope(OWNER))] == ["goal", "diet"]
 
     gone = c.post(forget, data={"csrf": token}, follow_redirects=False)
     assert gone.status_code == 303 and "memory=forgotten" in gone.headers["location"]
-    assert [m.kind for m in services.standing.list(person=OWNER)] == ["profile"]
+    assert [m.kind for m in services.standing.list(scope=Scope(OWNER))] == ["profile"]
     assert c.post(forget, data={"csrf": token}).status_code == 404
 
 
 def test_dashboard_another_persons_memory_is_not_theirs(home):
     services = home.services
-    memory = services.standing.add(services.audit, GLUTEN, kind="constraint", person=OWNER)
+    memory = services.standing.add(services.audit, GLUTEN, kind="constraint", scope=Scope(OWNER))
     # B with their bearer token (no CSRF needed, as for the facts page)
     c = home.client
     page = c.get("/dashboard/facts", headers=home.b)
@@ -418,4 +418,4 @@ def test_dashboard_another_persons_memory_is_not_theirs(home):
     for path in (f"/dashboard/memories/{memory.id}/forget", f"/dashboard/memories/{memory.id}"):
         refused = c.post(path, data={"text": "mine now"}, headers=home.b)
         assert refused.status_code == 404, (path, refused.text)
-    assert services.standing.get(memory.id, person=OWNER).text == GLUTEN
+    assert services.standing.get(memory.id, scope=Scope(OWNER)).text == GLUTEN

@@ -191,9 +191,9 @@ def test_turn_rows_are_the_answered_turns_oldest_first(migrated_db):
 # -- facts, forget ----------------------------------------------------------------------------
 def test_by_keys_reads_the_facts_as_they_are_now(migrated_db):
     store = FactsStore(migrated_db, FactsImportanceSettings(), LOG)
-    store.set_by_operator("dog_name", "Rex", person=OWNER)
-    store.set_by_operator("dog_name", "Biscuit", person=OWNER)
-    store.set_by_operator("home_city", "Lisbon", person=OWNER)
+    store.set_by_operator("dog_name", "Rex", scope=Scope(OWNER))
+    store.set_by_operator("dog_name", "Biscuit", scope=Scope(OWNER))
+    store.set_by_operator("home_city", "Lisbon", scope=Scope(OWNER))
     with migrated_db.read() as session:
         found = by_keys(Scope(OWNER, session), ["dog_name", "gone_key", "home_city"])
         assert {k: f.value for k, f in found.items()} == {

@@ -14,6 +14,7 @@ from caesar.db.models import Conversation, EpisodeSummary
 from caesar.errors import ConfigError
 from caesar.memory.engine.vectors import from_row
 from caesar.memory.episodes.summarise import SummariseWorker, clean_summary, retry_failed
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 THERMOSTAT = (
@@ -85,7 +86,10 @@ def test_empty_answer_is_a_skip_row(svc, llm):
     [skip] = events(svc, audit.EPISODE_SUMMARISE_SKIPPED)
     assert skip.payload["audit_log_id"] == chat_id
     assert events(svc, audit.EPISODE_SUMMARISED) == []
-    assert svc.episodes.preview("what time is it?", similarity_threshold=None, person=OWNER) == []
+    assert (
+        svc.episodes.preview("what time is it?", similarity_threshold=None, scope=Scope(OWNER))
+        == []
+    )
 
 
 def test_llm_failure_is_not_retried_in_a_loop_and_retry_failed_recovers(svc, llm):

@@ -16,6 +16,7 @@ from sqlalchemy import func, select
 from caesar import audit
 from caesar.api import create_app
 from caesar.db.models import EpisodeSummary, Fact, SemanticChunk
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 
@@ -48,7 +49,7 @@ def _count(services, model) -> int:
 
 def test_a_temporary_chat_is_answered_with_memory_and_never_learned_from(learning, llm):
     services = learning
-    services.facts.set_by_operator("city", "Lisbon", person=OWNER)
+    services.facts.set_by_operator("city", "Lisbon", scope=Scope(OWNER))
     said = "My dog's name is Biscuit and I keep waking up at 3am because of him."
     with TestClient(create_app(services.settings, services, run_workers=False)) as client:
         llm.replies.append("Noted.")
@@ -77,7 +78,10 @@ def test_a_temporary_chat_is_answered_with_memory_and_never_learned_from(learnin
     skipped = events(services, audit.EPISODE_SUMMARISE_SKIPPED)
     assert [s.payload["reason"] for s in skipped] == ["temporary"]
     assert _count(services, SemanticChunk) == 0
-    assert services.episodes.preview("dog Biscuit", similarity_threshold=None, person=OWNER) == []
+    assert (
+        services.episodes.preview("dog Biscuit", similarity_threshold=None, scope=Scope(OWNER))
+        == []
+    )
 
 
 def test_the_same_chat_not_temporary_is_learned_from(learning, llm):
@@ -91,4 +95,7 @@ def test_the_same_chat_not_temporary_is_learned_from(learning, llm):
         facts = {f.key for f in session.scalars(select(Fact))}
     assert facts  # the offline patterns found the dog
     assert _count(services, SemanticChunk) > 0
-    assert services.episodes.preview("dog Biscuit", similarity_threshold=None, person=OWNER) != []
+    assert (
+        services.episodes.preview("dog Biscuit", similarity_threshold=None, scope=Scope(OWNER))
+        != []
+    )

@@ -416,7 +416,7 @@ def test_the_mcp_recall_tool_says_which_span_the_text_named(berlin):
 
     async def ask() -> dict[str, Any]:
         async with Client(
-            build(berlin, transport="stdio", person=OWNER), read_timeout_seconds=30
+            build(berlin, transport="stdio", scope=Scope(OWNER)), read_timeout_seconds=30
         ) as client:
             result = await client.call_tool("recall", {"text": "What did we talk about yesterday?"})
             assert not result.is_error, result.content

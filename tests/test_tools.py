@@ -20,6 +20,7 @@ from caesar.db.models import EpisodeSummary, Fact
 from caesar.gateway import Gateway
 from caesar.gateway.anthropic_provider import split_system
 from caesar.gateway.base import Generation, ToolUse, join_tool_calls
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 PROTOCOLS = ["openai", "anthropic"]
@@ -209,7 +210,7 @@ def test_an_agents_tool_loop_completes_and_memory_holds_the_final_exchange(
     learning, llm, route, stream
 ):
     services = learning(route)
-    services.facts.set_by_operator("city", "Lisbon", person=OWNER)
+    services.facts.set_by_operator("city", "Lisbon", scope=Scope(OWNER))
     llm.reply = weather_then_answer
     with live_server(services) as url:
         reply, _ = run_tool_loop(sdk(url), "What is the weather where I live?", stream)

@@ -17,7 +17,7 @@ from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.memory import conversations, passages
 from caesar.memory.engine import window_keywords
-from caesar.memory.engine.sqlite import window_table
+from caesar.memory.engine.person_tables import PersonTables
 from caesar.memory.episodes import reembed
 from caesar.memory.episodes.rows import episode_row
 from caesar.memory.scope import Scope
@@ -64,7 +64,7 @@ def _window_rows(db: Database, episode_id: int) -> int:
     with db.read() as session:
         if db.engine.dialect.name == "sqlite":
             span = window_keywords.rowids(episode_id)
-            table = window_table(OWNER)  # every episode here is the owner's
+            table = PersonTables(OWNER).windows  # every episode here is the owner's
             sql = f"SELECT count(*) FROM {table} WHERE rowid BETWEEN {span[0]} AND {span[-1]}"
         else:
             sql = f"SELECT count(*) FROM episode_window_fts WHERE episode_id = {episode_id}"
@@ -115,7 +115,9 @@ def test_the_window_where_the_words_meet_outranks_words_spread_over_a_chat(
     them apart; the window level prefers the one where "kayak" and "lake" are in one exchange —
     and recall's keyword relevance, their mean, follows the window."""
     svc, [spread, together] = _services(make_services, llm, db_url, SPREAD, TOGETHER)
-    hits = svc.episodes.preview("kayak on the lake?", NOW, similarity_threshold=None, person=OWNER)
+    hits = svc.episodes.preview(
+        "kayak on the lake?", NOW, similarity_threshold=None, scope=Scope(OWNER)
+    )
     by_id = {h.episode_id: h for h in hits}
     assert set(by_id) == {spread, together}
     # the episode-level share, recovered from the mean
@@ -127,7 +129,7 @@ def test_the_window_where_the_words_meet_outranks_words_spread_over_a_chat(
     assert by_id[together].as_json()["window_keyword"] == pytest.approx(1.0)
     # the dense (ADR) ranking has no keyword side at all
     dense = svc.episodes.preview(
-        "kayak on the lake?", NOW, similarity_threshold=None, fusion="dense", person=OWNER
+        "kayak on the lake?", NOW, similarity_threshold=None, fusion="dense", scope=Scope(OWNER)
     )
     assert all(h.window_keyword is None and h.keyword == 0.0 for h in dense)
 
@@ -145,7 +147,7 @@ def test_an_episode_without_windows_keeps_its_episode_level_keyword(make_service
     hits = {
         h.episode_id: h
         for h in svc.episodes.preview(
-            "kayak on the lake?", NOW, similarity_threshold=None, person=OWNER
+            "kayak on the lake?", NOW, similarity_threshold=None, scope=Scope(OWNER)
         )
     }
     assert hits[together].window_keyword is None and hits[together].passage is None
@@ -173,9 +175,11 @@ def test_retention_removes_a_swept_chats_window_words(make_services, llm, db_url
     assert _window_rows(svc.db, spread) == len(SPREAD) - 2
     if svc.db.engine.dialect.name == "sqlite":
         with svc.db.write() as session:  # FTS5 checks its index against the docsize table
-            table = window_table(OWNER)
+            table = PersonTables(OWNER).windows
             session.execute(text(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')"))
-    hits = svc.episodes.preview("kayak on the lake?", NOW, similarity_threshold=None, person=OWNER)
+    hits = svc.episodes.preview(
+        "kayak on the lake?", NOW, similarity_threshold=None, scope=Scope(OWNER)
+    )
     assert [h.episode_id for h in hits] == [spread]
     assert hits[0].window_keyword == pytest.approx(1.0)  # the best window left is its own
 
@@ -204,7 +208,7 @@ def test_the_migration_indexes_episodes_that_already_have_windows(db_url, shared
                 model=shared_embedder.model_id,
                 created_at=NOW,
                 passages=blob,
-                person=OWNER,
+                scope=Scope(OWNER),
             )
             row.id = audit_id
             table = EpisodeSummary.__table__

@@ -18,6 +18,7 @@ from sqlalchemy import select, update
 from caesar.config import Settings
 from caesar.db.models import Conversation, EpisodeSummary
 from caesar.memory.engine.vectors import from_row
+from caesar.memory.scope import Scope
 from caesar.worker_process import WorkerProcess
 from caesar.workers import run_until_caught_up
 
@@ -96,7 +97,7 @@ def test_old_episodes_get_their_float32_copy_once_in_the_background(make_service
         assert row.embedding_f32 is not None
         copy = from_row(row.embedding_f32, None)
         assert np.array_equal(copy, np.asarray(row.embedding, np.float32))
-    [hit, *_] = services.episodes.preview("my kayak", similarity_threshold=None, person=OWNER)
+    [hit, *_] = services.episodes.preview("my kayak", similarity_threshold=None, scope=Scope(OWNER))
     assert "kayak" in hit.summary
 
 

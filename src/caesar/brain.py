@@ -149,7 +149,7 @@ class Brain:
         now: datetime | None = None,
         conversation: str | None = None,
         *,
-        person: int,
+        scope: Scope,
         wire: list[Message] | None = None,
         tail: list[Message] | None = None,
     ) -> TurnContext:
@@ -159,6 +159,7 @@ class Brain:
         A client's tool loop: `history` is what was said (recognises the conversation), `wire`
         the same with its tool calls and results, as the model sees it, and `tail` the calls
         and results after `message` (issue #26)."""
+        person = scope.person
         started = time.perf_counter()
         now = now or utcnow()
         sent = list(history or [])
@@ -172,7 +173,7 @@ class Brain:
         vector = self.services.episodes.embed_query_soon(message) if recalling else None
         inject = self.settings.memory.facts_inject
         memory = facts_for_prompt(
-            self.services.facts, inject, now, person=person, sentences=self.small
+            self.services.facts, inject, now, scope=scope, sentences=self.small
         )
         if recalling:
             episodes = self.services.episodes
@@ -196,7 +197,7 @@ class Brain:
             self.settings.memory.facts_importance,
             now,
             memory,
-            person=person,
+            scope=scope,
             vector=vector,
             embed=None if embed is None else (lambda: embed(message)),
             zone=self.services.episodes.zone,
@@ -243,9 +244,10 @@ class Brain:
         system = "\n\n".join(part for part in (base, operator) if part)
         return system, plain.with_memory(block, message)
 
-    def prepare_background(self, messages: list[Message], *, person: int) -> TurnContext:
+    def prepare_background(self, messages: list[Message], *, scope: Scope) -> TurnContext:
         """A client's background request (api/background.py): its own messages, no memory;
         its row is `person`'s."""
+        person = scope.person
         said = [m["content"] for m in messages if m["role"] == "user"]
         return TurnContext(
             utcnow(), said[-1] if said else "", [], list(messages), facts_used=0, person=person
@@ -451,11 +453,11 @@ class Brain:
         generation: Generation | None = None,
         conversation: str | None = None,
         *,
-        person: int,
+        scope: Scope,
     ) -> TurnResult:
         """`person`'s turn. `generation`: the caller's (never past the provider's own
         max_tokens); `conversation`: the client's id for it (see `prepare`)."""
-        ctx = self.prepare(message, history, conversation=conversation, person=person)
+        ctx = self.prepare(message, history, conversation=conversation, scope=scope)
         return self.answer(ctx, kind, generation)
 
     def answer(

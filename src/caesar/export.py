@@ -193,7 +193,8 @@ class Export:
     facts, episodes and audit rows; nobody else's); `export.counts` is known before the first
     record is read (for a progress bar); `export.records()` streams them."""
 
-    def __init__(self, db: Database, *, person: int, with_embeddings: bool = False) -> None:
+    def __init__(self, db: Database, *, scope: Scope, with_embeddings: bool = False) -> None:
+        person = scope.person
         self.db = db
         self.person = person
         self.with_embeddings = with_embeddings
@@ -254,7 +255,7 @@ def export_to_path(
     db: Database,
     path: Path,
     *,
-    person: int,
+    scope: Scope,
     with_embeddings: bool = False,
     on_start: Callable[[ExportCounts], None] | None = None,
     on_record: Callable[[str], None] | None = None,
@@ -264,7 +265,7 @@ def export_to_path(
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
         with (
-            Export(db, person=person, with_embeddings=with_embeddings) as export,
+            Export(db, scope=scope, with_embeddings=with_embeddings) as export,
             tmp.open("w", encoding="utf-8") as out,
         ):
             if on_start:

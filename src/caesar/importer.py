@@ -164,12 +164,13 @@ def import_lines(
     services: Container,
     lines: Iterable[tuple[int, str | UnicodeDecodeError]],
     *,
-    person: int,
+    scope: Scope,
     batch_size: int = BATCH_SIZE,
     on_progress: ProgressFn | None = None,
 ) -> ImportReport:
     """Import numbered JSONL lines into `person`'s memory; blank lines are ignored.
     `on_progress(n)` after each line."""
+    person = scope.person
     report = ImportReport()
     retention = services.settings.retention
     ttl_cutoff = (
@@ -180,7 +181,7 @@ def import_lines(
     batch: list[tuple[ImportedConversation, str]] = []
 
     def flush() -> None:
-        _write_batch(services, batch, report, ttl_cutoff, person)
+        _write_batch(services, batch, report, ttl_cutoff, Scope(person))
         batch.clear()
 
     for number, text in lines:
@@ -209,8 +210,9 @@ def _write_batch(
     batch: list[tuple[ImportedConversation, str]],
     report: ImportReport,
     ttl_cutoff: datetime | None,
-    person: int,
+    scope: Scope,
 ) -> None:
+    person = scope.person
     digests = list({digest for _, digest in batch})
     with services.db.write() as session:
         existing: dict[str, int] = {
@@ -246,14 +248,14 @@ def import_file(
     services: Container,
     path: Path,
     *,
-    person: int,
+    scope: Scope,
     batch_size: int = BATCH_SIZE,
     on_progress: ProgressFn | None = None,
 ) -> ImportReport:
     if not path.is_file():
         raise InputError(f"{path} is not a file")
     return import_lines(
-        services, _lines(path), person=person, batch_size=batch_size, on_progress=on_progress
+        services, _lines(path), scope=scope, batch_size=batch_size, on_progress=on_progress
     )
 
 
@@ -267,7 +269,7 @@ def import_conversations(
     services: Container,
     conversations: Iterable[dict[str, Any]],
     *,
-    person: int,
+    scope: Scope,
     batch_size: int = BATCH_SIZE,
 ) -> ImportReport:
     """For benchmarks and scripts: the same import from already-parsed objects (index+1 is the
@@ -276,4 +278,4 @@ def import_conversations(
         (i, json.dumps(c, ensure_ascii=False, default=_json_default))
         for i, c in enumerate(conversations, start=1)
     )
-    return import_lines(services, numbered, person=person, batch_size=batch_size)
+    return import_lines(services, numbered, scope=scope, batch_size=batch_size)

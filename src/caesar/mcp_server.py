@@ -90,7 +90,8 @@ MAX_RECALLED_MEMORIES = 30
 class _Calls:
     """The audit of tool calls, and the translation of caesar's errors into tool errors."""
 
-    def __init__(self, services: Container, transport: str, person: int) -> None:
+    def __init__(self, services: Container, transport: str, scope: Scope) -> None:
+        person = scope.person
         self.services = services
         self.transport = transport
         self.person = person
@@ -124,15 +125,16 @@ class _Calls:
 
 
 def _conversation_ids(
-    services: Container, audit_ids: list[int], person: int
+    services: Container, audit_ids: list[int], scope: Scope
 ) -> dict[int, int | None]:
     """chat row id → its conversation."""
+    person = scope.person
     with services.db.read() as session:
         return audit.subjects(Scope(person, session), audit_ids)
 
 
-def _episodes_json(services: Container, found: list[Any], person: int) -> list[dict[str, Any]]:
-    owners = _conversation_ids(services, [e.audit_log_id for e in found], person)
+def _episodes_json(services: Container, found: list[Any], scope: Scope) -> list[dict[str, Any]]:
+    owners = _conversation_ids(services, [e.audit_log_id for e in found], scope)
     return [{**e.as_json(), "conversation_id": owners.get(e.audit_log_id)} for e in found]
 
 
@@ -146,7 +148,7 @@ def _memory_json(memory: Any) -> dict[str, Any]:
     }
 
 
-def _memories_for(services: Container, text: str, now: datetime, person: int) -> list[Any]:
+def _memories_for(services: Container, text: str, now: datetime, scope: Scope) -> list[Any]:
     """The standing statements a turn saying `text` would carry in its prompt, as the brain
     chooses them (memory/standing/prompt.py), at most MAX_RECALLED_MEMORIES."""
     embed = services.episodes.embed_query_soon if services.embedder.enabled else None
@@ -156,7 +158,7 @@ def _memories_for(services: Container, text: str, now: datetime, person: int) ->
         services.settings.memory.facts_importance,
         now,
         TurnMemory(facts_text="", facts_used=0),
-        person=person,
+        scope=scope,
         vector=None,
         embed=None if embed is None else (lambda: embed(text)),
         zone=services.episodes.zone,
@@ -167,13 +169,14 @@ def _memories_for(services: Container, text: str, now: datetime, person: int) ->
     return found[:MAX_RECALLED_MEMORIES]
 
 
-def build(services: Container, *, transport: str, person: int) -> MCPServer:
+def build(services: Container, *, transport: str, scope: Scope) -> MCPServer:
     """The MCP server over `services`, for `person` (every tool and resource reads and writes
     their memory alone); `transport` ("stdio" or "http") is what its audit rows say."""
+    person = scope.person
     server: MCPServer = MCPServer(
         name="caesar", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
-    calls = _Calls(services, transport, person)
+    calls = _Calls(services, transport, scope)
     recall_settings = services.settings.memory.episodes_recall
 
     @server.tool(annotations=READ_ONLY)
@@ -192,8 +195,8 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
             with services.episodes.reading(person, now) as scope:
                 found = preview(services.episodes, scope, recall_settings, text, **overrides)
             inject = services.settings.memory.facts_inject
-            facts = facts_for_prompt(services.facts, inject, now, person=person).facts
-            memories = _memories_for(services, text, now, person)
+            facts = facts_for_prompt(services.facts, inject, now, scope=Scope(person)).facts
+            memories = _memories_for(services, text, now, Scope(person))
             touched.update(
                 episodes=[e.episode_id for e in found],
                 facts=len(facts),
@@ -202,7 +205,9 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
             asked = services.episodes.read(text, now)
             episodes = [
                 {**data, "in_span": asked.time.contains(e.created_at)}
-                for e, data in zip(found, _episodes_json(services, found, person), strict=True)
+                for e, data in zip(
+                    found, _episodes_json(services, found, Scope(person)), strict=True
+                )
             ]
             return {
                 "facts": [{"key": f.key, "value": f.value} for f in facts],
@@ -228,7 +233,7 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
                     max_age_days=None,
                 )
             touched["episodes"] = [e.episode_id for e in found]
-            return {"conversations": _episodes_json(services, found, person)}
+            return {"conversations": _episodes_json(services, found, Scope(person))}
 
     @server.tool(annotations=ADDS)
     def remember(
@@ -243,7 +248,7 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
         certain, and stronger than anything extracted from chats."""
         with calls("remember", {"text": text, "key": key}) as touched:
             name = key if key is not None else _note_key(text)
-            fact, audit_id = services.facts.set_by_operator(name, text, person=person)
+            fact, audit_id = services.facts.set_by_operator(name, text, scope=Scope(person))
             # a note's key holds its first words: the audit id says which, not the words
             touched.update(audit_id=audit_id, note=key is None)
             return {"key": fact.key, "value": fact.value, "audit_id": audit_id}
@@ -253,7 +258,7 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
         """Every fact caesar knows about the user, most important first, with its importance,
         confidence and when it was last said. Read-only."""
         with calls("list_facts", {}) as touched:
-            facts = [f.as_json() for f in services.facts.list_all(person=person)]
+            facts = [f.as_json() for f in services.facts.list_all(scope=Scope(person))]
             touched["facts"] = len(facts)
             return {"facts": facts}
 
@@ -262,7 +267,7 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
         """Create or correct one fact about the user (key = snake_case attribute, value =
         short). The old value is kept in the fact's history, never injected again."""
         with calls("set_fact", {"key": key, "value": value}) as touched:
-            fact, audit_id = services.facts.set_by_operator(key, value, person=person)
+            fact, audit_id = services.facts.set_by_operator(key, value, scope=Scope(person))
             # a note's key holds its first words: the audit id says which, not the words
             touched.update(audit_id=audit_id, note=key is None)
             return {"key": fact.key, "value": fact.value, "audit_id": audit_id}
@@ -272,9 +277,7 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
         """Delete a fact. The conversations it was learned from still say it, so recall can
         bring it back: they are listed, and `forget_sources=true` forgets them too."""
         with calls("delete_fact", {"key": key, "forget_sources": forget_sources}) as touched:
-            out = forgetting.delete_fact(
-                services, key, person=person, forget_sources=forget_sources
-            )
+            out = forgetting.delete_fact(services, key, scope=scope, forget_sources=forget_sources)
             touched.update(
                 key=out["deleted"], audit_id=out["audit_id"], learned_from=out["learned_from"]
             )
@@ -294,7 +297,7 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
         allergies, likes, family, work, …), newest first: id (what `forget_memory` takes),
         kind, slot, text, when it was said and the chat it was said in. Read-only."""
         with calls("list_memories", {"kind": kind}) as touched:
-            memories = [m.as_json() for m in services.standing.list(person=person, kind=kind)]
+            memories = [m.as_json() for m in services.standing.list(scope=Scope(person), kind=kind)]
             touched["memories"] = len(memories)
             return {"memories": memories}
 
@@ -326,7 +329,7 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
         caesar puts it into every prompt it bears on. Their own word: certain."""
         with calls("remember_about_me", {"text": text, "kind": kind, "slot": slot}) as touched:
             memory = services.standing.add(
-                services.audit, text, kind=kind, slot=slot, person=person
+                services.audit, text, kind=kind, slot=slot, scope=Scope(person)
             )
             touched.update(memory_id=memory.id, kind=memory.kind, slot=memory.slot)
             return {"memory": memory.as_json()}
@@ -336,7 +339,7 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
         """Forget one thing the user told caesar about themselves (by its id from
         `list_memories` or `recall`), for good; one it had replaced holds again."""
         with calls("forget_memory", {"memory_id": memory_id}) as touched:
-            services.standing.delete(services.audit, memory_id, person=person)
+            services.standing.delete(services.audit, memory_id, scope=Scope(person))
             touched["memory_id"] = memory_id
             return {"forgotten": memory_id}
 
@@ -395,12 +398,12 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
             report = import_conversations(
                 services,
                 [{"created_at": when.isoformat() + "Z", "messages": messages}],
-                person=person,
+                scope=Scope(person),
             )
             if report.errors:
                 raise ToolError(f"not saved: {report.errors[0].error}")
             [audit_id] = report.audit_ids
-            owner = _conversation_ids(services, [audit_id], person).get(audit_id)
+            owner = _conversation_ids(services, [audit_id], Scope(person)).get(audit_id)
             touched.update(
                 audit_id=audit_id, conversation_id=owner, duplicate=report.duplicates > 0
             )
@@ -414,7 +417,7 @@ def build(services: Container, *, transport: str, person: int) -> MCPServer:
     def facts_resource() -> str:
         """The facts block exactly as caesar injects it into its system prompt now."""
         inject = services.settings.memory.facts_inject
-        text = facts_for_prompt(services.facts, inject, utcnow(), person=person).facts_text
+        text = facts_for_prompt(services.facts, inject, utcnow(), scope=Scope(person)).facts_text
         return text or "(no facts yet)"
 
     @server.resource(EPISODES_URI, name="recent episodes", mime_type="application/json")

@@ -191,11 +191,12 @@ def frontend_person(
 _THEIRS = (AuditLog, Conversation, EpisodeSummary, Fact, Memory, SemanticChunk)
 
 
-def has_memory(session: Session, person_id: int) -> bool:
-    """Whether anything is remembered for them: a chat, an episode, a fact, a statement, an
-    audit row of their own."""
+def has_memory(scope: Scope) -> bool:
+    """Whether anything is remembered for the scope's person: a chat, an episode, a fact, a
+    statement, an audit row of their own."""
     return any(
-        session.scalar(select(model.id).where(model.person_id == person_id).limit(1)) is not None
+        scope.session.scalar(select(model.id).where(model.person_id == scope.person).limit(1))
+        is not None
         for model in _THEIRS
     )
 
@@ -221,7 +222,7 @@ def link(session: Session, audit_log: audit.Audit, name: str, frontend_id: str) 
     taken = session.scalar(select(Person).where(Person.frontend_id == wanted))
     taken_from = None
     if taken is not None and taken.id != person.id:
-        if has_memory(session, taken.id):
+        if has_memory(Scope(taken.id, session)):
             raise InputError(
                 f"the front-end user id {wanted!r} is {taken.name!r}'s, who has memory of "
                 f"their own (chats, facts): caesar cannot fold one person's memory into "
@@ -253,11 +254,11 @@ def _first_valid_name(candidates: list[str | None]) -> str:
     return "front-end user"
 
 
-def session_stamp(session: Session, person_id: int) -> str | None:
-    """What a dashboard session of `person_id` is bound to: None once they are removed, and a
-    new value once their token is rotated, so either ends their sessions. The owner's is
+def session_stamp(scope: Scope) -> str | None:
+    """What a dashboard session of the scope's person is bound to: None once they are removed,
+    and a new value once their token is rotated, so either ends their sessions. The owner's is
     constant: their token is `api_token`, whose change changes the session key itself."""
-    person = session.get(Person, person_id)
+    person = scope.session.get(Person, scope.person)
     if person is None:
         return None
     if person.is_owner:
@@ -352,14 +353,14 @@ def _record(
     session: Session,
     audit_log: audit.Audit,
     event_type: str,
-    person: Person,
+    subject: Person,
     payload: dict[str, Any],
 ) -> None:
     # The owner manages people: the owner acted, whoever the row is about.
     audit_log.append(
         Scope(owner(session).id, session),
         event_type,
-        {"person_id": person.id, **payload},
-        subject_id=person.id,
-        subject_key=person.name,
+        {"person_id": subject.id, **payload},
+        subject_id=subject.id,
+        subject_key=subject.name,
     )

@@ -84,15 +84,16 @@ def last_runs(scope: Scope, names: Iterable[str]) -> dict[str, datetime]:
 
 
 def run_proactive(
-    services: Container, name: str, brain: Brain | None = None, *, person: int
+    services: Container, name: str, brain: Brain | None = None, *, scope: Scope
 ) -> TurnResult:
     """Run `name` now, as `person` (their memory, their rows). Every attempt leaves an audit
     row: the brain records provider failures as `proactive.failed`; anything else that stops
     the turn is recorded here, then raised."""
+    person = scope.person
     spec = find(services.settings, name)
     brain = brain or Brain(services)
     try:
-        return brain.turn(spec.prompt, kind=proactive_kind(name), person=person)
+        return brain.turn(spec.prompt, kind=proactive_kind(name), scope=scope)
     except ProviderError:
         raise
     except CaesarError as exc:
@@ -167,7 +168,7 @@ class ProactiveScheduler(Worker):
             self._brain = self._brain or Brain(self.services)
             try:
                 run_proactive(
-                    self.services, spec.name, self._brain, person=self.services.owner_id()
+                    self.services, spec.name, self._brain, scope=Scope(self.services.owner_id())
                 )
             except CaesarError as exc:  # audited by run_proactive / the brain; next slot retries
                 log.warning("proactive %s failed: %s", spec.name, exc)

@@ -19,6 +19,7 @@ from caesar.brain import Brain
 from caesar.config import Settings
 from caesar.db.engine import UNAVAILABLE, outage
 from caesar.errors import CaesarError, ConfigError, InputError, NotFound, ProviderError
+from caesar.memory.scope import Scope
 from caesar.services import Services
 from caesar.workers import WorkerRunner
 
@@ -107,7 +108,8 @@ def create_app(
         def build_mcp(person: int) -> Any:
             from caesar.mcp_server import build
 
-            return build(services, transport="http", person=person)
+            scope = Scope(person, engine=services.episodes.backend)
+            return build(services, transport="http", scope=scope)
 
         mcp = Mount(build_mcp, settings)
 

@@ -26,6 +26,7 @@ from caesar.api.dashboard_render import HERE, HtmlErrors, page, redirect, set_se
 from caesar.api.dashboard_session import COOKIE_PATH, FormViewerDep, codec_for
 from caesar.api.deps import SESSION_COOKIE, ServicesDep, check_person
 from caesar.errors import NotFound
+from caesar.memory.scope import Scope
 
 router = APIRouter(prefix="/dashboard", include_in_schema=False, route_class=HtmlErrors)
 
@@ -104,7 +105,7 @@ def login(
     if person is None:
         return _login_page(request, next, "That is not the API token.", 401)
     with services.db.read() as session:
-        stamp = people.session_stamp(session, person)
+        stamp = people.session_stamp(Scope(person, session))
     _sid, cookie = codec_for(request).issue(person, stamp)
     response = redirect(_safe_next(next))
     set_session(response, request, cookie)

@@ -213,22 +213,24 @@ def send(
         if key is None:
             raise NotFound(f"no conversation #{conversation_id} (it may have been forgotten)")
     # Named, and no history sent: the conversation's own turns are the history.
-    ctx = brain.prepare(message, conversation=key, person=viewer.person)
+    ctx = brain.prepare(message, conversation=key, scope=Scope(viewer.person))
     if "text/event-stream" not in request.headers.get("accept", ""):
         result = brain.answer(ctx)  # a form sent without the script: the page, reloaded
-        return redirect(chat_url(_conversation_of(services, result.audit_id, viewer.person)))
+        return redirect(chat_url(_conversation_of(services, result.audit_id, Scope(viewer.person))))
     return StreamingResponse(
         _events(brain, services, ctx), media_type="text/event-stream", headers=SECURITY_HEADERS
     )
 
 
-def _conversation_of(services: Services, audit_id: int, person: int) -> int | None:
+def _conversation_of(services: Services, audit_id: int, scope: Scope) -> int | None:
+    person = scope.person
     with services.db.read() as session:
         row = audit.get(Scope(person, session), audit_id)
         return row.subject_id if row is not None else None
 
 
-def _conversation_named(services: Services, key: str | None, person: int) -> int | None:
+def _conversation_named(services: Services, key: str | None, scope: Scope) -> int | None:
+    person = scope.person
     if key is None:
         return None
     with services.db.read() as session:
@@ -251,7 +253,7 @@ def _events(brain: Brain, services: Services, ctx: TurnContext) -> Iterator[str]
             finish = chunk.finish_reason or finish
     except CaesarError as exc:
         log.warning("dashboard chat stream failed: %s", exc)
-        failed_in = _conversation_named(services, ctx.conversation, ctx.person)
+        failed_in = _conversation_named(services, ctx.conversation, Scope(ctx.person))
         yield _event(
             "error",
             message=f"The model did not answer: {exc}",
@@ -268,7 +270,7 @@ def _events(brain: Brain, services: Services, ctx: TurnContext) -> Iterator[str]
         yield _event("error", message="Internal error; see the server log.")
         return
     assert ctx.audit_id is not None  # set by Brain.stream once the turn is recorded
-    conversation_id = _conversation_of(services, ctx.audit_id, ctx.person)
+    conversation_id = _conversation_of(services, ctx.audit_id, Scope(ctx.person))
     yield _event(
         "done",
         audit_id=ctx.audit_id,

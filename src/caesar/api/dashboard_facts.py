@@ -157,7 +157,7 @@ def _facts(
     status: int = 200,
 ) -> Response:
     settings = services.settings.memory
-    memories = services.standing.list(person=viewer.person)
+    memories = services.standing.list(scope=Scope(viewer.person))
     with services.db.read() as session:
         # the conversation each was said in (its chat row's), for those still there
         said_in = audit.subjects(
@@ -174,7 +174,7 @@ def _facts(
         "memory_notice": memory_notice,
         "memory_error": memory_error,
         "memory_draft": memory_draft or {"text": "", "kind": kinds.INSTRUCTION},
-        "facts": services.facts.list_all(person=viewer.person),
+        "facts": services.facts.list_all(scope=Scope(viewer.person)),
         "notice": notice,
         "offer": offer,
         "forgotten": forgotten,
@@ -197,7 +197,7 @@ def save_fact(
     back: Annotated[str, Form(max_length=100)] = "",
 ) -> Response:
     try:
-        fact, _audit_id = services.facts.set_by_operator(key, value, person=viewer.person)
+        fact, _audit_id = services.facts.set_by_operator(key, value, scope=Scope(viewer.person))
     except InputError as exc:  # show the form again, with what was typed
         draft = {"key": key, "value": value}
         return _facts(request, viewer, services, error=str(exc), draft=draft, status=400)
@@ -206,7 +206,7 @@ def save_fact(
 
 @router.post("/facts/{key}/delete")
 def delete_fact_form(key: str, viewer: FormViewerDep, services: ServicesDep) -> Response:
-    out = delete_fact(services, key, person=viewer.person)
+    out = delete_fact(services, key, scope=Scope(viewer.person))
     key, sources = out["deleted"], out["learned_from"]
     offered = sources[-MAX_OFFERED:]
     return redirect(
@@ -259,7 +259,7 @@ def add_memory_form(
     kind: Annotated[str, Form(max_length=40)] = "",
 ) -> Response:
     try:
-        services.standing.add(services.audit, text, kind=kind, person=viewer.person)
+        services.standing.add(services.audit, text, kind=kind, scope=Scope(viewer.person))
     except InputError as exc:  # the form again, with what was typed
         draft = {"text": text, "kind": kind}
         return _facts(
@@ -283,7 +283,7 @@ def edit_memory_form(
 ) -> Response:
     """Correct one of the viewer's (another's, or one gone: the 404 page)."""
     try:
-        services.standing.edit(services.audit, memory_id, text, person=viewer.person)
+        services.standing.edit(services.audit, memory_id, text, scope=Scope(viewer.person))
     except InputError as exc:
         error = f"Not saved: {exc}."
         return _facts(request, viewer, services, memory_error=error, status=400)
@@ -294,5 +294,5 @@ def edit_memory_form(
 def forget_memory_form(
     memory_id: MemoryId, viewer: FormViewerDep, services: ServicesDep
 ) -> Response:
-    services.standing.delete(services.audit, memory_id, person=viewer.person)
+    services.standing.delete(services.audit, memory_id, scope=Scope(viewer.person))
     return redirect(url("/dashboard/facts", memory="forgotten") + "#memories")

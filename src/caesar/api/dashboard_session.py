@@ -27,6 +27,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from caesar import people
 from caesar.api.deps import SESSION_COOKIE, ServicesDep, bearer, check_person
+from caesar.memory.scope import Scope
 
 COOKIE_PATH = "/dashboard"
 SESSION_MAX_AGE = 7 * 24 * 3600
@@ -139,7 +140,7 @@ def current_viewer(request: Request, services: ServicesDep) -> Viewer:
     if found is not None:
         person = services.owner_id() if found.person is None else found.person
         with services.db.read() as session:
-            current = people.session_stamp(session, person)
+            current = people.session_stamp(Scope(person, session))
         if current == found.stamp:  # else removed, or their token rotated: log in again
             sid = found.sid
             return Viewer(person, csrf=codec.csrf_for(sid), sid=sid, can_log_out=token_set)

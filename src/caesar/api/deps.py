@@ -28,8 +28,8 @@ from caesar import people
 from caesar.api.auth_limit import AuthLocked, audit_lockout, client_address, limiter_of
 from caesar.brain import Brain
 from caesar.errors import InputError
-from caesar.memory.scope import Scope
 from caesar.memory.engine import upkeep
+from caesar.memory.scope import Scope
 from caesar.services import Services
 
 log = logging.getLogger("caesar.people")

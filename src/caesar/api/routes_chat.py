@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from caesar.api.background import TEMPORARY_HEADER, Task, background_task
-from caesar.api.deps import Authenticated, BrainDep, PersonDep
+from caesar.api.deps import Authenticated, BrainDep, ScopeDep
 from caesar.brain import CHAT, Brain, TurnContext, TurnKind, background_kind
 from caesar.config import BACKGROUND_TASK, CHAT_TASK
 from caesar.db.engine import UNAVAILABLE, outage
@@ -80,12 +80,10 @@ IGNORED_HEADER = "x-caesar-ignored"
 
 
 @router.post("/v1/chat", response_model=ChatResponse)
-def chat(body: ChatRequest, brain: BrainDep, person: PersonDep) -> ChatResponse:
+def chat(body: ChatRequest, brain: BrainDep, scope: ScopeDep) -> ChatResponse:
     history: list[Message] = [{"role": t.role, "content": t.content} for t in body.history]
     kind = replace(CHAT, extra={"temporary": True}) if body.temporary else CHAT
-    result = brain.turn(
-        body.message, history, kind, conversation=body.conversation_id, person=person
-    )
+    result = brain.turn(body.message, history, kind, conversation=body.conversation_id, scope=scope)
     return ChatResponse(
         reply=result.reply,
         audit_id=result.audit_id,
@@ -249,8 +247,9 @@ def chat_completions(
     brain: BrainDep,
     request: Request,
     response: Response,
-    person: PersonDep,
+    scope: ScopeDep,
 ) -> Any:
+    person = scope.person
     named = _conversation(body, request)
     body.refuse_unsupported()
     generation, headers, sent = _passthrough(body, brain, _split(body), _caller(request))
@@ -260,7 +259,7 @@ def chat_completions(
         brain.settings.clients.background_markers,
     )
     if task is not None:
-        ctx = brain.prepare_background([m.as_message() for m in body.messages], person=person)
+        ctx = brain.prepare_background([m.as_message() for m in body.messages], scope=scope)
         kind = background_kind(task.kind, named, _task_route(brain, task))
         generation = _for_task(generation, task)
     else:
@@ -274,7 +273,7 @@ def chat_completions(
             sent.message,
             sent.history,
             conversation=named,
-            person=person,
+            scope=scope,
             wire=sent.wire,
             tail=sent.tail,
         )

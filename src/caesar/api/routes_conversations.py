@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from caesar.api.deps import Authenticated, PersonDep, ServicesDep
+from caesar.api.deps import Authenticated, ScopeDep, ServicesDep
 from caesar.clock import to_naive_utc
 from caesar.errors import NotFound
 from caesar.memory import conversations
@@ -28,13 +28,14 @@ ConversationIdPath = Annotated[int, Path(ge=1, le=2**31 - 1)]
 @router.get("/v1/conversations")
 def list_conversations(
     services: ServicesDep,
-    person: PersonDep,
+    scope: ScopeDep,
     before: datetime | None = None,
     matching: Annotated[str | None, Query(max_length=MAX_MATCHING_CHARS)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> dict[str, Any]:
     """Newest first; `before` / `matching` select as a forget would (so a client can show what
     a forget by filter takes before it sends it)."""
+    person = scope.person
     with services.db.read() as session:
         listed = forgetting.listed(
             Scope(person, session), before=_naive(before), matching=matching, limit=limit
@@ -44,10 +45,11 @@ def list_conversations(
 
 @router.get("/v1/conversations/{conversation_id}")
 def get_conversation(
-    conversation_id: ConversationIdPath, services: ServicesDep, person: PersonDep
+    conversation_id: ConversationIdPath, services: ServicesDep, scope: ScopeDep
 ) -> dict[str, Any]:
     """The conversation, its episode's summary and its turns (its latest turn's row); 404 for
     one that is not the caller's."""
+    person = scope.person
     with services.db.read() as session:
         found = conversations.recent(Scope(person, session), [conversation_id], 1)
         if not found:
@@ -58,9 +60,10 @@ def get_conversation(
 
 @router.delete("/v1/conversations/{conversation_id}")
 def forget_conversation(
-    conversation_id: ConversationIdPath, services: ServicesDep, person: PersonDep
+    conversation_id: ConversationIdPath, services: ServicesDep, scope: ScopeDep
 ) -> dict[str, Any]:
     """Forget one conversation and everything learned from it; 404 if the caller has none."""
+    person = scope.person
     request = ForgetRequest(conversation_ids=[conversation_id], person=person)
     return forget(services, request).as_json()
 
@@ -77,10 +80,11 @@ class ForgetBody(BaseModel):
 
 @router.post("/v1/conversations/forget")
 def forget_conversations(
-    body: ForgetBody, services: ServicesDep, person: PersonDep
+    body: ForgetBody, services: ServicesDep, scope: ScopeDep
 ) -> dict[str, Any]:
     """Forget by ids and/or a filter (last turn before a date, a turn containing a text),
     among the caller's conversations; `dry_run` counts what would go."""
+    person = scope.person
     request = ForgetRequest(
         body.conversation_ids, _naive(body.before), body.matching, person=person
     )

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
-from caesar.api.deps import Authenticated, PersonDep, ServicesDep
+from caesar.api.deps import Authenticated, ScopeDep, ServicesDep
 from caesar.memory.episodes.listing import MAX_LIMIT, Cursor, list_episodes
 from caesar.memory.scope import Scope
 
@@ -31,18 +31,18 @@ class SemanticRecallRequest(BaseModel):
 
 @router.post("/v1/memory/semantic_recall")
 def semantic_recall(
-    body: SemanticRecallRequest, services: ServicesDep, person: PersonDep
+    body: SemanticRecallRequest, services: ServicesDep, scope: ScopeDep
 ) -> dict[str, Any]:
     """Past replies closest to `query` by cosine (no threshold, no decay), best first, each
     with the chat it came from. Needs the `semantic.index` worker to have run."""
-    hits = services.semantic.recall(body.query, body.top_k, person=person)
+    hits = services.semantic.recall(body.query, body.top_k, scope=scope)
     return {"chunks": [h.as_json() for h in hits]}
 
 
 @router.get("/v1/episodes")
 def episodes_page(
     services: ServicesDep,
-    person: PersonDep,
+    scope: ScopeDep,
     search: Annotated[str | None, Query(max_length=1000)] = None,
     before: Annotated[str | None, Query(max_length=100, description="`older` of a page")] = None,
     after: Annotated[str | None, Query(max_length=100, description="`newer` of a page")] = None,
@@ -51,6 +51,7 @@ def episodes_page(
     """Episodes newest first, with recall counts; `search` matches summaries. `older` /
     `newer` are the cursors of the next pages (null at either end). Forget one with DELETE
     /v1/conversations/{conversation_id}."""
+    person = scope.person
     with services.db.read() as session:
         page = list_episodes(
             Scope(person, session),

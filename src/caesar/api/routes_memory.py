@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from caesar import audit
-from caesar.api.deps import Authenticated, PersonDep, ServicesDep
+from caesar.api.deps import Authenticated, ScopeDep, ServicesDep
 from caesar.clock import to_naive_utc, utcnow
 from caesar.memory.facts.store import MAX_VALUE, normalise_key
 from caesar.memory.forget import delete_fact as delete_fact_and_say
@@ -35,12 +35,13 @@ def event_json(row: Any) -> dict[str, Any]:
 @router.get("/v1/audit")
 def list_audit(
     services: ServicesDep,
-    person: PersonDep,
+    scope: ScopeDep,
     event_type: Annotated[str | None, Query(max_length=64)] = None,
     after_id: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """The caller's events after `after_id`, oldest first (newest last)."""
+    person = scope.person
     with services.db.read() as session:
         rows = audit.list_events(
             Scope(person, session), event_type=event_type, after_id=after_id, limit=limit
@@ -49,10 +50,10 @@ def list_audit(
 
 
 @router.get("/v1/facts")
-def list_facts(services: ServicesDep, person: PersonDep) -> dict[str, Any]:
+def list_facts(services: ServicesDep, scope: ScopeDep) -> dict[str, Any]:
     """Every fact of the caller's, most important first; `importance` is computed now
     (ADR-0034 §4)."""
-    return {"facts": [f.as_json() for f in services.facts.list_all(person=person)]}
+    return {"facts": [f.as_json() for f in services.facts.list_all(scope=scope)]}
 
 
 class FactValue(BaseModel):
@@ -65,22 +66,22 @@ def set_fact(
     key: Annotated[str, Path(max_length=200)],
     body: FactValue,
     services: ServicesDep,
-    person: PersonDep,
+    scope: ScopeDep,
 ) -> dict[str, Any]:
     """Create or edit (confidence 1.0, audited as `memory.fact.user_edited`). The key is
     normalised to snake_case ("Dog Name" → dog_name); the response carries the stored key."""
-    fact, audit_id = services.facts.set_by_operator(key, body.value, person=person)
-    return {"fact": services.facts.get(fact.key, person=person).as_json(), "audit_id": audit_id}
+    fact, audit_id = services.facts.set_by_operator(key, body.value, scope=scope)
+    return {"fact": services.facts.get(fact.key, scope=scope).as_json(), "audit_id": audit_id}
 
 
 @router.get("/v1/facts/{key}/history")
 def fact_history(
-    key: Annotated[str, Path(max_length=200)], services: ServicesDep, person: PersonDep
+    key: Annotated[str, Path(max_length=200)], services: ServicesDep, scope: ScopeDep
 ) -> dict[str, Any]:
     """Every value the key held, oldest first: when, by whom, what replaced it (`until`), and
     extractions that contradicted an operator's value (`memory.fact.conflict`, not applied).
     404 if the key never existed."""
-    changes = services.facts.history(key, person=person)
+    changes = services.facts.history(key, scope=scope)
     return {"key": normalise_key(key), "history": [c.as_json() for c in changes]}
 
 
@@ -88,13 +89,13 @@ def fact_history(
 def delete_fact(
     key: Annotated[str, Path(max_length=200)],
     services: ServicesDep,
-    person: PersonDep,
+    scope: ScopeDep,
     forget_sources: bool = False,
 ) -> dict[str, Any]:
     """Audited as `memory.fact.user_deleted`; 404 if there is no such fact. The conversations it
     was learned from still say it: they are listed, and `forget_sources=true` forgets them too
     (memory/forget.py) — otherwise recall can bring the deleted value back."""
-    return delete_fact_and_say(services, key, person=person, forget_sources=forget_sources)
+    return delete_fact_and_say(services, key, scope=scope, forget_sources=forget_sources)
 
 
 class RecallRequest(BaseModel):
@@ -121,7 +122,7 @@ class RecallRequest(BaseModel):
 
 
 @router.post("/v1/memory/recall")
-def recall_preview(body: RecallRequest, services: ServicesDep, person: PersonDep) -> dict[str, Any]:
+def recall_preview(body: RecallRequest, services: ServicesDep, scope: ScopeDep) -> dict[str, Any]:
     """What auto-recall would surface for `query`, with every score component and, for the
     episodes that would reach the prompt, the excerpts shown with them. Read-only.
 
@@ -129,6 +130,7 @@ def recall_preview(body: RecallRequest, services: ServicesDep, person: PersonDep
     and `local`: the dates on the operator's clock, in `zone`), whether it asks about the time
     alone (`time_only`) or gathers across conversations (`gathers`). Each episode's `in_span`
     says whether it was held within one of those spans."""
+    person = scope.person
     overrides: dict[str, Any] = {}
     sent = body.model_fields_set
     if body.top_k is not None:

@@ -19,7 +19,7 @@ from typing import Annotated, Any, cast
 from fastapi import APIRouter, Path, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from caesar.api.deps import Authenticated, PersonDep, ServicesDep
+from caesar.api.deps import Authenticated, ScopeDep, ServicesDep
 from caesar.api.routes_memory import MAX_ID
 from caesar.errors import InputError
 from caesar.memory.standing import kinds
@@ -36,7 +36,7 @@ MAX_RAW_TEXT = MAX_TEXT * 4
 @router.get("/v1/memories")
 def list_memories(
     services: ServicesDep,
-    person: PersonDep,
+    scope: ScopeDep,
     kind: Annotated[
         str | None, Query(max_length=kinds.MAX_NAME, description=f"one of {', '.join(kinds.KINDS)}")
     ] = None,
@@ -54,10 +54,10 @@ def list_memories(
         if history:
             raise InputError("q searches the statements that hold: leave out history=true")
         # cast: the store's `list` method shadows the builtin in its own annotations (mypy)
-        hits = cast("list[StandingMemory]", services.standing.search(q, person=person))
+        hits = cast("list[StandingMemory]", services.standing.search(q, scope=scope))
         found = [m for m in hits if kind is None or m.kind == kind]
     else:
-        found = services.standing.list(person=person, kind=kind, history=history)
+        found = services.standing.list(scope=scope, kind=kind, history=history)
     return {"memories": [m.as_json() for m in found]}
 
 
@@ -83,23 +83,23 @@ MemoryId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
 @router.post("/v1/memories", status_code=status.HTTP_201_CREATED)
-def add_memory(body: NewMemory, services: ServicesDep, person: PersonDep) -> dict[str, Any]:
+def add_memory(body: NewMemory, services: ServicesDep, scope: ScopeDep) -> dict[str, Any]:
     """A statement in the caller's own words (confidence 1), audited as `memory.user_added`."""
     memory = services.standing.add(
-        services.audit, body.text, kind=body.kind, slot=body.slot, person=person
+        services.audit, body.text, kind=body.kind, slot=body.slot, scope=scope
     )
     return {"memory": memory.as_json()}
 
 
 @router.put("/v1/memories/{memory_id}")
 def edit_memory(
-    memory_id: MemoryId, body: MemoryText, services: ServicesDep, person: PersonDep
+    memory_id: MemoryId, body: MemoryText, services: ServicesDep, scope: ScopeDep
 ) -> dict[str, Any]:
     """Correct one: its new text, counted as the caller's edit (`memory.user_edited`); 404 if
     the caller has no such statement."""
     return {
         "memory": services.standing.edit(
-            services.audit, memory_id, body.text, person=person
+            services.audit, memory_id, body.text, scope=scope
         ).as_json()
     }
 
@@ -107,8 +107,8 @@ def edit_memory(
 @router.delete(
     "/v1/memories/{memory_id}", status_code=status.HTTP_204_NO_CONTENT, response_class=Response
 )
-def delete_memory(memory_id: MemoryId, services: ServicesDep, person: PersonDep) -> Response:
+def delete_memory(memory_id: MemoryId, services: ServicesDep, scope: ScopeDep) -> Response:
     """Forget one for good (`memory.user_deleted` says which, never what it said); a statement
     it had replaced holds again. 404 if the caller has no such statement."""
-    services.standing.delete(services.audit, memory_id, person=person)
+    services.standing.delete(services.audit, memory_id, scope=scope)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -23,6 +23,7 @@ from caesar.export import (
     pg_restore_command,
     write_jsonl,
 )
+from caesar.memory.scope import Scope
 
 # Progress goes to stderr so `caesar export > data.jsonl` stays pure JSONL.
 _progress_console = Console(stderr=True)
@@ -101,7 +102,9 @@ def export(
                     progress.update(task, completed=ticks)
 
             if out == "-":
-                with Export(built.db, person=who, with_embeddings=with_embeddings) as snapshot:
+                with Export(
+                    built.db, scope=Scope(who), with_embeddings=with_embeddings
+                ) as snapshot:
                     started(snapshot.counts)
                     written = write_jsonl(snapshot.records(), sys.stdout, advanced)
                     sys.stdout.flush()
@@ -109,7 +112,7 @@ def export(
                 written = export_to_path(
                     built.db,
                     Path(out),
-                    person=who,
+                    scope=Scope(who),
                     with_embeddings=with_embeddings,
                     on_start=started,
                     on_record=advanced,

@@ -42,6 +42,7 @@ from caesar.cli.common import (
 from caesar.cli.summary import startup_summary, where_to_open
 from caesar.config import BACKGROUND_TASK, Settings, load_settings
 from caesar.errors import CaesarError
+from caesar.memory.scope import Scope
 
 if TYPE_CHECKING:
     from caesar.container import Container
@@ -396,7 +397,7 @@ def chat(
     brain = Brain(built)
     who = person(built)
     if message is not None:
-        console.print(brain.turn(message, person=who).reply, highlight=False, markup=False)
+        console.print(brain.turn(message, scope=Scope(who)).reply, highlight=False, markup=False)
         return
     history: list[Message] = []
     console.print("[dim]caesar chat — empty line or Ctrl-D to quit[/dim]")
@@ -408,7 +409,7 @@ def chat(
         if not line.strip():
             break
         try:
-            result = brain.turn(line, history, person=who)
+            result = brain.turn(line, history, scope=Scope(who))
         except CaesarError as exc:
             err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
             continue
@@ -481,7 +482,7 @@ def _unload_when_idle(built: Container, runner: Any) -> None:
 def facts_list(wide: Wide = False, as_json: AsJson = False) -> None:
     """Facts, most important first."""
     built = services()
-    facts = built.facts.list_all(person=person(built))
+    facts = built.facts.list_all(scope=Scope(person(built)))
     listing(facts, FACT_COLUMNS, wide=wide, as_json=as_json)
 
 
@@ -500,7 +501,7 @@ FACT_COLUMNS = (
 def facts_set(key: str, value: str) -> None:
     """Create or edit a fact (confidence 1.0)."""
     built = services()
-    fact, audit_id = built.facts.set_by_operator(key, value, person=person(built))
+    fact, audit_id = built.facts.set_by_operator(key, value, scope=Scope(person(built)))
     console.print(f"{fact.key} = {fact.value}  (audit #{audit_id})", highlight=False, markup=False)
 
 
@@ -512,7 +513,7 @@ def facts_delete(key: str) -> None:
     from caesar.memory.forget import delete_fact
 
     built = services()
-    out = delete_fact(built, key, person=person(built))
+    out = delete_fact(built, key, scope=Scope(person(built)))
     sources = out["learned_from"]
     console.print(
         f"deleted {out['deleted']}  (audit #{out['audit_id']})", highlight=False, markup=False
@@ -532,7 +533,7 @@ def facts_history(key: str) -> None:
     """Every value KEY held, when, and what replaced it (conflicts included)."""
     table = Table("audit", "when (UTC)", "event", "by", "value", "until (UTC)")
     built = services()
-    for c in built.facts.history(key, person=person(built)):
+    for c in built.facts.history(key, scope=Scope(person(built))):
         table.add_row(
             f"#{c.audit_id}",
             c.at.strftime("%Y-%m-%d %H:%M"),

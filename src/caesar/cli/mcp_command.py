@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from caesar.cli.common import friendly, person, services
+from caesar.memory.scope import Scope
 
 
 @friendly
@@ -32,7 +33,7 @@ def mcp_command(
     if runner:
         runner.start()
     try:
-        build(built, transport="stdio", person=who).run("stdio")
+        build(built, transport="stdio", scope=Scope(who)).run("stdio")
     finally:
         if runner:
             runner.stop()

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from caesar.cli.common import console, err, friendly, person, services
+from caesar.memory.scope import Scope
 
 proactive_app = typer.Typer(
     help="Turns caesar starts itself (the proactive tables of the config).", no_args_is_help=True
@@ -44,7 +45,7 @@ def import_command(
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("import", total=total)
         report = import_file(
-            built, file, person=person(built), on_progress=lambda n: progress.advance(task, n)
+            built, file, scope=Scope(person(built)), on_progress=lambda n: progress.advance(task, n)
         )
     for problem in report.errors[:MAX_ERRORS_SHOWN]:
         err.print(f"line {problem.line}: {problem.error}", highlight=False, markup=False)
@@ -79,7 +80,7 @@ def semantic_recall_command(
 ) -> None:
     """Search past replies by meaning (the semantic index; cosine only)."""
     built = services()
-    hits = built.semantic.recall(query, top_k, person=person(built))
+    hits = built.semantic.recall(query, top_k, scope=Scope(person(built)))
     if not hits:
         console.print("nothing indexed matches (is the semantic.index worker enabled?)")
         return
@@ -98,7 +99,7 @@ def proactive_run(name: str) -> None:
     from caesar.proactive import run_proactive
 
     built = services()
-    result = run_proactive(built, name, person=person(built))
+    result = run_proactive(built, name, scope=Scope(person(built)))
     console.print(result.reply, highlight=False, markup=False)
     console.print(f"[dim]audit #{result.audit_id}; recalled {len(result.recalled)} episodes[/dim]")
 

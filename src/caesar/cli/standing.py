@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from caesar.cli.common import AsJson, Column, Wide, console, friendly, listing, person, services
+from caesar.memory.scope import Scope
 from caesar.memory.standing import kinds
 
 memories_app = typer.Typer(
@@ -67,7 +68,9 @@ def memories_list(
     """What you told caesar about yourself that holds, newest first."""
 
     built = services()
-    found = built.standing.list(person=person(built), kind=kinds.check_kind(kind), history=history)
+    found = built.standing.list(
+        scope=Scope(person(built)), kind=kinds.check_kind(kind), history=history
+    )
     _show(found, wide=wide, as_json=as_json, history=history)
 
 
@@ -77,7 +80,7 @@ def memories_search(text: str, wide: Wide = False, as_json: AsJson = False) -> N
     """The statements that hold whose text contains TEXT (any case)."""
 
     built = services()
-    _show(built.standing.search(text, person=person(built)), wide=wide, as_json=as_json)
+    _show(built.standing.search(text, scope=Scope(person(built))), wide=wide, as_json=as_json)
 
 
 @memories_app.command("add")
@@ -100,7 +103,7 @@ def memories_add(
     """Tell caesar something about yourself in your own words (kept with confidence 1)."""
 
     built = services()
-    memory = built.standing.add(built.audit, text, kind=kind, slot=slot, person=person(built))
+    memory = built.standing.add(built.audit, text, kind=kind, slot=slot, scope=Scope(person(built)))
     console.print(
         f"added #{memory.id} ({memory.kind}, {memory.slot}): {memory.text}",
         highlight=False,
@@ -114,7 +117,7 @@ def memories_edit(memory_id: MemoryId, text: str) -> None:
     """Correct statement ID: its new TEXT, counted as your edit."""
 
     built = services()
-    memory = built.standing.edit(built.audit, memory_id, text, person=person(built))
+    memory = built.standing.edit(built.audit, memory_id, text, scope=Scope(person(built)))
     console.print(f"edited #{memory.id}: {memory.text}", highlight=False, markup=False)
 
 
@@ -124,8 +127,8 @@ def memories_forget(memory_id: MemoryId) -> None:
     """Forget statement ID for good; one it had replaced holds again."""
     built = services()
     who = person(built)
-    memory = built.standing.get(memory_id, person=who)
-    built.standing.delete(built.audit, memory_id, person=who)
+    memory = built.standing.get(memory_id, scope=Scope(who))
+    built.standing.delete(built.audit, memory_id, scope=Scope(who))
     console.print(
         f"forgot #{memory.id} ({memory.kind}, {memory.slot})", highlight=False, markup=False
     )

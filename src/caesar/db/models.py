@@ -348,12 +348,12 @@ class SemanticIndexCursor(_CursorMixin, Base):
 # indexes of a person's rows are built concurrently, after: pgvector_migration.py.) Registered here, with
 # the model, so that no import order can leave a person without them.
 @event.listens_for(Person, "after_insert")
-def _person_added(_mapper: object, connection: Connection, person: Person) -> None:
+def _person_added(_mapper: object, connection: Connection, row: Person) -> None:
     if connection.dialect.name == "sqlite":
-        person_tables.create_person_index(connection, person.id)
+        person_tables.PersonTables(row.id).create(connection)
 
 
 @event.listens_for(Person, "after_delete")
-def _person_removed(_mapper: object, connection: Connection, person: Person) -> None:
+def _person_removed(_mapper: object, connection: Connection, row: Person) -> None:
     if connection.dialect.name == "sqlite":
-        person_tables.drop_person_index(connection, person.id)
+        person_tables.PersonTables(row.id).drop(connection)

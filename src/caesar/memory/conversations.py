@@ -303,7 +303,7 @@ def unsummarised_within(
             # the summariser's queue, by its partial index: a few rows, however many
             # conversations the person has (by the person's index SQLite read them all)
             c.tip_audit_id > c.summarised_audit_id,
-            person_checked(c.person_id, person),
+            person_checked(c.person_id, Scope(person)),
             or_(*(and_(c.last_turn_at >= a, c.last_turn_at < b) for a, b in spans)),
         )
         .order_by(c.last_turn_at.desc(), c.id.desc())

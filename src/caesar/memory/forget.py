@@ -380,15 +380,16 @@ def fact_sources(scope: Scope, key: str) -> list[int]:
 
 
 def delete_fact(
-    services: Container, raw_key: str, *, person: int, forget_sources: bool = False
+    services: Container, raw_key: str, *, scope: Scope, forget_sources: bool = False
 ) -> dict[str, Any]:
     """Delete a fact, naming the conversations it was learned from (`learned_from`): they
     still say it, and recall can bring it back. `forget_sources`: forget those still there
     too. The one way every front end deletes a fact (API, CLI, dashboard, MCP)."""
+    person = scope.person
     key = normalise_key(raw_key)
     with services.db.read() as session:
         sources = fact_sources(Scope(person, session), key)
-    audit_id = services.facts.delete(key, person=person)
+    audit_id = services.facts.delete(key, scope=scope)
     out: dict[str, Any] = {"deleted": key, "audit_id": audit_id, "learned_from": sources}
     if forget_sources and sources:
         with services.db.read() as session:  # one forgotten meanwhile is not there to forget

@@ -218,7 +218,8 @@ class SemanticMemory:
         """Drop rows deleted elsewhere (retention) from the in-process index."""
         self._indexes.forget(chunk_ids)
 
-    def recall(self, query: str, top_k: int = 5, *, person: int) -> list[SemanticHit]:
+    def recall(self, query: str, top_k: int = 5, *, scope: Scope) -> list[SemanticHit]:
+        person = scope.person
         vector = embed_one(self.embedder.get(), query)
         index = self.index(person)
         with self.db.read() as session:

@@ -40,12 +40,12 @@ def facts_for_prompt(
     inject: FactsInjectSettings,
     now: datetime,
     *,
-    person: int,
+    scope: Scope,
     sentences: bool = False,
 ) -> TurnMemory:
     """`person`'s facts for their turn's prompt, most important first, within `inject`'s
     caps: as the facts block, or (`sentences`, the small-model prompt) as plain sentences."""
-    ranked = facts.list_all(now, person=person, limit=inject.max_facts) if inject.max_facts else []
+    ranked = facts.list_all(now, scope=scope, limit=inject.max_facts) if inject.max_facts else []
     lines = [FactLine(f.key, f.value, f.source_audit_id) for f in ranked]
     if sentences:
         said = plain.fact_sentences(lines, max_facts=inject.max_facts, max_chars=inject.max_chars)
@@ -67,7 +67,7 @@ def standing_for_prompt(
     now: datetime,
     memory: TurnMemory,
     *,
-    person: int,
+    scope: Scope,
     vector: np.ndarray | Future[np.ndarray] | None,
     zone: tzinfo,
     small: bool = False,
@@ -77,6 +77,7 @@ def standing_for_prompt(
     `vector`: its cosine with each statement's picks them; else `embed` makes it, only when
     there are statements; neither: by importance alone), within `settings`' budget. Memory
     never breaks a turn: a failure is kept as the recall error."""
+    person = scope.person
     budget = settings.max_chars or 0  # resolved from the route when the settings load
     if not settings.enabled or budget <= 0:
         return memory

@@ -168,7 +168,7 @@ def row_cosines(scope: Scope, ids: Sequence[int], query: np.ndarray) -> dict[int
     rows = session.execute(
         select(EpisodeSummary.id, EpisodeSummary.embedding_f32, EpisodeSummary.embedding).where(
             EpisodeSummary.id.in_(list(ids)),
-            person_checked(EpisodeSummary.person_id, person),
+            person_checked(EpisodeSummary.person_id, Scope(person)),
         )
     )
     q = np.asarray(query, dtype=np.float32)

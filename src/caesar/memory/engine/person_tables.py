@@ -16,6 +16,7 @@ against 2.5 ms (docs/performance.md).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from sqlalchemy import Connection
 
@@ -24,6 +25,7 @@ from sqlalchemy import Connection
 SQLITE_TOKENIZE = "porter unicode61 remove_diacritics 2"
 # `episode_fts` rowid of person p's episode e: p << PERSON_SHIFT | e (migration 0011).
 PERSON_SHIFT = 40
+EPISODE_MASK = (1 << PERSON_SHIFT) - 1
 
 # A person's tables: episode_fts_p<id> (+ _vocab) and episode_window_fts_p<id>, with FTS5's
 # shadow tables (_data, _idx, _content, _docsize, _config).
@@ -38,64 +40,99 @@ CONVERSATION_TEXT = """
 """
 
 
-def fts_table(person: int) -> str:
-    """`person`'s episode full-text table. Pure."""
-    return f"episode_fts_p{int(person)}"
-
-
-def window_table(person: int) -> str:
-    """`person`'s window full-text table. Pure."""
-    return f"episode_window_fts_p{int(person)}"
-
-
 def is_person_index(name: str) -> bool:
     """Whether `name` is one of a person's full-text tables (or its FTS5 shadow). Pure."""
     return PERSON_INDEX.fullmatch(name) is not None
 
 
-def person_index_ddl(person: int) -> list[str]:
-    """Statements creating `person`'s full-text tables and the triggers that keep their episode
-    table (idempotent). Pure."""
-    p, fts, windows = int(person), fts_table(person), window_table(person)
-    new_key = f"(new.person_id << {PERSON_SHIFT}) | new.id"
-    old_key = f"(old.person_id << {PERSON_SHIFT}) | old.id"
-    insert = f"""
+@dataclass(frozen=True)
+class PersonTables:
+    """One person's own tables and indexes: their names, the statements that make and drop
+    them, and the keys of their rows. Pure but for `create` and `drop`."""
+
+    person: int
+
+    @property
+    def fts(self) -> str:
+        """The person's episode full-text table (SQLite)."""
+        return f"episode_fts_p{int(self.person)}"
+
+    @property
+    def windows(self) -> str:
+        """The person's window full-text table (SQLite)."""
+        return f"episode_window_fts_p{int(self.person)}"
+
+    def rowid(self, episode_id: int) -> int:
+        """The `episode_fts` rowid of the person's episode `episode_id` (migration 0011)."""
+        return (self.person << PERSON_SHIFT) | episode_id
+
+    def rowids(self) -> tuple[int, int]:
+        """The smallest and largest `episode_fts` rowid the person's episodes may take."""
+        return self.rowid(0), self.rowid(EPISODE_MASK)
+
+    def ddl(self) -> list[str]:
+        """Statements creating the person's full-text tables and the triggers that keep their
+        episode table (idempotent)."""
+        p, fts, windows = int(self.person), self.fts, self.windows
+        new_key = f"(new.person_id << {PERSON_SHIFT}) | new.id"
+        old_key = f"(old.person_id << {PERSON_SHIFT}) | old.id"
+        insert = f"""
         INSERT INTO {fts} (rowid, summary, conversation)
         SELECT {new_key}, new.summary, {CONVERSATION_TEXT}
         FROM audit_log AS a
         WHERE a.id = new.audit_log_id AND new.summary != '' AND new.person_id = {p};"""
-    return [
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING "
-        f"fts5(summary, conversation, tokenize = '{SQLITE_TOKENIZE}')",
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts}_vocab USING fts5vocab({fts}, 'row')",
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {windows} USING "
-        f"fts5(body, content = '', tokenize = '{SQLITE_TOKENIZE}')",
-        f"CREATE TRIGGER IF NOT EXISTS {fts}_insert AFTER INSERT ON episode_summaries "
-        f"WHEN new.person_id = {p} BEGIN {insert} END",
-        f"CREATE TRIGGER IF NOT EXISTS {fts}_delete AFTER DELETE ON episode_summaries "
-        f"WHEN old.person_id = {p} BEGIN DELETE FROM {fts} WHERE rowid = {old_key}; END",
-        f"CREATE TRIGGER IF NOT EXISTS {fts}_update "
-        "AFTER UPDATE OF summary, audit_log_id, person_id ON episode_summaries "
-        f"WHEN old.person_id = {p} OR new.person_id = {p} "
-        f"BEGIN DELETE FROM {fts} WHERE rowid = {old_key}; {insert} END",
-    ]
+        return [
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING "
+            f"fts5(summary, conversation, tokenize = '{SQLITE_TOKENIZE}')",
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts}_vocab USING fts5vocab({fts}, 'row')",
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {windows} USING "
+            f"fts5(body, content = '', tokenize = '{SQLITE_TOKENIZE}')",
+            f"CREATE TRIGGER IF NOT EXISTS {fts}_insert AFTER INSERT ON episode_summaries "
+            f"WHEN new.person_id = {p} BEGIN {insert} END",
+            f"CREATE TRIGGER IF NOT EXISTS {fts}_delete AFTER DELETE ON episode_summaries "
+            f"WHEN old.person_id = {p} BEGIN DELETE FROM {fts} WHERE rowid = {old_key}; END",
+            f"CREATE TRIGGER IF NOT EXISTS {fts}_update "
+            "AFTER UPDATE OF summary, audit_log_id, person_id ON episode_summaries "
+            f"WHEN old.person_id = {p} OR new.person_id = {p} "
+            f"BEGIN DELETE FROM {fts} WHERE rowid = {old_key}; {insert} END",
+        ]
 
+    def create(self, connection: Connection) -> None:
+        for sql in self.ddl():
+            connection.exec_driver_sql(sql)
 
-def drop_person_index(connection: Connection, person: int) -> None:
-    """Drop `person`'s full-text tables and triggers: every word of theirs goes with them."""
-    fts = fts_table(person)
-    for sql in (
-        *(f"DROP TRIGGER IF EXISTS {fts}_{t}" for t in ("insert", "delete", "update")),
-        f"DROP TABLE IF EXISTS {fts}_vocab",
-        f"DROP TABLE IF EXISTS {fts}",
-        f"DROP TABLE IF EXISTS {window_table(person)}",
-    ):
-        connection.exec_driver_sql(sql)
+    def drop(self, connection: Connection) -> None:
+        """Drop the person's full-text tables and triggers: every word of theirs goes too."""
+        fts = self.fts
+        for sql in (
+            *(f"DROP TRIGGER IF EXISTS {fts}_{t}" for t in ("insert", "delete", "update")),
+            f"DROP TABLE IF EXISTS {fts}_vocab",
+            f"DROP TABLE IF EXISTS {fts}",
+            f"DROP TABLE IF EXISTS {self.windows}",
+        ):
+            connection.exec_driver_sql(sql)
 
+    def pg_fts_index(self) -> tuple[str, str]:
+        """(name, CREATE INDEX … ON … statement tail) of the person's GIN index."""
+        name = f"idx_episode_fts_document_p{int(self.person)}"
+        return (
+            name,
+            f"{name} ON episode_fts USING GIN (document) WHERE person_id = {int(self.person)}",
+        )
 
-def create_person_index(connection: Connection, person: int) -> None:
-    for sql in person_index_ddl(person):
-        connection.exec_driver_sql(sql)
+    def pg_vector_index(self, model_index: str, column: str, predicate: str) -> tuple[str, str]:
+        """(name, statement tail) of the person's HNSW index beside the model's `model_index`,
+        over `column` (e.g. `(embedding::vector(384)) vector_cosine_ops`) where `predicate`."""
+        name = f"{model_index}_p{int(self.person)}"
+        return name, (
+            f"{name} ON episode_vectors USING hnsw ({column}) "
+            f"WHERE ({predicate}) AND person_id = {int(self.person)}"
+        )
+
+    def pg_indexes(self, models: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
+        """The person's partial indexes: their GIN, and one beside each of `models`
+        (`pg_model_indexes`): (name, statement tail) each."""
+        return [self.pg_fts_index(), *(self.pg_vector_index(*model) for model in models)]
 
 
 # -- PostgreSQL ---------------------------------------------------------------------------------
@@ -103,22 +140,6 @@ def create_person_index(connection: Connection, person: int) -> None:
 # embedding model's HNSW index `idx_episode_vectors_hnsw_<model>_<dim>`, `<that>_p<id>`.
 PG_PERSON_INDEX = re.compile(r"idx_episode_(?:fts_document|vectors_hnsw_[0-9a-f]{12}_\d+)_p\d+")
 _PG_MODEL_INDEX = "^idx_episode_vectors_hnsw_[0-9a-f]{12}_[0-9]+$"
-
-
-def pg_fts_index(person: int) -> tuple[str, str]:
-    """(name, CREATE INDEX … ON … statement tail) of `person`'s GIN index. Pure."""
-    name = f"idx_episode_fts_document_p{int(person)}"
-    return name, f"{name} ON episode_fts USING GIN (document) WHERE person_id = {int(person)}"
-
-
-def pg_vector_index(person: int, model_index: str, column: str, predicate: str) -> tuple[str, str]:
-    """(name, statement tail) of `person`'s HNSW index beside the model's `model_index`, over
-    `column` (e.g. `(embedding::vector(384)) vector_cosine_ops`) where `predicate`. Pure."""
-    name = f"{model_index}_p{int(person)}"
-    return name, (
-        f"{name} ON episode_vectors USING hnsw ({column}) "
-        f"WHERE ({predicate}) AND person_id = {int(person)}"
-    )
 
 
 def pg_model_indexes(
@@ -140,12 +161,6 @@ def pg_model_indexes(
         for name, column, predicate in models
         if model_prefix is None or name.startswith(model_prefix)
     ]
-
-
-def pg_person_indexes(person: int, models: list[tuple[str, str, str]]) -> list[tuple[str, str]]:
-    """`person`'s partial indexes: their GIN, and one beside each of `models`
-    (`pg_model_indexes`): (name, statement tail) each. Pure."""
-    return [pg_fts_index(person), *(pg_vector_index(person, *model) for model in models)]
 
 
 def pg_index_person(name: str) -> int | None:

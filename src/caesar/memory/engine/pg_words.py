@@ -271,8 +271,8 @@ def uncounted(session: Session) -> list[int]:
     return [int(p) for p in conn.execute(sa.text(sql)).scalars()]
 
 
-def _count_person(person: int, session: Session) -> bool:
-    return count_person(Scope(person, session))
+def _count_in(scope: Scope, session: Session) -> bool:
+    return count_person(scope.within(session))
 
 
 def count_person(scope: Scope) -> bool:
@@ -323,7 +323,7 @@ def count_words(db: Database, *, progress: Progress | None = None, wait: bool = 
             return len(left)
         report(0, len(left))
         for done, person in enumerate(left, 1):
-            db.write_retrying(partial(_count_person, person))
+            db.write_retrying(partial(_count_in, Scope(person)))
             report(done, len(left))
     with db.read() as session:
         return len(uncounted(session))

@@ -348,7 +348,7 @@ def person_indexes_missing(
     prefix = None if model is None else index_prefix(model)
     models = person_tables.pg_model_indexes(session.connection(), prefix)
     targets = [p for p in people if person is None or p == person]
-    wanted = [w for p in targets for w in person_tables.pg_person_indexes(p, models)]
+    wanted = [w for p in targets for w in person_tables.PersonTables(p).pg_indexes(models)]
     return [(name, tail) for name, tail in wanted if name not in valid]
 
 

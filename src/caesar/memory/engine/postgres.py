@@ -148,7 +148,6 @@ class PostgresFullText:
         session, person = scope.session, scope.person
         join, where, params = episode_filters(
             "f.episode_id",
-            person=None,
             model_id=model_id,
             min_created=min_created,
             min_id=min_id,

@@ -100,7 +100,7 @@ def chat_payloads(scope: Scope, audit_ids: list[int]) -> list[tuple[int, Any]]:
     rows = scope.session.execute(
         select(AuditLog.id, AuditLog.payload).where(
             AuditLog.id.in_(audit_ids),
-            person_checked(AuditLog.person_id, scope.person),
+            person_checked(AuditLog.person_id, Scope(scope.person)),
         )
     ).all()
     return [(int(i), payload) for i, payload in rows]

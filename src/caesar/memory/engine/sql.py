@@ -60,21 +60,16 @@ def by_window(rows: Sequence[Any]) -> dict[int, dict[int, float]]:
 def episode_filters(
     key: str,
     *,
-    person: int | None,
     model_id: str | None,
     min_created: datetime | None,
     min_id: int | None,
 ) -> tuple[tuple[str, ...], list[str], dict[str, object]]:
     """(joins, WHERE conditions, parameters) restricting a full-text table keyed by episode id
-    (`key`) to the episodes of `person`, of `model_id`, created ≥ min_created, id ≥ min_id
-    (each unless None). `person` None: every indexed episode is the asker's (`alone`), and
-    with neither model_id nor min_created the index is read alone, without the episode
-    rows."""
+    (`key`) to the episodes of `model_id`, created ≥ min_created, id ≥ min_id (each unless
+    None). The table is the person's own, or filtered by person on its rows: with neither
+    model_id nor min_created the index is read alone, without the episode rows."""
     params: dict[str, object] = {}
     where = []
-    if person is not None:
-        where.append("e.person_id = :person")
-        params["person"] = person
     if model_id is not None:
         where.append("e.model = :model")
         params["model"] = model_id
@@ -96,9 +91,10 @@ def episode_filters(
 PERSON_CHECK = "+person_id"
 
 
-def person_checked(column: Any, person: int) -> Any:
+def person_checked(column: Any, scope: Scope) -> Any:
     """`column = person` for an ORM query whose ids drive the lookup: `column + 0` keeps the
     person's index out of the plan (see PERSON_CHECK)."""
+    person = scope.person
     return column + 0 == person
 
 

@@ -37,14 +37,11 @@ from caesar.memory import passages
 from caesar.memory.engine.in_process import InProcessVectors
 from caesar.memory.engine.person_tables import (  # noqa: F401 - re-exported
     CONVERSATION_TEXT,
+    EPISODE_MASK,
     PERSON_SHIFT,
     SQLITE_TOKENIZE,
-    create_person_index,
-    drop_person_index,
-    fts_table,
+    PersonTables,
     is_person_index,
-    person_index_ddl,
-    window_table,
 )
 from caesar.memory.engine.sql import (
     all_exist,
@@ -66,22 +63,10 @@ _TOKEN_CACHE_SIZE = 10_000
 _TABLES_CACHED = 256  # (database, person) pairs
 _token_cache: dict[str, tuple[str, ...]] = {}
 
-# `episode_fts` rowid of person p's episode e: p << PERSON_SHIFT | e (migration 0011).
-EPISODE_MASK = (1 << PERSON_SHIFT) - 1
 
 # SQLite rowid of window k of episode e: e × WINDOW_SLOTS + k.
 WINDOW_SLOTS = 64
 assert passages.MAX_WINDOWS <= WINDOW_SLOTS
-
-
-def fts_key(person: int, episode_id: int) -> int:
-    """The `episode_fts` rowid of `person`'s episode `episode_id` (migration 0011). Pure."""
-    return (person << PERSON_SHIFT) | episode_id
-
-
-def person_keys(person: int) -> tuple[int, int]:
-    """The smallest and largest `episode_fts` rowid `person`'s episodes may take. Pure."""
-    return fts_key(person, 0), fts_key(person, EPISODE_MASK)
 
 
 def fts5_match(terms: Iterable[str], *, every: bool = False) -> str:
@@ -139,7 +124,7 @@ def merge_person_index(scope: Scope) -> None:
     """FTS5 deletes are markers over older segments until a merge: merge the person's tables
     now, so no segment keeps a forgotten word."""
     session, person = scope.session, scope.person
-    for table in (fts_table(person), window_table(person)):
+    for table in (PersonTables(person).fts, PersonTables(person).windows):
         session.execute(text(f"INSERT INTO {table} ({table}) VALUES ('optimize')"))
 
 
@@ -173,22 +158,24 @@ class SqliteFullText:
         session, person = scope.session, scope.person
         join, where, params = episode_filters(
             f"(f.rowid & {EPISODE_MASK})",
-            person=None,
             model_id=model_id,
             min_created=min_created,
             min_id=None,
         )
-        lo, hi = person_keys(person)
+        lo, hi = PersonTables(person).rowids()
         if min_id is not None:
-            lo = max(lo, fts_key(person, min_id))
+            lo = max(lo, PersonTables(person).rowid(min_id))
         if ids is not None:
             # The list is kept out of FTS5 (unary +: see the module doc); the range around it
             # is pushed into it.
-            lo, hi = max(lo, fts_key(person, ids[0])), fts_key(person, ids[-1])
-            params["keys"] = [fts_key(person, i) for i in ids]
+            lo, hi = (
+                max(lo, PersonTables(person).rowid(ids[0])),
+                PersonTables(person).rowid(ids[-1]),
+            )
+            params["keys"] = [PersonTables(person).rowid(i) for i in ids]
             where.append("+f.rowid IN :keys")
         params.update(limit=limit, match=fts5_match(terms, every=every), lo=lo, hi=hi)
-        table = fts_table(person)
+        table = PersonTables(person).fts
         score = f"-bm25({table}, {SUMMARY_WEIGHT}, {CONVERSATION_WEIGHT})"
         sql = f"""
             SELECT f.rowid & {EPISODE_MASK} AS id, {score} AS score
@@ -204,7 +191,7 @@ class SqliteFullText:
         episodes); a word the tokenizer splits in several tokens (or none) is counted as a
         phrase."""
         session, person = scope.session, scope.person
-        table = fts_table(person)
+        table = PersonTables(person).fts
         tokens = sqlite_tokens(session, list(terms))
         n, docs = _doc_counts(session, table, {t[0] for t in tokens.values() if len(t) == 1})
         per_term = f"SELECT count(*) FROM {table} WHERE {table} MATCH :term"
@@ -219,8 +206,8 @@ class SqliteFullText:
         """One statement: a cheap lookup per term (no bm25, the rowid pushed into FTS5). Under
         another person's key the episode is not there: all False."""
         session, person = scope.session, scope.person
-        params: dict[str, object] = {"probe": fts_key(person, probe_id)}
-        table, checks = fts_table(person), []
+        params: dict[str, object] = {"probe": PersonTables(person).rowid(probe_id)}
+        table, checks = PersonTables(person).fts, []
         for i, term in enumerate(terms):
             params[f"t{i}"] = fts5_match([term])
             checks.append(
@@ -230,7 +217,7 @@ class SqliteFullText:
 
     def count_holding_all(self, scope: Scope, terms: Sequence[str]) -> int:
         session, person = scope.session, scope.person
-        lo, hi, table = *person_keys(person), fts_table(person)
+        lo, hi, table = *PersonTables(person).rowids(), PersonTables(person).fts
         sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH :q AND rowid BETWEEN :lo AND :hi"
         return count(session, sql, {"q": fts5_match(terms, every=True), "lo": lo, "hi": hi})
 
@@ -238,7 +225,7 @@ class SqliteFullText:
         # Two subqueries: each seeks one end of the person's range of the docsize table's
         # primary key (min and max in one SELECT scan).
         session, person = scope.session, scope.person
-        lo, hi, docsize = *person_keys(person), f"{fts_table(person)}_docsize"
+        lo, hi, docsize = *PersonTables(person).rowids(), f"{PersonTables(person).fts}_docsize"
         first, last = session.execute(
             statement(
                 f"SELECT (SELECT min(id) FROM {docsize} WHERE id BETWEEN :lo AND :hi), "
@@ -257,7 +244,7 @@ class SqliteFullText:
             return {}
         # The id filter is kept out of FTS5 (unary +) and the rowid range pushed in; bm25 is
         # computed only for the rows that pass.
-        table = window_table(person)
+        table = PersonTables(person).windows
         sql = f"""
             SELECT f.rowid / {WINDOW_SLOTS}, f.rowid % {WINDOW_SLOTS}, -bm25({table})
             FROM {table} AS f
@@ -268,19 +255,21 @@ class SqliteFullText:
 
     def has_windows(self, session: Session, episode_id: int) -> bool:
         person = episode_people(session, [episode_id]).get(episode_id)
-        return person is not None and table_has_windows(session, window_table(person), episode_id)
+        return person is not None and table_has_windows(
+            session, PersonTables(person).windows, episode_id
+        )
 
     def add_windows(self, session: Session, episode_id: int, windows: Sequence[str]) -> int:
         person = episode_people(session, [episode_id]).get(episode_id)
         if person is None:
             return 0
-        return insert_windows(session, window_table(person), episode_id, windows)
+        return insert_windows(session, PersonTables(person).windows, episode_id, windows)
 
     def forget_windows(self, session: Session, episode_ids: Sequence[int]) -> int:
         """From each episode's person's table, by the texts it indexed (see delete_windows)."""
         people = episode_people(session, episode_ids)
         return sum(
-            delete_windows(session, window_table(people[episode_id]), episode_id, windows)
+            delete_windows(session, PersonTables(people[episode_id]).windows, episode_id, windows)
             for episode_id, windows in chat_windows(session, episode_ids)
         )
 

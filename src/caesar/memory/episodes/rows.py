@@ -11,6 +11,7 @@ import numpy as np
 
 from caesar.db.models import EpisodeSummary
 from caesar.memory.engine.vector_math import to_f32_bytes
+from caesar.memory.scope import Scope
 
 
 def embedding_values(vector: np.ndarray | None) -> dict[str, object]:
@@ -33,11 +34,12 @@ def episode_row(
     created_at: datetime,
     recall_count: int = 0,
     passages: bytes | None = None,
-    person: int,
+    scope: Scope,
 ) -> EpisodeSummary:
     """The one way an episode row is made (see embedding_values), `person`'s as the chat it
     was written from is; `passages` are the
     conversation's packed window vectors (memory/passages.py), if embedded."""
+    person = scope.person
     return EpisodeSummary(
         audit_log_id=audit_log_id,
         summary=summary,

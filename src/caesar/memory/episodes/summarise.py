@@ -273,7 +273,7 @@ def write_outcomes(
             model=o.model,
             created_at=o.row.created_at,
             recall_count=old.recall_count if old else 0,
-            person=person,
+            scope=Scope(person),
         )
         row.conversation_id = job.conversation_id
         row.last_recalled_at = old.last_recalled_at if old else None

@@ -226,10 +226,11 @@ class FactsStore:
         ]
 
     def list_all(
-        self, now: datetime | None = None, *, person: int, limit: int | None = None
+        self, now: datetime | None = None, *, scope: Scope, limit: int | None = None
     ) -> list[RankedFact]:
         """Every fact of `person`'s (or the `limit` most important), most important first
         (ADR-0034 §4). Importance is computed here, at read time, never stored."""
+        person = scope.person
         now = now or utcnow()
         with self.db.read() as session:
             rows = session.execute(_ALL_ROWS, {"person": person}).all()
@@ -250,7 +251,8 @@ class FactsStore:
         self._edit_counts = {**self._edit_counts, person: (signature, counts)}
         return counts
 
-    def get(self, raw_key: str, now: datetime | None = None, *, person: int) -> RankedFact:
+    def get(self, raw_key: str, now: datetime | None = None, *, scope: Scope) -> RankedFact:
+        person = scope.person
         key = normalise_key(raw_key)
         with self.db.read() as session:
             row = session.execute(_ROW_OF_KEY, {"key": key, "person": person}).first()
@@ -259,19 +261,20 @@ class FactsStore:
             edits = edit_counts(Scope(person, session), key)
         return self._ranked([row], edits, now or utcnow(), None)[0]
 
-    def set_by_operator(self, raw_key: str, raw_value: str, *, person: int) -> tuple[Fact, int]:
+    def set_by_operator(self, raw_key: str, raw_value: str, *, scope: Scope) -> tuple[Fact, int]:
         """Create or edit; the operator's word is certain (confidence 1.0). Setting the same
         value again still counts as an edit: touching a fact is how the operator says it
         matters (ADR-0034 §Alternatives). Returns the fact and the audit id of the edit."""
         key, value = normalise_key(raw_key), clean_value(raw_value)
         try:
-            return self._set(key, value, person)
+            return self._set(key, value, scope)
         except IntegrityError:
             # PostgreSQL only (SQLite writes are serialised): the extractor inserted the same
             # new key between our read and our insert. Now it exists, so this is an edit.
-            return self._set(key, value, person)
+            return self._set(key, value, scope)
 
-    def _set(self, key: str, value: str, person: int) -> tuple[Fact, int]:
+    def _set(self, key: str, value: str, scope: Scope) -> tuple[Fact, int]:
+        person = scope.person
         now = utcnow()
         with self.db.write() as session:
             fact = session.scalar(select(Fact).where(Fact.key == key, Fact.person_id == person))
@@ -300,8 +303,9 @@ class FactsStore:
             session.flush()
             return fact, row.id
 
-    def delete(self, raw_key: str, *, person: int) -> int:
+    def delete(self, raw_key: str, *, scope: Scope) -> int:
         """Delete `person`'s fact `raw_key`; returns the audit id of the deletion."""
+        person = scope.person
         key = normalise_key(raw_key)
         with self.db.write() as session:
             fact = session.scalar(select(Fact).where(Fact.key == key, Fact.person_id == person))
@@ -353,9 +357,10 @@ class FactsStore:
         )
         return audit.FACT_CONFLICT
 
-    def history(self, raw_key: str, *, person: int) -> list[Change]:
+    def history(self, raw_key: str, *, scope: Scope) -> list[Change]:
         """Every value `person`'s `raw_key` held, when, and what replaced it
         (memory/facts/history.py)."""
+        person = scope.person
         key = normalise_key(raw_key)
         with self.db.read() as session:
             changes = fact_history(Scope(person, session), key)

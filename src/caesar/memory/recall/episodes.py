@@ -107,10 +107,11 @@ class EpisodeMemory:
         query_text: str | None = None,
         asked: Asked | None = None,
         *,
-        person: int,
+        scope: Scope,
     ) -> list[RecalledEpisode]:
         """`person`'s episodes nearest the query (recall/pipeline.py, `search`), in a read
         session of their own: nobody else's is searched."""
+        person = scope.person
         from caesar.memory.recall import pipeline  # the pipeline is handed this memory
 
         with self.reading(person, now) as scope:
@@ -121,7 +122,7 @@ class EpisodeMemory:
         query: str,
         now: datetime | None = None,
         *,
-        person: int,
+        scope: Scope,
         vector: np.ndarray | Future[np.ndarray] | None = None,
         **overrides: object,
     ) -> list[RecalledEpisode]:
@@ -130,7 +131,7 @@ class EpisodeMemory:
         caller has it under way (else it is embedded here)."""
         params = RecallParams.from_settings(self.settings, **overrides)
         vector = self.embed_query_soon(query) if vector is None else vector
-        return self.search(vector, now or utcnow(), params, query_text=query, person=person)
+        return self.search(vector, now or utcnow(), params, query_text=query, scope=scope)
 
     def record_recalls(
         self,

@@ -363,9 +363,10 @@ class StandingStore:
                 self._vectors.popitem(last=False)
 
     def list(
-        self, *, person: int, kind: str | None = None, history: bool = False
+        self, *, scope: Scope, kind: str | None = None, history: bool = False
     ) -> list[StandingMemory]:
         """`person`'s statements by kind, newest first; `history`: the replaced ones too."""
+        person = scope.person
         with self.db.read() as session:
             query = select(Memory).where(Memory.person_id == person)
             if kind is not None:
@@ -375,9 +376,10 @@ class StandingStore:
             rows = session.scalars(query.order_by(Memory.said_at.desc(), Memory.id.desc()))
             return [_view(r) for r in rows]
 
-    def search(self, text: str, *, person: int) -> builtins.list[StandingMemory]:
+    def search(self, text: str, *, scope: Scope) -> builtins.list[StandingMemory]:
         """Current statements whose text holds `text` (case-insensitive); an InputError for
         blank words or control characters."""
+        person = scope.person
         words = " ".join(text.split())
         if not words:
             raise InputError("say what to search for")
@@ -396,7 +398,8 @@ class StandingStore:
             )
             return [_view(r) for r in rows]
 
-    def get(self, memory_id: int, *, person: int) -> StandingMemory:
+    def get(self, memory_id: int, *, scope: Scope) -> StandingMemory:
+        person = scope.person
         with self.db.read() as session:
             return _view(self._owned(Scope(person, session), memory_id))
 
@@ -416,10 +419,11 @@ class StandingStore:
         *,
         kind: str,
         slot: str | None = None,
-        person: int,
+        scope: Scope,
     ) -> StandingMemory:
         """A statement the person writes by hand (confidence 1: their own word), with its
         bearing vector (embedded before the write transaction opens)."""
+        person = scope.person
         kind = str(kinds.check_kind(kind))
         slot = kinds.check_slot(kind, slot)
         text = clean_text(text)
@@ -436,11 +440,12 @@ class StandingStore:
             )
             return _view(row)
 
-    def edit(self, log: audit.Audit, memory_id: int, text: str, *, person: int) -> StandingMemory:
+    def edit(self, log: audit.Audit, memory_id: int, text: str, *, scope: Scope) -> StandingMemory:
         """The person's correction (NotFound for anyone else's): the new text, re-embedded,
         now, with their edit counted."""
+        person = scope.person
         text = clean_text(text)
-        slot = self.get(memory_id, person=person).slot
+        slot = self.get(memory_id, scope=scope).slot
         [vector] = self.vectors([(slot, text)])
         with self.db.write() as session:
             row = self._owned(Scope(person, session), memory_id)
@@ -458,9 +463,10 @@ class StandingStore:
             )
             return _view(row)
 
-    def delete(self, log: audit.Audit, memory_id: int, *, person: int) -> None:
+    def delete(self, log: audit.Audit, memory_id: int, *, scope: Scope) -> None:
         """Gone, with the rows that quote it; one row says which (never what it said). A
         statement it had replaced holds again."""
+        person = scope.person
         with self.db.write() as session:
             row = self._owned(Scope(person, session), memory_id)
             kind, slot = row.kind, row.slot
