@@ -1,11 +1,13 @@
 """SQLite's full-text tables as the migrations write them: a frozen copy, as of 2026-12-07, of
 
-- `caesar.memory.engine.sqlite`: `WINDOW_SLOTS`, `EPISODE_MASK`, `fts_key`, `person_keys`,
-  `rowids`, `sqlite_rows`, `table_has_windows`, `insert_windows`, `delete_windows`,
-  `chat_windows` (there through the ORM models; here the same statement in SQL, so that no
-  model, and nothing the models import, is loaded);
-- `caesar.memory.engine.person_tables`: `SQLITE_TOKENIZE`, `PERSON_SHIFT`,
-  `CONVERSATION_TEXT`, `fts_table`, `window_table`, `person_index_ddl`, `drop_person_index`.
+- `caesar.memory.search.sqlite` (now `caesar.memory.engine.sqlite`): `WINDOW_SLOTS`,
+  `EPISODE_MASK`, `fts_key`, `person_keys`, `rowids`, `sqlite_rows`, `table_has_windows`,
+  `insert_windows`, `delete_windows`, `chat_windows` (there through the ORM models; here the
+  same statement in SQL, so that no model, and nothing the models import, is loaded);
+- `caesar.memory.search.person_tables` (now `caesar.memory.engine.person_tables`):
+  `SQLITE_TOKENIZE`, `PERSON_SHIFT`, `CONVERSATION_TEXT`, `fts_table`, `window_table`,
+  `person_index_ddl`, `drop_person_index` (live code has since made these `PersonTables`'
+  `fts`, `windows`, `rowid`, `rowids`, `ddl` and `drop`).
 
 A migration carries the code it runs, so that its meaning does not drift when live code
 changes. Do not edit this to follow live code: a change there to the tables, their keys or the

@@ -6,7 +6,7 @@ weighted 'A' and the conversation 'B'. On both, triggers on `episode_summaries` 
 the summarise worker needs no extra call, and the conversation text is read from the source
 `audit_log` payload (its user/assistant `messages` plus `reply`, as memory/transcript.py reads
 it). Empty (trivial) summaries are not indexed, as recall skips them. Existing episodes are
-indexed here. The tables are not SQLAlchemy models: see caesar.memory.search.hybrid.KEYWORD_TABLES.
+indexed here. The tables are not SQLAlchemy models: see caesar.db.migrate.unmanaged_tables.
 
 Revision ID: 0002
 Revises: 0001

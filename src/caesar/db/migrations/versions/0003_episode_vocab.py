@@ -5,7 +5,7 @@ occurrences). Hybrid recall reads a query word's document frequency from it in o
 lookup instead of a COUNT over the index per word, and uses it to leave very common words out
 of the MATCH. It is a view of the index, so it needs no backfill or triggers. PostgreSQL
 counts through its GIN index and gets nothing here. Not an SQLAlchemy model: see
-caesar.memory.search.hybrid.KEYWORD_TABLES.
+caesar.db.migrate.unmanaged_tables.
 
 Revision ID: 0003
 Revises: 0002

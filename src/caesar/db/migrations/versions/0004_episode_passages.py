@@ -1,7 +1,7 @@
 """episode passages: each episode's conversation windows, embedded, for dense recall
 
 `episode_summaries.passage_vectors`: float16 vectors (n × dim) of sliding 3-turn windows over
-the summarised conversation (caesar.memory.search.passages). Recall uses an episode's best window
+the summarised conversation (caesar.memory.passages). Recall uses an episode's best window
 next to its summary. NULL until the `memory.passages` worker (or `caesar episodes reembed`)
 embeds them, episodes written before this migration included; until then recall uses the
 summary alone, as before. A partial index holds the worker's queue.

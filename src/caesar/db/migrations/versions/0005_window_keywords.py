@@ -3,12 +3,13 @@
 SQLite: a contentless FTS5 table `episode_window_fts(body)`, rowid = episode id × 64 + window
 number, same tokenizer as `episode_fts`. PostgreSQL: a table `episode_window_fts(episode_id,
 window_no, document tsvector)` whose rows go with their episode. Recall scores an episode's
-best window by keyword next to the whole episode (caesar.memory.search.window_keywords). Rows are
+best window by keyword next to the whole episode (caesar.memory.engine.window_keywords). Rows are
 written with the window vectors (memory.passages worker, `caesar episodes reembed`); episodes
 that already have window vectors are indexed here, from their source chat, with the windowing
-of this revision (caesar.memory.search.passages.windows, imported: a later change to the windowing
-needs a migration of its own that rebuilds this index — retention on SQLite derives the
-windows again to delete them). Not SQLAlchemy models: see caesar.memory.search.keywords.KEYWORD_TABLES.
+of this revision (migrations/_frozen_turns.py, a frozen copy of live code's `windows`, which
+tests/test_migrations_frozen.py holds equal to it: a later change to the windowing needs a
+migration of its own that rebuilds this index — retention on SQLite derives the windows again
+to delete them). Not SQLAlchemy models: see the unmanaged tables in caesar.db.migrate.
 
 Revision ID: 0005
 Revises: 0004
@@ -19,8 +20,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.orm import Session
 
-from caesar.memory.search import passages, sqlite
-from caesar.memory.transcript import conversation_turns
+from caesar.db.migrations import _frozen_sqlite as sqlite
+from caesar.db.migrations._frozen_turns import conversation_turns, windows
 
 revision = "0005"
 down_revision = "0004"
@@ -68,15 +69,15 @@ def _backfill(session: Session) -> None:
     while True:
         rows = session.execute(query, {"after": after, "limit": _BACKFILL_BATCH}).all()
         for row in rows:
-            windows = passages.windows(conversation_turns(row.payload))
+            texts = windows(conversation_turns(row.payload))
             if is_sqlite:  # the shared table of this revision (0017 gives each person theirs)
-                if windows and not sqlite.table_has_windows(session, _TABLE, int(row.id)):
+                if texts and not sqlite.table_has_windows(session, _TABLE, int(row.id)):
                     sqlite.insert_windows(
-                        session, _TABLE, int(row.id), windows[: sqlite.WINDOW_SLOTS]
+                        session, _TABLE, int(row.id), texts[: sqlite.WINDOW_SLOTS]
                     )
-            elif windows:  # this revision's words (migration 0015 changes them)
+            elif texts:  # this revision's words (migration 0015 changes them)
                 session.execute(
-                    _PG_INSERT, [{"id": row.id, "k": k, "body": w} for k, w in enumerate(windows)]
+                    _PG_INSERT, [{"id": row.id, "k": k, "body": w} for k, w in enumerate(texts)]
                 )
         if len(rows) < _BACKFILL_BATCH:
             return

@@ -2,8 +2,9 @@
 
 A `conversations` table; each chat row's `subject_id` is its conversation and a completed
 turn's `subject_key` the hash of the conversation through its reply
-(caesar.memory.conversations.turns_key, imported: the hash must be the one live turns are
-matched by). `episode_summaries.conversation_id` links the one episode of each.
+(`turns_key`: migrations/_frozen_turns.py, a frozen copy of caesar.memory.conversations'; the
+hash must be the one live turns are matched by, and tests/test_migrations_frozen.py holds the
+two equal). `episode_summaries.conversation_id` links the one episode of each.
 
 Existing chats are grouped the way live turns now are: a turn whose history (what the client
 resent) is a conversation's latest turn continues it; any other starts one. Of the episodes a
@@ -23,17 +24,15 @@ Create Date: 2026-12-01
 
 import logging
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.orm import Session
 
-from caesar.clock import utcnow
-from caesar.gateway.base import Message
-from caesar.memory.conversations import turns_key
-from caesar.memory.search import sqlite
+from caesar.db.migrations import _frozen_sqlite as sqlite
+from caesar.db.migrations._frozen_turns import Turn, turns_key
 
 revision = "0006"
 down_revision = "0005"
@@ -103,8 +102,8 @@ class _Conversation:
         self.rows: list[int] = []
 
 
-def _turns(payload: dict[str, Any]) -> tuple[list[Message], str | None]:
-    messages: list[Message] = [
+def _turns(payload: dict[str, Any]) -> tuple[list[Turn], str | None]:
+    messages: list[Turn] = [
         {"role": str(m.get("role", "")), "content": str(m.get("content", ""))}
         for m in payload.get("messages", [])
         if isinstance(m, dict)
@@ -163,7 +162,7 @@ def _group(session: Session) -> None:
             break
         after = int(rows[-1].id)
         log.info("conversations: %d chat rows read", seen)
-    now = utcnow()
+    now = datetime.now(UTC).replace(tzinfo=None)  # naive UTC, as caesar.clock.utcnow
     for conversation in found:
         conversation.id = int(
             session.execute(

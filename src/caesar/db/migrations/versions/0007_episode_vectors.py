@@ -3,10 +3,11 @@
 PostgreSQL only (SQLite is untouched): the `vector` extension, the table `episode_vectors` kept
 in step with `episode_summaries` by a trigger, `episode_vectors_backfill`, where the copy
 of the episodes written before the trigger stands, and an index of episode_summaries' recall
-counts per model (memory/search/pgvector_migration.py has the
-schema). Nothing is copied here, so the upgrade is quick whatever the size: `caesar serve`
-copies them in the background after its warm-up — batched, resumable, recall searching its
-in-process index meanwhile — and builds the HNSW index; or `caesar db vectors` does.
+counts per model (migrations/_frozen_pgvector.py has the schema: a frozen copy of live code's,
+held equal to it by tests/test_migrations_frozen.py). Nothing is copied here, so the upgrade
+is quick whatever the size: `caesar serve` copies them in the background after its warm-up —
+batched, resumable, recall searching its in-process index meanwhile — and builds the HNSW
+index; or `caesar db vectors` does.
 
 Where the extension cannot be created (not installed on the server, or the role may not
 create it), nothing is created: a warning names the fix, and recall keeps the in-process
@@ -22,8 +23,8 @@ import logging
 from alembic import op
 from sqlalchemy.orm import Session
 
+from caesar.db.migrations import _frozen_pgvector as pgvector_migration
 from caesar.errors import ConfigError
-from caesar.memory.search import pgvector_migration
 
 revision = "0007"
 down_revision = "0006"

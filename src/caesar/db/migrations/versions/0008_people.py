@@ -14,10 +14,10 @@ Revises: 0007
 Create Date: 2026-12-10
 """
 
+from datetime import UTC, datetime
+
 import sqlalchemy as sa
 from alembic import op
-
-from caesar.clock import utcnow
 
 revision = "0008"
 down_revision = "0007"
@@ -25,6 +25,11 @@ branch_labels = None
 depends_on = None
 
 OWNER_NAME = "owner"  # caesar.people.OWNER_NAME, as of this revision
+
+
+def _utcnow() -> datetime:
+    """Naive UTC, as caesar stores times (caesar.clock.utcnow, as of this revision)."""
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def upgrade() -> None:
@@ -47,7 +52,7 @@ def upgrade() -> None:
     )
     op.bulk_insert(
         people,
-        [{"name": OWNER_NAME, "token_hash": None, "is_owner": True, "created_at": utcnow()}],
+        [{"name": OWNER_NAME, "token_hash": None, "is_owner": True, "created_at": _utcnow()}],
     )
 
 

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 from alembic import op
 
+from caesar.db.migrations import _frozen_pgvector as pgvector_migration
 from caesar.errors import ConfigError
 
 revision = "0009"
@@ -143,8 +144,6 @@ def _upgrade_postgresql(owner: int) -> None:
             op.create_unique_constraint(f"uq_{table}_person_{unique}", table, ["person_id", unique])
         if index:
             op.create_index(f"idx_{table}_person", table, ["person_id", *index])
-    from caesar.memory.search import pgvector_migration
-
     if pgvector_migration.installed(op.get_bind()):
         for statement in pgvector_migration.PERSON_SCHEMA:
             op.execute(statement)
@@ -169,8 +168,6 @@ def downgrade() -> None:
                 "(`caesar people remove`) before downgrading below 0009"
             )
     if bind.dialect.name == "postgresql":
-        from caesar.memory.search import pgvector_migration
-
         if pgvector_migration.installed(bind):
             for statement in pgvector_migration.PERSON_SCHEMA_DOWN:
                 op.execute(statement)

@@ -15,7 +15,7 @@ differ"): the words, and how BM25 counts them (memory/search/postgres.py). The w
   older row is indexed again it is NULL, and search takes `length()` in its stead.
 - The episodes' trigger writes the new words from now on, as does the windows' writer. The
   rows written before are indexed again afterwards, in the background, batched and resumable
-  (memory/search/pg_words.py: `caesar serve` once ready, or `caesar db words`); this
+  (caesar.memory.engine.pg_words: `caesar serve` once ready, or `caesar db words`); this
   migration is quick whatever the size.
 
 Without the `unaccent` extension (not installed, or the role may not create it) the
@@ -25,8 +25,9 @@ indexes the older rows again (`pg_words.mend_unaccent`).
 
 SQLite: nothing.
 
-Downgrade indexes every row under `english` again, here (batched, with progress), and drops
-the column, the state and the configuration.
+Downgrade indexes every row under `english` again, here (batched, with progress: a frozen
+copy of the live reindex's batch, `_reindex_batch`), and drops the column, the state and the
+configuration.
 
 Revision ID: 0015
 Revises: 0014
@@ -42,7 +43,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.exc import DBAPIError
 
-from caesar.memory.search import pg_words
+from caesar.db.migrations._frozen_turns import conversation_turns, windows
 
 revision = "0015"
 down_revision = "0014"
@@ -51,15 +52,18 @@ depends_on = None
 
 log = logging.getLogger("caesar.migrations")
 
-CONFIG = "caesar_porter"  # = pg_words.WORDS
-STATE = "fulltext_reindex"  # = pg_words.STATE
+# Live code reads what these name (caesar.memory.engine.pg_words.WORDS and STATE):
+# tests/test_migrations_frozen.py holds them equal.
+CONFIG = "caesar_porter"
+STATE = "fulltext_reindex"
 # The english parser's word tokens; the hyphenated whole words (asciihword, hword, numhword)
 # are dropped, their parts kept.
 _WORDS = "asciiword, word, numword, hword_part, hword_asciipart, hword_numpart"
 _WHOLE_HYPHENATED = "asciihword, hword, numhword"
 
 # Frozen here (a migration must not change when runtime code does): migration 0002's
-# `episode_fts_sync` under the new words, and the reindex's state (memory/search/pg_words.py).
+# `episode_fts_sync` under the new words, and the reindex's state (caesar.memory.engine.pg_words;
+# the document of an episode is that module's `document`, which the reindex writes).
 _CONVERSATION = """
     coalesce((SELECT string_agg(m.value ->> 'content', E'\\n' ORDER BY m.ordinality)
               FROM jsonb_array_elements(
@@ -72,11 +76,17 @@ _CONVERSATION = """
 """
 
 
-def _sync_function(config: str) -> str:
-    document = (
-        f"setweight(to_tsvector('{config}', NEW.summary), 'A') || "
+def _document(config: str, summary: str) -> str:
+    """An episode's tsvector under `config`, `summary` its summary's expression, over its chat's
+    audit row `a`."""
+    return (
+        f"setweight(to_tsvector('{config}', {summary}), 'A') || "
         f"setweight(to_tsvector('{config}', {_CONVERSATION}), 'B')"
     )
+
+
+def _sync_function(config: str) -> str:
+    document = _document(config, "NEW.summary")
     return f"""CREATE OR REPLACE FUNCTION episode_fts_sync() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         IF TG_OP = 'UPDATE' THEN
@@ -224,10 +234,65 @@ def downgrade() -> None:
     op.execute("DROP FUNCTION IF EXISTS caesar_tokens(tsvector)")
     op.execute(_sync_function("english"))
     started, after, done = time.monotonic(), 0, 0
-    # (runtime code: a downgrade's reindex under `english` is the runtime reindex's batch)
-    while ids := pg_words.reindex_batch(bind, "english", after, None, 2_000):
+    while ids := _reindex_batch(bind, "english", after, None, 2_000):
         after, done = ids[-1], done + len(ids)
         log.info("full text under english: %d episodes indexed again", done)
     log.info("full text under english: done in %.1f s", time.monotonic() - started)
     op.execute(f"DROP TEXT SEARCH CONFIGURATION IF EXISTS {CONFIG}")
     op.execute(f"DROP TEXT SEARCH DICTIONARY IF EXISTS {CONFIG}_stem")
+
+
+def _reindex_batch(
+    conn: sa.Connection, config: str, after: int, upto: int | None, batch: int
+) -> list[int]:
+    """Index the next `batch` episodes after `after` (up to `upto`, None: all) and their windows
+    again under `config`, in `conn`'s transaction; returns their ids, in order (fewer than
+    `batch`: there are no more). A frozen copy, as of 2026-12-07, of
+    caesar.memory.engine.pg_words.reindex_batch: do not edit it to follow live code."""
+    bound = "" if upto is None else "AND episode_id <= :upto"
+    ids = [
+        int(i)
+        for i in conn.execute(
+            sa.text(
+                f"SELECT episode_id FROM episode_fts WHERE episode_id > :after {bound} "
+                "ORDER BY episode_id LIMIT :n"
+            ),
+            {"after": after, "upto": upto, "n": batch},
+        ).scalars()
+    ]
+    if not ids:
+        return ids
+    conn.execute(
+        sa.text(
+            f"""UPDATE episode_fts AS f SET document = {_document(config, "e.summary")}
+            FROM episode_summaries AS e JOIN audit_log AS a ON a.id = e.audit_log_id
+            WHERE f.episode_id = e.id AND f.episode_id BETWEEN :first AND :last"""
+        ),
+        {"first": ids[0], "last": ids[-1]},
+    )
+    chats = conn.execute(
+        sa.text(
+            "SELECT e.id, a.payload FROM episode_summaries AS e "
+            "JOIN audit_log AS a ON a.id = e.audit_log_id "
+            "WHERE e.id IN (SELECT DISTINCT episode_id FROM episode_window_fts "
+            "WHERE episode_id > :after AND episode_id <= :last)"
+        ).columns(sa.column("id", sa.Integer), sa.column("payload", sa.JSON)),
+        {"after": after, "last": ids[-1]},
+    ).all()
+    texts = [
+        (int(chat.id), k, body)
+        for chat in chats
+        for k, body in enumerate(windows(conversation_turns(chat.payload)))
+    ]
+    if texts:
+        episode, number, body = (list(column) for column in zip(*texts, strict=True))
+        conn.execute(
+            sa.text(
+                f"UPDATE episode_window_fts AS w SET document = to_tsvector('{config}', v.body) "
+                "FROM unnest(CAST(:ids AS integer[]), CAST(:ks AS smallint[]), "
+                "CAST(:bodies AS text[])) AS v(id, k, body) "
+                "WHERE w.episode_id = v.id AND w.window_no = v.k"
+            ),
+            {"ids": episode, "ks": number, "bodies": body},
+        )
+    return ids

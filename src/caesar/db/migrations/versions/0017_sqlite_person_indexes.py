@@ -4,15 +4,17 @@ Why: FTS5's bm25() counts each query word's documents over its whole table, ever
 one table for the household, a person's keyword search read everyone's doclists: among 100
 people × 10k episodes the keyword statement took 9.7 ms against 3.5 ms alone, and the window
 search 3.0 against 0.6 ms (+5.19 ms a turn in all), and their scores took the household's word
-counts. memory/search/sqlite.py has the tables (`person_index_ddl`).
+counts. migrations/_frozen_sqlite.py has the tables (`person_index_ddl`).
 
 The owner's tables are the old shared ones, renamed: an install of one moves nothing. Another
 person's episode rows are copied to their own table and deleted from the owner's; their window
 rows (contentless: the text is not stored) are derived again from their chats, as migration
 0005 derived them, and moved the same way.
 
-Imports live code (the DDL, the windowing): a later change to either needs a migration of its
-own that rebuilds these tables.
+The DDL and the windowing are frozen copies of live code's (migrations/_frozen_sqlite.py,
+_frozen_turns.py), which makes each new person's tables and derives the windows again to delete
+them: tests/test_migrations_frozen.py holds them equal, and a later change to either needs a
+migration of its own that rebuilds these tables.
 
 Downgrade: everyone's rows back into the shared tables, with migration 0011's triggers.
 
@@ -25,7 +27,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.orm import Session
 
-from caesar.memory.search import sqlite
+from caesar.db.migrations import _frozen_sqlite as sqlite
 
 revision = "0017"
 down_revision = "0016"

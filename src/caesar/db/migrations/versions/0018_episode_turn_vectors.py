@@ -1,7 +1,7 @@
 """episode turn vectors: each turn of an episode's conversation, embedded, for its excerpts
 
 `episode_summaries.turn_vectors`: float16 vectors (n × dim) of the summarised conversation's
-turns (caesar.memory.search.passages.turn_texts), one per turn with text, in order. The
+turns (caesar.memory.passages.turn_texts), one per turn with text, in order. The
 excerpts shown from a conversation are picked by their windows' relevance; a turn's own cosine
 with the message finds the turn that answers it among windows that all say the message's words
 (docs/recall-by-time.md, "Turns that answer"). NULL until the `memory.passages` worker embeds
