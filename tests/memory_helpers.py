@@ -162,3 +162,15 @@ def learning_household(make_services: Any, db_url: str, name: str) -> tuple[Any,
     with services.db.write() as session:
         person, token = people.add(session, services.audit, name)
         return services, person.id, token
+
+
+def engine_scope(session: Any, person: int = OWNER, model: str = "m") -> Scope:
+    """`person`'s scope in `session` on its database's engine (full text and an in-process
+    index of `model`'s vectors), as recall is handed one: for tests that write rows by hand."""
+    from caesar.db.models import EpisodeSummary
+    from caesar.memory.engine.backend import search_backend
+    from caesar.memory.engine.vectors import CurrentModelIndex
+
+    indexes = CurrentModelIndex(EpisodeSummary, lambda: model)
+    engine = search_backend(session.get_bind().dialect.name, indexes, "in_process")
+    return Scope(person, session, engine)

@@ -191,7 +191,7 @@ def test_postgresql_cursor_never_skips_a_chat_committed_late(pg_url, tmp_path, l
 
     with services.db.write() as slow:
         services.audit.append(
-            slow, audit.CHAT_COMPLETED, exactly_once.chat_payload(1), person=OWNER
+            Scope(OWNER, slow), audit.CHAT_COMPLETED, exactly_once.chat_payload(1)
         )
         second = threading.Thread(target=exactly_once.backfill, args=(services, 1, 2))
         second.start()

@@ -27,7 +27,8 @@ from caesar.cli.main import app
 from caesar.clock import utcnow
 from caesar.config import Settings
 from caesar.db.models import AuditLog, EpisodeSummary, Fact
-from caesar.export import Export, libpq_url, write_jsonl
+from caesar.db.backup import libpq_url
+from caesar.export import Export, write_jsonl
 from caesar.memory.episodes.rows import episode_row
 from caesar.memory.scope import Scope
 from caesar.workers import WorkerRunner
@@ -341,7 +342,7 @@ def test_export_is_one_snapshot_while_writes_happen(make_services, db_url, tmp_p
     _seed(services)
     with (
         _Writer(services) as writer,
-        Export(services.db, person=OWNER) as export,
+        Export(services.db, scope=Scope(OWNER)) as export,
         (tmp_path / "live.jsonl").open("w") as out,
     ):
         # More pairs are committed after the snapshot began and before a row is read: none

@@ -306,7 +306,8 @@ def test_a_trivial_chats_empty_episode_is_counted_nowhere(learning, tmp_path):
     it, so forget, the export and the backup do not count it either (issue #49)."""
     from memory_helpers import add_chat
 
-    from caesar.export import Export, backup_sqlite
+    from caesar.db.backup import backup_sqlite
+    from caesar.export import Export
     from caesar.memory.forget import ForgetRequest, forget
 
     add_chat(learning, "hi", "hello")
@@ -318,7 +319,7 @@ def test_a_trivial_chats_empty_episode_is_counted_nowhere(learning, tmp_path):
     assert summaries[0] == "" and len(summaries) == 2  # the trivial chat's row is there
     with TestClient(create_app(learning.settings, learning, run_workers=False)) as client:
         listed = client.get("/v1/episodes").json()["episodes"]
-    with Export(learning.db, person=OWNER) as export:
+    with Export(learning.db, scope=Scope(OWNER)) as export:
         lines = [r for r in export.records() if r["type"] == "episode"]
         assert export.counts.episodes == len(lines) == len(listed) == 1
     if learning.db.is_sqlite:

@@ -16,8 +16,10 @@ import pytest
 import sqlalchemy as sa
 
 from caesar.db import Database, migrate
+from caesar.db.models import EpisodeSummary
 from caesar.memory import passages
-from caesar.memory.engine.backend import full_text
+from caesar.memory.engine.backend import FullTextSearch, backend_for
+from caesar.memory.engine.vectors import CurrentModelIndex
 from caesar.memory.recall.keywords import query_terms
 from caesar.memory.scope import Scope
 from caesar.memory.transcript import conversation_turns
@@ -107,10 +109,16 @@ def engines(tmp_path: Path, pg_url: str) -> Iterator[tuple[Database, Database]]:
         with db.write() as session:
             for n, (_summary, turns) in enumerate(CHATS, start=1):
                 windows = passages.windows(conversation_turns(_payload(turns)))
-                full_text(session).add_windows(session, n, windows)
+                _words(db).add_windows(session, n, windows)
     yield dbs
     for db in dbs:
         db.dispose()
+
+
+def _words(db: Database) -> FullTextSearch:
+    """The full-text half of the engine's backend, as recall is handed it."""
+    indexes = CurrentModelIndex(EpisodeSummary, lambda: "m")
+    return backend_for(db, indexes, "in_process")
 
 
 def _scores(db: Database, question: str) -> tuple[dict[int, float], dict[int, dict[int, float]]]:
@@ -118,7 +126,7 @@ def _scores(db: Database, question: str) -> tuple[dict[int, float], dict[int, di
     ids = list(range(1, len(CHATS) + 1))
     with db.read() as session:
         owner = int(session.scalar(sa.text("SELECT id FROM people WHERE is_owner")))
-        text = full_text(session)
+        text = _words(db)
         episodes = text.keyword_scores(Scope(owner, session), terms, limit=10)
         windows = text.window_scores(Scope(owner, session), terms, ids)
     return episodes, windows

@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 from caesar.api import create_app
 from caesar.cli.main import app as cli_app
 from caesar.export import Export
+from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
 AUTH = {"Authorization": f"Bearer {TEST_TOKEN}"}
@@ -129,7 +130,7 @@ def _added(name: str) -> str:
 
 def _memory(services: Any, name: str) -> list[dict[str, Any]]:
     """Everything of `name`'s, as their export has it (without its header's time and counts)."""
-    with Export(services.db, person=services.person_id(name)) as snapshot:
+    with Export(services.db, scope=Scope(services.person_id(name))) as snapshot:
         records = list(snapshot.records())
     assert records[0]["type"] == "export"
     return records[1:]

@@ -20,6 +20,7 @@ from caesar.db.models import EpisodeSummary
 from caesar.memory.recall import hybrid, keywords
 from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
+from tests.memory_helpers import engine_scope
 
 NOW = datetime(2026, 5, 18, 12, 0)
 
@@ -43,7 +44,7 @@ def _chat(session, messages, reply, when=NOW):
     payload = {"messages": messages, "reply": reply}
     return (
         audit.Audit()
-        .append(Scope(OWNER, session), audit.CHAT_COMPLETED, payload, created_at=when)
+        .append(engine_scope(session, OWNER), audit.CHAT_COMPLETED, payload, created_at=when)
         .id
     )
 
@@ -65,7 +66,7 @@ def _episode(session, audit_id, summary, when=NOW):
 def _search(db, query, **kwargs):
     with db.read() as session:
         return keywords.keyword_scores(
-            Scope(OWNER, session), query, model_id="m", limit=10, **kwargs
+            engine_scope(session, OWNER), query, model_id="m", limit=10, **kwargs
         )
 
 
@@ -119,7 +120,7 @@ def test_more_matching_words_score_higher_on_both_engines(migrated_db):
     assert set(scores) == {one, both} and scores[both] > scores[one] > 0
     with migrated_db.read() as session:
         total, counts = keywords.term_document_counts(
-            Scope(OWNER, session), ["lisbon", "alice", "unheard"], both
+            engine_scope(session, OWNER), ["lisbon", "alice", "unheard"], both
         )
     assert total == 3 and counts == [(2, True), (1, True), (0, False)]
 
@@ -137,8 +138,8 @@ def test_term_counts_follow_the_index_tokenizer_on_both_engines(migrated_db):
 
     def check(expected_total):
         with migrated_db.read() as session:
-            total, counts = keywords.term_counts(Scope(OWNER, session), words)
-            has = keywords.probe_contains(Scope(OWNER, session), words, ids[0])
+            total, counts = keywords.term_counts(engine_scope(session, OWNER), words)
+            has = keywords.probe_contains(engine_scope(session, OWNER), words, ids[0])
         assert total == expected_total
         assert counts == [len(_search(migrated_db, w)) for w in words]
         assert has == [ids[0] in _search(migrated_db, w) for w in words]
@@ -166,7 +167,7 @@ def test_a_persons_total_follows_moves_and_deletes_on_both_engines(migrated_db):
     def totals():
         with migrated_db.read() as session:
             return tuple(
-                keywords.term_counts(Scope(p, session), ["kayak"])[0] for p in (OWNER, ben)
+                keywords.term_counts(engine_scope(session, p), ["kayak"])[0] for p in (OWNER, ben)
             )
 
     assert totals() == (3, 0)
@@ -433,10 +434,10 @@ def test_keyword_only_match_is_recalled_that_dense_alone_misses(make_services):
 
     with services.db.read() as session:
         dense = hybrid.hybrid_search(
-            Scope(OWNER, session), memory.backend, query, vector, NOW, Params(fusion="dense")
+            Scope(OWNER, session, memory.backend), query, vector, NOW, Params(fusion="dense")
         )
         found = hybrid.hybrid_search(
-            Scope(OWNER, session), memory.backend, query, vector, NOW, Params()
+            Scope(OWNER, session, memory.backend), query, vector, NOW, Params()
         )
     assert dense == []  # the summary does not mention her: no cosine clears 0.45
     assert [h.audit_log_id for h in found] == [garden]
@@ -457,7 +458,7 @@ def test_the_keyword_pool_is_read_while_the_message_is_still_being_embedded(make
     vector = memory.embed_query(query)
     with services.db.read() as session:
         expected = hybrid.hybrid_search(
-            Scope(OWNER, session), memory.backend, query, vector, NOW, Params()
+            Scope(OWNER, session, memory.backend), query, vector, NOW, Params()
         )
     matched = threading.Event()
 
@@ -473,7 +474,7 @@ def test_the_keyword_pool_is_read_while_the_message_is_still_being_embedded(make
             def search():
                 with services.db.read() as session:
                     return hybrid.hybrid_search(
-                        Scope(OWNER, session), memory.backend, query, pending, NOW, Params()
+                        Scope(OWNER, session, memory.backend), query, pending, NOW, Params()
                     )
 
             found = pool.submit(search)

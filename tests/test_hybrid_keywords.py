@@ -22,6 +22,7 @@ from caesar.memory.engine.vectors import VectorIndex, epoch_seconds
 from caesar.memory.importance import recall_weight
 from caesar.memory.recall import common_words, hybrid, keywords
 from caesar.memory.scope import Scope
+from tests.memory_helpers import engine_scope
 
 
 def _add(db, episodes):
@@ -65,23 +66,27 @@ def test_restricted_and_index_only_scores_equal_the_full_ranking_on_both_engines
     chats = ["kayak trip", "kayak kayak lake", "tax forms", "lake house kayak", "kayak", "tea"]
     _add(migrated_db, [(i, c, "x", None, "m", NOW) for i, c in enumerate(chats, start=1)])
     with migrated_db.read() as session:
-        full = keywords.keyword_scores(Scope(OWNER, session), "kayak lake", model_id="m", limit=10)
+        full = keywords.keyword_scores(
+            engine_scope(session, OWNER), "kayak lake", model_id="m", limit=10
+        )
         assert set(full) == {1, 2, 4, 5}
         for ids in ([2], [1, 5], [3, 4, 6], [5, 1, 2, 4]):
             restricted = keywords.keyword_scores(
-                Scope(OWNER, session), "kayak lake", model_id="m", limit=10, ids=ids
+                engine_scope(session, OWNER), "kayak lake", model_id="m", limit=10, ids=ids
             )
             assert restricted == pytest.approx({i: full[i] for i in ids if i in full})
         newest = keywords.keyword_scores(
-            Scope(OWNER, session), "kayak lake", model_id=None, limit=10, min_id=4
+            engine_scope(session, OWNER), "kayak lake", model_id=None, limit=10, min_id=4
         )  # the index alone, no episode rows read
         assert newest == pytest.approx({i: s for i, s in full.items() if i >= 4})
         both = keywords.keyword_scores(
-            Scope(OWNER, session), "kayak lake", model_id="m", limit=10, every=True
+            engine_scope(session, OWNER), "kayak lake", model_id="m", limit=10, every=True
         )
         assert both == pytest.approx({i: full[i] for i in (2, 4)})  # same scores, fewer rows
         assert (
-            keywords.keyword_scores(Scope(OWNER, session), "kayak", model_id="other", limit=10)
+            keywords.keyword_scores(
+                engine_scope(session, OWNER), "kayak", model_id="other", limit=10
+            )
             == {}
         )
 
@@ -93,7 +98,7 @@ def test_term_counts_follow_every_change_of_the_index_on_both_engines(migrated_d
 
     def counts():
         with migrated_db.read() as session:
-            return keywords.term_counts(Scope(OWNER, session), ["alpha", "bravo", "kayak"])
+            return keywords.term_counts(engine_scope(session, OWNER), ["alpha", "bravo", "kayak"])
 
     assert counts() == counts() == (1, [1, 0, 1])
     with migrated_db.write() as session:
@@ -126,7 +131,10 @@ def test_a_rare_word_outweighs_common_ones_on_both_engines(migrated_db):
     _add(migrated_db, [(i, c, "x", None, "m", NOW) for i, c in enumerate(chats, start=1)])
     with migrated_db.read() as session:
         found = keywords.keyword_scores(
-            Scope(OWNER, session), "When did Melanie go to the museum?", model_id="m", limit=10
+            engine_scope(session, OWNER),
+            "When did Melanie go to the museum?",
+            model_id="m",
+            limit=10,
         )
         ranked = sorted(found, key=lambda i: -found[i])
         assert ranked[0] == 3
@@ -173,10 +181,10 @@ def test_common_word_query_is_bounded_on_both_engines(migrated_db):
     stage = {"model_id": "m", "pool": 5, "min_created": None, "candidates": [1]}
     with migrated_db.read() as session:
         bounded = hybrid.keyword_stage(
-            Scope(OWNER, session), "sleep thermostat?", budget=100, **stage
+            engine_scope(session, OWNER), "sleep thermostat?", budget=100, **stage
         ).relevance
         whole = hybrid.keyword_stage(
-            Scope(OWNER, session), "sleep thermostat?", budget=10 * n, **stage
+            engine_scope(session, OWNER), "sleep thermostat?", budget=10 * n, **stage
         ).relevance
     newest = [n - 20, n - 21, n - 22]  # of model m
     assert set(bounded) == {1, 2, 3, *newest}
@@ -207,7 +215,7 @@ def test_keyword_only_candidate_is_scored_from_the_json_record_on_both_engines(m
     index = _index(migrated_db)
     with migrated_db.read() as session:
         hits = hybrid.hybrid_search(
-            Scope(OWNER, session), index, "the kayak?", query, NOW, Params()
+            Scope(OWNER, session, index), "the kayak?", query, NOW, Params()
         )
     assert {h.episode_id: round(h.cosine, 6) for h in hits} == {1: 0.28, 2: 0.8}
     kayak = next(h for h in hits if h.episode_id == 1)
@@ -242,10 +250,9 @@ def test_threshold_bound_dense_pool_changes_no_recall_on_both_engines(migrated_d
         for k, query in enumerate(["kayak lake", "piano recital", "dog", "budget tax garden"]):
             vector = vectors[k] * 0.6 + rng.standard_normal(8) * 0.3
             vector /= np.linalg.norm(vector)
-            got = hybrid.hybrid_search(Scope(OWNER, session), index, query, vector, NOW, params)
+            got = hybrid.hybrid_search(Scope(OWNER, session, index), query, vector, NOW, params)
             ranked = hybrid.hybrid_search(
-                Scope(OWNER, session),
-                index,
+                Scope(OWNER, session, index),
                 query,
                 vector,
                 NOW,

@@ -1,5 +1,8 @@
-"""The package layout STYLE.md asks for: modules import downward, never in a circle, and the
-search machinery (`caesar.memory.search`) sits beneath the concepts that use it.
+"""The package layout STYLE.md and the README's "Where things live" ask for: modules import
+downward, never in a circle; the engines (`caesar.memory.engine`) sit beneath recall
+(`caesar.memory.recall`), which sits beneath the concepts that use it; nothing outside the
+engine package and db/ asks which database it runs on or writes SQL as text; the person is
+handed as a `Scope`.
 
 Read from the source with `ast`, so lazy imports inside functions count as much as those at
 the top of a module — Python tolerates a circle of lazy imports, a reader does not. Imports
@@ -14,8 +17,21 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "caesar"
-SEARCH = "caesar.memory.search"
-ABOVE_SEARCH = ("caesar.memory.facts", "caesar.memory.episodes", "caesar.memory.context")
+ENGINE = "caesar.memory.engine"
+RECALL = "caesar.memory.recall"
+# What sits above recall (and so above the engines): the concepts that use them.
+ABOVE_RECALL = (
+    "caesar.memory.facts",
+    "caesar.memory.episodes",
+    "caesar.memory.context",
+    "caesar.memory.standing",
+    "caesar.memory.forget",
+    "caesar.brain",
+    "caesar.services",
+    "caesar.api",
+    "caesar.cli",
+)
+ROOT = SRC.parent
 
 
 def _module_name(path: Path) -> str:
@@ -139,17 +155,144 @@ def test_no_import_cycles() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-def test_search_machinery_imports_nothing_above_it() -> None:
-    graph = import_graph()
-    search = [m for m in graph if m == SEARCH or m.startswith(SEARCH + ".")]
-    assert len(search) > 1, f"no modules under {SEARCH}"
-    upward = sorted(
+def _under(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _upward(graph: dict[str, set[str]], package: str, above: tuple[str, ...]) -> list[str]:
+    return sorted(
         f"{module} -> {target}"
-        for module in search
+        for module in graph
+        if _under(module, package)
         for target in graph[module]
-        if any(target == top or target.startswith(top + ".") for top in ABOVE_SEARCH)
+        if any(_under(target, top) for top in above)
     )
-    assert not upward, "search imports a concept above it: " + "; ".join(upward)
+
+
+def test_the_engines_import_nothing_above_them() -> None:
+    graph = import_graph()
+    assert sum(_under(m, ENGINE) for m in graph) > 5, f"no modules under {ENGINE}"
+    upward = _upward(graph, ENGINE, (RECALL, *ABOVE_RECALL))
+    assert not upward, "an engine imports what sits above it: " + "; ".join(upward)
+
+
+def test_recall_imports_nothing_above_it() -> None:
+    graph = import_graph()
+    assert f"{RECALL}.pipeline" in graph, "recall has no pipeline"
+    upward = _upward(graph, RECALL, ABOVE_RECALL)
+    assert not upward, "recall imports a concept above it: " + "; ".join(upward)
+
+
+# Recall's parts that other packages may use: its entry (pipeline), what it hands back (hits),
+# its per-process state (episodes), what a message says (question, when) and the small
+# model's block (plain). Ranking, fusion, keywords and excerpts are recall's own.
+RECALL_PUBLIC = ("pipeline", "hits", "episodes", "question", "when", "plain")
+
+
+def test_recall_has_one_way_in() -> None:
+    graph = import_graph()
+    reached = sorted(
+        f"{module} -> {target}"
+        for module in graph
+        if not _under(module, RECALL)
+        for target in graph[module]
+        if _under(target, RECALL)
+        and target != RECALL
+        and target.removeprefix(RECALL + ".").split(".")[0] not in RECALL_PUBLIC
+    )
+    assert not reached, "recall's insides used from outside it: " + "; ".join(reached)
+    pipeline = ast.parse((SRC / "caesar/memory/recall/pipeline.py").read_text(encoding="utf-8"))
+    entries = {n.name for n in pipeline.body if isinstance(n, ast.FunctionDef)}
+    assert {"recall", "preview"} <= entries
+
+
+# -- the engine behind one door ----------------------------------------------------------------
+_DIALECT = re.compile(r"\bis_sqlite\b|\.dialect\b|get_backend_name|paramstyle")
+_SQL_HOMES = ("caesar.db", ENGINE)
+
+
+def _outside_engine() -> dict[str, Path]:
+    return {m: p for m, p in _modules().items() if not any(_under(m, h) for h in _SQL_HOMES)}
+
+
+def test_no_dialect_check_outside_the_engine_package_and_db() -> None:
+    found = sorted(
+        f"{module}:{i}: {line.strip()}"
+        for module, path in _outside_engine().items()
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if _DIALECT.search(line)
+    )
+    assert not found, "a dialect check outside memory/engine and db/:\n" + "\n".join(found)
+
+
+def sql_as_text(path: Path) -> list[str]:
+    """SQL written as text: a string of SQL, `text()`, `exec_driver_sql`, the driver's rows."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = [
+        f"imports {name}"
+        for name in _imported_names(tree)
+        if name in ("sqlalchemy.text", "caesar.memory.engine.sql.driver_rows")
+    ]
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    for node in ast.walk(tree):
+        if id(node) in docs:
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("exec_driver_sql", "driver_rows"):
+                found.append(f"line {node.lineno}: calls .{node.func.attr}()")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if _SQL_TEXT.search(node.value):
+                found.append(f"line {node.lineno}: SQL text {node.value[:40]!r}")
+    return found
+
+
+def test_sql_text_is_written_in_the_engine_package_and_db_only() -> None:
+    """Elsewhere a store queries through SQLAlchemy expressions on the models, the person's
+    `Scope` in hand: the README's "where may I write SQL"."""
+    found = sorted(
+        f"{module}: {what}"
+        for module, path in _outside_engine().items()
+        for what in sql_as_text(path)
+    )
+    assert not found, "SQL as text outside memory/engine and db/:\n" + "\n".join(found)
+
+
+# -- the person as a scope ---------------------------------------------------------------------
+MAX_BARE_PERSON = 30
+
+
+def bare_person_signatures() -> list[str]:
+    """Functions that take a bare `person`/`person_id` rather than a `Scope` (memory/scope.py)."""
+    found = []
+    for module, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                if any(a.arg in ("person", "person_id") for a in args):
+                    found.append(f"{module}.{node.name}")
+    return found
+
+
+def test_the_person_is_handed_as_a_scope() -> None:
+    bare = bare_person_signatures()
+    assert len(bare) <= MAX_BARE_PERSON, f"{len(bare)} take a bare person:\n" + "\n".join(bare)
+
+
+# -- the README's answer ------------------------------------------------------------------------
+def test_the_readme_says_where_recall_lives_and_where_sql_may_be_written() -> None:
+    """One line a newcomer finds, naming the homes these tests hold the code to."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    [answer] = [line for line in lines if line.startswith("**Where recall lives")]
+    for home in ("src/caesar/memory/recall/", "src/caesar/memory/engine/", "src/caesar/db/"):
+        assert f"`{home}`" in answer and (ROOT / home).is_dir()
+    assert "`pipeline.recall`" in answer
 
 
 # -- the edges reach the tables through the stores ---------------------------------------------

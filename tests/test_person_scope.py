@@ -91,10 +91,10 @@ def test_a_turn_sees_its_persons_memory_alone_and_records_who_acted(household, l
     services, client, anna, anna_id = household
     client.put("/v1/facts/home_city", json={"value": "Lisbon"}, headers=as_(TEST_TOKEN))
     client.put("/v1/facts/home_city", json={"value": "Porto"}, headers=as_(anna))
-    chat(client, anna, Scope("Where do I live?"))
+    chat(client, anna, "Where do I live?")
     prompt = llm.requests[-1]["json"]["messages"][0]["content"]
     assert "Porto" in prompt and "Lisbon" not in prompt
-    chat(client, TEST_TOKEN, Scope("Where do I live?"))
+    chat(client, TEST_TOKEN, "Where do I live?")
     prompt = llm.requests[-1]["json"]["messages"][0]["content"]
     assert "Lisbon" in prompt and "Porto" not in prompt
     by_person = rows_by_person(services.db)
@@ -108,8 +108,8 @@ def test_a_turn_sees_its_persons_memory_alone_and_records_who_acted(household, l
 
 def test_another_persons_conversation_is_404_and_their_forget_leaves_it(household):
     _services, client, anna, _anna_id = household
-    mine = chat(client, TEST_TOKEN, Scope(OWNER_SAYS), conversation_id="kitchen")
-    hers = chat(client, anna, Scope(ANNA_SAYS), conversation_id="kitchen")  # the same key, hers
+    mine = chat(client, TEST_TOKEN, OWNER_SAYS, conversation_id="kitchen")
+    hers = chat(client, anna, ANNA_SAYS, conversation_id="kitchen")  # the same key, hers
 
     def listed(token: str) -> list[int]:
         found = client.get("/v1/conversations", headers=as_(token)).json()["conversations"]
@@ -135,7 +135,7 @@ def test_another_persons_conversation_is_404_and_their_forget_leaves_it(househol
 
 def test_a_worker_learns_from_a_persons_chat_into_their_memory(household, llm):
     services, client, anna, anna_id = household
-    chat(client, anna, Scope(ANNA_SAYS))
+    chat(client, anna, ANNA_SAYS)
     llm.replies.append('{"facts": [{"key": "dog_name", "value": "Rex", "confidence": 0.9}]}')
     run_until_caught_up(services.workers["memory.extract"])
     assert services.facts.list_all(scope=Scope(OWNER)) == []
@@ -255,8 +255,8 @@ def test_removing_a_person_forgets_everything_of_theirs_and_nothing_else(learnin
     from caesar.memory.person_removal import remove_person
 
     services, client, anna, anna_id = learning
-    chat(client, TEST_TOKEN, Scope("I went kayaking on the lake with my sister Maya."))
-    chat(client, anna, Scope("I went kayaking on the river with my brother Tomas."))
+    chat(client, TEST_TOKEN, "I went kayaking on the lake with my sister Maya.")
+    chat(client, anna, "I went kayaking on the river with my brother Tomas.")
     client.put("/v1/facts/favourite_colour", json={"value": "teal"}, headers=as_(anna))
     _learn(services)
     assert _keyword_hits(services.db, "Tomas") >= 1

@@ -95,14 +95,14 @@ def test_older_words_are_counted_after_the_upgrade_and_kept_by_the_triggers(pg_a
         assert pg_words.uncounted(session) == [OWNER]
     # not counted yet: the counts come from the index, and are the same
     assert _kept(db) == {}
-    assert _counts(Scope(OWNER, db)) == (3, _by_index(db, OWNER))
-    assert _counts(Scope(OWNER, db))[1][:3] == [2, 2, 3]  # "kayaking" is stemmed as "kayak"
+    assert _counts(db, OWNER) == (3, _by_index(db, OWNER))
+    assert _counts(db, OWNER)[1][:3] == [2, 2, 3]  # "kayaking" is stemmed as "kayak"
 
     said: list[tuple[int, int]] = []
     assert pg_words.count_words(db, progress=lambda d, t: said.append((d, t))) == 0
     assert said == [(0, 1), (1, 1)]
     assert _kept(db) == _truth(db) and len(_truth(db)) > 10
-    assert _counts(Scope(OWNER, db)) == (3, _by_index(db, OWNER))
+    assert _counts(db, OWNER) == (3, _by_index(db, OWNER))
     assert pg_words.count_words(db) == 0  # nothing left: a second run does nothing
 
     # from now on the triggers keep them: a new person (counted from their first episode),
@@ -125,9 +125,9 @@ def test_older_words_are_counted_after_the_upgrade_and_kept_by_the_triggers(pg_a
         assert pg_words.uncounted(session) == []
     assert _kept(db) == _truth(db)
     for person in (OWNER, ben):
-        total, found = _counts(Scope(person, db))
+        total, found = _counts(db, person)
         assert total == 2 and found == _by_index(db, person)
-    assert _counts(Scope(ben, db))[1][:2] == [1, 1]
+    assert _counts(db, ben)[1][:2] == [1, 1]
 
 
 def test_words_are_counted_only_after_the_reindex_of_migration_0015(pg_url):
@@ -142,12 +142,12 @@ def test_words_are_counted_only_after_the_reindex_of_migration_0015(pg_url):
             assert not pg_words.status(session).finished
         assert pg_words.count_words(db) == 1  # left for after the reindex
         assert _kept(db) == {}
-        assert _counts(Scope(OWNER, db)) == (1, _by_index(db, OWNER))
+        assert _counts(db, OWNER) == (1, _by_index(db, OWNER))
         assert pg_words.reindex(db).finished
         assert pg_words.count_words(db) == 0
         assert _kept(db) == _truth(db)
-        assert _counts(Scope(OWNER, db)) == (1, _by_index(db, OWNER))
-        assert _counts(Scope(OWNER, db))[1][:3] == [1, 1, 1]
+        assert _counts(db, OWNER) == (1, _by_index(db, OWNER))
+        assert _counts(db, OWNER)[1][:3] == [1, 1, 1]
     finally:
         db.dispose()
 
@@ -171,6 +171,6 @@ def test_the_words_stay_counted_when_unaccent_comes_later_and_every_row_is_index
         assert pg_words.reindex(db).finished  # mended: every row indexed again
         assert (OWNER, "café") not in _kept(db) and (OWNER, "cafe") in _kept(db)
         assert _kept(db) == _truth(db)
-        assert _counts(Scope(OWNER, db)) == (3, _by_index(db, OWNER))
+        assert _counts(db, OWNER) == (3, _by_index(db, OWNER))
     finally:
         db.dispose()

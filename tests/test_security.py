@@ -27,8 +27,9 @@ from fastapi.testclient import TestClient
 from caesar import audit
 from caesar.api import create_app
 from caesar.clock import utcnow
+from caesar.db.backup import backup_sqlite
 from caesar.db.models import EpisodeSummary
-from caesar.export import Export, backup_sqlite, write_jsonl
+from caesar.export import Export, write_jsonl
 from caesar.memory.episodes.rows import episode_row
 from caesar.memory.episodes.summarise import SUMMARISE_SYSTEM
 from caesar.memory.facts.extract import EXTRACT_SYSTEM
@@ -178,7 +179,7 @@ def test_no_secret_at_rest_after_the_whole_memory_pipeline(make_services, llm, t
 
     # Every table, as an operator would take it away.
     with (
-        Export(services.db, with_embeddings=True, person=OWNER) as export,
+        Export(services.db, with_embeddings=True, scope=Scope(OWNER)) as export,
         (tmp_path / "all.jsonl").open("w") as out,
     ):
         write_jsonl(export.records(), out)

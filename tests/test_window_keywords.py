@@ -22,6 +22,7 @@ from caesar.memory.episodes import reembed
 from caesar.memory.episodes.rows import episode_row
 from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
+from tests.memory_helpers import engine_scope
 
 FILLER = [
     "How was your week?",
@@ -41,7 +42,7 @@ def _chat(svc, turns: list[str], days_ago: float) -> int:
     roles = (["user", "assistant"] * len(turns))[: len(turns) - 1]
     with svc.db.write() as session:
         return conversations.add_finished(
-            Scope(OWNER, session),
+            engine_scope(session, OWNER),
             svc.audit,
             {
                 "messages": [
@@ -103,7 +104,7 @@ def test_windows_are_indexed_once_with_their_vectors(make_services, llm, db_url)
     assert _window_rows(svc.db, spread) == expected
     with svc.db.read() as session:
         scores = window_keywords.window_scores(
-            Scope(OWNER, session), ["kayak"], [spread, spread + 1]
+            engine_scope(session, OWNER), ["kayak"], [spread, spread + 1]
         )
     assert set(scores) == {spread} and scores[spread] > 0
 

@@ -12,17 +12,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from caesar.cli.common import console, friendly, person, services
 from caesar.config import load_settings
+from caesar.db.backup import backup_sqlite, pg_dump_command, pg_restore_command
 from caesar.db.engine import Database
-from caesar.export import (
-    Export,
-    ExportCounts,
-    backup_sqlite,
-    check_target,
-    export_to_path,
-    pg_dump_command,
-    pg_restore_command,
-    write_jsonl,
-)
+from caesar.export import Export, ExportCounts, check_target, export_to_path, write_jsonl
 from caesar.memory.scope import Scope
 
 # Progress goes to stderr so `caesar export > data.jsonl` stays pure JSONL.

@@ -18,8 +18,8 @@ def unmanaged_tables() -> frozenset[str]:
     """Tables migrations create that are not SQLAlchemy models (full-text indexes, FTS5 shadow
     tables, pgvector's copy of the embeddings): autogenerate and the schema-vs-models test
     skip them."""
+    from caesar.memory.engine.person_tables import KEYWORD_TABLES
     from caesar.memory.engine.pgvector_migration import VECTOR_TABLES
-    from caesar.memory.recall.hybrid import KEYWORD_TABLES
 
     return frozenset(KEYWORD_TABLES + VECTOR_TABLES)
 

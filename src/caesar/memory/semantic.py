@@ -4,7 +4,7 @@ Worker `semantic.index` follows `chat.completed` rows, splits each reply into ch
 most `semantic.chunk_chars` on paragraph, then sentence, then word boundaries, embeds a whole
 batch in one call and writes `semantic_chunks`. `SemanticMemory.recall` answers "what did we
 say about the renovation?": plain cosine over the chunks of the current embedder model — no
-threshold, no decay, because the operator asked for it explicitly (auto-recall is episodes/recall.py).
+threshold, no decay, because the operator asked for it explicitly (auto-recall is memory/recall/).
 """
 
 from __future__ import annotations

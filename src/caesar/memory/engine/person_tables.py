@@ -27,6 +27,29 @@ SQLITE_TOKENIZE = "porter unicode61 remove_diacritics 2"
 PERSON_SHIFT = 40
 EPISODE_MASK = (1 << PERSON_SHIFT) - 1
 
+# Not SQLAlchemy models (FTS5 cannot be declared; PostgreSQL's twin is trigger-maintained):
+# the schema-vs-models comparison must skip these (FTS5's shadow tables included). The SQLite
+# names are those of migrations 0002–0016; from 0017 each person has their own tables
+# (memory/engine/sqlite.py, `is_person_index`).
+KEYWORD_TABLES = (
+    "episode_fts",
+    "episode_fts_data",
+    "episode_fts_idx",
+    "episode_fts_content",
+    "episode_fts_docsize",
+    "episode_fts_config",
+    "episode_fts_vocab",  # fts5vocab over episode_fts (migration 0003, SQLite only)
+    # windows' words (migration 0005, memory/engine/window_keywords.py): contentless on SQLite
+    "episode_window_fts",
+    "episode_window_fts_data",
+    "episode_window_fts_idx",
+    "episode_window_fts_docsize",
+    "episode_window_fts_config",
+    "episode_fts_counts",  # each person's number of episode_fts rows (0014, PostgreSQL only)
+    "episode_fts_words",  # each person's documents per word (0016, PostgreSQL only)
+    "fulltext_reindex",  # where the reindex under FTS5's words stands (0015, PostgreSQL only)
+)
+
 # A person's tables: episode_fts_p<id> (+ _vocab) and episode_window_fts_p<id>, with FTS5's
 # shadow tables (_data, _idx, _content, _docsize, _config).
 PERSON_INDEX = re.compile(r"episode_(window_)?fts_p\d+(_[a-z]+)?")

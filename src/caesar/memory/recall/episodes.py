@@ -1,16 +1,15 @@
-"""Episode recall (ADR-0034 §3–4): which past conversations a message brings back, and why.
+"""Episode recall's state (ADR-0034 §3–4): `EpisodeMemory`, what a recall needs beyond the
+person's scope — the embedder, the recall settings, the operator's time zone, the engine's
+search backend (picked once, memory/engine/backend.py) — and the record of what a turn
+recalled (`record_recalls`: the counters, one `memory.episode.recalled` audit row each).
 
-A search keeps summaries of the current embedder model whose relevance clears the threshold
-(hybrid: the `gated` relevance, see memory/recall/hybrid.py) and whose conversation is younger
-than `max_age_days`, ranks them (`ranking = "prior"`, the default: relevance alone, comparable
-matches newest first; `"adr"`: relevance × freshness × recall_weight; the dense path below is
-always the ADR's), and returns the top K with every component, so the
-`memory.episode.recalled` audit row (and the preview API) can explain each one.
-
-Relevance is the ADR's raw cosine when `fusion = "dense"`; with the default `"hybrid"` it
-fuses that cosine with keyword relevance over the summary and the conversation
-(memory/recall/hybrid.py, measured in docs/recall-quality.md). With no keyword match, hybrid
-relevance is exactly the cosine.
+The recall itself is recall/pipeline.py's: a search keeps summaries of the current embedder
+model whose relevance clears the threshold (hybrid: the `gated` relevance, recall/hybrid.py)
+and whose conversation is younger than `max_age_days`, ranks them (`ranking = "prior"`, the
+default: relevance alone, comparable matches newest first; `"adr"`: relevance × freshness ×
+recall_weight; the dense fusion mode is always the ADR's), and returns the top K with every
+component, so the audit row (and the preview API) can explain each one. With no keyword
+match, hybrid relevance is exactly the cosine (docs/recall-quality.md).
 """
 
 from __future__ import annotations

@@ -55,8 +55,7 @@ from caesar.memory.importance import (
 )
 from caesar.memory.recall.common_words import SCORE_BUDGET, common_words_pool, recent_share
 from caesar.memory.recall.dates import Span
-from caesar.memory.recall.keywords import (  # noqa: F401 - KEYWORD_TABLES: migrate.py reads it here
-    KEYWORD_TABLES,
+from caesar.memory.recall.keywords import (
     coverage,
     keyword_relevance,
     keyword_scores,
