@@ -1,29 +1,17 @@
 """A client's background tasks answered offline (issue #49): are the titles about the chat,
-and how long does each answer take?
-
-- **Quality**, in-process: 100 LongMemEval dev conversations (sorted by session id, the two
-  halves every other one, as the brief asks). For each, the title request Open WebUI 0.12.4
-  sends after the first exchange (its prompt, recorded in ../shared/data/clients/, with this
-  chat's history), and the tags and follow-ups after the whole chat. Counted: a title holding
-  a content word of the chat's summary (the shipped offline summary of the whole
-  conversation); a title that copies the first message whole (want 0); tags and follow-ups
-  that parse as Open WebUI reads them, with no template placeholder; follow-ups given.
-- **Time**: each answer in-process, and from outside: the recorded task requests replayed
-  against a real `caesar serve` on its shipped defaults (the embedded model on the chat route).
+and how long does each answer take? Method: bench/README.md.
 
     .venv/bin/python bench/bench_client_tasks.py [--conversations 100] [--no-http]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
-import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import bench_openwebui
 import benchlib
@@ -51,7 +39,7 @@ def with_history(prompt: str, turns: list[dict[str, str]]) -> str:
     return prompt + "<chat_history>\n" + "\n".join(lines) + "\n</chat_history>"
 
 
-def conversations(count: int) -> list[tuple[str, list[dict[str, str]]]]:
+def sessions(count: int) -> list[tuple[str, list[dict[str, str]]]]:
     seen = {
         key: chat
         for key, chat in benchlib.longmemeval_sessions().items()
@@ -106,29 +94,27 @@ def over_http(settle: float) -> dict[str, Any]:
     """The recorded task requests against a real server on its shipped defaults."""
     took: dict[str, list[float]] = {}
     answers = []
-    with tempfile.TemporaryDirectory() as tmp:
-        process, url = bench_openwebui.start(Path(tmp), ["### Task:"])
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        bench_openwebui.start(Path(tmp), bench_openwebui.MARKERS["after"]) as server,
+    ):
         time.sleep(settle)  # serve's warm-up after ready; Open WebUI asks after a reply
-        try:
-            with httpx.Client(base_url=url, timeout=60) as client:
-                for _ in range(5):
-                    for request in bench_openwebui.recorded():
-                        if not bench_openwebui.is_task(request):
-                            continue
-                        said = str(request["body"]["messages"][-1]["content"])
-                        kind = client_tasks.kind_of(said)
-                        started = time.perf_counter()
-                        response = client.post(
-                            request["path"],
-                            json=request["body"],
-                            headers=bench_openwebui.headers_of(request),
-                        )
-                        took.setdefault(kind, []).append((time.perf_counter() - started) * 1000)
-                        response.raise_for_status()
-                        answers.append(response.json()["choices"][0]["message"]["content"])
-        finally:
-            process.terminate()
-            process.wait(30)
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            for _ in range(5):
+                for request in bench_openwebui.recorded():
+                    if not bench_openwebui.is_task(request):
+                        continue
+                    said = str(request["body"]["messages"][-1]["content"])
+                    kind = client_tasks.kind_of(said)
+                    started = time.perf_counter()
+                    response = client.post(
+                        request["path"],
+                        json=request["body"],
+                        headers=bench_openwebui.headers_of(request),
+                    )
+                    took.setdefault(kind, []).append((time.perf_counter() - started) * 1000)
+                    response.raise_for_status()
+                    answers.append(response.json()["choices"][0]["message"]["content"])
     return {
         "requests": sum(len(v) for v in took.values()),
         "ms": {kind: benchlib.summary(v) for kind, v in took.items()},
@@ -136,26 +122,19 @@ def over_http(settle: float) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--conversations", type=int, default=100)
-    parser.add_argument("--no-http", action="store_true")
-    parser.add_argument(
-        "--settle", type=float, default=5.0, help="seconds between ready and the first request"
-    )
-    args = parser.parse_args()
-    chats = conversations(args.conversations)
-    result: dict[str, Any] = {
-        "half 1": quality(chats[0::2]),
-        "half 2": quality(chats[1::2]),
-    }
-    if not args.no_http:
-        result["http"] = over_http(args.settle)
-    result["machine"] = benchlib.machine()
-    json.dump(result, sys.stdout, indent=2, ensure_ascii=False)
-    print()
-    benchlib.write_result("client_tasks", result)
+def background_tasks(
+    conversations: int = 100,
+    no_http: Annotated[bool, "in-process only"] = False,
+    settle: Annotated[float, "seconds between ready and the first request"] = 5.0,
+) -> None:
+    """A client's background tasks answered offline (issue #49): titles, tags and follow-ups
+    for LongMemEval chats in two halves, and their time in-process and over HTTP."""
+    chats = sessions(conversations)
+    result: dict[str, Any] = {"half 1": quality(chats[0::2]), "half 2": quality(chats[1::2])}
+    if not no_http:
+        result["http"] = over_http(settle)
+    benchlib.write_result("client_tasks", {**result, "machine": benchlib.machine()})
 
 
 if __name__ == "__main__":
-    main()
+    benchlib.cli(background_tasks)

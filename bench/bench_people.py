@@ -1,36 +1,11 @@
 """A household in one database (issue #23): one person's chat turn among 100 people with 10k
-episodes each (1M episodes), against a one-person install of the same 10k episodes, measured
-in the same run, on SQLite and on PostgreSQL with pgvector.
-
-    .venv/bin/python bench/bench_people.py [--people 100] [--episodes-per-person 10000]
-        [--turns 200] [--engines sqlite,postgresql] [--pg-data-root DIR]
-
-1. Two databases per engine, written straight into the migrated schema (SQLAlchemy core
-   `executemany`, 10k-ish rows per transaction; the full-text triggers run as for live rows):
-   the household (the owner and `--people` - 1 others, `--episodes-per-person` each, the
-   people's rows interleaved in blocks of 500 as chats arrive) and the baseline (the owner
-   alone). The owner is the person measured, and their rows are the same in both: each
-   person's block of episodes comes from its own seed. Each episode is a `chat.completed` row
-   and its summary row with the float32 vector, the ADR's JSON record and one window vector,
-   as bench/history.py writes them (random unit vectors plus its 32 planted topics, so a chat
-   message on a topic recalls something), with its window's words; 100 facts a person. On
-   PostgreSQL the vectors then go into pgvector (`pgvector_migration.migrate`: the copy and
-   the HNSW build, as `caesar serve` does after its warm-up), not timed.
-2. Each case is measured in a fresh process (so its RSS is its own): start-up as `caesar serve`
-   warms memory (build the services, embed once, `episodes.warm()`: SQLite loads the most
-   recently active people's vectors into the in-process index, up to 200k episodes, pgvector
-   loads nothing), the resident memory after it, the first turn (which loads the owner's
-   index if start-up did not), then `Brain.turn` as the owner against an in-process provider that answers at
-   once (bench_turn.py's): memory work = turn time − provider time, p50 after 10 warm-up turns.
-
-Figures go to bench/out/results/perf_people.json, with the household's added p50 over the
-baseline's (the issue asks for at most +3 ms) and the ratios. The measuring process prints one
-JSON line; run with `--measure URL` it is that process.
+episodes each (1M episodes), against a one-person install of the same 10k episodes, measured in
+the same run, on SQLite and on PostgreSQL with pgvector; each case's start-up, memory and turns
+in a fresh process. Method: bench/README.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import subprocess
@@ -39,12 +14,15 @@ import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import benchlib
 import history
 import numpy as np
+import procs
 from sqlalchemy import create_engine, text
+
+from caesar.memory.scope import Scope
 
 BLOCK = 500  # a person's episodes arrive in blocks of this many, interleaved with the others'
 FACTS = 100  # per person
@@ -68,7 +46,7 @@ def _block_rows(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[tuple[int, int, list[str]]]]:
     """The audit and summary rows of episodes lo..hi of `person` (ids from ctx.next_id), and
     each one's window texts, from a seed of its own: the same rows in any database."""
-    from caesar.memory.search import passages
+    from caesar.memory import passages
     from caesar.memory.transcript import conversation_turns
 
     rng = np.random.default_rng([person, block + 1])
@@ -103,12 +81,12 @@ def _block_rows(
 
 def _window_rows(conn: Any, sqlite: bool, texts: list[tuple[int, int, list[str]]]) -> None:
     """(person, episode id, windows) as the engine's add_windows writes them."""
-    from caesar.memory.search import sqlite as sqlite_search
-    from caesar.memory.search.postgres import FTS_CONFIG
+    from caesar.memory.engine import sqlite as sqlite_search
+    from caesar.memory.engine.postgres import FTS_CONFIG
 
     if sqlite:  # each person's own table
         for person in sorted({p for p, _i, _w in texts}):
-            table = sqlite_search.window_table(person)
+            table = sqlite_search.PersonTables(person).windows
             rows = [r for p, i, w in texts if p == person for r in sqlite_search.sqlite_rows(i, w)]
             if rows:
                 conn.execute(
@@ -203,7 +181,7 @@ def populate(url: str, people: int, per_person: int, anchor: datetime) -> dict[s
     print()
     built = {"build_s": round(time.perf_counter() - started, 1)}
     if not sqlite:
-        from caesar.memory.search import pgvector_migration
+        from caesar.memory.engine import pgvector_migration
 
         t0 = time.perf_counter()
         status = pgvector_migration.migrate(db, MODEL_ID)
@@ -214,45 +192,34 @@ def populate(url: str, people: int, per_person: int, anchor: datetime) -> dict[s
 
 
 # -- measuring one case (in its own process) -------------------------------------------------
-def _rss_mb() -> dict[str, float]:
-    found = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            found[key] = round(int(value.split()[0]) / 1024, 1)
-    return found
-
-
 def measure(url: str, turns: int, home: Path) -> dict[str, Any]:
-    from bench_turn import InstantProvider, install
-
     from caesar.brain import Brain
     from caesar.services import Services
 
     owner = benchlib.OWNER
     started = time.perf_counter()
     services = Services.build(benchlib.bench_settings(home, url))
-    provider = InstantProvider("local")
-    install(services, provider)
+    provider = benchlib.InstantProvider()
+    benchlib.install(services, provider)
     services.episodes.embed_query("warm up")  # as `caesar serve` warms: the embedder,
     loaded = services.episodes.warm()  # then the episodes' search
     start_ms = benchlib.ms(time.perf_counter() - started)
-    rss_started = _rss_mb()
+    rss_started = procs.memory_mb()
     if services.db.is_sqlite:  # the owner's index at its steady state (an IVF from 50k rows)
         services.episodes.index(owner).wait_for_ivf()
     brain = Brain(services)
     messages = history.topic_messages()
     t0 = time.perf_counter()  # the first turn: loads the owner's index if start-up did not
-    brain.turn(messages[0], person=owner)
+    brain.turn(messages[0], scope=Scope(owner))
     first_turn_ms = benchlib.ms(time.perf_counter() - t0)
     for message in messages[1:10]:
-        brain.turn(message, person=owner)
+        brain.turn(message, scope=Scope(owner))
     sql = _SqlTimes(services.db.engine)
     memory, recalled = [], []
     for i in range(turns):
         provider.seconds = 0.0
         t0 = time.perf_counter()
-        result = brain.turn(messages[i % len(messages)], person=owner)
+        result = brain.turn(messages[i % len(messages)], scope=Scope(owner))
         memory.append(benchlib.ms(time.perf_counter() - t0 - provider.seconds))
         recalled.append(len(result.recalled))
     services.close()
@@ -261,8 +228,8 @@ def measure(url: str, turns: int, home: Path) -> dict[str, Any]:
         "episodes_warmed": loaded,
         "start_ms": round(start_ms, 1),
         "first_turn_ms": round(first_turn_ms, 1),
-        "rss_after_start_mb": rss_started.get("VmRSS"),
-        "rss_peak_mb": _rss_mb().get("VmHWM"),
+        "rss_after_start_mb": round(rss_started, 1),
+        "rss_peak_mb": round(procs.memory_mb(key="VmHWM"), 1),
         "memory_work_ms": benchlib.summary(memory),
         "recalled_per_turn": round(sum(recalled) / max(len(recalled), 1), 2),
     }
@@ -299,16 +266,15 @@ class _SqlTimes:
 
 def _measured(url: str, turns: int, home: Path) -> dict[str, Any]:
     """`measure` in a fresh process: its start-up and memory are the case's alone."""
-    here = Path(__file__).resolve()
-    command = [sys.executable, str(here), "--measure", url, "--turns", str(turns)]
-    done = subprocess.run(
-        [*command, "--home", str(home)], check=True, capture_output=True, text=True
-    )
+    command = [sys.executable, __file__, "--measure", url, str(turns), str(home)]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
 # -- the run -------------------------------------------------------------------------------------
-def run_engine(engine: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def run_engine(
+    engine: str, people: int, per_person: int, turns: int, pg_data_root: str | None, work: Path
+) -> dict[str, Any]:
     from caesar.clock import utcnow
 
     anchor = utcnow().replace(microsecond=0)
@@ -316,7 +282,6 @@ def run_engine(engine: str, args: argparse.Namespace, work: Path) -> dict[str, A
     if engine == "sqlite":
         urls = {case: f"sqlite:///{work / f'{case}.db'}" for case in ("household", "one")}
     else:
-        sys.path.insert(0, str(benchlib.ROOT / "tests"))
         from pg import create_database, start_postgres
 
         # pgvector builds HNSW fast while the graph fits in maintenance_work_mem; 1M vectors of
@@ -324,18 +289,15 @@ def run_engine(engine: str, args: argparse.Namespace, work: Path) -> dict[str, A
         server = start_postgres(
             work / "pg",
             settings={"maintenance_work_mem": "4GB", "shared_buffers": "256MB"},
-            data_root=args.pg_data_root,
+            data_root=pg_data_root,
         )
         urls = {case: create_database(server) for case in ("household", "one")}
     try:
-        sizes = {"household": args.people, "one": 1}
-        built = {
-            case: populate(url, sizes[case], args.episodes_per_person, anchor)
-            for case, url in urls.items()
-        }
+        sizes = {"household": people, "one": 1}
+        built = {case: populate(url, sizes[case], per_person, anchor) for case, url in urls.items()}
         cases = {}
         for case, url in urls.items():
-            cases[case] = {**built[case], **_measured(url, args.turns, work / f"home-{case}")}
+            cases[case] = {**built[case], **_measured(url, turns, work / f"home-{case}")}
             print(f"  {engine} {case}: {json.dumps(cases[case])}", flush=True)
     finally:
         if server is not None:
@@ -353,53 +315,42 @@ def run_engine(engine: str, args: argparse.Namespace, work: Path) -> dict[str, A
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--people", type=int, default=100)
-    ap.add_argument("--episodes-per-person", type=int, default=10_000)
-    ap.add_argument("--turns", type=int, default=200)
-    ap.add_argument("--engines", default="sqlite,postgresql")
-    ap.add_argument("--pg-data-root", help="where PostgreSQL keeps its data (default /dev/shm)")
-    ap.add_argument("--measure", metavar="URL", help=argparse.SUPPRESS)
-    ap.add_argument("--home", type=Path, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.measure:
-        print(json.dumps(measure(args.measure, args.turns, args.home)))
-        return
-    if args.people < 1 or args.episodes_per_person < 1:
+def household(
+    people: int = 100,
+    episodes_per_person: int = 10_000,
+    turns: int = 200,
+    engines: Annotated[str, "comma-separated: sqlite, postgresql"] = "sqlite,postgresql",
+    pg_data_root: Annotated[str | None, "PostgreSQL's data (default /dev/shm)"] = None,
+) -> None:
+    """One person's chat turn (memory work), start-up and memory among `people` people with
+    `episodes_per_person` episodes each, against one person with the same episodes."""
+    if people < 1 or episodes_per_person < 1:
         raise SystemExit("--people and --episodes-per-person must be at least 1")
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    unknown = set(engines) - {"sqlite", "postgresql"}
+    unknown = set(engines.split(",")) - {"sqlite", "postgresql"}
     if unknown:
         raise SystemExit(f"unknown engine(s) {', '.join(sorted(unknown))}: sqlite, postgresql")
     results: dict[str, Any] = {}
     benchlib.OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-people-", dir=benchlib.OUT) as tmp:
-        for engine in engines:
-            print(f"{engine}: {args.people} people × {args.episodes_per_person:,} episodes")
-            results[engine] = run_engine(engine, args, Path(tmp))
+        for engine in engines.split(","):
+            print(f"{engine}: {people} people × {episodes_per_person:,} episodes")
+            results[engine] = run_engine(
+                engine, people, episodes_per_person, turns, pg_data_root, Path(tmp)
+            )
     data = {
-        "people": args.people,
-        "episodes_per_person": args.episodes_per_person,
-        "episodes": args.people * args.episodes_per_person,
-        "turns": args.turns,
+        "people": people,
+        "episodes_per_person": episodes_per_person,
+        "episodes": people * episodes_per_person,
+        "turns": turns,
         "target_added_ms": TARGET_ADDED_MS,
         "engines": results,
         "load": benchlib.load_avg(),
     }
-    path = benchlib.write_result("perf_people", data)
-    for engine, row in results.items():
-        h, o = row["household"], row["one_person"]
-        print(
-            f"{engine}: memory work p50 {h['memory_work_ms']['p50']:.2f} ms among "
-            f"{args.people} people vs {o['memory_work_ms']['p50']:.2f} ms alone "
-            f"({row['added_p50_ms']:+.2f} ms, ×{row['ratio_p50']}); start {h['start_ms']:.0f} vs "
-            f"{o['start_ms']:.0f} ms (×{row['ratio_start']}); RSS {h['rss_after_start_mb']} vs "
-            f"{o['rss_after_start_mb']} MB (×{row['ratio_rss']}); first turn "
-            f"{h['first_turn_ms']:.0f} vs {o['first_turn_ms']:.0f} ms"
-        )
-    print(f"written to {path}")
+    benchlib.write_result("perf_people", data)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--measure"]:  # one case, in a process of its own (`_measured`)
+        print(json.dumps(measure(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]))))
+    else:
+        benchlib.cli(household)

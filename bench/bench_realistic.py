@@ -1,15 +1,6 @@
-"""A realistic history from ../shared/data: LongMemEval_S sessions through caesar's own pipeline,
-and the IVF stage's recall on real MiniLM vectors.
-
-1. Every distinct LongMemEval session (user–assistant chats, dated 2023) is imported with
-   caesar's importer as a `chat.completed` row, then `memory.summarise` runs with the offline
-   provider (TextRank summaries, real MiniLM embeddings). Cached under bench/out/realistic/.
-   Timed: recall search for the 40 questions, each at its own question date.
-2. IVF recall@5 on real vectors: all turns of those sessions (first 400 characters each)
-   embedded with MiniLM; 90% indexed, 10% used as queries; the IVF stage (memory/search/ann.py, at
-   its production settings) against exact search, top 5 by cosine and the ≥ 0.45 set.
-
-    .venv/bin/python bench/bench_realistic.py
+"""A realistic history: LongMemEval_S sessions through caesar's own pipeline, recall searched
+at the questions' dates; and the IVF stage's recall on real MiniLM vectors (memory/engine/ann.py
+against exact search). Method: bench/README.md.
 """
 
 from __future__ import annotations
@@ -17,35 +8,30 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from datetime import datetime
 from typing import Any
 
 import benchlib
 import numpy as np
+from benchlib import OWNER, lme_date
 
 from caesar.db import migrate
 from caesar.importer import import_conversations
-from caesar.memory.episodes.recall import RecallParams
-from caesar.memory.search import ann
+from caesar.memory.engine import ann
+from caesar.memory.recall.hits import RecallParams
+from caesar.memory.scope import Scope
 from caesar.minilm import MiniLM
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
 
-DATA = benchlib.ROOT.parent / "shared" / "data" / "longmemeval_s"
 WORK = benchlib.OUT / "realistic"
 RECIPE = "1"
-
-
-def lme_date(text: str) -> datetime:
-    return datetime.strptime(text.split(" (")[0] + text.split(")")[1], "%Y/%m/%d %H:%M")
 
 
 def load_data() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(distinct sessions as importer conversations, questions with their dates)."""
     sessions: dict[str, dict[str, Any]] = {}
     questions = []
-    for path in sorted(DATA.glob("*.json")):
-        data = json.loads(path.read_text())
+    for data in benchlib.longmemeval_items(["longmemeval_s"]):
         questions.append({"text": data["question"], "date": lme_date(data["question_date"])})
         for sid, date, turns in zip(
             data["haystack_session_ids"],
@@ -88,7 +74,7 @@ def build_history(sessions: list[dict[str, Any]]) -> tuple[Services, dict[str, A
     if fresh:
         migrate.upgrade(services.db)
         started = time.perf_counter()
-        report = import_conversations(services, sessions, person=benchlib.OWNER)
+        report = import_conversations(services, sessions, scope=Scope(OWNER))
         info["import_s"] = round(time.perf_counter() - started, 1)
         info["imported"] = report.imported
         started = time.perf_counter()
@@ -105,19 +91,18 @@ def recall_figures(services: Services, questions: list[dict[str, Any]]) -> dict[
     memory.warm()
     params = RecallParams.from_settings(services.settings.memory.episodes_recall)
     vectors = [memory.embed_query(q["text"]) for q in questions]
-    it = iter(range(10**9))
 
-    def one() -> int:
-        i = next(it) % len(questions)
-        return len(memory.search(vectors[i], questions[i]["date"], params, person=benchlib.OWNER))
+    def one(pair: tuple[Any, dict[str, Any]]) -> int:
+        return len(memory.search(pair[0], pair[1]["date"], params, scope=Scope(OWNER)))
 
-    wall, cpu = benchlib.time_calls_cpu(one, 200)
+    calls = benchlib.each(one, list(zip(vectors, questions, strict=True)))
+    wall, cpu = benchlib.time_calls_cpu(calls, 200)
     found = [
-        len(memory.search(v, q["date"], params, person=benchlib.OWNER))
+        len(memory.search(v, q["date"], params, scope=Scope(OWNER)))
         for v, q in zip(vectors, questions, strict=True)
     ]
     return {
-        "episodes": len(memory.index()),
+        "episodes": len(memory.index(OWNER)),
         "search_ms": benchlib.summary(wall),
         "search_cpu_ms": benchlib.summary(cpu),
         "mean_recalled": statistics.mean(found),
@@ -163,28 +148,20 @@ def ivf_recall(vectors: np.ndarray, threshold: float = 0.45) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def realistic() -> None:
+    """LongMemEval's sessions learned by caesar (cached), recall searched at each question's
+    date; and the IVF stage's recall@5 on their turns' real MiniLM vectors."""
     sessions, questions = load_data()
     services, info = build_history(sessions)
     recall = recall_figures(services, questions)
     services.close()
-    real_ivf = ivf_recall(turn_vectors(sessions))
     benchlib.write_result(
         "perf_realistic",
         {
             "history": info,
             "sessions": len(sessions),
             "recall": recall,
-            "ivf_real": real_ivf,
+            "ivf_real": ivf_recall(turn_vectors(sessions)),
             "load_avg": benchlib.load_avg(),
         },
     )
-    print(
-        f"LongMemEval: {recall['episodes']:,} episodes, recall search p50 {recall['search_ms']['p50']:.2f} ms "
-        f"({recall['mean_recalled']:.1f} recalled); IVF on {real_ivf['vectors']:,} real vectors: "
-        f"recall@5 {real_ivf['recall_at_5']}, ≥0.45 set {real_ivf['recall_above_threshold']}"
-    )
-
-
-if __name__ == "__main__":
-    main()

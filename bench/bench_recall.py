@@ -1,43 +1,58 @@
-"""Figure (a): recall search alone (query embedding excluded) at 10k / 100k / 1M episodes,
-against the ADR-literal baseline measured in the same run.
-
-caesar: `EpisodeMemory.search(vector, now, params)` as a chat turn calls it — refresh the
-index by id, vector search with the threshold, age filter and ADR score, fetch the winners'
-rows, rank them (default settings: top 3, threshold 0.45, 90 days).
-
-Baseline (ADR-0034 as written): load every summary of the model with its JSON embedding,
-then a Python loop computing cosine × freshness × recall_weight, filter, sort, top K. At 1M
-it runs on a 50k-row sample and is extrapolated linearly (it is linear: one pass).
-
-Also checks the results: recall@5 of caesar's search against an exact numpy reference.
-
-    .venv/bin/python bench/bench_recall.py [--sizes 10000 100000 1000000]
+"""Recall search alone, query embedding excluded, on the synthetic histories (bench/history.py):
+the ADR's dense search against the ADR taken literally, and the default hybrid search; and the
+query embedding it would be given. Method: bench/README.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import time
 from datetime import datetime
+from functools import partial
+from typing import Any
 
 import benchlib
 import history
 import numpy as np
+from benchlib import OWNER
 from sqlalchemy import select
 
 from caesar.db.models import EpisodeSummary
-from caesar.memory.episodes.recall import RecallParams
+from caesar.embeddings import embed_one
+from caesar.memory.engine.vectors import epoch_seconds
 from caesar.memory.importance import SECONDS_PER_DAY
-from caesar.memory.search.vectors import epoch_seconds
+from caesar.memory.recall.hits import RecallParams
+from caesar.memory.scope import Scope
+from caesar.minilm import MiniLM
 from caesar.services import Services
 
 BASELINE_SAMPLE = 50_000
+SIZES = [10_000, 100_000, 1_000_000]
 
 
+def query_embedding(runs: int = 300) -> None:
+    """Query embedding p50: the production path (MiniLM exported to a fused ONNX graph, ONNX
+    Runtime on one thread, `embeddings.embed_one`) against sentence-transformers on torch."""
+    messages = history.topic_messages()
+    models = {b: MiniLM(benchlib.MODEL_CACHE, backend=b, threads=1) for b in ("onnx", "torch")}
+    result: dict[str, Any] = {}
+    for backend, model in models.items():
+        started = time.perf_counter()
+        model.load()
+        result[f"{backend}_load_s"] = round(time.perf_counter() - started, 2)
+        calls = benchlib.each(partial(embed_one, model), messages)
+        wall, cpu = benchlib.time_calls_cpu(calls, runs, 20)
+        result[f"{backend}_ms"], result[f"{backend}_cpu_ms"] = map(benchlib.summary, (wall, cpu))
+    vectors = [m.embed_batch(messages) for m in models.values()]
+    result["speedup"] = round(result["torch_ms"]["p50"] / result["onnx_ms"]["p50"], 1)
+    result["max_abs_difference"] = float(np.abs(vectors[0] - vectors[1]).max())
+    benchlib.write_result("perf_query_embedding", {**result, "load_avg": benchlib.load_avg()})
+
+
+# -- dense -----------------------------------------------------------------------------------
 def adr_literal_search(
-    session: object,
+    session: Any,
     query: list[float],
     now: datetime,
     params: RecallParams,
@@ -45,21 +60,12 @@ def adr_literal_search(
     limit: int | None,
 ) -> list[tuple[float, int]]:
     """ADR-0034 §3–4 taken literally: JSON embeddings, cosine in a Python loop."""
-    rows_query = (
-        select(
-            EpisodeSummary.id,
-            EpisodeSummary.embedding,
-            EpisodeSummary.created_at,
-            EpisodeSummary.recall_count,
-        )
-        .where(EpisodeSummary.model == model, EpisodeSummary.summary != "")
-        .order_by(EpisodeSummary.id)
-    )
-    if limit is not None:
-        rows_query = rows_query.limit(limit)
+    e = EpisodeSummary
+    rows = select(e.id, e.embedding, e.created_at, e.recall_count)
+    rows = rows.where(e.model == model, e.summary != "").order_by(e.id).limit(limit)
     q_norm = math.sqrt(sum(x * x for x in query))
     scored = []
-    for row_id, embedding, created_at, recall_count in session.execute(rows_query):  # type: ignore[attr-defined]
+    for row_id, embedding, created_at, recall_count in session.execute(rows):
         dot = sum(a * b for a, b in zip(query, embedding, strict=True))
         cosine = dot / (q_norm * math.sqrt(sum(b * b for b in embedding)))
         age = (now - created_at).total_seconds() / SECONDS_PER_DAY
@@ -78,7 +84,7 @@ def reference_top(
     services: Services, query: np.ndarray, now: datetime, params: RecallParams
 ) -> list[int]:
     """Exact brute force over the loaded matrix (numpy), same filters and score."""
-    index = services.episodes.index(person=benchlib.OWNER)
+    index = services.episodes.index(person=OWNER)
     n = index._n
     cos = index._vectors[:n] @ query
     created = index._created[:n]
@@ -96,10 +102,9 @@ def reference_top(
     return [int(i) for i in index._ids[at][order]]
 
 
-def run_size(episodes: int, queries: int, baseline_runs: int) -> dict[str, object]:
+def recall_size(episodes: int, queries: int, baseline_runs: int) -> dict[str, Any]:
     hist = history.load(episodes)
-    home = benchlib.OUT / "home-recall"
-    services = Services.build(benchlib.bench_settings(home, hist.url))
+    services = Services.build(benchlib.bench_settings(benchlib.OUT / "home-recall", hist.url))
     memory = services.episodes
     started = time.perf_counter()
     loaded = memory.warm()
@@ -108,28 +113,23 @@ def run_size(episodes: int, queries: int, baseline_runs: int) -> dict[str, objec
     params = RecallParams.from_settings(services.settings.memory.episodes_recall)
     vectors = hist.topic_queries(queries)
     misses = history.unit(np.random.default_rng(3).standard_normal((queries, history.DIM)))
-
-    def cycle(batch: np.ndarray) -> object:
-        it = iter(range(10**9))
-        return lambda: memory.search(
-            batch[next(it) % len(batch)], now, params, person=benchlib.OWNER
-        )
-
-    memory.index().wait_for_ivf()  # serve warms it in the background; timed separately
+    memory.index(OWNER).wait_for_ivf()  # serve warms it in the background; timed separately
     ivf_s = time.perf_counter() - started - load_s
-    hit_times, hit_cpu = benchlib.time_calls_cpu(cycle(vectors), runs=max(queries, 100), warmup=5)
-    miss_times, miss_cpu = benchlib.time_calls_cpu(cycle(misses), runs=max(queries, 100), warmup=5)
-    found = [len(memory.search(v, now, params, person=benchlib.OWNER)) for v in vectors[:20]]
-
+    timed = {}
+    for name, batch in (("hits", vectors), ("misses", misses)):
+        calls = benchlib.each(lambda v: memory.search(v, now, params, scope=Scope(OWNER)), batch)
+        wall, cpu = benchlib.time_calls_cpu(calls, max(queries, 100), 5)
+        timed[f"search_{name}_ms"], timed[f"search_{name}_cpu_ms"] = map(
+            benchlib.summary, (wall, cpu)
+        )
+    found = [len(memory.search(v, now, params, scope=Scope(OWNER))) for v in vectors[:20]]
     params5 = RecallParams.from_settings(services.settings.memory.episodes_recall, top_k=5)
     overlaps = []
     for v in vectors:
-        got = [e.episode_id for e in memory.search(v, now, params5, person=benchlib.OWNER)]
+        got = [e.episode_id for e in memory.search(v, now, params5, scope=Scope(OWNER))]
         want = reference_top(services, v, now, params5)
         if want:
             overlaps.append(len(set(got) & set(want)) / len(want))
-    recall_at_5 = statistics.mean(overlaps) if overlaps else float("nan")
-
     limit = None if episodes <= 100_000 else BASELINE_SAMPLE
     scanned = episodes if limit is None else limit
     baseline, baseline_cpu = [], []
@@ -137,54 +137,76 @@ def run_size(episodes: int, queries: int, baseline_runs: int) -> dict[str, objec
     for _ in range(baseline_runs):
         with services.db.read() as session:
             c0, t0 = time.thread_time(), time.perf_counter()
-            adr_literal_search(session, query_list, now, params, memory.index().model_id, limit)
+            adr_literal_search(
+                session, query_list, now, params, memory.index(OWNER).model_id, limit
+            )
             baseline.append(benchlib.ms(time.perf_counter() - t0) * episodes / scanned)
             baseline_cpu.append(benchlib.ms(time.thread_time() - c0) * episodes / scanned)
     services.close()
-    caesar_p50 = statistics.median(hit_times)
-    baseline_p50 = statistics.median(baseline)
+    baseline_p50, baseline_cpu_p50 = statistics.median(baseline), statistics.median(baseline_cpu)
     return {
         "episodes": episodes,
         "loaded": loaded,
         "index_load_s": round(load_s, 2),
         "ivf_build_s": round(ivf_s, 2),
-        "ivf_rows": memory.index().ivf_rows,
-        "search_hits_ms": benchlib.summary(hit_times),
-        "search_hits_cpu_ms": benchlib.summary(hit_cpu),
-        "search_misses_ms": benchlib.summary(miss_times),
-        "search_misses_cpu_ms": benchlib.summary(miss_cpu),
+        "ivf_rows": memory.index(OWNER).ivf_rows,
+        **timed,
         "results_per_query": statistics.mean(found),
-        "recall_at_5": round(recall_at_5, 4),
+        "recall_at_5": round(statistics.mean(overlaps) if overlaps else float("nan"), 4),
         "recall_at_5_queries": len(overlaps),
         "baseline_ms_p50": round(baseline_p50, 1),
-        "baseline_cpu_ms_p50": round(statistics.median(baseline_cpu), 1),
+        "baseline_cpu_ms_p50": round(baseline_cpu_p50, 1),
         "baseline_runs": baseline_runs,
         "baseline_extrapolated_from": scanned if limit else None,
-        "speedup": round(baseline_p50 / caesar_p50, 1),
-        "speedup_cpu": round(statistics.median(baseline_cpu) / statistics.median(hit_cpu), 1),
+        "speedup": round(baseline_p50 / timed["search_hits_ms"]["p50"], 1),
+        "speedup_cpu": round(baseline_cpu_p50 / timed["search_hits_cpu_ms"]["p50"], 1),
         "load_avg": benchlib.load_avg(),
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
-    ap.add_argument("--queries", type=int, default=200)
-    args = ap.parse_args()
-    results = []
-    for size in args.sizes:
-        runs = 5 if size <= 10_000 else 3
-        row = run_size(size, args.queries, runs)
-        results.append(row)
-        hits = row["search_hits_ms"]
-        print(
-            f"{size:>9,} episodes: search p50 {hits['p50']:.2f} ms (p90 {hits['p90']:.2f}, "  # type: ignore[index]
-            f"CPU {row['search_hits_cpu_ms']['p50']:.2f}), "  # type: ignore[index]
-            f"baseline {row['baseline_ms_p50']:,.0f} ms → {row['speedup']:,}×; "
-            f"recall@5 {row['recall_at_5']}; index load {row['index_load_s']} s"
-        )
-    benchlib.write_result("perf_recall", {"sizes": results, "machine": benchlib.machine()})
+def recall(sizes: list[int] = SIZES, queries: int = 200) -> None:
+    """Recall search alone (the ADR's dense one) at each size, against the ADR-literal baseline
+    in the same run, and its recall@5 against an exact search."""
+    rows = [recall_size(size, queries, 5 if size <= 10_000 else 3) for size in sizes]
+    benchlib.write_result("perf_recall", {"sizes": rows, "machine": benchlib.machine()})
 
 
-if __name__ == "__main__":
-    main()
+# -- hybrid ----------------------------------------------------------------------------------
+def hybrid_size(episodes: int, runs: int) -> dict[str, Any]:
+    hist = history.load(episodes)
+    services = Services.build(benchlib.bench_settings(benchlib.OUT / "home-recall", hist.url))
+    memory = services.episodes
+    memory.warm()
+    memory.index(OWNER).wait_for_ivf()
+    now = hist.anchor
+    settings = services.settings.memory.episodes_recall
+    hybrid_params = RecallParams.from_settings(settings)
+    dense = RecallParams.from_settings(settings, fusion="dense")
+    if hybrid_params.fusion != "hybrid":
+        raise SystemExit(f"the default fusion is {hybrid_params.fusion!r}: this bench times it")
+    row: dict[str, Any] = {"episodes": episodes}
+    for label, texts in (("topic", history.topic_messages()), ("offtopic", history.OFF_TOPIC)):
+        vectors = [memory.embed_query(t) for t in texts]
+        for name, params in (("hybrid", hybrid_params), ("dense", dense)):
+
+            def one(pair: tuple[np.ndarray, str], params: RecallParams = params) -> object:
+                return memory.search(pair[0], now, params, query_text=pair[1], scope=Scope(OWNER))
+
+            calls = benchlib.each(one, list(zip(vectors, texts, strict=True)))
+            wall, cpu = benchlib.time_calls_cpu(calls, runs, warmup=len(texts))
+            found = [
+                len(memory.search(v, now, params, query_text=t, scope=Scope(OWNER)))
+                for v, t in zip(vectors, texts, strict=True)
+            ]
+            row[f"{name}_{label}_ms"] = benchlib.summary(wall)
+            row[f"{name}_{label}_cpu_ms"] = benchlib.summary(cpu)
+            row[f"{name}_{label}_recalled"] = round(statistics.mean(found), 2)
+    row["load_avg"] = benchlib.load_avg()
+    services.close()
+    return row
+
+
+def recall_hybrid(sizes: list[int] = SIZES, runs: int = 200) -> None:
+    """Recall search alone with the default hybrid recall (the message's text and vector), at
+    each size, dense on the same vectors beside it."""
+    benchlib.write_result("perf_recall_hybrid", {"sizes": [hybrid_size(s, runs) for s in sizes]})

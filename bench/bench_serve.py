@@ -1,109 +1,54 @@
-"""Figure (d): `caesar serve` ready with 100k episodes.
-
-Spawns the real command on the cached 100k-episode database (workers off, so nothing writes
-to it) and times, from the spawn: GET /healthz answering 200, and the first
-POST /v1/memory/recall that returns episodes (the embedder and the episode index warm in a
-background thread started by `caesar serve`; a recall arriving earlier waits for them).
-Also the CPU seconds the server process had used at each point (/proc/<pid>/stat: all
-threads, user + system), which a busy machine does not inflate.
-
-    .venv/bin/python bench/bench_serve.py [--episodes 100000] [--starts 3]
-                                          [--database-url URL --now ISO --query TEXT]
-
-`--database-url`: start on that database instead (e.g. PostgreSQL holding bench_pgvector's
-1M episodes, `--reuse`d), recalling `--query` at `--now`.
+"""`caesar serve` timed from outside: ready and first recall on the 100k-episode history, and a
+fresh home's first start with what serve and its worker then hold in memory (issue #25).
+Method: bench/README.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import benchlib
 import history
-
-CAESAR = Path(sys.executable).with_name("caesar")
-TIMEOUT_S = 120.0
-
-
-def request(url: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as response:
-            return response.status, json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        return exc.code, {}
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system, all threads) a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+import httpx
+import procs
 
 
 def start_once(url: str, now: str, query: str) -> dict[str, float]:
-    port = benchlib.free_port()
-    base = f"http://127.0.0.1:{port}"
+    """Spawn → /healthz 200, and → the first recall that returns episodes, with the CPU the
+    server had used at each (a busy machine does not inflate it)."""
     with tempfile.TemporaryDirectory(prefix="caesar-serve-") as home:
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("CAESAR_")},
-            "CAESAR_HOME": home,
-            "CAESAR_DATABASE_URL": url,
-            "CAESAR_EMBEDDER__CACHE_DIR": str(benchlib.MODEL_CACHE),
-            "CAESAR_RUN_WORKERS": "false",
-            "CAESAR_RETENTION__ENABLED": "false",
-            "HF_HUB_OFFLINE": "1",
-        }
-        started = time.perf_counter()
-        proc = subprocess.Popen(
-            [str(CAESAR), "serve", "--port", str(port), "--no-workers"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+        env = procs.caesar_env(
+            Path(home),
+            database_url=url,
+            embedder__cache_dir=str(benchlib.MODEL_CACHE),
+            run_workers="false",
+            retention__enabled="false",
         )
+        server = procs.Server(env, "--no-workers", log=Path(home) / "serve.log", wait=False)
         try:
-            healthy = recalled = None
-            healthy_cpu = recalled_cpu = 0.0
-            episodes = 0
-            while time.perf_counter() - started < TIMEOUT_S:
-                if proc.poll() is not None:
-                    raise RuntimeError(
-                        f"caesar serve exited: {proc.stderr.read().decode()[-2000:]}"
-                    )  # type: ignore[union-attr]
-                try:
-                    if healthy is None:
-                        status, _ = request(f"{base}/healthz")
-                        if status == 200:
-                            healthy = time.perf_counter() - started
-                            healthy_cpu = cpu_seconds(proc.pid)
-                        continue
-                    status, body = request(f"{base}/v1/memory/recall", {"query": query, "now": now})
-                    if status == 200 and body.get("episodes"):
-                        recalled = time.perf_counter() - started
-                        recalled_cpu = cpu_seconds(proc.pid)
-                        episodes = len(body["episodes"])
+            healthy = server.wait(poll=0.01)
+            healthy_cpu = procs.cpu_seconds(server.process.pid)
+            recalled = episodes = 0
+            with httpx.Client(base_url=server.url, timeout=120) as client:
+                while time.perf_counter() - server.started < 120:
+                    answer = client.post("/v1/memory/recall", json={"query": query, "now": now})
+                    if answer.status_code == 200 and answer.json().get("episodes"):
+                        recalled = time.perf_counter() - server.started
+                        episodes = len(answer.json()["episodes"])
                         break
-                except (urllib.error.URLError, ConnectionError, TimeoutError):
-                    time.sleep(0.01)
-            if healthy is None or recalled is None:
-                raise RuntimeError("caesar serve did not become ready in time")
-            warm_started = time.perf_counter()
-            request(f"{base}/v1/memory/recall", {"query": query, "now": now})
-            next_recall = time.perf_counter() - warm_started
+                recalled_cpu = procs.cpu_seconds(server.process.pid)
+                if not recalled:
+                    raise RuntimeError("caesar serve recalled nothing in time")
+                started = time.perf_counter()
+                client.post("/v1/memory/recall", json={"query": query, "now": now})
+                next_recall = time.perf_counter() - started
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            server.stop()
     return {
         "healthz_s": round(healthy, 3),
         "first_recall_s": round(recalled, 3),
@@ -114,38 +59,110 @@ def start_once(url: str, now: str, query: str) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--episodes", type=int, default=100_000)
-    ap.add_argument("--starts", type=int, default=3)
-    ap.add_argument("--database-url", help="start on this database instead (see the doc)")
-    ap.add_argument("--now", help="with --database-url: the recall's time (ISO)")
-    ap.add_argument("--query", help="with --database-url: the recall's message")
-    args = ap.parse_args()
-    if args.database_url:
-        url, now, query = args.database_url, args.now, args.query
-        engine = url.split(":", 1)[0].split("+", 1)[0]
+def serve(
+    episodes: int = 100_000,
+    starts: int = 3,
+    database_url: Annotated[
+        str | None, "start on this database instead (e.g. pgvector's 1M)"
+    ] = None,
+    now: Annotated[str | None, "with --database-url: the recall's time (ISO)"] = None,
+    query: Annotated[str | None, "with --database-url: the recall's message"] = None,
+) -> None:
+    """`caesar serve` (workers off) on the cached 100k-episode history: spawn → /healthz, and
+    → the first POST /v1/memory/recall that returns episodes."""
+    if database_url:
+        url, engine = database_url, database_url.split(":", 1)[0].split("+", 1)[0]
     else:
-        hist = history.load(args.episodes)
-        url, now, query = hist.url, hist.anchor.isoformat(), history.topic_messages()[1]
-        engine = "sqlite"
-    runs = [start_once(url, now, query) for _ in range(args.starts)]
-    result = {
-        "episodes": args.episodes,
-        "engine": engine,
-        "runs": runs,
-        "healthz_s_median": statistics.median(r["healthz_s"] for r in runs),
-        "first_recall_s_median": statistics.median(r["first_recall_s"] for r in runs),
-        "healthz_cpu_s_median": statistics.median(r["healthz_cpu_s"] for r in runs),
-        "first_recall_cpu_s_median": statistics.median(r["first_recall_cpu_s"] for r in runs),
-        "load_avg": benchlib.load_avg(),
+        hist = history.load(episodes)
+        url, now, query, engine = (
+            hist.url,
+            hist.anchor.isoformat(),
+            history.topic_messages()[1],
+            "sqlite",
+        )
+    runs = [start_once(url, str(now), str(query)) for _ in range(starts)]
+    result = {"episodes": episodes, "engine": engine, "runs": runs}
+    for key in ("healthz_s", "first_recall_s", "healthz_cpu_s", "first_recall_cpu_s"):
+        result[f"{key}_median"] = statistics.median(r[key] for r in runs)
+    name = "perf_serve" if engine == "sqlite" else f"perf_serve_{engine}"
+    benchlib.write_result(name, {**result, "load_avg": benchlib.load_avg()})
+
+
+# -- the first start -------------------------------------------------------------------------
+def start_fresh(cache: Path, settle: float, src: Path | None = None) -> dict[str, Any]:
+    """`caesar serve --upgrade` on a fresh home until ready, one chat, then after `settle`
+    seconds the resident memory of serve and its worker, and whether either has torch."""
+    with tempfile.TemporaryDirectory(prefix="caesar-first-") as tmp:
+        env = procs.caesar_env(Path(tmp) / "home", src=src)
+        env["XDG_CACHE_HOME"] = str(cache)
+        with procs.Server(env, "--upgrade", timeout=300) as server:
+            chat = {"message": "Hi! My dog is called Biscuit."}
+            httpx.post(f"{server.url}/v1/chat", json=chat, timeout=120).raise_for_status()
+            time.sleep(settle)
+            pids = [server.process.pid, *procs.children(server.process.pid)]
+            memory = {str(pid): round(procs.memory_mb(pid)) for pid in pids}
+            return {
+                "ready_s": round(server.ready_s or 0, 2),
+                "rss_mb": memory,
+                "rss_total_mb": sum(memory.values()),
+                "torch_loaded": any(procs.has_torch(pid) for pid in pids),
+            }
+
+
+def install(cache: Path, home: Path) -> float:
+    """`caesar models prepare` into `cache`, as `make install` runs it: seconds."""
+    started = time.perf_counter()
+    env = procs.caesar_env(home)
+    procs.caesar({**env, "XDG_CACHE_HOME": str(cache)}, "models", "prepare")
+    return round(time.perf_counter() - started, 1)
+
+
+def first_start(
+    starts: int = 3,
+    settle: Annotated[float, "seconds after the chat"] = 5.0,
+    compare: Annotated[Path | None, "a src folder to start in turn with this one"] = None,
+) -> None:
+    """A fresh home's first start (issue #25): the first serve exporting the embedder, then
+    `starts` first starts after an install that exported it; `--compare SRC` instead starts
+    SRC's caesar and this one in turn from one install."""
+    if compare is not None:
+        compare_starts(compare.resolve(), starts, settle)
+        return
+    results: dict[str, Any] = {"load_before": benchlib.load_avg()}
+    with tempfile.TemporaryDirectory(prefix="caesar-cache-") as tmp:
+        results["first serve exports"] = [start_fresh(Path(tmp) / "cache", settle)]
+    print("first serve exports", json.dumps(results["first serve exports"]), flush=True)
+    with tempfile.TemporaryDirectory(prefix="caesar-cache-") as tmp:
+        cache = Path(tmp) / "cache"
+        results["install_export_s"] = install(cache, Path(tmp) / "install-home")
+        results["exported at install"] = [start_fresh(cache, settle) for _ in range(starts)]
+    results["load_after"] = benchlib.load_avg()
+    before, after = results["first serve exports"][0], results["exported at install"]
+    results["summary"] = {
+        "ready_s_before": before["ready_s"],
+        "ready_s_median": statistics.median(r["ready_s"] for r in after),
+        "rss_total_mb_before": before["rss_total_mb"],
+        "rss_total_mb_median": statistics.median(r["rss_total_mb"] for r in after),
+        "torch_loaded_after": any(r["torch_loaded"] for r in after),
     }
-    benchlib.write_result("perf_serve" if engine == "sqlite" else f"perf_serve_{engine}", result)
-    print(
-        f"caesar serve, {args.episodes:,} episodes ({engine}): /healthz after {result['healthz_s_median']:.2f} s, "
-        f"first recall after {result['first_recall_s_median']:.2f} s (median of {args.starts})"
+    benchlib.write_result("first_start", results)
+
+
+def compare_starts(src: Path, starts: int, settle: float) -> None:
+    """SRC's first start and this checkout's, in turn, from one install."""
+    runs: dict[str, list[dict[str, Any]]] = {"compared": [], "this": []}
+    load_before = benchlib.load_avg()
+    with tempfile.TemporaryDirectory(prefix="caesar-cache-") as tmp:
+        cache = Path(tmp) / "cache"
+        install(cache, Path(tmp) / "install-home")
+        for _ in range(starts):
+            runs["compared"].append(start_fresh(cache, settle, src))
+            runs["this"].append(start_fresh(cache, settle))
+            print(f"compared {runs['compared'][-1]}\nthis     {runs['this'][-1]}", flush=True)
+    ready = {k: statistics.median(r["ready_s"] for r in v) for k, v in runs.items()}
+    ratio = round(ready["this"] / ready["compared"], 2)
+    load = f"{load_before} -> {benchlib.load_avg()}"
+    benchlib.write_result(
+        "first_start_compare",
+        {"src": str(src), **runs, "ready_median_s": ready, "ratio": ratio, "load": load},
     )
-
-
-if __name__ == "__main__":
-    main()

@@ -1,19 +1,11 @@
-"""What the standing statements cost a turn, and what learning them costs (issue #46).
+"""What the standing statements cost a turn, and what learning them costs (issue #46): on
+against off for 0, 30 and 300 statements; the offline shapes over LongMemEval's user turns.
 
-- **A turn**: `Brain.prepare` with `[memory.standing]` on against off, alternately in one
-  process, for a person with 0, 30 and 300 current statements (and 60 past LongMemEval
-  conversations, so that the rest of the turn's memory work is there too). The standing work is one read of the
-  person's current statements (their bearing vectors included) and one matrix product with the
-  message's vector, which recall has already computed; it does not grow with the episodes.
-- **Learning**: the offline shapes over every user turn of the LongMemEval dev sessions
-  (../shared/data), per conversation and per 1,000 characters, on one core.
-
-    .venv/bin/python bench/bench_standing.py [--turns 200]
+    .venv/bin/python bench/bench_standing.py [--turns 200]     (= bench/run.py standing)
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 import time
@@ -31,6 +23,7 @@ from caesar.clock import utcnow
 from caesar.db import migrate
 from caesar.db.models import Memory
 from caesar.importer import import_conversations
+from caesar.memory.scope import Scope
 from caesar.memory.standing import kinds
 from caesar.memory.standing.offline import extract_statements
 from caesar.services import Services
@@ -44,12 +37,8 @@ MESSAGES = (
 )
 
 
-def sessions() -> list[list[dict[str, str]]]:
-    return list(benchlib.longmemeval_sessions().values())
-
-
 def learning_rate() -> dict[str, float]:
-    chats = sessions()
+    chats = list(benchlib.longmemeval_sessions().values())
     chars = sum(len(t["content"]) for c in chats for t in c if t["role"] == "user")
     started = time.process_time()
     found = sum(len(extract_statements(c)) for c in chats)
@@ -99,7 +88,13 @@ def history(home: Path, conversations: int) -> tuple[Services, Services]:
     settings = rq.bench_settings(home)
     services = Services.build(settings)
     migrate.upgrade(services.db)
-    chats = [t for t in (rq.importable(c) for c in sessions()[:conversations]) if t is not None]
+    chats = [
+        t
+        for t in (
+            rq.importable(c) for c in list(benchlib.longmemeval_sessions().values())[:conversations]
+        )
+        if t is not None
+    ]
     now = utcnow()
     import_conversations(
         services,
@@ -107,7 +102,7 @@ def history(home: Path, conversations: int) -> tuple[Services, Services]:
             {"created_at": (now - timedelta(days=i + 1)).isoformat(), "messages": c}
             for i, c in enumerate(chats)
         ],
-        person=OWNER,
+        scope=Scope(OWNER),
     )
     for name in ("memory.summarise", "memory.passages"):
         run_until_caught_up(services.workers[name])
@@ -124,7 +119,7 @@ def turn_cost(on: Brain, off: Brain, turns: int) -> dict[str, float]:
     for i in range(turns):
         message = MESSAGES[i % len(MESSAGES)]
         for name, brain in (("on", on), ("off", off)) if i % 2 else (("off", off), ("on", on)):
-            ctx = brain.prepare(message, person=OWNER)
+            ctx = brain.prepare(message, scope=Scope(OWNER))
             if i >= 4:
                 times[name].append(ctx.memory_ms)
     p50 = {k: statistics.median(v) for k, v in times.items()}
@@ -135,21 +130,19 @@ def turn_cost(on: Brain, off: Brain, turns: int) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--conversations", type=int, default=60)
-    args = parser.parse_args()
+def standing(turns: int = 200, conversations: int = 60) -> None:
+    """What the standing statements cost a turn (on against off, 0, 30 and 300 statements,
+    beside `conversations` past ones) and what learning them costs."""
     result: dict[str, Any] = {"machine": benchlib.load_avg(), "learning": learning_rate()}
     print("learning:", result["learning"], flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        services, services_off = history(Path(tmp), args.conversations)
+        services, services_off = history(Path(tmp), conversations)
         on, off = Brain(services), Brain(services_off)
         added = 0
         for count in (0, 30, 300):
             statements(services, count - added)
             added = count
-            result[f"turn_{count}"] = turn_cost(on, off, args.turns)
+            result[f"turn_{count}"] = turn_cost(on, off, turns)
             print(f"{count} statements:", result[f"turn_{count}"], flush=True)
         services.close()
         services_off.close()
@@ -157,4 +150,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    benchlib.cli(standing)

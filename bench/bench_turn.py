@@ -1,85 +1,41 @@
-"""Figure (c): memory work per chat turn, at 100k episodes + 1k facts and at 1 episode.
-
-`Brain.turn(message)` runs whole — facts block, query embedding (real MiniLM on ONNX),
-auto-recall, system prompt, the provider call, and the write transaction (chat.completed,
-memory.episode.recalled rows, recall counters) — against an in-process provider that answers
-at once (registered in the gateway the way a provider is, and timed itself): memory work =
-turn time − provider time. Messages are real sentences on the planted topics, so recall
-surfaces episodes and the audit writes happen as in a live turn. Each case runs on its own copy
-of the database (turns write to it). Also timed alone: `Brain.prepare`, its parts
-(`recall_search` is the recall the case's fusion does: hybrid is given the message's text).
-
-Cases: the large history with the ADR's dense recall and with the default hybrid recall
-(`memory.episodes_recall.fusion`), and a one-episode history with each.
-
-    .venv/bin/python bench/bench_turn.py [--turns 200] [--episodes 100000] [--prompt-chars N]
+"""Memory work per chat turn at 100k episodes + 1k facts against 1 episode: in-process
+(`Brain.turn` against an instant provider, each part of `Brain.prepare` timed alone too) and
+over HTTP (two `caesar serve`, one client). Method: bench/README.md.
 """
 
 from __future__ import annotations
 
-import argparse
+import http.client
+import itertools
+import json
 import random
 import shutil
+import socket
 import statistics
+import tempfile
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import benchlib
 import history
+import httpx
 import numpy as np
+import procs
+from benchlib import OWNER
 
 from caesar import audit
 from caesar.brain import Brain
 from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary, Fact
-from caesar.gateway.base import Completion, Message, StreamChunk, Usage
-from caesar.memory.episodes.recall import RecallParams
+from caesar.memory.recall.hits import RecallParams
+from caesar.memory.scope import Scope
 from caesar.minilm import MODEL_ID
 from caesar.services import Services
 
 WORK = benchlib.OUT / "turn"
-
-
-class InstantProvider:
-    """A caesar.gateway.base.Provider that answers at once and keeps its own time. The benches'
-    other providers change only what it says (`text`)."""
-
-    can_chat = True
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.seconds = 0.0
-
-    def text(self, messages: list[Message], task: str) -> str:
-        return "Noted."
-
-    def complete(
-        self,
-        messages: list[Message],
-        model: str,
-        *,
-        task: str,
-        json_mode: bool = False,
-        generation: Any = None,
-    ) -> Completion:
-        started = time.perf_counter()
-        reply = Completion(self.text(messages, task), self.name, model, Usage(1, 1), 0.0)
-        self.seconds += time.perf_counter() - started
-        return reply
-
-    def stream(
-        self, messages: list[Message], model: str, *, task: str, generation: Any = None
-    ) -> Iterator[StreamChunk]:
-        yield StreamChunk(self.complete(messages, model, task=task).text)
-
-
-def install(services: Services, provider: InstantProvider) -> None:
-    """Route every task of the bench settings ("local:…") to the in-process provider."""
-    services.gateway._providers["local"] = provider  # the bench's provider seam (private)
 
 
 def add_facts(db: Database, count: int, seed: int = 0) -> None:
@@ -96,7 +52,7 @@ def add_facts(db: Database, count: int, seed: int = 0) -> None:
                 "confidence": rng.uniform(0.3, 1.0),
                 "created_at": updated - timedelta(days=rng.uniform(0, 30)),
                 "updated_at": updated,
-                "person_id": benchlib.OWNER,
+                "person_id": OWNER,
             }
         )
         for _ in range(rng.choice([0] * 9 + [1, 2, 3])):
@@ -106,7 +62,7 @@ def add_facts(db: Database, count: int, seed: int = 0) -> None:
                     "created_at": updated,
                     "payload": {"key": key, "value": "edited"},
                     "subject_key": key,
-                    "person_id": benchlib.OWNER,
+                    "person_id": OWNER,
                 }
             )
     with db.write() as session:
@@ -116,48 +72,33 @@ def add_facts(db: Database, count: int, seed: int = 0) -> None:
 
 
 def one_episode_db(path: Path) -> str:
-    """A fresh database holding a single episode, on the first planted topic."""
+    """A fresh database holding a single episode, on the first planted topic, and 1k facts."""
     for leftover in path.parent.glob(path.name + "*"):
         leftover.unlink()
     db = Database(f"sqlite:///{path}")
     migrate.upgrade(db)
-    centre = history.centres()[0]  # the same planted topic
-    vector = np.round(centre.astype(np.float64), 4)
+    vector = np.round(history.centres()[0].astype(np.float64), 4)  # the same planted topic
     now = utcnow()
+    chat = {"id": 1, "event_type": "chat.completed", "created_at": now, "payload": {}}
+    episode = {
+        "audit_log_id": 1,
+        "summary": history.TOPIC_TEXTS[0][0],
+        "embedding": vector.tolist(),
+        "embedding_f32": vector.astype("<f4").tobytes(),
+        "model": MODEL_ID,
+        "created_at": now - timedelta(days=2),
+        "recall_count": 0,
+    }
     with db.write() as session:
-        session.execute(
-            AuditLog.__table__.insert(),
-            [
-                {
-                    "id": 1,
-                    "event_type": "chat.completed",
-                    "created_at": now,
-                    "payload": {},
-                    "person_id": benchlib.OWNER,
-                }
-            ],
-        )
-        session.execute(
-            EpisodeSummary.__table__.insert(),
-            [
-                {
-                    "audit_log_id": 1,
-                    "summary": history.TOPIC_TEXTS[0][0],
-                    "embedding": vector.tolist(),
-                    "embedding_f32": vector.astype("<f4").tobytes(),
-                    "model": MODEL_ID,
-                    "created_at": now - timedelta(days=2),
-                    "recall_count": 0,
-                    "person_id": benchlib.OWNER,
-                }
-            ],
-        )
+        session.execute(AuditLog.__table__.insert(), [{**chat, "person_id": OWNER}])
+        session.execute(EpisodeSummary.__table__.insert(), [{**episode, "person_id": OWNER}])
     add_facts(db, 1000)
     db.dispose()
     return f"sqlite:///{path}"
 
 
 def copy_history(episodes: int) -> str:
+    """A copy of the synthetic history of that size, with 1k facts."""
     hist = history.load(episodes)
     WORK.mkdir(parents=True, exist_ok=True)
     target = WORK / f"turn-{episodes}.db"
@@ -170,27 +111,25 @@ def copy_history(episodes: int) -> str:
     return f"sqlite:///{target}"
 
 
-# --prompt-chars: the past-conversations budget (None: the bench route's, by its provider kind)
-PROMPT_CHARS: int | None = None
-
-
-def run_case(label: str, url: str, turns: int, fusion: str = "dense") -> dict[str, Any]:
-    chars = {} if PROMPT_CHARS is None else {"prompt_chars": PROMPT_CHARS}
+def run_case(
+    label: str, url: str, turns: int, fusion: str = "dense", prompt_chars: int | None = None
+) -> dict[str, Any]:
+    chars = {} if prompt_chars is None else {"prompt_chars": prompt_chars}
     recall = {"episodes_recall": {"fusion": fusion, **chars}}
     services = Services.build(benchlib.bench_settings(WORK / f"home-{label}", url, memory=recall))
-    provider = InstantProvider("local")
-    install(services, provider)
+    provider = benchlib.InstantProvider()
+    benchlib.install(services, provider)
     services.episodes.warm()
-    services.episodes.index(person=benchlib.OWNER).wait_for_ivf()
+    services.episodes.index(person=OWNER).wait_for_ivf()
     brain = Brain(services)
     messages = history.topic_messages()
     for message in messages[:10]:  # warm-up: embedder, caches, first writes
-        brain.turn(message, person=benchlib.OWNER)
+        brain.turn(message, scope=Scope(OWNER))
     total, memory, memory_cpu, recalled = [], [], [], []
     for i in range(turns):
         provider.seconds = 0.0
         c0, started = time.thread_time(), time.perf_counter()
-        result = brain.turn(messages[i % len(messages)], person=benchlib.OWNER)
+        result = brain.turn(messages[i % len(messages)], scope=Scope(OWNER))
         elapsed, cpu = time.perf_counter() - started, time.thread_time() - c0
         total.append(benchlib.ms(elapsed))
         memory.append(benchlib.ms(elapsed - provider.seconds))
@@ -198,99 +137,190 @@ def run_case(label: str, url: str, turns: int, fusion: str = "dense") -> dict[st
         recalled.append(len(result.recalled))
     now = utcnow()
     params = RecallParams.from_settings(services.settings.memory.episodes_recall)
-    vectors = [services.episodes.embed_query(m) for m in messages]
-    it = iter(range(10**9))
+    vectors = {m: services.episodes.embed_query(m) for m in messages}
     then = now - timedelta(days=20)
     day = f"{then:%B} {then.day}, {then.year}"
+    it = itertools.cycle(messages)
 
-    def recall(i: int) -> object:
-        return services.episodes.search(
-            vectors[i], now, params, query_text=messages[i], person=benchlib.OWNER
-        )
-
-    def nxt() -> int:
-        return next(it) % len(messages)
+    def recall_search(message: str) -> object:
+        vector = vectors[message]
+        return services.episodes.search(vector, now, params, query_text=message, scope=Scope(OWNER))
 
     timed = {
         "facts_list_all": lambda: services.facts.list_all(
-            now, limit=services.settings.memory.facts_inject.max_facts, person=benchlib.OWNER
+            now, limit=services.settings.memory.facts_inject.max_facts, scope=Scope(OWNER)
         ),
-        "query_embedding": lambda: services.episodes.embed_query(messages[nxt()]),
-        "recall_search": lambda: recall(nxt()),
-        "prepare": lambda: brain.prepare(messages[nxt()], person=benchlib.OWNER),
-        # the messages naming a day 20 days back, whose conversations join the candidates
-        # (memory/search/dates.py), and the same words without the day: their difference is
-        # what a named day costs
+        "query_embedding": lambda: services.episodes.embed_query(next(it)),
+        "recall_search": lambda: recall_search(next(it)),
+        "prepare": lambda: brain.prepare(next(it), scope=Scope(OWNER)),
+        # a message naming a day 20 days back, whose conversations join the candidates
+        # (memory/recall/dates.py), and the same words without the day: what a named day costs
         "prepare_dated": lambda: brain.prepare(
-            f"{messages[nxt()]} What did we say on {day}?", person=benchlib.OWNER
+            f"{next(it)} What did we say on {day}?", scope=Scope(OWNER)
         ),
         "prepare_undated": lambda: brain.prepare(
-            f"{messages[nxt()]} What did we say then?", person=benchlib.OWNER
+            f"{next(it)} What did we say then?", scope=Scope(OWNER)
         ),
     }
     parts, parts_cpu = {}, {}
     for name, fn in timed.items():
         parts[name], parts_cpu[name] = benchlib.time_calls_cpu(fn, 100)
+    work = benchlib.summary(memory)
+    prepare = round(statistics.median(parts["prepare"]), 3)
     row = {
         "case": label,
         "fusion": fusion,
-        "episodes": len(services.episodes.index(person=benchlib.OWNER)),
+        "episodes": len(services.episodes.index(person=OWNER)),
         "turn_ms": benchlib.summary(total),
-        "memory_work_ms": benchlib.summary(memory),
+        "memory_work_ms": work,
         "memory_work_cpu_ms": benchlib.summary(memory_cpu),
         "recalled_per_turn": statistics.mean(recalled),
         "parts_p50_ms": {k: round(statistics.median(v), 3) for k, v in parts.items()},
         "parts_cpu_p50_ms": {k: round(statistics.median(v), 3) for k, v in parts_cpu.items()},
         "load_avg": benchlib.load_avg(),
+        "record_p50_ms_estimate": round(work["p50"] - prepare, 3),
     }
-    parts_p50 = row["parts_p50_ms"]
-    row["record_p50_ms_estimate"] = round(row["memory_work_ms"]["p50"] - parts_p50["prepare"], 3)
     services.close()
     return row
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--turns", type=int, default=200)
-    ap.add_argument("--episodes", type=int, default=100_000)
-    ap.add_argument("--prompt-chars", type=int, default=None, help="past-conversations budget")
-    args = ap.parse_args()
-    global PROMPT_CHARS
-    PROMPT_CHARS = args.prompt_chars
-    # Both recalls on the record: the ADR's dense one and the default hybrid one (keyword
-    # relevance from the full-text index too).
-    big = run_case(f"{args.episodes}", copy_history(args.episodes), args.turns)
-    big_hybrid = run_case(
-        f"{args.episodes}-hybrid", copy_history(args.episodes), args.turns, "hybrid"
-    )
-    small = run_case("1", one_episode_db(WORK / "turn-1.db"), args.turns)
-    small_hybrid = run_case("1-hybrid", one_episode_db(WORK / "turn-1.db"), args.turns, "hybrid")
-    added = big["turn_ms"]["p50"] - small["turn_ms"]["p50"]
-    added_cpu = big["memory_work_cpu_ms"]["p50"] - small["memory_work_cpu_ms"]["p50"]
-    benchlib.write_result(
-        "perf_turn",
-        {
-            "large": big,
-            "large_hybrid": big_hybrid,
-            "small": small,
-            "small_hybrid": small_hybrid,
-            "added_latency_ms_p50_hybrid": round(
-                big_hybrid["turn_ms"]["p50"] - small_hybrid["turn_ms"]["p50"], 3
-            ),
-            "added_latency_ms_p50": round(added, 3),
-            "added_cpu_ms_p50": round(added_cpu, 3),
-        },
-    )
-    for row in (big, big_hybrid, small, small_hybrid):
-        work = row["memory_work_ms"]
-        print(
-            f"{row['episodes']:>7,} episodes + 1k facts ({row['fusion']}): memory work p50 {work['p50']:.2f} ms "
-            f"p90 {work['p90']:.2f} ms "
-            f"(CPU {row['memory_work_cpu_ms']['p50']:.2f} ms; turn {row['turn_ms']['p50']:.2f} ms; "
-            f"{row['recalled_per_turn']:.1f} recalled) parts {row['parts_p50_ms']}"
-        )
-    print(f"added by {args.episodes:,} episodes: {added:+.2f} ms p50")
+def turn(turns: int = 200, episodes: int = 100_000, prompt_chars: int | None = None) -> None:
+    """Memory work per chat turn (turn − provider time), 100k episodes + 1k facts against one
+    episode, with the ADR's dense recall and the default hybrid one."""
+    cases = {}
+    for key, label in (("large", str(episodes)), ("small", "1")):
+        for suffix, fusion in (("", "dense"), ("_hybrid", "hybrid")):
+            url = copy_history(episodes) if key == "large" else one_episode_db(WORK / "turn-1.db")
+            name = label + suffix.replace("_", "-")
+            cases[key + suffix] = run_case(name, url, turns, fusion, prompt_chars)
+    big, small = cases["large"], cases["small"]
+    added = {
+        "added_latency_ms_p50_hybrid": cases["large_hybrid"]["turn_ms"]["p50"]
+        - cases["small_hybrid"]["turn_ms"]["p50"],
+        "added_latency_ms_p50": big["turn_ms"]["p50"] - small["turn_ms"]["p50"],
+        "added_cpu_ms_p50": big["memory_work_cpu_ms"]["p50"] - small["memory_work_cpu_ms"]["p50"],
+    }
+    benchlib.write_result("perf_turn", {**cases, **{k: round(v, 3) for k, v in added.items()}})
+
+
+# -- over HTTP -------------------------------------------------------------------------------
+def connection(port: int) -> http.client.HTTPConnection:
+    """A kept-alive connection with Nagle off, whose requests go out in one write (http.client
+    joins a bytes body to its headers). httpx writes the body after the headers, and with
+    Nagle on a turn could wait out the server's delayed ACK (~40 ms): the same server measured
+    21 or 60 ms a turn by the order of the requests around it."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.connect()
+    conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return conn
+
+
+def post(conn: http.client.HTTPConnection, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json"}
+    conn.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+    response = conn.getresponse()
+    return response.status, json.loads(response.read())
+
+
+def settled(server: procs.Server, limit_s: float = 300.0) -> float:
+    """Seconds until the server's process stops working on its own after start (its CPU time
+    moving < 0.1 s over 2 s): at 100k episodes the episode index builds its IVF stage in the
+    background (~15 s of a core), and turns meanwhile share the two cores with it."""
+    started = time.perf_counter()
+    last = procs.cpu_seconds(server.process.pid)
+    while time.perf_counter() - started < limit_s:
+        time.sleep(2.0)
+        now = procs.cpu_seconds(server.process.pid)
+        if now - last < 0.1:
+            break
+        last = now
+    return round(time.perf_counter() - started, 1)
+
+
+def serve_copy(home: Path, source: str, llm_url: str) -> procs.Server:
+    """`caesar serve --no-workers` on a copy of the SQLite database at `source`, every task
+    routed to the instant wire server at `llm_url`."""
+    home.mkdir()
+    database = home / "bench.db"
+    shutil.copyfile(source.removeprefix("sqlite:///"), database)
+    config = f'''database_url = "sqlite:///{database}"
+[gateway.providers.local]
+kind = "openai"
+base_url = "{llm_url}"
+api_key = "bench-key-0123456789"
+max_retries = 0
+[gateway.routes]
+chat = "local:instant"
+memory_extract = "local:instant"
+memory_summarise = "local:instant"
+[embedder]
+cache_dir = "{benchlib.MODEL_CACHE}"
+'''
+    return procs.Server(procs.caesar_env(home, config), "--no-workers", timeout=60)
+
+
+def turn_http(turns: int = 200, episodes: int = 100_000, warmup: int = 10) -> None:
+    """A chat turn over HTTP as a client meets it, 100k episodes against 1 (SQLite), two
+    `caesar serve --no-workers` asked in turn once both have settled."""
+    from fakes.llm_server import FakeLLMServer
+
+    sources = {"1": one_episode_db(WORK / "turn-1.db"), "large": copy_history(episodes)}
+    messages = history.topic_messages()
+    timings: dict[str, list[float]] = {label: [] for label in sources}
+    memory: dict[str, list[float]] = {}
+    recalled = dict.fromkeys(sources, 0)
+    first_timed: dict[str, int] = {}
+    load_before = benchlib.load_avg()
+    with (
+        FakeLLMServer(reply=lambda body, protocol: "ok") as llm,
+        tempfile.TemporaryDirectory(prefix="caesar-turn-http-") as tmp,
+    ):
+        servers = {k: serve_copy(Path(tmp) / k, url, llm.base_url) for k, url in sources.items()}
+        clients = {k: httpx.Client(base_url=s.url, timeout=30.0) for k, s in servers.items()}
+        for client in clients.values():  # the embedder and the index warm up
+            client.post("/v1/memory/recall", json={"query": messages[0]}).raise_for_status()
+        waited = {label: settled(server) for label, server in servers.items()}
+        raw = {label: connection(server.port) for label, server in servers.items()}
+        try:
+            for i in range(warmup + turns):
+                for label in raw:
+                    started = time.perf_counter()
+                    status, body = post(
+                        raw[label], "/v1/chat", {"message": messages[i % len(messages)]}
+                    )
+                    elapsed = benchlib.ms(time.perf_counter() - started)
+                    if status != 200:
+                        raise RuntimeError(f"{label}: /v1/chat answered {status}: {body}")
+                    if i >= warmup:
+                        first_timed.setdefault(label, body["audit_id"])
+                        timings[label].append(elapsed)
+                        recalled[label] += len(body.get("recalled") or [])
+            for label, client in clients.items():  # what each turn's memory work took, recorded
+                params = {"event_type": "chat.completed", "after_id": first_timed[label] - 1}
+                events = client.get("/v1/audit", params={**params, "limit": 1000}).json()["events"]
+                timed = sorted(events, key=lambda e: e["id"])[:turns]
+                memory[label] = [e["payload"]["memory"]["memory_ms"] for e in timed]
+        finally:
+            for closing in (*clients.values(), *raw.values()):
+                closing.close()
+            for server in servers.values():
+                server.stop()
+    result: dict[str, Any] = {
+        "episodes": episodes,
+        "turns": turns,
+        "load_before": load_before,
+        "load_after": benchlib.load_avg(),
+        "settled_after_s": waited,
+    }
+    for label in sources:
+        result[label] = {
+            "turn_ms": benchlib.summary(timings[label]),
+            "memory_ms": benchlib.summary(memory[label]),
+            "recalled_per_turn": round(recalled[label] / turns, 2),
+        }
+    added = result["large"]["turn_ms"]["p50"] - result["1"]["turn_ms"]["p50"]
+    benchlib.write_result("perf_turn_http", {**result, "added_turn_ms_p50": round(added, 2)})
 
 
 if __name__ == "__main__":
-    main()
+    benchlib.cli(turn)

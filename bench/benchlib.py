@@ -1,20 +1,27 @@
-"""Shared by the bench scripts: timing, percentiles, results files, settings for a bench home.
+"""The bench harness, shared by every measurement: paths, timing, results files, a bench's
+settings, the public datasets, the in-process provider, and the command line a measurement gets
+from its signature.
 
-Each script writes its figures to bench/out/results/<name>.json; bench/run_all.py runs the
-scripts in sequence and renders docs/performance.md from those files.
+Each measurement writes its figures to bench/out/results/<name>.json; bench/run.py lists and
+runs them (bench/README.md says what each measures and how).
 """
 
 from __future__ import annotations
 
+import argparse
+import inspect
+import itertools
 import json
 import os
 import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
@@ -27,20 +34,23 @@ OWNER = 1
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 RESULTS = OUT / "results"
+DATA = ROOT.parent / "shared" / "data"  # the public datasets (LoCoMo, LongMemEval, clients)
+BENCH_DATA = ROOT / "bench" / "data"  # the benches' own: probe sets, topics, the page template
 # One ONNX export for every bench (made once by the first that needs it, then reused).
 MODEL_CACHE = OUT / "models"
 
-try:
-    import caesar  # noqa: F401
-except ImportError:  # run from a checkout without the editable install
-    sys.path.insert(0, str(ROOT / "src"))
+# The caesar under test: this checkout's, or another's (a baseline worktree) by CAESAR_SRC.
+SRC = Path(os.environ.get("CAESAR_SRC") or ROOT / "src").resolve()
+sys.path.insert(0, str(SRC))
+sys.path.append(str(ROOT / "tests"))  # the test suite's fakes (fakes.llm_server) and pg.py
 
 
+# -- timing ----------------------------------------------------------------------------------
 def ms(seconds: float) -> float:
     return seconds * 1000.0
 
 
-def pct(values: list[float], q: float) -> float:
+def pct(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:
         return float("nan")
@@ -50,7 +60,7 @@ def pct(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def summary(values_ms: list[float]) -> dict[str, float]:
+def summary(values_ms: Sequence[float]) -> dict[str, float]:
     return {
         "p50": round(statistics.median(values_ms), 4),
         "p90": round(pct(values_ms, 90), 4),
@@ -61,14 +71,7 @@ def summary(values_ms: list[float]) -> dict[str, float]:
 
 def time_calls(fn: Callable[[], Any], runs: int, warmup: int = 3) -> list[float]:
     """Milliseconds of each of `runs` calls, after `warmup` untimed ones."""
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        out.append(ms(time.perf_counter() - started))
-    return out
+    return time_calls_cpu(fn, runs, warmup)[0]
 
 
 def time_calls_cpu(
@@ -88,11 +91,17 @@ def time_calls_cpu(
     return wall, cpu
 
 
+def each(fn: Callable[[Any], Any], items: Sequence[Any]) -> Callable[[], Any]:
+    """A call of `fn` on the next of `items`, in turn for ever: a timed call's next message."""
+    it = itertools.cycle(items)
+    return lambda: fn(next(it))
+
+
 def host_speed(rounds: int = 5) -> float:
     """ms for a fixed workload — a pure-Python loop and float32 array arithmetic over 30 MB
-    (one thread: numpy's elementwise code, not its threaded BLAS) — best of `rounds`. This shared host's speed drifts by tens
-    of percent within an hour, with nothing else running here: stored with every result, it
-    tells a slow run of the code from a slow hour of the machine."""
+    (one thread: numpy's elementwise code, not its threaded BLAS) — best of `rounds`. This
+    shared host's speed drifts by tens of percent within an hour, with nothing else running
+    here: stored with every result, it tells a slow run of the code from a slow hour."""
     matrix = np.random.default_rng(0).standard_normal((20_000, 384)).astype(np.float32)
     vector = matrix[0].copy()
     best = float("inf")
@@ -107,7 +116,16 @@ def host_speed(rounds: int = 5) -> float:
     return round(best, 2)
 
 
+def load_avg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+# -- results ---------------------------------------------------------------------------------
 def write_result(name: str, data: dict[str, Any]) -> Path:
+    """bench/out/results/<name>.json, stamped with the time and the host's speed; printed."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     data = {
@@ -117,6 +135,8 @@ def write_result(name: str, data: dict[str, Any]) -> Path:
         **data,
     }
     path.write_text(json.dumps(data, indent=2, default=float))
+    print(json.dumps(data, indent=1, default=float, ensure_ascii=False))
+    print(f"written to {path.relative_to(ROOT)}")
     return path
 
 
@@ -128,38 +148,15 @@ def read_results() -> dict[str, dict[str, Any]]:
     return found
 
 
-def free_port() -> int:
-    """A loopback port nobody listens on now, for a `caesar serve` a bench starts."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def load_avg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "?"
-
-
 def machine() -> dict[str, str]:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = "?"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                ram = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-    except OSError:
-        pass
+    def first(path: str, key: str) -> str | None:
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError:
+            return None
+        return next((line.split(":", 1)[1].strip() for line in lines if line.startswith(key)), None)
+
+    kib = first("/proc/meminfo", "MemTotal")
     versions: dict[str, str] = {}
     for module in ("numpy", "onnxruntime", "faiss", "sqlalchemy", "torch", "sentence_transformers"):
         try:
@@ -179,16 +176,17 @@ def machine() -> dict[str, str]:
         pass
     return {
         "nproc": str(os.cpu_count()),
-        "cpu": cpu,
-        "ram": ram,
+        "cpu": first("/proc/cpuinfo", "model name") or "?",
+        "ram": f"{int(kib.split()[0]) / 1024 / 1024:.1f} GiB" if kib else "?",
         "python": platform.python_version(),
         "platform": platform.platform(),
         "blas": blas,
         "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
-        **{k: v for k, v in versions.items()},
+        **versions,
     }
 
 
+# -- caesar in this process ------------------------------------------------------------------
 def bench_settings(home: Path, database_url: str | None = None, **overrides: Any) -> Any:
     """Settings for a bench run: its own home, the shared model cache, nothing on the network.
     The `local` provider points at a closed port: benches swap in an in-process provider."""
@@ -215,16 +213,113 @@ def bench_settings(home: Path, database_url: str | None = None, **overrides: Any
     return Settings(**base)
 
 
-def longmemeval_sessions() -> dict[str, list[dict[str, str]]]:
-    """Every LongMemEval dev session (../shared/data, both folders), once each by its id, in
-    file order: role and content of each turn."""
-    data = Path(__file__).resolve().parents[2] / "shared" / "data"
+class InstantProvider:
+    """A caesar.gateway.base.Provider that answers at once and keeps its own time. The benches'
+    other providers change only what it says (`text`)."""
+
+    can_chat = True
+
+    def __init__(self, name: str = "local") -> None:
+        self.name = name
+        self.seconds = 0.0
+
+    def text(self, messages: list[Any], task: str) -> str:
+        return "Noted."
+
+    def complete(
+        self, messages: list[Any], model: str, *, task: str, json_mode: bool = False, **_: Any
+    ) -> Any:
+        from caesar.gateway.base import Completion, Usage
+
+        started = time.perf_counter()
+        reply = Completion(self.text(messages, task), self.name, model, Usage(1, 1), 0.0)
+        self.seconds += time.perf_counter() - started
+        return reply
+
+    def stream(self, messages: list[Any], model: str, *, task: str, **_: Any) -> Iterator[Any]:
+        from caesar.gateway.base import StreamChunk
+
+        yield StreamChunk(self.complete(messages, model, task=task).text)
+
+
+def install(services: Any, provider: InstantProvider) -> None:
+    """Route every task of the bench settings ("local:…") to the in-process provider."""
+    services.gateway._providers["local"] = provider  # the bench's provider seam (private)
+
+
+# -- the public datasets (../shared/data) -----------------------------------------------------
+def lme_date(text: str) -> datetime:
+    """LongMemEval's '2023/05/20 (Sat) 05:04' → datetime(2023, 5, 20, 5, 4)."""
+    return datetime.strptime(text, "%Y/%m/%d (%a) %H:%M")
+
+
+def longmemeval_items(
+    folders: Sequence[str] = ("longmemeval_s", "longmemeval_s_more"),
+) -> Iterator[Any]:
+    """Every LongMemEval dev question of those folders, in file order."""
+    for folder in folders:
+        for path in sorted((DATA / folder).glob("*.json")):
+            yield json.loads(path.read_text())
+
+
+def longmemeval_sessions(
+    folders: Sequence[str] = ("longmemeval_s", "longmemeval_s_more"),
+) -> dict[str, list[dict[str, str]]]:
+    """Every LongMemEval dev session, once each by its id, in file order: role and content of
+    each turn."""
     seen: dict[str, list[dict[str, str]]] = {}
-    for folder in ("longmemeval_s", "longmemeval_s_more"):
-        for path in sorted((data / folder).glob("*.json")):
-            item = json.loads(path.read_text())
-            for key, turns in zip(
-                item["haystack_session_ids"], item["haystack_sessions"], strict=True
-            ):
-                seen.setdefault(key, [{"role": t["role"], "content": t["content"]} for t in turns])
+    for item in longmemeval_items(folders):
+        for key, turns in zip(item["haystack_session_ids"], item["haystack_sessions"], strict=True):
+            seen.setdefault(key, [{"role": t["role"], "content": t["content"]} for t in turns])
     return seen
+
+
+def conversations(count: int) -> list[dict[str, Any]]:
+    """The first `count` distinct longmemeval_s sessions that end with a reply, as
+    `caesar import` reads them, dated over the last 80 days."""
+    from caesar.clock import utcnow
+
+    now = utcnow()
+    chats = [
+        c
+        for c in longmemeval_sessions(["longmemeval_s"]).values()
+        if len(c) >= 2 and c[-1]["role"] == "assistant"
+    ][:count]
+    return [
+        {"created_at": (now - timedelta(days=80 * (1 - i / count))).isoformat(), "messages": c}
+        for i, c in enumerate(chats)
+    ]
+
+
+# -- the command line ------------------------------------------------------------------------
+def cli(
+    measure: Callable[..., Any], argv: Sequence[str] | None = None, prog: str | None = None
+) -> Any:
+    """Call `measure` with the options on the command line. Each keyword parameter is one:
+    `turns: int = 200` is `--turns N`, a bool a flag, a list several values, a Literal its
+    choices; `Annotated[T, "help"]` says what it is. The function's docstring is the help."""
+    doc = inspect.getdoc(measure) or ""
+    parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    hints = typing.get_type_hints(measure, include_extras=True)
+    for name, param in inspect.signature(measure).parameters.items():
+        kind, help_, positional = hints[name], None, param.default is inspect.Parameter.empty
+        if typing.get_origin(kind) is Annotated:
+            kind, help_ = typing.get_args(kind)[:2]
+        options: dict[str, Any] = {"help": help_, "dest": name}
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        if kind is bool:
+            options["action"] = "store_true"
+        elif typing.get_origin(kind) is Literal:
+            options["choices"] = args
+        elif typing.get_origin(kind) is list:
+            inner = args[0]
+            choices = typing.get_args(inner) if typing.get_origin(inner) is Literal else None
+            nargs = "*" if positional else "+"
+            options.update(nargs=nargs, choices=choices, type=None if choices else inner)
+        else:
+            options["type"] = args[0] if args else kind
+        if positional:
+            parser.add_argument(name, **{k: v for k, v in options.items() if k != "dest"})
+        else:
+            parser.add_argument("--" + name.replace("_", "-"), default=param.default, **options)
+    return measure(**vars(parser.parse_args(argv)))

@@ -1,25 +1,15 @@
-"""Synthetic histories of N episodes, written straight into a real, migrated SQLite database.
+"""Synthetic histories of N episodes, written straight into a real, migrated SQLite database:
+each episode a `chat.completed` row and its summary row (the ADR's JSON embedding, the float32
+copy, one window vector and its words), random unit vectors (4 decimals) plus planted topics
+(bench/data/topics.json) whose members are near the topic's MiniLM centre, over 120 days.
+Cached in bench/out/history/ by size, schema revision and recipe; rebuilt after MAX_AGE_DAYS.
 
-Each episode is a `chat.completed` audit row plus its `episode_summaries` row (JSON embedding
-as the ADR keeps it, the float32 copy the index loads, and the one window vector of its
-two-turn chat, whose words go into the window keyword index), inserted with SQLAlchemy core
-`executemany` in large transactions. Vectors are random unit vectors (components rounded to 4
-decimals, so the JSON record stays compact: unit to ~1e-3) plus planted topics: TOPICS
-clusters whose members are near a topic centre, so a query near a centre has real hits above
-the 0.45 threshold, spread over the whole 120 days like everything else. The migration's FTS
-triggers run as for live rows.
-
-Built databases are cached under bench/out/history/ by size, schema revision and recipe, and
-rebuilt when older than MAX_AGE_DAYS (created_at is relative to the build time, and recall
-keeps only the last 90 days).
-
-    .venv/bin/python bench/history.py 10000 100000 1000000
+    .venv/bin/python bench/run.py history 10000 100000 1000000
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -32,157 +22,26 @@ from sqlalchemy import create_engine, text
 from caesar.clock import utcnow
 from caesar.db import Database, migrate
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.memory.search import passages, window_keywords
-from caesar.memory.search.sqlite import window_table
+from caesar.memory import passages
+from caesar.memory.engine import window_keywords
+from caesar.memory.engine.person_tables import PersonTables
 from caesar.memory.transcript import conversation_turns
 from caesar.minilm import MODEL_ID
 
 RECIPE = "5"  # bump when the generator changes
 DIM = 384
 SPREAD_DAYS = 120
-# Planted topics: the centre of each is the real MiniLM embedding of its sentence, so a chat
-# message on the topic (the second text) finds the topic's episodes above the threshold.
-TOPIC_TEXTS = [
-    (
-        "The operator has trouble sleeping and keeps waking up at 3am.",
-        "I still wake up at 3am every night, any ideas for my sleep?",
-    ),
-    (
-        "We discussed lowering the bedroom thermostat to help with sleep.",
-        "I tried the thermostat thing you suggested for sleeping.",
-    ),
-    (
-        "The operator is training for a half marathon in the spring.",
-        "How should I plan my long runs for the half marathon?",
-    ),
-    (
-        "The operator's sister is planning a trip to Portugal in June.",
-        "My sister asked again about the Portugal trip in June.",
-    ),
-    (
-        "We made a monthly household budget and tracked grocery spending.",
-        "Can we look at the grocery budget again this month?",
-    ),
-    (
-        "The operator's daughter has a piano recital next Friday.",
-        "What time was my daughter's piano recital on Friday?",
-    ),
-    (
-        "The operator is recovering from knee surgery and doing physiotherapy.",
-        "My knee is still sore after physio, is that normal after surgery?",
-    ),
-    (
-        "We compared laptops for photo editing under 1500 euros.",
-        "Which laptop did we pick for photo editing?",
-    ),
-    (
-        "The operator's dog needs vaccinations at the vet next week.",
-        "Remind me what the vet said about the dog's vaccinations.",
-    ),
-    (
-        "We drafted an invoice template for the operator's freelance work.",
-        "I need to send another freelance invoice, where is the template?",
-    ),
-    (
-        "The operator is learning guitar chords for a song for a wedding.",
-        "I keep failing the F chord on guitar for the wedding song.",
-    ),
-    (
-        "We planned a vegetarian dinner menu for eight guests.",
-        "The vegetarian dinner for eight people is this Saturday.",
-    ),
-    (
-        "The operator wants to repair a flat bicycle tyre.",
-        "My bike tyre is flat again, how do I patch it?",
-    ),
-    (
-        "We wrote a cover letter for a product manager job application.",
-        "Can you improve my product manager cover letter?",
-    ),
-    (
-        "The operator's car insurance renewal is due next month.",
-        "My car insurance renewal quote went up, what should I do?",
-    ),
-    (
-        "We set up automatic backups of the family photos to an external drive.",
-        "Did the photo backup to the external drive run?",
-    ),
-    (
-        "The operator is reading a novel for the book club on Thursday.",
-        "What were my notes on the book club novel?",
-    ),
-    (
-        "We discussed the operator's tax return and deductible expenses.",
-        "Which expenses can I deduct on my tax return?",
-    ),
-    (
-        "The operator is growing tomatoes and herbs in a small balcony garden.",
-        "My balcony tomatoes have yellow leaves.",
-    ),
-    (
-        "We planned the operator's mother's 70th birthday party.",
-        "Let's finish planning mum's 70th birthday party.",
-    ),
-    (
-        "The operator is trying to drink less coffee in the afternoon.",
-        "I had three coffees after lunch again today.",
-    ),
-    (
-        "We compared electricity providers to lower the energy bill.",
-        "Should I switch electricity provider to lower my bill?",
-    ),
-    (
-        "The operator is studying Spanish with a language app every morning.",
-        "I missed my Spanish practice for three days.",
-    ),
-    (
-        "We discussed a leaking kitchen tap and how to replace the washer.",
-        "The kitchen tap is dripping again.",
-    ),
-    (
-        "The operator is preparing a presentation for the quarterly team review.",
-        "Help me structure the slides for the quarterly review.",
-    ),
-    (
-        "The operator's son is starting at a new school in September.",
-        "My son is nervous about the new school in September.",
-    ),
-    (
-        "We planned a weekend hiking trip in the mountains with camping gear.",
-        "What should I pack for the mountain hiking weekend?",
-    ),
-    (
-        "The operator wants to save for a deposit on a flat.",
-        "How much should I save each month for the flat deposit?",
-    ),
-    (
-        "We discussed migraines and keeping a headache diary.",
-        "I had another migraine yesterday, should I log it?",
-    ),
-    (
-        "The operator is organising the garage and selling old furniture.",
-        "Where should I sell the old furniture from the garage?",
-    ),
-    (
-        "We talked about meal prepping lunches for the work week.",
-        "Give me ideas for meal prep lunches this week.",
-    ),
-    (
-        "The operator is choosing a new phone with a good camera.",
-        "Which phone had the best camera in our comparison?",
-    ),
-]
+# Planted topics (bench/data/topics.json): the centre of each is the real MiniLM embedding of its
+# summary, so a chat message on the topic finds the topic's episodes above the threshold.
+_DATA = json.loads((benchlib.BENCH_DATA / "topics.json").read_text())
+TOPIC_TEXTS = [(t["summary"], t["message"]) for t in _DATA["topics"]]
 TOPICS = len(TOPIC_TEXTS)
 MAX_AGE_DAYS = 7
 CHUNK = 10_000
 HISTORY_DIR = benchlib.OUT / "history"
 
-WORDS = [
-    *("sleep", "thermostat", "garden", "trip", "budget", "sister", "piano", "recital"),
-    *("flowers", "camera", "knee", "surgery", "marathon", "training", "recipe", "dinner"),
-    *("laptop", "backup", "invoice", "tax", "holiday", "portugal", "packing", "dog", "vet"),
-    *("insurance", "car", "tyre", "repair", "birthday", "present", "book", "club", "guitar"),
-]
+WORDS = _DATA["words"]
+OFF_TOPIC = _DATA["off_topic"]  # about nothing planted, in no WORDS
 
 
 @dataclass(frozen=True)
@@ -403,7 +262,7 @@ def build(episodes: int, *, quiet: bool = False) -> History:
                 conn.execute(episode_table.insert(), summaries)
                 conn.execute(
                     text(
-                        f"INSERT INTO {window_table(benchlib.OWNER)} (rowid, body) VALUES (:rowid, :body)"
+                        f"INSERT INTO {PersonTables(benchlib.OWNER).windows} (rowid, body) VALUES (:rowid, :body)"
                     ),
                     window_rows,
                 )
@@ -432,6 +291,7 @@ def build_meta(episodes: int) -> dict[str, object]:
     return json.loads(meta_path.read_text()) if meta_path.exists() else {}
 
 
-if __name__ == "__main__":
-    for arg in sys.argv[1:] or ["10000", "100000"]:
-        load(int(arg))
+def build_histories(sizes: list[int]) -> None:
+    """Build (or find cached) the synthetic histories of these sizes."""
+    for size in sizes or [10_000, 100_000]:
+        load(size)

@@ -1,23 +1,10 @@
-"""The first five minutes (issue #25): does the embedded model answer what it was told?
+"""The first five minutes (issue #25): does the embedded model answer what it was told? A new
+user's first chats against a real `caesar serve` on a fresh home and the shipped defaults: things
+told in chats of their own (bench/data/first_five.json), learned by `caesar worker --once`, then
+asked, each in a new chat. Targets: >= 80 % right, none cut, none switched. Method:
+bench/README.md.
 
-A new user's first chats, against a real `caesar serve` on a fresh home with the shipped
-defaults (chat on the embedded SmolLM2, facts and episodes learned offline): 20 things told
-in separate chats (a name, pets, family, work, places, likes, plans, and a city that changes),
-then the workers learn them (`caesar worker --once`, as the serve's own workers would a minute
-later), then 20 questions, each in a new chat, sent as a client sends them (POST
-/v1/chat/completions, no conversation id).
-
-A reply is right when its first two sentences name the value told (all its words, case and
-punctuation aside; "14th" counts as "14"). Also counted: replies cut at `max_tokens` (finish_reason "length",
-the loops a tiny model falls into) and replies not in English (more stop words of another
-language than of English, by sumy's lists). Targets: >= 80 % right, none cut, none switched.
-
-The only settings changed from the shipped ones: the serve runs no workers of its own (they
-run once, between the telling and the asking, so every run learns the same things), and a
-chat is summarised at once rather than after 5 quiet minutes. `--before SRC` first runs the
-caesar in SRC, e.g. an export of the commit before issue #25's change (see docs/recall-quality.md):
-
-    git archive a0e98cf src | tar -x -C /tmp/before
+    git archive a0e98cf src | tar -x -C /tmp/before    # a `--before` caesar, e.g.
     .venv/bin/python bench/probe_first_five.py [--runs 3] [--before /tmp/before/src] [--json]
 """
 
@@ -25,12 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sqlite3
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -39,9 +23,8 @@ from typing import Any
 
 import benchlib
 import httpx
+import procs
 
-CAESAR = str(Path(sys.executable).with_name("caesar"))
-START_TIMEOUT_S = 300.0
 REPLY_TIMEOUT_S = 300.0
 
 
@@ -55,144 +38,17 @@ class Item:
     also: tuple[str, ...] = ()  # other spellings of the answer
 
 
-PROBE = (
-    Item("Hi! My name is Dana. I'm setting up this assistant today.", "What is my name?", "Dana"),
-    Item(
-        "My dog is called Biscuit. He is a beagle and loves long walks.",
-        "What is my dog called?",
-        "Biscuit",
-    ),
-    Item(
-        "My cat is named Miso, she sleeps on my keyboard all day.",
-        "What is my cat's name?",
-        "Miso",
-    ),
-    Item("I live in Lisbon, near the river."),  # the city that changes (below)
-    Item("I work as a nurse on the night shift.", "What is my job?", "nurse"),
-    Item("I work at St Mary's Hospital.", "Which hospital do I work at?", "St Mary's"),
-    Item(
-        "My sister's name is Maya and she lives in Toronto.",
-        "What is my sister's name?",
-        "Maya",
-    ),
-    Item("My brother is called Tom. We talk every Sunday.", "What is my brother called?", "Tom"),
-    Item("My son's name is Leo, he just turned six.", "What is my son's name?", "Leo"),
-    Item("My partner's name is Sam.", "What is my partner's name?", "Sam"),
-    Item("My favourite food is ramen.", "What is my favourite food?", "ramen"),
-    Item("My favourite colour is green.", "What is my favourite colour?", "green"),
-    Item("My favourite band is Radiohead.", "What is my favourite band?", "Radiohead"),
-    Item(
-        "I'm allergic to peanuts, so I always check labels.",
-        "What am I allergic to?",
-        "peanuts",
-        ("peanut",),
-    ),
-    Item("My birthday is on 14 March.", "When is my birthday?", "14 March"),
-    Item(
-        "I play the cello in a community orchestra.",
-        "Which instrument do I play?",
-        "cello",
-    ),
-    Item("I'm planning a trip to Japan in May.", "Where am I travelling in May?", "Japan"),
-    Item(
-        "Next Saturday I'm running a half marathon.",
-        "What race am I running next Saturday?",
-        "half marathon",
-    ),
-    Item(
-        "I love hiking in the mountains at weekends.",
-        "What do I like to do at weekends?",
-        "hiking",
-        ("hike",),
-    ),
-    Item("I moved last month! Now I live in Porto.", "Which city do I live in?", "Porto"),
-    Item("", "What breed is my dog?", "beagle"),  # asked of the dog's chat, not a fact
-)
+def _sets() -> dict[str, tuple[Item, ...]]:
+    """The probe sets, from bench/data/first_five.json (each with a line on what it is)."""
+    sets = json.loads((benchlib.BENCH_DATA / "first_five.json").read_text())["sets"]
+    return {
+        name: tuple(Item(**{**i, "also": tuple(i.get("also", ()))}) for i in body["items"])
+        for name, body in sets.items()
+    }
 
-# The same telling with every value changed: the prompt was tuned on PROBE, so this is the
-# nearest thing to held-out data.
-SWAPPED = (
-    Item("Hi! My name is Priya. I'm setting up this assistant today.", "What is my name?", "Priya"),
-    Item(
-        "My dog is called Pepper. He is a collie and loves long walks.",
-        "What is my dog called?",
-        "Pepper",
-    ),
-    Item(
-        "My cat is named Mochi, she sleeps on my keyboard all day.",
-        "What is my cat's name?",
-        "Mochi",
-    ),
-    Item("I live in Bergen, near the harbour."),
-    Item("I work as an electrician for the city.", "What is my job?", "electrician"),
-    Item("I work at Harbour Electric.", "Which company do I work at?", "Harbour Electric"),
-    Item(
-        "My sister's name is Ines and she lives in Madrid.",
-        "What is my sister's name?",
-        "Ines",
-    ),
-    Item(
-        "My brother is called Felix. We talk every Sunday.", "What is my brother called?", "Felix"
-    ),
-    Item("My son's name is Arlo, he just turned six.", "What is my son's name?", "Arlo"),
-    Item("My partner's name is Jordan.", "What is my partner's name?", "Jordan"),
-    Item("My favourite food is paella.", "What is my favourite food?", "paella"),
-    Item("My favourite colour is purple.", "What is my favourite colour?", "purple"),
-    Item("My favourite band is Coldplay.", "What is my favourite band?", "Coldplay"),
-    Item(
-        "I'm allergic to shellfish, so I always check labels.",
-        "What am I allergic to?",
-        "shellfish",
-    ),
-    Item("My birthday is on 2 October.", "When is my birthday?", "2 October"),
-    Item("I play the violin in a community orchestra.", "Which instrument do I play?", "violin"),
-    Item("I'm planning a trip to Peru in June.", "Where am I travelling in June?", "Peru"),
-    Item("Next Sunday I'm running a 10k race.", "What race am I running next Sunday?", "10k"),
-    Item(
-        "I love swimming in the lake at weekends.",
-        "What do I like to do at weekends?",
-        "swimming",
-        ("swim",),
-    ),
-    Item("I moved last month! Now I live in Oslo.", "Which city do I live in?", "Oslo"),
-    Item("", "What breed is my dog?", "collie"),
-)
 
-# How a newcomer actually talks: several things in one message (the issue's own first chat),
-# as two people, each in a home of their own.
-NEWCOMER = (
-    Item(
-        "Hi! My name is Dana and my dog is called Biscuit. I have been struggling with sleep "
-        "lately."
-    ),
-    Item("I live in Lisbon and I work as a nurse."),
-    Item("My sister is called Maya. My favourite food is ramen."),
-    Item("I'm planning a trip to Japan in May with my partner Sam."),
-    Item("I play the cello, and my cat Miso hates it."),
-    Item("", "What is my name?", "Dana"),
-    Item("", "What is my dog called?", "Biscuit"),
-    Item("", "Which city do I live in?", "Lisbon"),
-    Item("", "What is my job?", "nurse"),
-    Item("", "What is my sister's name?", "Maya"),
-    Item("", "What is my favourite food?", "ramen"),
-    Item("", "Where am I travelling in May?", "Japan"),
-    Item("", "What is my partner's name?", "Sam"),
-    Item("", "Which instrument do I play?", "cello"),
-    Item("", "What is my cat's name?", "Miso"),
-)
-NEWCOMER2 = (
-    Item("Hello, I'm Omar. I live in Leeds with my wife Fatima and our cat Pixel."),
-    Item("I teach maths at a secondary school. I love biryani."),
-    Item("My brother Karim is visiting next week."),
-    Item("", "What is my name?", "Omar"),
-    Item("", "Which city do I live in?", "Leeds"),
-    Item("", "What is my wife's name?", "Fatima"),
-    Item("", "What is my cat called?", "Pixel"),
-    Item("", "What subject do I teach?", "maths", ("math", "mathematics")),
-    Item("", "What food do I love?", "biryani"),
-    Item("", "What is my brother's name?", "Karim"),
-)
-SETS = {"probe": PROBE, "swapped": SWAPPED, "newcomer": NEWCOMER, "newcomer2": NEWCOMER2}
+SETS = _sets()
+PROBE = SETS["probe"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -245,39 +101,10 @@ def language(reply: str) -> str:
 
 
 def environment(home: Path, src: Path) -> dict[str, str]:
-    config = home / "caesar.toml"
-    config.write_text("run_workers = false\n\n[memory.episodes_summarise]\nquiet_seconds = 0\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAESAR_")}
-    env.update(
-        CAESAR_HOME=str(home),
-        CAESAR_CONFIG=str(config),
-        HF_HUB_OFFLINE="1",
-        # this checkout's caesar (or --before's), whatever the venv's editable install is
-        PYTHONPATH=str(src),
-    )
-    return env
-
-
-def start(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
-    subprocess.run([CAESAR, "db", "upgrade"], env=env, check=True, capture_output=True)
-    port = benchlib.free_port()
-    log = open(Path(env["CAESAR_HOME"]) / "serve.log", "wb")  # noqa: SIM115 - the server's
-    process = subprocess.Popen(
-        [CAESAR, "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"caesar serve exited during start-up; see {log.name}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise RuntimeError("caesar serve did not answer /healthz in time")
+    """The shipped settings but two: the serve runs no workers of its own, and a chat is
+    summarised at once; this checkout's caesar (or --before's) first on the path."""
+    config = "run_workers = false\n\n[memory.episodes_summarise]\nquiet_seconds = 0\n"
+    return procs.caesar_env(home, config, src=src)
 
 
 def say(client: httpx.Client, message: str) -> dict[str, Any]:
@@ -300,12 +127,7 @@ def say(client: httpx.Client, message: str) -> dict[str, Any]:
 
 
 def learn(env: dict[str, str]) -> None:
-    workers = ["memory.extract", "memory.summarise", "memory.passages"]
-    done = subprocess.run(
-        [CAESAR, "worker", "--once", *workers], env=env, capture_output=True, text=True
-    )
-    if done.returncode:
-        raise RuntimeError(f"caesar worker --once: {done.stderr.strip()}")
+    procs.caesar(env, "worker", "--once", "memory.extract", "memory.summarise", "memory.passages")
 
 
 def facts(home: Path) -> dict[str, str]:
@@ -322,9 +144,9 @@ def run_once(
             tmp = str(keep)
             keep.mkdir(parents=True)
         env = environment(Path(tmp), src)
-        process, url = start(env)
+        server = procs.Server(env, log=Path(tmp) / "serve.log", upgrade=True, timeout=300)
         try:
-            with httpx.Client(base_url=url, timeout=REPLY_TIMEOUT_S) as client:
+            with httpx.Client(base_url=server.url, timeout=REPLY_TIMEOUT_S) as client:
                 told = [say(client, item.told) for item in probe if item.told]
                 learn(env)
                 learned = facts(Path(tmp))
@@ -343,8 +165,7 @@ def run_once(
                     if verbose:
                         print(row(reply), flush=True)
         finally:
-            process.terminate()
-            process.wait(timeout=30)
+            server.stop()
             # the last run's server log, for a reply that failed
             benchlib.OUT.mkdir(parents=True, exist_ok=True)
             (benchlib.OUT / "first_five_serve.log").write_bytes(

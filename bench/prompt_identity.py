@@ -1,20 +1,12 @@
 """Is every prompt caesar builds byte-identical before and after a change? (issue #47)
 
-The layout issue moves recall, the engines and the person's scope without changing behaviour.
-This is its check: every LoCoMo dev question (760) and every LongMemEval dev question (160)
-asked through the real `Brain.prepare` at the question's time (bench/recall_quality.py's
-`--dump`, shipped settings, the embedded model's 2,500-character route), each prompt kept;
-then two recordings compared prompt by prompt.
+Every LoCoMo and LongMemEval dev question asked through the real `Brain.prepare`
+(bench/recall_quality.py's `--dump`, shipped settings, the embedded model's 2,500 characters),
+each prompt kept in bench/out/identity/NAME-DATASET.jsonl; then two recordings compared.
 
-    # before the change (a clean checkout of the commit before it, or this tree)
-    .venv/bin/python bench/prompt_identity.py record before [--postgres]
-    # after
-    .venv/bin/python bench/prompt_identity.py record after [--postgres]
+    .venv/bin/python bench/prompt_identity.py record before [--postgres]   # before the change
+    .venv/bin/python bench/prompt_identity.py record after [--postgres]    # after it
     .venv/bin/python bench/prompt_identity.py compare before after
-
-Recordings live in bench/out/identity/NAME-DATASET.jsonl. A cold LongMemEval run embeds its
-haystacks once (hours on 2 cores; cached in bench/out/embedding-cache.sqlite after). On
-PostgreSQL the search is pgvector's exact scan (recall_quality's `--postgres`).
 """
 
 from __future__ import annotations

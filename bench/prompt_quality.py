@@ -1,20 +1,7 @@
 """ "Answer in prompt" (issue #12): does the gold answer reach the system prompt caesar builds?
-
-Part of `make bench-quality` (bench/recall_quality.py builds the histories). For each question
-whose answer is written in its evidence sessions (../shared/eval/answer_match.py decides, on the
-sessions' raw text), the system prompt is built at the question's time:
-
-- **caesar (defaults)**: the real `Brain.prepare`, shipped settings (LoCoMo: max_age_days off,
-  its sessions span 6–10 months);
-- **summary lines only**: the same recall with the ADR's ranking, top 3, no excerpts — what
-  caesar injected before issue #12;
-- **BM25 over 3-turn windows**: rank-bm25 over every window of the history (the windows
-  caesar's recall uses), the best ones taken until `prompt_chars` characters are full — a
-  plain baseline caesar must beat at the same budget.
-
-A prompt holds the answer when `present(answer, set(toks(prompt)))`. Memory characters are the
-facts and past-conversations blocks, headers and fences included (for the baseline, its
-windows' text).
+caesar's prompt (the real `Brain.prepare`), the summary lines alone (what caesar injected before
+issue #12) and BM25 over 3-turn windows at the same budget, where the answer is written in the
+evidence sessions (../shared/eval/answer_match.py). bench/recall_quality.py asks.
 """
 
 from __future__ import annotations
@@ -34,13 +21,14 @@ from benchlib import OWNER
 
 from caesar.brain import Brain  # noqa: E402
 from caesar.config import EpisodesRecallSettings  # noqa: E402
-from caesar.memory.context.build import TurnMemory, recall_for_prompt  # noqa: E402
-from caesar.memory.context.render import (  # noqa: E402
+from caesar.memory.passages import windows  # noqa: E402
+from caesar.memory.recall import pipeline
+from caesar.memory.render import (  # noqa: E402
     EPISODES_HEADER,
     FACTS_HEADER,
     system_prompt,
 )
-from caesar.memory.search.passages import windows  # noqa: E402
+from caesar.memory.scope import Scope
 from caesar.services import Services  # noqa: E402
 
 CAESAR = "caesar (defaults)"
@@ -99,26 +87,22 @@ def prompts(
 ) -> dict[str, tuple[str, int]]:
     """system → (the prompt, or the baseline's memory text; memory characters). `ctx`: the
     turn `Brain.prepare` already built for this question and time, if any."""
-    ctx = ctx or Brain(services).prepare(question, now=now, person=OWNER)
+    ctx = ctx or Brain(services).prepare(question, now=now, scope=Scope(OWNER))
     settings = services.settings
     shipped = settings.memory.episodes_recall
     facts_text = ""  # the bench runs no fact extraction: the shipped default is off
     caesar_chars = memory_chars(ctx.messages[0]["content"])
-    old = recall_for_prompt(
-        services.episodes,
-        summary_only_settings(shipped),
-        question,
-        now,
-        TurnMemory("", 0),
-        person=OWNER,
-    )
+    with services.episodes.reading(OWNER, now) as scope:
+        old = pipeline.recall(
+            services.episodes, scope, question, settings=summary_only_settings(shipped)
+        )
     old_prompt = system_prompt(
-        settings.system_prompt, facts_text, old.episodes_text, settings.operator_prompt
+        settings.system_prompt, facts_text, old.text, settings.operator_prompt
     )
     bm25 = baseline.block(question, shipped.prompt_chars)
     return {
         CAESAR: (ctx.messages[0]["content"], caesar_chars),
-        SUMMARY_ONLY: (old_prompt, len(old.episodes_text)),
+        SUMMARY_ONLY: (old_prompt, len(old.text)),
         BM25: (bm25, len(bm25)),
     }
 

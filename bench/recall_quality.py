@@ -2,28 +2,12 @@
 conversation come back?
 
 Usage: .venv/bin/python bench/recall_quality.py [--dataset all|locomo|longmemeval] [--limit N]
-       [--prompt-chars 2500,6000,12000] [--no-docs]     (`make bench-quality`)
+       [--prompt-chars 2500,6000,12000] [--no-docs] [--dump FILE] [--postgres]
+       (`make bench-quality`; CAESAR_SRC=/path/to/src runs another checkout's caesar)
 
-CAESAR_SRC=/path/to/src runs the bench against another checkout's caesar (a baseline).
-
-For each LoCoMo conversation and each LongMemEval_S question (../shared/data) this builds a fresh
-caesar database (a real SQLite file, migrated), imports every session as one dated
-chat.completed conversation (caesar.importer), summarises them with the configured
-`memory_summarise` route (the offline TextRank provider) through the real SummariseWorker,
-embeds their 3-turn windows through the real `memory.passages` worker,
-embeds with the real MiniLM (vectors cached by content hash in bench/out/), and asks each
-question of the recall preview (POST /v1/memory/recall semantics) with `now` = the question's
-date (LongMemEval) or one day after the last session (LoCoMo) and max_age_days disabled.
-Scores: R@1/3/5 and MRR of the evidence sessions (ranking with the threshold off, top 50), and
-the hit rate of the full default auto-recall (threshold and top-3 on). Baselines in the same
-run: the ADR's dense ranking (cosine over summaries × freshness × recall_weight) and BM25 over
-the raw session text (rank_bm25). The ranking tables use LoCoMo and longmemeval_s/ (40).
-
-Every question of LoCoMo and of longmemeval_s/ + longmemeval_s_more/ (160) is also asked of the
-real `Brain.prepare` with shipped settings (no window override): which evidence conversations
-reach the prompt (bench/shown.py), at each `--prompt-chars` budget. The full run rewrites the
-results block of docs/recall-quality.md (a run with several budgets, the budget-curve block).
-See that file for the method and what the numbers mean.
+Every LoCoMo conversation and LongMemEval question through caesar's own pipeline, ranked and
+asked of `Brain.prepare`; the full run rewrites the results blocks of docs/recall-quality.md,
+which says what the numbers mean. Method: bench/README.md.
 """
 
 from __future__ import annotations
@@ -69,7 +53,8 @@ from caesar.db import migrate
 from caesar.db.models import EpisodeSummary
 from caesar.embeddings import Embedder
 from caesar.importer import import_conversations
-from caesar.memory.episodes.recall import RecallParams
+from caesar.memory.recall.hits import RecallParams
+from caesar.memory.scope import Scope
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
 
@@ -330,7 +315,7 @@ def build(
     report = import_conversations(
         services,
         [{"created_at": when.isoformat(), "messages": turns} for _, turns, when in valid],
-        person=OWNER,
+        scope=Scope(OWNER),
     )
     bad_lines = {e.line for e in report.errors}
     accepted = [v for i, v in enumerate(valid, start=1) if i not in bad_lines]
@@ -397,7 +382,7 @@ def hnsw_overlap(built: Built, q: Question, notes: dict[str, Any], ds: str) -> N
         with memory.db.read() as session:
             if how == "index forced":
                 session.execute(text("SET LOCAL enable_seqscan = off"))
-            got = set(database.search(session, vector, person=OWNER, limit=5).ids.tolist())
+            got = set(database.search(Scope(OWNER, session), vector, limit=5).ids.tolist())
         notes["hnsw"][(ds, how)].append(len(got & exact) / max(1, min(5, len(ids))))
 
 
@@ -410,7 +395,7 @@ def recall_ranker(**overrides: Any) -> Ranker:
 
     def rank(built: Built, q: Question) -> list[str]:
         hits = built.services.episodes.preview(
-            q.text, q.now, max_age_days=None, **overrides, person=OWNER
+            q.text, q.now, max_age_days=None, **overrides, scope=Scope(OWNER)
         )
         return [built.session_of_episode[h.episode_id] for h in hits]
 
@@ -434,7 +419,7 @@ class _HybridParams:
 def hybrid_ranker(**overrides: Any) -> Ranker:
     """caesar.memory.hybrid.hybrid_search with the configured recall settings and overrides:
     what EpisodeMemory.preview does once it fuses (and the RRF comparison, which it never will)."""
-    from caesar.memory.search.hybrid import hybrid_search
+    from caesar.memory.recall.hybrid import hybrid_search
 
     def rank(built: Built, q: Question) -> list[str]:
         memory = built.services.episodes
@@ -447,13 +432,12 @@ def hybrid_ranker(**overrides: Any) -> Ranker:
         }
         with memory.db.read() as session:
             hits = hybrid_search(
-                session,
+                Scope(OWNER, session),
                 memory.backend,
                 q.text,
                 memory.embed_query(q.text),
                 q.now,
                 _HybridParams(**values),
-                person=OWNER,
             )
         return [built.session_of_episode[h.episode_id] for h in hits]
 
@@ -544,7 +528,7 @@ def candidate_sessions(built: Built, q: Question, asked: Any) -> list[str]:
     params = RecallParams.from_settings(services.settings.memory.episodes_recall)
     vector = services.episodes.embed_query(q.text)
     ranked = services.episodes.search(
-        vector, q.now, params, query_text=q.text, asked=asked, person=OWNER
+        vector, q.now, params, query_text=q.text, asked=asked, scope=Scope(OWNER)
     )
     return shown.shown_sessions(ranked, built.sessions_of_episode)
 
@@ -615,7 +599,8 @@ def ask(
         evidence_text = "\n".join(built.sessions_text.get(k, "") for k in q.evidence)
         answerable = prompt_quality.answerable(q.answer, evidence_text)
         contexts = [
-            Brain(s).prepare(q.text, now=q.now, person=OWNER) for s in (built.services, *others)
+            Brain(s).prepare(q.text, now=q.now, scope=Scope(OWNER))
+            for s in (built.services, *others)
         ]
         if DUMP is not None:
             prompt = contexts[0].messages[0]["content"]
@@ -689,7 +674,7 @@ def ask(
                 tally.offtopic_n += 1
                 tally.offtopic += bool(auto(built, probe))
         # the real turn: does an off-topic message inject anything?
-        ctx = Brain(built.services).prepare(probe.text, now=probe.now, person=OWNER)
+        ctx = Brain(built.services).prepare(probe.text, now=probe.now, scope=Scope(OWNER))
         notes[f"{ds}:offtopic_turns"] += 1
         notes[f"{ds}:offtopic_injected"] += bool(ctx.recalled)
     previous[ds] = haystack.questions

@@ -1,16 +1,55 @@
-"""Renders docs/performance.md from bench/out/results/perf_*.json (see run_all.py)."""
+"""docs/performance.md from the results in bench/out/results and its template,
+bench/data/performance.md (Jinja): the page's prose, its tables filled in from the results; the
+figures table, the machine and the load averages are built here.
+"""
 
 from __future__ import annotations
 
+import json
+import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import benchlib
-import report_sections as sections
+import jinja2
 
 DOC = benchlib.ROOT / "docs" / "performance.md"
-_get = sections.get
+TEMPLATE = benchlib.BENCH_DATA / "performance.md"
+Row = tuple[str, str, str, str, str, str]  # measure, target, wall p50, CPU p50, baseline, verdict
+RECALL_TARGETS = {10_000: None, 100_000: 3.0, 1_000_000: 30.0}
+TURN_PARTS = {
+    "facts_list_all": "facts: `FactsStore.list_all(limit=30)` (1k facts)",
+    "query_embedding": "query embedding (MiniLM, ONNX)",
+    "recall_search": "recall search (the case's fusion; index + rows + ranking)",
+    "prepare": "`Brain.prepare` whole (the three above + prompt)",
+    "prepare_dated": '`Brain.prepare`, the message + "What did we say on <a day>?"',
+    "prepare_undated": '`Brain.prepare`, the message + "What did we say then?" (the same '
+    "words without the day)",
+}
+MACHINE = ("nproc", "cpu", "ram", "python", "numpy", "onnxruntime", "faiss", "sqlalchemy")
+MACHINE += ("torch", "blas", "OPENBLAS_CORETYPE", "platform")
+BUSY_MODES = {
+    "threads": "threads of the server (before)",
+    "process": "own process, nice 10 (**shipped**)",
+    "process-nice19": "own process, nice 19",
+    "process-nice0": "own process, nice 0",
+}
+
+
+def get(data: Any, *path: str | int) -> Any:
+    for key in path:
+        if (
+            isinstance(data, dict)
+            and key in data
+            or isinstance(data, list)
+            and isinstance(key, int)
+            and key < len(data)
+        ):
+            data = data[key]
+        else:
+            return None
+    return data
 
 
 def _ms(value: Any, digits: int = 2) -> str:
@@ -18,38 +57,36 @@ def _ms(value: Any, digits: int = 2) -> str:
 
 
 def _verdict(value: Any, target: float) -> str:
-    if value is None:
-        return "not measured"
-    return "✅ met" if value <= target else "❌ over"
+    return "not measured" if value is None else "✅ met" if value <= target else "❌ over"
 
 
-def _size(results: dict[str, Any], episodes: int) -> dict[str, Any] | None:
-    for row in _get(results, "perf_recall", "sizes") or []:
-        if row.get("episodes") == episodes:
-            return row  # type: ignore[no-any-return]
-    return None
+def _met(value: float, target: float) -> str:
+    return (
+        f"within the {target:g} ms target" if value <= target else f"over the {target:g} ms target"
+    )
 
 
-def _hybrid_size(results: dict[str, Any], episodes: int) -> dict[str, Any] | None:
-    for row in _get(results, "perf_recall_hybrid", "sizes") or []:
-        if row.get("episodes") == episodes:
-            return row  # type: ignore[no-any-return]
-    return None
+def _mark(ratio: float, target: float) -> str:
+    return "✅" if ratio <= target else "❌"
 
 
-RECALL_TARGETS = {10_000: None, 100_000: 3.0, 1_000_000: 30.0}
+def _table(head: list[str], rows: list[list[Any]], rule: str | None = None) -> str:
+    lines = ["| " + " | ".join(head) + " |", rule or "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
 
 
-def recall_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
+# -- the figures table -----------------------------------------------------------------------
+def recall_rows(results: dict[str, Any]) -> list[Row]:
     """Recall search alone, per size: the ADR's dense search (vector only, against the
     ADR-literal baseline) and the default hybrid one (message text + vector)."""
     rows = []
+    by_size = {r["episodes"]: r for r in get(results, "perf_recall", "sizes") or []}
+    hybrid = {r["episodes"]: r for r in get(results, "perf_recall_hybrid", "sizes") or []}
     for episodes, target in RECALL_TARGETS.items():
         aim = "—" if target is None else f"≤ {target:g} ms"
-        row = _size(results, episodes)
+        row, hyb = by_size.get(episodes), hybrid.get(episodes)
         if row is not None:
-            base = row["baseline_ms_p50"]
-            extrapolated = row.get("baseline_extrapolated_from")
+            base, extrapolated = row["baseline_ms_p50"], row.get("baseline_extrapolated_from")
             how = f", from {extrapolated:,} rows, extrapolated" if extrapolated else ""
             rows.append(
                 (
@@ -63,7 +100,6 @@ def recall_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str, 
                     "—" if target is None else _verdict(row["search_hits_ms"]["p50"], target),
                 )
             )
-        hyb = _hybrid_size(results, episodes)
         if hyb is not None:
             p50 = hyb["hybrid_topic_ms"]["p50"]
             ratio = f" → **{row['baseline_ms_p50'] / p50:,.0f}×** ADR-literal" if row else ""
@@ -82,12 +118,11 @@ def recall_rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str, 
     return rows
 
 
-def turn_rows(turn: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
-    rows = []
+def turn_rows(turn: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
     cases = [("large_hybrid", "small_hybrid", "**hybrid (default)**"), ("large", "small", "dense")]
+    cases = [c for c in cases if c[0] in turn]
     for big_key, small_key, label in cases:
-        if big_key not in turn:
-            continue
         big, small = turn[big_key], turn[small_key]
         work = big["memory_work_ms"]
         rows.append(
@@ -102,8 +137,6 @@ def turn_rows(turn: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]
             )
         )
     for big_key, small_key, label in cases:
-        if big_key not in turn:
-            continue
         big, small = turn[big_key], turn[small_key]
         added = big["turn_ms"]["p50"] - small["turn_ms"]["p50"]
         added_cpu = big["memory_work_cpu_ms"]["p50"] - small["memory_work_cpu_ms"]["p50"]
@@ -120,8 +153,7 @@ def turn_rows(turn: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]
     return rows
 
 
-def figures(results: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
-    """(measure, target, caesar wall p50, caesar CPU p50, baseline, verdict on wall)."""
+def figures(results: dict[str, Any]) -> list[Row]:
     rows = recall_rows(results)
     emb = results.get("perf_query_embedding")
     if emb:
@@ -136,9 +168,7 @@ def figures(results: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]
                 _verdict(emb["onnx_ms"]["p50"], 5.0),
             )
         )
-    turn = results.get("perf_turn")
-    if turn:
-        rows += turn_rows(turn)
+    rows += turn_rows(results.get("perf_turn") or {})
     serve = results.get("perf_serve")
     if serve:
         rows.append(
@@ -146,15 +176,13 @@ def figures(results: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]
                 f"`caesar serve` ready, {serve['episodes']:,} episodes: /healthz · first recall",
                 "≤ 5 s",
                 f"{serve['healthz_s_median']:.2f} s · {serve['first_recall_s_median']:.2f} s",
-                (
-                    f"{serve.get('healthz_cpu_s_median', float('nan')):.2f} s · "
-                    f"{serve.get('first_recall_cpu_s_median', float('nan')):.2f} s (process)"
-                ),
+                f"{serve.get('healthz_cpu_s_median', float('nan')):.2f} s · "
+                f"{serve.get('first_recall_cpu_s_median', float('nan')):.2f} s (process)",
                 f"median of {len(serve['runs'])} starts",
                 _verdict(serve["first_recall_s_median"], 5.0),
             )
         )
-    summ = _get(results, "perf_summarise", "runs")
+    summ = get(results, "perf_summarise", "runs")
     if summ:
         first = summ[0]
         others = "; ".join(
@@ -171,21 +199,20 @@ def figures(results: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]
                 _verdict(first["overhead_ms_per_chat"], 20.0),
             )
         )
-        if "passages_ms_per_chat" in first:
-            rows.append(
-                (
-                    "`memory.passages` worker per chat: 3-turn windows embedded (background)",
-                    "none set",
-                    _ms(first["passages_ms_per_chat"], 0),
-                    _ms(first["passages_cpu_ms_per_chat"], 0),
-                    f"{first['passages_windows_per_chat']} windows per LongMemEval chat, "
-                    f"{_ms(first['passages_ms_per_window'], 0)} per window",
-                    "— (not under the summarise target)",
-                )
+        rows.append(
+            (
+                "`memory.passages` worker per chat: 3-turn windows embedded (background)",
+                "none set",
+                _ms(first["passages_ms_per_chat"], 0),
+                _ms(first["passages_cpu_ms_per_chat"], 0),
+                f"{first['passages_windows_per_chat']} windows per LongMemEval chat, "
+                f"{_ms(first['passages_ms_per_window'], 0)} per window",
+                "— (not under the summarise target)",
             )
+        )
     real = results.get("perf_realistic")
     if real:
-        rec = real["recall"]
+        rec, ivf = real["recall"], real["ivf_real"]
         rows.append(
             (
                 f"recall search (dense), LongMemEval history ({rec['episodes']:,} real episodes)",
@@ -196,219 +223,105 @@ def figures(results: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]
                 "—",
             )
         )
-        ivf = real["ivf_real"]
         rows.append(
             (
                 f"IVF stage on {ivf['vectors']:,} real MiniLM vectors: recall@5 vs exact",
                 "≥ 0.99",
                 f"{ivf['recall_at_5']}",
                 "—",
-                f"≥ 0.45 set: {ivf['recall_above_threshold']} (nlist {ivf['nlist']}, "
-                f"nprobe {ivf['nprobe']})",
+                f"≥ 0.45 set: {ivf['recall_above_threshold']} (nlist {ivf['nlist']}, nprobe {ivf['nprobe']})",
                 "✅ met" if ivf["recall_at_5"] >= 0.99 else "❌ under",
             )
         )
     return rows
 
 
-def verdicts(rows: list[tuple[str, str, str, str, str, str]]) -> list[str]:
-    """One sentence naming the targets missed in this run (or saying none were)."""
-    over = [f"{r[0]} — {r[2]} against {r[1]}" for r in rows if r[5].startswith("❌")]
-    if not over:
-        return ["**Every target above is met in this run.**"]
-    return ["**Not met in this run:**", "", *(f"- {line}" for line in over)]
-
-
-def _loads(results: dict[str, Any]) -> str:
-    seen = []
+def head(results: dict[str, Any]) -> dict[str, str]:
+    rows = figures(results)
+    over = [f"- {r[0]} — {r[2]} against {r[1]}" for r in rows if r[5].startswith("❌")]
+    verdict = (
+        ["**Not met in this run:**", "", *over]
+        if over
+        else ["**Every target above is met in this run.**"]
+    )
+    loads = []
     for name in (
-        "perf_query_embedding",
-        "perf_recall",
-        "perf_recall_hybrid",
-        "perf_turn",
-        "perf_serve",
-        "perf_summarise",
-        "perf_conversation",
-        "perf_busy",
-        "perf_realistic",
+        "query_embedding",
+        "recall",
+        "recall_hybrid",
+        "turn",
+        "serve",
+        "summarise",
+        "busy",
+        "realistic",
     ):
-        data = results.get(name) or {}
-        load = (
-            data.get("load_avg")
-            or _get(data, "sizes", 0, "load_avg")
-            or _get(data, "large", "load_avg")
-        )
-        load = load or _get(data, "runs", 0, "load_avg")
+        data = results.get(f"perf_{name}") or {}
+        paths = [
+            ("load_avg",),
+            ("sizes", 0, "load_avg"),
+            ("large", "load_avg"),
+            ("runs", 0, "load_avg"),
+        ]
+        load = next((v for v in (get(data, *path) for path in paths) if v), None)
         if load:
-            seen.append(f"{name.removeprefix('perf_')}: {load}")
-    return "; ".join(seen) or "?"
-
-
-def _speeds(results: dict[str, Any]) -> str:
-    seen = [
+            loads.append(f"{name}: {load}")
+    speeds = [
         f"{name.removeprefix('perf_')} {data['host_speed_ms']:.1f} ms"
         for name, data in sorted(results.items())
         if isinstance(data, dict) and "host_speed_ms" in data
     ]
-    return "; ".join(seen) or "not recorded"
+    machine = get(results, "perf_recall", "machine") or benchlib.machine()
+    return {
+        "last_run": time.strftime("%Y-%m-%d %H:%M"),
+        "figures": "| measure | target | caesar p50 (wall) | caesar p50 (CPU) | baseline, same run → ratio | |\n"
+        + "\n".join(_table([""] * 6, [list(r) for r in rows]).splitlines()[1:]),
+        "verdicts": "\n".join(verdict),
+        "loads": "; ".join(loads) or "?",
+        "speeds": "; ".join(speeds) or "not recorded",
+        "machine": "\n".join(
+            ["| | |", "|---|---|", *(f"| {k} | {machine[k]} |" for k in MACHINE if k in machine)]
+        ),
+    }
+
+
+def build_1m() -> str:
+    found = sorted((benchlib.OUT / "history").glob("synthetic-1000000-*.json"))
+    if not found:
+        return "not built yet"
+    meta = json.loads(found[-1].read_text())
+    return f"took {meta['build_seconds']:.0f} s and {meta['bytes'] / 1e9:.1f} GB on disk in the last run"
+
+
+def _format(value: Any, spec: str = "") -> str:
+    return "(not measured)" if isinstance(value, jinja2.Undefined) else format(value, spec)
 
 
 def write(results: dict[str, Any], timings: dict[str, float] | None = None) -> Path:
-    machine = _get(results, "perf_recall", "machine") or benchlib.machine()
-    lines = [
-        "# Performance",
-        "",
-        "What memory costs a chat turn, measured by `make bench` (bench/run_all.py) on the machine",
-        "below, each figure next to its baseline from the same run. Written by bench/report.py —",
-        f"do not edit by hand. Last run: {time.strftime('%Y-%m-%d %H:%M')}.",
-        "",
-        'Targets are issue #5\'s. Recall is measured both ways: with `fusion = "hybrid"`, the',
-        "default (dense similarity over the summary and the conversation's windows, lifted by",
-        'keyword relevance; memory/search/hybrid.py), and with `"dense"`, the ADR\'s own ranking.',
-        "",
-        "| measure | target | caesar p50 (wall) | caesar p50 (CPU) | baseline, same run → ratio | |",
-        "|---|---|---|---|---|---|",
-    ]
-    rows = figures(results)
-    for row in rows:
-        lines.append("| " + " | ".join(row) + " |")
-    lines += ["", *verdicts(rows)]
-    lines += [
-        "",
-        "**Wall and CPU.** Wall time is what a caller waits; CPU time is what the call itself",
-        "costs on its thread (`time.thread_time`). On a quiet machine they are the same for",
-        "search and SQLite, which run on the calling thread; a chat turn's CPU leaves out its",
-        "message's embedding, which runs beside its reads on a thread of its own",
-        "(embeddings.embed_soon). On a busy machine wall time adds the wait for a core. The 1-minute",
-        "load averages during the runs were:",
-        f"{_loads(results)} — on 2 cores, so wall figures above 1 core's worth of load are inflated.",
-        "",
-        "**Host speed.** The same fixed workload (benchlib.host_speed: a Python loop and numpy",
-        "array arithmetic on one thread; lower is faster) timed when each result was written:",
-        f"{_speeds(results)}. This shared host is 20–40 % slower in some hours than in others with",
-        "nothing else running here (on 2026-11-30, before this measure existed, the same code gave",
-        "dense recall at 100k 1.13–1.58 ms and the query embedding 4.29–5.17 ms), and every figure",
-        "above moves with it: one within ~25 % of its target can land on either side of it.",
-        "",
-        "## Machine",
-        "",
-        "| | |",
-        "|---|---|",
-    ]
-    for key in (
-        "nproc",
-        "cpu",
-        "ram",
-        "python",
-        "numpy",
-        "onnxruntime",
-        "faiss",
-        "sqlalchemy",
-        "torch",
-        "blas",
-        "OPENBLAS_CORETYPE",
-        "platform",
-    ):
-        if key in machine:
-            lines.append(f"| {key} | {machine[key]} |")
-    lines += [""]
-    lines += sections.breakdown(results)
-    lines += sections.hybrid_stages(results)
-    lines += sections.passages(results)
-    lines += sections.conversation(results)
-    lines += sections.busy(results)
-    lines += sections.openwebui(results)
-    lines += sections.first_start(results)
-    lines += sections.pgvector(results)
-    lines += sections.pg_words(results)
-    lines += sections.turn_http(results)
-    lines += sections.people(results)
-    lines += sections.startup(results)
-    method = METHOD.replace("{BUILD_1M}", sections.history_build(1_000_000))
-    lines += method.splitlines()
-    if timings:
-        lines += [
-            "",
-            "Duration of each step in the last run: "
-            + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items())
-            + ".",
-        ]
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text("\n".join(lines) + "\n")
+    """Render the template with `results` (and the suite's step durations) to the page."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE.parent),
+        undefined=jinja2.ChainableUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(f=_format, met=_met, mark=_mark, median=statistics.median)
+    turn = results.get("perf_turn") or {}
+    write = {
+        k: v["memory_work_cpu_ms"]["p50"] - v["parts_cpu_p50_ms"]["prepare"]
+        for k, v in turn.items()
+        if isinstance(v, dict) and "parts_cpu_p50_ms" in v
+    }
+    steps = ", ".join(f"{k} {v:.0f} s" for k, v in (timings or {}).items())
+    page = env.get_template(TEMPLATE.name).render(
+        r=results,
+        now=time.strftime("%Y-%m-%d %H:%M"),
+        write=write,
+        build_1m=build_1m(),
+        durations=f"Duration of each step in the last run: {steps}." if steps else "",
+        turn_parts=TURN_PARTS,
+        busy_modes=BUSY_MODES,
+        **head(results),
+    )
+    DOC.write_text(page)
     return DOC
-
-
-METHOD = """## How recall stays fast
-
-`memory/search/vectors.py` keeps the current model's vectors in one contiguous float32 matrix, loaded
-once from the float32 copy of each embedding (the JSON column stays the record) and refreshed by
-id on every search. A search:
-
-1. cuts the matrix to the rows young enough for `max_age_days` (rows arrive in id order and
-   `created_at` mostly grows with it: a binary search over its running maximum);
-2. proposes candidates: below 50k rows in that window, every sealed block of 4096+ rows is
-   scanned as 8-bit codes (faiss `QT_8bit_uniform`, SIMD) and the newest rows as float32, with a
-   proven bound on what a block left out (|cosine − approximate| ≤ |q| × the block's largest
-   quantisation error), so the result is exactly brute force's; from 50k rows on, an IVF
-   (`memory/search/ann.py`, ~4·√n clusters, an eighth of them scanned, rows stored as float16 codes —
-   half the bytes a probe reads, scores within |q| × the largest float16 rounding error, which
-   is taken off the threshold it is asked for; built in a background thread, the 8-bit scan
-   serves meanwhile) proposes them — the one approximate step, measured above as recall@5
-   against exact search;
-3. re-scores every candidate exactly from the float32 matrix, applies the threshold (raw
-   cosine) and the age filter, ranks by the ADR score `cosine × freshness × recall_weight`, and
-   asks a source for more while a row it left out could still pass the threshold and outrank
-   the K-th result.
-
-An IVF was measured against the alternatives on this machine: exact float32 scans are
-memory-bound (~7–12 ms per 100k rows quiet, 3–5× that on a busy machine; numpy's 2-thread BLAS
-is worst there, so scans use faiss's single-threaded kernel); 8-bit codes halve that but no
-more (the decode is compute-bound); an IVF scanning an eighth of its clusters costs ~0.2–0.4 ms
-at 100k. On the synthetic histories, whose non-topic rows are uniformly random (no
-neighbourhood structure at all, the worst case for any clustering index), recall is reported
-per size above; on real MiniLM vectors it is reported in its own row.
-
-With the default `fusion = "hybrid"` (memory/search/hybrid.py) a chat turn's recall is that search
-plus the keyword side and the conversation windows: the dense pool is the best 50 above the
-recall threshold (a row under it can only pass with a keyword score, and every keyword match
-is in the keyword pool unless that pool is full); the keyword pool comes from the FTS5 index,
-with document frequencies counted once and cached, and a query made of very common words
-bounded to the most recent matches (memory/search/common_words.py); the 50 last-written episodes are
-always candidates (`RECENT_POOL`), so a follow-up to a recent chat is compared with its
-windows whatever its summary says. The candidates' rows are fetched once, with the float32
-vector (not the JSON) and the float16 window blob, and each candidate's best window is one
-matrix product over all of them. The cost of each step is in "Where a hybrid recall goes".
-
-## How to reproduce
-
-```
-make bench                               # = .venv/bin/python bench/run_all.py
-.venv/bin/python bench/run_all.py --quick  # 10k and 100k only, fewer repetitions
-.venv/bin/python bench/bench_recall.py --sizes 100000   # one figure at a time
-.venv/bin/python bench/run_all.py --render # then rewrite this page from bench/out/results
-```
-
-- Synthetic histories (bench/history.py): N `chat.completed` audit rows and their
-  `episode_summaries` rows written into a real, migrated SQLite database through the models'
-  tables (SQLAlchemy core `executemany`, 10k rows per transaction; the FTS triggers run as for
-  live rows). Vectors are random unit vectors (components rounded to 4 decimals, so the JSON
-  record stays compact) plus 32 planted topics — ~0.5% of rows, cosine 0.74–0.90 to a centre
-  that is the real MiniLM embedding of a topic sentence, so a chat message on the topic recalls
-  them. `created_at` is spread over 120 days (mostly in id order, an hour of jitter). Cached in
-  bench/out/history/ by size, schema revision and recipe; rebuilt after 7 days. Each episode
-  also carries one window vector (its two-turn chat), near its summary's vector, so hybrid
-  recall reads window blobs as it does in real use. The 1M history {BUILD_1M}.
-- The baseline is ADR-0034 taken literally: load every summary's JSON embedding, a Python loop
-  computing cosine × freshness × recall_weight, filter, sort, top K. At 1M it runs on the first
-  50k rows and is scaled linearly (it is one pass).
-- Hybrid recall search alone (bench/bench_recall_hybrid.py) searches with the 32 planted
-  topics' chat messages, embedded once, text and vector; the off-topic messages are about
-  nothing planted. Query embedding is excluded from both recall figures.
-- Memory work per turn runs `Brain.turn` against an in-process provider registered in the
-  gateway that answers at once and times itself; memory work = turn − provider time, with
-  `fusion = "hybrid"` (the default) and `"dense"`, each on its own copy of the database. The
-  summarise figure does the same with `memory.summarise` over real LongMemEval chats; then
-  `memory.passages` runs until caught up over the same chats, timed on its own.
-- `caesar serve` is spawned with workers off on the cached 100k database.
-- OPENBLAS_CORETYPE is whatever the environment sets (see the table); nothing here changes it.
-"""

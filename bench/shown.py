@@ -1,23 +1,6 @@
 """ "Evidence shown" (issue #22): do *all* the conversations a question needs reach the prompt?
-
-Part of `make bench-quality` (bench/recall_quality.py builds the histories and asks). For every
-question — not only those whose answer is written verbatim — the real `Brain.prepare` runs at
-the question's time with shipped settings (or `--prompt-chars`), and the conversations that
-reach the prompt are read from `ctx.recalled`: exactly the episodes whose dated line or
-excerpts are in the past-conversations block, each mapped back to the session(s) it was
-imported from.
-
-- **all evidence shown**: every evidence session is among them;
-- **any evidence shown**: at least one is;
-- **answer in prompt**: where the answer is written in the evidence sessions' raw text
-  (../shared/eval/answer_match.py, as prompt_quality.py), the prompt holds it;
-- **past-conversation characters**: the block's length (the prompt from its first memory block
-  on; the bench runs no fact extraction), mean and maximum per turn, over every question;
-- **update: newest first** (LongMemEval knowledge-update questions with two evidence sessions
-  or more): the newest evidence session is shown and comes before the other evidence sessions
-  in the block.
-
-Several budgets (`--prompt-chars 2500,6000,12000`) give one tally each and a curve table.
+The conversations behind `ctx.recalled` of the real `Brain.prepare`, tallied per dataset, budget
+and category (bench/recall_quality.py asks; bench/README.md says what is counted).
 """
 
 from __future__ import annotations

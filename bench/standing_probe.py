@@ -1,21 +1,8 @@
 """Does what a person says about themselves reach a later request it bears on? (issue #46)
 
-The shape of the issue's held-out probe, with statements and requests of our own: one
-statement, said once in its own chat 6 to 45 days earlier, among 60 real unrelated
-conversations (LongMemEval sessions, ../shared/data); later, in a new chat, a request it bears
-on whose words barely overlap with it ("suggest a dinner recipe" after "I keep a gluten-free
-diet"). A probe counts when the statement's mark (a word or two only it says) is in the prompt
-the chat model gets: the full prompt (openai/anthropic routes, 6,000 characters of recall) and
-the embedded model's small one (2,500).
-
-Four sets: `A`, the first written; `B`, the same kinds of thing in other words (other people,
-foods, tools, requests), written after A was measured and not tuned on; `C`, statements said in
-passing inside a request or a project chat; `D`, C's kinds in other words, not tuned on. The
-sets are data: bench/data/standing_probes.json.
-
-The 60 conversations are imported and learned once (the shipped offline workers); each probe
-then copies that database, imports its statement's chat, runs the workers and builds the
-request's prompt in-process (Brain.prepare), so every probe is alone with the 60.
+One statement said once in its own chat among 60 real unrelated conversations, then a request
+it bears on in a new chat: is the statement's mark in the full prompt and in the embedded
+model's small one? The sets are bench/data/standing_probes.json. Method: bench/README.md.
 
     .venv/bin/python bench/standing_probe.py [--sets A B] [--crowd] [--json]
     .venv/bin/python bench/standing_probe.py --preference   # LongMemEval's preference questions
@@ -34,16 +21,17 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import benchlib
 import recall_quality as rq
-from benchlib import OWNER
+from benchlib import OWNER, lme_date
 
 from caesar.brain import Brain
 from caesar.db import migrate
 from caesar.importer import import_conversations
+from caesar.memory.scope import Scope
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 NOW = datetime(2026, 11, 20, 18, 30)
 CACHE = Path(tempfile.gettempdir()) / "caesar-standing-probe" / "vectors.sqlite"
 STANDING: dict[str, Any] = {}  # --chars / --statements: the block's budget, else shipped
@@ -57,7 +45,7 @@ class Probe:
     mark: str  # what only the statement says (lower case)
 
 
-PROBES = Path(__file__).resolve().parent / "data" / "standing_probes.json"
+PROBES = benchlib.BENCH_DATA / "standing_probes.json"
 
 
 def probe_sets() -> dict[str, tuple[Probe, ...]]:
@@ -71,15 +59,11 @@ def filler(count: int, seed: int = 7) -> list[rq.Conversation]:
     """`count` LongMemEval sessions, no question's evidence, on dates over the last 90 days."""
     rng = random.Random(seed)
     sessions: dict[str, list[dict[str, str]]] = {}
-    for folder in ("longmemeval_s", "longmemeval_s_more"):
-        for path in sorted((DATA / folder).glob("*.json")):
-            item = json.loads(path.read_text())
-            evidence = set(item["answer_session_ids"])
-            for key, turns in zip(
-                item["haystack_session_ids"], item["haystack_sessions"], strict=True
-            ):
-                if key not in evidence and key not in sessions:
-                    sessions[key] = [{"role": t["role"], "content": t["content"]} for t in turns]
+    for item in benchlib.longmemeval_items():
+        evidence = set(item["answer_session_ids"])
+        for key, turns in zip(item["haystack_session_ids"], item["haystack_sessions"], strict=True):
+            if key not in evidence and key not in sessions:
+                sessions[key] = [{"role": t["role"], "content": t["content"]} for t in turns]
     keys = rng.sample(sorted(sessions), count)
     out = []
     for key in keys:
@@ -123,7 +107,7 @@ def build_base(home: Path, embedder: Any, crowd: tuple[Probe, ...] = ()) -> None
     chats = [{"created_at": c.created_at.isoformat(), "messages": c.messages} for c in filler(60)]
     rng = random.Random(11)
     chats += [told_chat(p, NOW - timedelta(days=rng.uniform(1, 90))) for p in crowd]
-    import_conversations(services, chats, person=OWNER)
+    import_conversations(services, chats, scope=Scope(OWNER))
     learn(services)
     services.close()
 
@@ -139,14 +123,14 @@ def run_probe(base: Path, probe: Probe, index: int, embedder: Any) -> dict[str, 
             services = Services.build(settings(home, small))
             services.embedder.set(embedder)
             if not small:
-                import_conversations(services, [told_chat(probe, told_at)], person=OWNER)
+                import_conversations(services, [told_chat(probe, told_at)], scope=Scope(OWNER))
                 learn(services)
                 out["learned"] = [
                     m.text
-                    for m in services.standing.list(person=OWNER)
+                    for m in services.standing.list(scope=Scope(OWNER))
                     if probe.mark in m.text.lower()
                 ]
-            ctx = Brain(services).prepare(probe.request, now=NOW, person=OWNER)
+            ctx = Brain(services).prepare(probe.request, now=NOW, scope=Scope(OWNER))
             prompt = "\n".join(m["content"] for m in ctx.messages).lower()
             prompt = prompt.replace(probe.request.lower(), "")
             out["small" if small else "full"] = probe.mark in prompt
@@ -225,13 +209,11 @@ def _embedder() -> Any:
 def preference_questions() -> list[dict[str, Any]]:
     """LongMemEval's single-session-preference questions (../shared/data): the nearest public
     proxy of a chat's preferences reaching a later request (issue #46)."""
-    found = []
-    for folder in ("longmemeval_s", "longmemeval_s_more"):
-        for path in sorted((DATA / folder).glob("*.json")):
-            item = json.loads(path.read_text())
-            if item["question_type"] == "single-session-preference":
-                found.append(item)
-    return sorted(found, key=lambda q: q["question_id"])
+    found = benchlib.longmemeval_items()
+    return sorted(
+        (q for q in found if q["question_type"] == "single-session-preference"),
+        key=lambda q: q["question_id"],
+    )
 
 
 def preference_run(embedder: Any) -> list[dict[str, Any]]:
@@ -255,18 +237,18 @@ def preference_run(embedder: Any) -> list[dict[str, Any]]:
                 clean = rq.importable([{"role": t["role"], "content": t["content"]} for t in turns])
                 if clean is not None:
                     keys.append(key)
-                    chats.append({"created_at": _lme_date(when).isoformat(), "messages": clean})
-            report = import_conversations(services, chats, person=OWNER)
+                    chats.append({"created_at": lme_date(when).isoformat(), "messages": clean})
+            report = import_conversations(services, chats, scope=Scope(OWNER))
             session_of_audit = dict(zip(report.audit_ids, keys, strict=False))
             learn(services)
             evidence = set(item["answer_session_ids"])
             ctx = Brain(services).prepare(
-                item["question"], now=_lme_date(item["question_date"]), person=OWNER
+                item["question"], now=lme_date(item["question_date"]), scope=Scope(OWNER)
             )
             seen = {session_of_audit.get(e.audit_log_id, "") for e in ctx.recalled}
             said = {
                 m.id: session_of_audit.get(m.source_audit_id or 0, "")
-                for m in services.standing.list(person=OWNER)
+                for m in services.standing.list(scope=Scope(OWNER))
             }
             standing = [said.get(i, "") for i in ctx.standing_ids]
             rows.append(
@@ -280,12 +262,6 @@ def preference_run(embedder: Any) -> list[dict[str, Any]]:
             print("  ", rows[-1], flush=True)
             services.close()
     return rows
-
-
-def _lme_date(text: str) -> datetime:
-    """'2023/05/20 (Sat) 05:04' → datetime(2023, 5, 20, 5, 4)."""
-    day, _, rest = text.partition(" (")
-    return datetime.strptime(f"{day} {rest.partition(') ')[2]}", "%Y/%m/%d %H:%M")
 
 
 if __name__ == "__main__":

@@ -1,18 +1,8 @@
 """The histories the time probes ask about (bench/time_probes.py): real LongMemEval chat sessions
-(../shared/data, user–assistant, varied topics) placed on local dates and times the bench
-chooses, relative to a fixed `now` in the operator's zone.
-
-- **Content.** The evidence sessions of LongMemEval questions whose answer lies in known
-  sessions — single-session questions (the topic probes), multi-session ones (the gathering
-  probes: the same thing mentioned in several chats) and knowledge updates (two chats stating
-  different values for one thing: the time + topic probes) — and sessions that are no
-  question's evidence as filler. Questions that mention a time ("last month", "now", "first",
-  a month name, …) are left out: the bench moves their sessions to other dates.
-- **Dates.** Chats on 3 random days of every calendar week over the last `dense_days`, plus
-  forced days (today at set hours, each of the last week's days, calendar dates the probes
-  name) and a few older chats; times of day at random, one in eight just after midnight, so a
-  chat's UTC date is the day before its local one (and summer dates are in summer time).
-  Seeded: the same history every run.
+placed on local dates and times the bench chooses, relative to a fixed `now` in the operator's
+zone — the evidence of single-session, multi-session and knowledge-update questions that name
+no time, and other sessions as filler; chats on 3 random days of every week, forced days and a
+few older ones, one in eight just after midnight. Seeded: the same history every run.
 """
 
 from __future__ import annotations

@@ -1,13 +1,15 @@
 """What the time probes ask (bench/time_probes.py asks it and scores): the two histories, each
-probe's message and the conversations it should bring. The families and histories are
-described in time_probes.py's docstring; what each time phrase means, in time_spans.py.
+probe's message and the conversations it should bring (the references and messages are data:
+bench/data/time_probes.json). What each time phrase means: time_spans.py.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from datetime import time as clock
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import recall_quality as rq  # puts the caesar under test on the path
@@ -20,20 +22,9 @@ NOW_A = datetime(2026, 11, 12, 22, 30, tzinfo=TZ)
 NOW_B = datetime(2026, 1, 11, 21, 15, tzinfo=TZ)
 SEED = 22
 
-SPAN_TEMPLATES = (
-    "What did we talk about {t}?",
-    "What did we discuss {t}?",
-    "What did we chat about {t}?",
-    "Remind me what we discussed {t}.",
-    "What was I telling you {t}?",
-    "Can you remind me what we talked about {t}?",
-    "{T}, what did we talk about?",
-)
-TOPIC_TEMPLATES = (
-    "{q} We talked about it {t}.",
-    "Going back to what we discussed {t}: {q}",
-    "{q} (I asked you about it {t}.)",
-)
+_DATA = json.loads((Path(__file__).parent / "data" / "time_probes.json").read_text())
+SPAN_TEMPLATES = tuple(_DATA["span_templates"])
+TOPIC_TEMPLATES = tuple(_DATA["topic_templates"])
 
 
 @dataclass
@@ -60,97 +51,25 @@ class Scenario:
 Ref = tuple[str, str, str, list[ts.Span], str | None]  # group, kind, phrase, spans, exact text
 
 
-def references_a(now: datetime) -> list[Ref]:
-    d, w = ts.day, ts.weekday
-    return [
-        ("named day", "today", "today", [d(now, 0)], None),
-        ("named day", "this morning", "this morning", [ts.part_of_today(now, 5, 12)],
-         "What did we talk about this morning?"),
-        ("named day", "this afternoon", "this afternoon", [ts.part_of_today(now, 12, 18)], None),
-        ("named day", "tonight", "tonight", [ts.part_of_today(now, 18, 24)], None),
-        ("named day", "this evening", "this evening", [ts.part_of_today(now, 18, 24)], None),
-        ("named day", "yesterday", "yesterday", [d(now, 1)], "What did we talk about yesterday?"),
-        ("named day", "last night", "last night", [ts.last_night(now)], None),
-        ("named day", "the day before yesterday", "the day before yesterday", [d(now, 2)], None),
-        ("counted back", "N days ago (words)", "three days ago", [d(now, 3)],
-         "Remind me what we discussed three days ago."),
-        ("counted back", "N days ago (digits)", "6 days ago", [d(now, 6)], None),
-        ("counted back", "N days ago (words)", "four days ago", [d(now, 4)], None),
-        ("counted back", "N days ago (digits)", "9 days ago", [d(now, 9)], None),
-        ("counted back", "a few days ago", "a few days ago", [ts.days(now, 5, 2)], None),
-        ("counted back", "N weeks ago (words)", "two weeks ago", [ts.week(now, 2)],
-         "What were we talking about two weeks ago?"),
-        ("counted back", "N weeks ago (digits)", "3 weeks ago", [ts.week(now, 3)], None),
-        ("counted back", "a couple of weeks ago", "a couple of weeks ago", [ts.week(now, 2)], None),
-        ("counted back", "N months ago (words)", "two months ago", [ts.month(now, 2)], None),
-        ("counted back", "N months ago (digits)", "3 months ago", [ts.month(now, 3)], None),
-        ("counted back", "a month ago", "a month ago", [ts.month(now, 1)], None),
-        ("counted back", "a year ago", "a year ago", [ts.year(now, 1)], None),
-        ("counted back", "N years ago (words)", "two years ago", [ts.year(now, 2)], None),
-        ("counted back", "N years ago (digits)", "2 years ago", [ts.year(now, 2)], None),
-        ("period", "last week", "last week", [ts.week(now, 1)], "What did we talk about last week?"),
-        ("period", "this week", "this week", [ts.week(now, 0)], None),
-        ("period", "earlier this week", "earlier this week", [ts.earlier_this_week(now)], None),
-        ("period", "last weekend", "last weekend", [ts.weekend(now, 1)], None),
-        ("period", "last month", "last month", [ts.month(now, 1)], "What did we discuss last month?"),
-        ("period", "this month", "this month", [ts.month(now, 0)], None),
-        ("period", "earlier this month", "earlier this month", [ts.earlier_this_month(now)], None),
-        ("period", "last year", "last year", [ts.year(now, 1)], None),
-        ("weekday", "last <weekday>", "last Tuesday", [w(now, "Tuesday")], None),
-        ("weekday", "on <weekday>", "on Monday", [w(now, "Monday")], None),
-        ("weekday", "last <weekday>", "last Saturday", [w(now, "Saturday")], None),
-        ("weekday", "on <weekday>", "on Friday", [w(now, "Friday")], None),
-        ("weekday", "last <weekday>", "last Thursday", [w(now, "Thursday")],
-         "What did we chat about last Thursday?"),
-        ("weekday", "on <weekday>", "on Sunday", [w(now, "Sunday")], None),
-        ("month / season", "month without a year", "in October", [ts.named_month(now, "October")], None),
-        ("month / season", "month without a year", "back in August",
-         [ts.named_month(now, "August")], "What did we discuss back in August?"),
-        ("month / season", "month without a year", "in June", [ts.named_month(now, "June")], None),
-        ("month / season", "month without a year", "in April", [ts.named_month(now, "April")], None),
-        ("month / season", "month without a year", "in December",
-         [ts.named_month(now, "December")], None),
-        ("month / season", "between <month> and <month>", "between March and May",
-         [ts.between_months(now, "March", "May")], None),
-        ("month / season", "season", "in the spring", [ts.season(now, "spring")], None),
-        ("month / season", "season", "last winter", [ts.season(now, "winter")], None),
-        ("combination", "yesterday or the day before", "yesterday or the day before",
-         [d(now, 1), d(now, 2)], None),
-        ("combination", "<weekday> or <weekday>", "on Monday or Tuesday",
-         [w(now, "Monday"), w(now, "Tuesday")], None),
-        ("calendar date", "day month year", "on 3 October 2026",
-         [ts.calendar_day(now, date(2026, 10, 3))], None),
-        ("calendar date", "month day, no year", "on September 14th",
-         [ts.calendar_day(now, date(2026, 9, 14))], None),
-        ("calendar date", "ISO date", "on 2026-08-05", [ts.calendar_day(now, date(2026, 8, 5))], None),
-    ]  # fmt: skip
+def references(name: str, now: datetime) -> list[Ref]:
+    """History `name`'s span references (bench/data/time_probes.json), their spans resolved
+    at `now`: each a time_spans function and its arguments (a date as ISO text)."""
 
+    def arg(value: object) -> object:
+        return (
+            date.fromisoformat(value) if isinstance(value, str) and value[:1].isdigit() else value
+        )
 
-def references_b(now: datetime) -> list[Ref]:
-    d, w = ts.day, ts.weekday
     return [
-        ("named day", "today", "today", [d(now, 0)], None),
-        ("named day", "this morning", "this morning", [ts.part_of_today(now, 5, 12)], None),
-        ("named day", "this afternoon", "this afternoon", [ts.part_of_today(now, 12, 18)], None),
-        ("named day", "yesterday", "yesterday", [d(now, 1)], None),
-        ("named day", "the day before yesterday", "the day before yesterday", [d(now, 2)], None),
-        ("weekday", "on <weekday>", "on Saturday", [w(now, "Saturday")], None),
-        ("weekday", "last <weekday>", "last Sunday", [w(now, "Sunday")], None),
-        ("period", "this weekend", "this weekend", [ts.weekend(now, 0)], None),
-        ("period", "last weekend", "last weekend", [ts.weekend(now, 1)], None),
-        ("period", "this week", "this week", [ts.week(now, 0)], None),
-        ("period", "earlier this week", "earlier this week", [ts.earlier_this_week(now)], None),
-        ("period", "this year", "this year", [ts.year(now, 0)], None),
-        ("period", "earlier this year", "earlier this year", [ts.earlier_this_year(now)], None),
-        ("period", "last month", "last month", [ts.month(now, 1)], None),
-        ("period", "this month", "this month", [ts.month(now, 0)], None),
-        ("counted back", "a couple of weeks ago", "a couple of weeks ago", [ts.week(now, 2)], None),
-        ("counted back", "N weeks ago (words)", "three weeks ago", [ts.week(now, 3)], None),
-        ("counted back", "N days ago (digits)", "8 days ago", [d(now, 8)], None),
-        ("month / season", "month without a year", "in December",
-         [ts.named_month(now, "December")], None),
-        ("calendar date", "day month, no year", "on 2 January", [ts.calendar_day(now, date(2026, 1, 2))], None),
-    ]  # fmt: skip
+        (
+            group,
+            kind,
+            phrase,
+            [getattr(ts, f)(now, *map(arg, a)) for f, *a in spans],
+            exact[0] if exact else None,
+        )
+        for group, kind, phrase, spans, *exact in _DATA["references"][name]
+    ]
 
 
 def span_probes(scenario: Scenario, refs: list[Ref], start: int = 0) -> None:
@@ -239,16 +158,7 @@ def question_probes(scenario: Scenario, pool: th.Pool) -> None:
             )
 
 
-ROBUST = (
-    ("recently (no span)", "What have we talked about recently?"),
-    ("absurd", "What did we talk about 100000 years ago?"),
-    ("absurd", "Remind me what we discussed 99999999999999999999 days ago."),
-    ("future", "What will we talk about next week?"),
-    ("future", "What are we going to discuss tomorrow?"),
-    ("ordinary words", "May I ask what you think about my second attempt at sourdough?"),
-    ("ordinary words", "It's been a while; could we march through my to-do list?"),
-    ("ordinary words", "Give me a second, I may have a question about the spring in my mattress."),
-)
+ROBUST = [tuple(r) for r in _DATA["robust"]]
 
 
 def other_probes(scenario: Scenario) -> None:
@@ -271,7 +181,7 @@ def scenarios() -> tuple[list[Scenario], th.Pool]:
                date(2025, 5, 24), date(2024, 11, 16), date(2024, 3, 2)]  # fmt: skip
     slots = th.schedule(NOW_A, 150, forced_a, calendar_a + older_a, SEED)
     a = Scenario("A", NOW_A, th.place(pool, slots, SEED))
-    span_probes(a, references_a(NOW_A))
+    span_probes(a, references("A", NOW_A))
     question_probes(a, pool)
     other_probes(a)
     forced_b = {0: [clock(9, 10), clock(15, 30), clock(19, 40)], 1: [random_time],
@@ -279,5 +189,5 @@ def scenarios() -> tuple[list[Scenario], th.Pool]:
     older_b = [date(2026, 1, 2), date(2025, 8, 16), date(2025, 6, 7), date(2024, 12, 20)]
     slots = th.schedule(NOW_B, 70, forced_b, older_b, SEED + 1)
     b = Scenario("B", NOW_B, th.place(pool, slots, SEED + 1, with_questions=False))
-    span_probes(b, references_b(NOW_B), start=3)
+    span_probes(b, references("B", NOW_B), start=3)
     return [a, b], pool

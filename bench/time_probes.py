@@ -5,39 +5,11 @@ message also names a time?
 Usage: .venv/bin/python bench/time_probes.py [--prompt-chars 2500,6000,12000] [--no-docs]
        (part of `make bench-quality`; CAESAR_SRC=/path/to/src runs another checkout's caesar)
 
-Two histories of real LongMemEval chats (bench/time_history.py) are imported through
-caesar.importer, learned with the shipped offline routes (SummariseWorker, memory.passages,
-run_until_caught_up) and asked through the real `Brain.prepare` at a fixed `now`, shipped
-settings, with the operator's zone set to Europe/Berlin by the `timezone` setting (where this
-caesar has it; the expected spans are always Berlin's):
-
-- **A**: Thursday 12 November 2026, 22:30 — chats on 3 days of every week over the last 150
-  days, four today (00:35, 08:40, 14:10, 20:05), two yesterday, one on each other day of the
-  past week, one on each calendar date a probe names, and eleven older ones (spring and winter
-  2026, 2025, 2024).
-- **B**: Sunday 11 January 2026, 21:15 — the same over 70 days (for this weekend, this year,
-  a week across the new year).
-
-A conversation is *shown* when its episode is in `ctx.recalled`: its dated line or excerpts
-are in the past-conversations block. Probe families, each scored per kind and overall:
-
-- **span**: a time-only message for every kind of reference in the issue, in varied wording;
-  the expected conversations are those whose local start time falls in the span
-  (bench/time_spans.py defines each). Scores: all of them shown; at least one; the share of
-  shown conversations that lie outside the span. The issue's own messages are marked.
-- **topic**: 30 single-session questions whose evidence chat is placed, asked plain and with a
-  time phrase that covers the chat's date: evidence shown, both ways.
-- **time + topic**: a knowledge update's two chats (the same thing, two values) on different
-  dates; the message names the time of one: that one shown, and shown before the other.
-- **gather**: 10 multi-session questions ("How many …", "total …") whose evidence chats are
-  all placed: all shown.
-- **robust**: "recently" (no span), absurd and future references, ordinary words that are not
-  times ("may", "march", "second", "a while"): nothing breaks; conversations shown.
-- **off-topic**: 30 LoCoMo questions about other people: the share of turns that inject anything.
-
-Span probes whose span holds no conversation are dropped (listed in the detail file). The
-full run rewrites the time-probes block of docs/recall-quality.md; every probe with what it
-brought is written to bench/out/time-probes-<prompt_chars>.md.
+Two histories of real chats placed on dates the bench chooses (time_history.py), the probes
+(time_probe_set.py) asked through `Brain.prepare`; a conversation is *shown* when its episode is
+in `ctx.recalled`. The full run rewrites the time-probes block of docs/recall-quality.md; every
+probe with what it brought goes to bench/out/time-probes-<prompt_chars>.md. Method:
+bench/README.md.
 """
 
 from __future__ import annotations
@@ -64,6 +36,7 @@ from time_probe_set import NOW_A, NOW_B, ROBUST, ZONE, Probe, Scenario, scenario
 import caesar
 from caesar.brain import Brain
 from caesar.config import Settings
+from caesar.memory.scope import Scope
 from caesar.services import Services
 
 
@@ -114,7 +87,7 @@ def ask(
 
 def one(brain: Brain, scenario: Scenario, probe: Probe, now: datetime, built: Any) -> Outcome:
     try:
-        ctx = brain.prepare(probe.text, now=now, person=OWNER)
+        ctx = brain.prepare(probe.text, now=now, scope=Scope(OWNER))
     except Exception as exc:  # noqa: BLE001 - a probe that breaks the turn is what is counted
         return Outcome(scenario, probe, [], 0, f"{type(exc).__name__}: {exc}")
     keys = shown.shown_sessions(ctx.recalled, built.sessions_of_episode)

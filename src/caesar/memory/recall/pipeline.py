@@ -64,16 +64,18 @@ def recall(
     *,
     current: Current = NO_CURRENT,
     vector: Future[np.ndarray] | None = None,
+    settings: EpisodesRecallSettings | None = None,
 ) -> Recalled:
     """The past conversations `message` recalls from the scope's memory at `scope.now`, laid
     out as the prompt's block, or the recall error (memory never breaks a turn: the brain
     audits it). `current`: the turn's own conversation, which is not recalled while it is not
     summarised yet (it is in the prompt as the history). `vector`: the message's, already
-    under way (EpisodeMemory.embed_query_soon); else it is embedded here."""
+    under way (EpisodeMemory.embed_query_soon); else it is embedded here. `settings`: other
+    than the memory's (a comparison of layouts)."""
     found = Recalled()
     try:
         now = scope.now or utcnow()
-        settings = memory.settings
+        settings = settings or memory.settings
         params = RecallParams.from_settings(settings)
         found.asked = memory.read(message, now)
         if vector is None:
