@@ -432,8 +432,7 @@ def hybrid_ranker(**overrides: Any) -> Ranker:
         }
         with memory.db.read() as session:
             hits = hybrid_search(
-                Scope(OWNER, session),
-                memory.backend,
+                Scope(OWNER, session, memory.backend),
                 q.text,
                 memory.embed_query(q.text),
                 q.now,
