@@ -47,7 +47,7 @@ check: install-test
 	scripts/run-tests
 
 bench: install-test
-	$(PY) bench/run_all.py
+	$(PY) bench/run.py suite
 	$(PY) bench/load.py --clients 50 --seconds 60
 
 bench-quality: install-test

@@ -69,11 +69,6 @@ def summary(values_ms: Sequence[float]) -> dict[str, float]:
     }
 
 
-def time_calls(fn: Callable[[], Any], runs: int, warmup: int = 3) -> list[float]:
-    """Milliseconds of each of `runs` calls, after `warmup` untimed ones."""
-    return time_calls_cpu(fn, runs, warmup)[0]
-
-
 def time_calls_cpu(
     fn: Callable[[], Any], runs: int, warmup: int = 3
 ) -> tuple[list[float], list[float]]:
@@ -297,8 +292,9 @@ def cli(
 ) -> Any:
     """Call `measure` with the options on the command line. Each keyword parameter is one:
     `turns: int = 200` is `--turns N`, a bool a flag, a list several values, a Literal its
-    choices; `Annotated[T, "help"]` says what it is. The function's docstring is the help."""
-    doc = inspect.getdoc(measure) or ""
+    choices; `Annotated[T, "help"]` says what it is. The function's docstring (or else its
+    module's) is the help."""
+    doc = inspect.getdoc(measure) or sys.modules[measure.__module__].__doc__ or ""
     parser = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
     hints = typing.get_type_hints(measure, include_extras=True)
     for name, param in inspect.signature(measure).parameters.items():

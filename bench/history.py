@@ -26,7 +26,7 @@ from caesar.memory import passages
 from caesar.memory.engine import window_keywords
 from caesar.memory.engine.person_tables import PersonTables
 from caesar.memory.transcript import conversation_turns
-from caesar.minilm import MODEL_ID
+from caesar.minilm import MODEL_ID, MiniLM
 
 RECIPE = "5"  # bump when the generator changes
 DIM = 384
@@ -67,18 +67,12 @@ def unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def _embedder() -> object:
-    from caesar.minilm import MiniLM
-
-    return MiniLM(benchlib.MODEL_CACHE)
-
-
 def centres() -> np.ndarray:
     cache = HISTORY_DIR / f"topic-centres-r{RECIPE}.npy"
     if cache.exists():
         return np.load(cache)
     HISTORY_DIR.mkdir(parents=True, exist_ok=True)
-    centres = unit(_embedder().embed_batch([t for t, _ in TOPIC_TEXTS]))  # type: ignore[attr-defined]
+    centres = unit(MiniLM(benchlib.MODEL_CACHE).embed_batch([t for t, _ in TOPIC_TEXTS]))
     np.save(cache, centres)
     return centres
 
@@ -180,18 +174,18 @@ def _paths(episodes: int) -> tuple[Path, Path]:
     return HISTORY_DIR / f"{stem}.db", HISTORY_DIR / f"{stem}.json"
 
 
-def load(episodes: int, *, rebuild: bool = False, quiet: bool = False) -> History:
+def load(episodes: int) -> History:
     """The cached history of `episodes` episodes, built first if missing or stale."""
     db_path, meta_path = _paths(episodes)
-    if not rebuild and db_path.exists() and meta_path.exists():
+    if db_path.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text())
         anchor = datetime.fromisoformat(meta["anchor"])
         if utcnow() - anchor < timedelta(days=MAX_AGE_DAYS):
             return History(db_path, episodes, anchor, centres())
-    return build(episodes, quiet=quiet)
+    return build(episodes)
 
 
-def build(episodes: int, *, quiet: bool = False) -> History:
+def build(episodes: int) -> History:
     db_path, meta_path = _paths(episodes)
     HISTORY_DIR.mkdir(parents=True, exist_ok=True)
     for stale in HISTORY_DIR.glob(f"synthetic-{episodes}-*"):
@@ -266,9 +260,8 @@ def build(episodes: int, *, quiet: bool = False) -> History:
                     ),
                     window_rows,
                 )
-            if not quiet:
-                rate = hi / max(time.perf_counter() - started, 1e-9)
-                print(f"\r  building {episodes:,}: {hi:,} rows ({rate:,.0f}/s)", end="", flush=True)
+            rate = hi / max(time.perf_counter() - started, 1e-9)
+            print(f"\r  building {episodes:,}: {hi:,} rows ({rate:,.0f}/s)", end="", flush=True)
         raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     engine.dispose()
     tmp.rename(db_path)
@@ -281,14 +274,8 @@ def build(episodes: int, *, quiet: bool = False) -> History:
         "bytes": db_path.stat().st_size,
     }
     meta_path.write_text(json.dumps(meta, indent=2))
-    if not quiet:
-        print(f"\r  built {episodes:,} episodes in {seconds:.0f}s ({meta['bytes'] / 1e9:.2f} GB)")
+    print(f"\r  built {episodes:,} episodes in {seconds:.0f}s ({meta['bytes'] / 1e9:.2f} GB)")
     return History(db_path, episodes, anchor, topic_centres)
-
-
-def build_meta(episodes: int) -> dict[str, object]:
-    _, meta_path = _paths(episodes)
-    return json.loads(meta_path.read_text()) if meta_path.exists() else {}
 
 
 def build_histories(sizes: list[int]) -> None:

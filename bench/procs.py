@@ -194,10 +194,10 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def memory_mb(pid: int | str = "self", key: str = "VmRSS") -> float:
-    """VmRSS (or VmHWM, the peak) of a process, in MB."""
+def memory_mb(pid: int) -> float:
+    """VmRSS of a process, in MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{key}:"):
+        if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
 

@@ -30,19 +30,9 @@ def path_of(name: str, dataset: str) -> Path:
 def record(name: str, datasets: list[str], postgres: bool) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for dataset in datasets:
-        command = [
-            sys.executable,
-            str(HERE / "recall_quality.py"),
-            "--dataset",
-            dataset,
-            "--no-docs",
-            "--prompt-chars",
-            "2500",
-            "--dump",
-            str(path_of(name, dataset)),
-        ]
-        if postgres:
-            command.append("--postgres")
+        command = [sys.executable, str(HERE / "recall_quality.py"), "--dataset", dataset]
+        command += ["--no-docs", "--prompt-chars", "2500", "--dump", str(path_of(name, dataset))]
+        command += ["--postgres"] if postgres else []
         print("$", " ".join(command), flush=True)
         subprocess.run(command, check=True)
 

@@ -12,23 +12,20 @@ on PYTHONPATH).
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
+from typing import Annotated
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib
+import procs
+import recall_quality as rq  # puts the caesar under test on the path
+from answer_match import present, toks  # put on the path by prompt_quality
+from fakes.llm_server import FakeLLMServer
+from prompt_quality import memory_chars
 
-import benchlib  # noqa: E402
-import procs  # noqa: E402
-import recall_quality as rq  # noqa: E402  (puts the caesar under test on the path)
-from answer_match import present, toks  # noqa: E402  (put on the path by prompt_quality)
-from fakes.llm_server import FakeLLMServer  # noqa: E402
-from prompt_quality import memory_chars  # noqa: E402
-
-from caesar.brain import Brain  # noqa: E402
-from caesar.memory.render import EPISODES_HEADER  # noqa: E402
+from caesar.brain import Brain
+from caesar.memory.render import EPISODES_HEADER
 from caesar.memory.scope import Scope
 
 
@@ -52,18 +49,15 @@ enabled = true
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--conversations", type=int, default=1)
-    parser.add_argument(
-        "--recall-chars",
-        type=int,
-        default=None,
-        help="the chat provider's recall_chars, e.g. 2500 (the embedded model's budget, what "
+def prompt_over_http(
+    conversations: int = 1,
+    recall_chars: Annotated[
+        int | None,
+        "the chat provider's recall_chars, e.g. 2500 (the embedded model's budget, what "
         "the in-process figure uses); default: its kind's (openai: 6,000)",
-    )
-    args = parser.parse_args()
-    haystacks = rq.load_locomo(rq.DATA / "locomo" / "locomo_dev.json")[: args.conversations]
+    ] = None,
+) -> None:
+    haystacks = rq.load_locomo(rq.DATA / "locomo" / "locomo_dev.json")[:conversations]
     outside = inside = n = chars_out = 0
     # the off-topic probe of recall_quality.py, from outside: the previous conversation's
     # questions (about another pair of people) asked of this one
@@ -77,7 +71,7 @@ def main() -> None:
         for haystack in haystacks:
             with tempfile.TemporaryDirectory(prefix="caesar-http-") as tmp:
                 home = Path(tmp)
-                env = procs.caesar_env(home, config(llm.base_url, args.recall_chars), src=rq.SRC)
+                env = procs.caesar_env(home, config(llm.base_url, recall_chars))
                 lines = [
                     json.dumps({"created_at": s.created_at.isoformat(), "messages": turns})
                     for s in haystack.sessions
@@ -88,7 +82,7 @@ def main() -> None:
                 procs.caesar(env, "import", str(home / "history.jsonl"))
                 procs.caesar(env, "worker", "--once", "memory.summarise", "memory.passages")
                 with procs.Server(env, timeout=600) as server:
-                    built = rq.build(haystack, rq_embedder(), home / "inside")
+                    built = rq.build(haystack, rq.cached_embedder(), home / "inside")
                     try:
                         for q in haystack.questions:
                             evidence = "\n".join(built.sessions_text.get(k, "") for k in q.evidence)
@@ -122,13 +116,5 @@ def main() -> None:
         )
 
 
-def rq_embedder() -> rq.CachedEmbedder:
-    from caesar.config import Settings
-    from caesar.embeddings import MiniLMEmbedder
-
-    real = MiniLMEmbedder(Settings(home=rq.OUT, embedder={"cache_dir": rq.OUT / "models"}))
-    return rq.CachedEmbedder(real, rq.OUT / "embedding-cache.sqlite")
-
-
 if __name__ == "__main__":
-    main()
+    benchlib.cli(prompt_over_http)

@@ -7,7 +7,6 @@ evidence sessions (../shared/eval/answer_match.py). bench/recall_quality.py asks
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,10 +113,6 @@ def memory_chars(prompt: str) -> int:
     return len(prompt) - min(starts) if starts else 0
 
 
-def answerable(answer: str, evidence_text: str) -> bool:
-    return bool(present(answer, set(toks(evidence_text))))
-
-
 def score(
     tallies: dict[tuple[str, str, str], PromptTally],
     dataset: str,
@@ -129,10 +124,6 @@ def score(
         hit = bool(present(answer, set(toks(text))))
         for cat in (category, "all"):
             tallies[(dataset, name, cat)].add(hit, chars)
-
-
-def new_tallies() -> dict[tuple[str, str, str], PromptTally]:
-    return defaultdict(PromptTally)
 
 
 def table(tallies: dict[tuple[str, str, str], PromptTally], dataset: str) -> str:

@@ -12,7 +12,6 @@ which says what the numbers mean. Method: bench/README.md.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -29,18 +28,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-ROOT = Path(__file__).resolve().parents[1]
-# The caesar under test: this checkout's, or another's (a baseline worktree) by CAESAR_SRC.
-SRC = Path(os.environ.get("CAESAR_SRC") or ROOT / "src").resolve()
-sys.path.insert(0, str(SRC))
-
+import benchlib
 import numpy as np
 import prompt_quality
 import shown
-from benchlib import OWNER
+from benchlib import DATA, OUT, OWNER, ROOT, lme_date  # benchlib: the caesar under test on the path
 from prompt_quality import present, toks
 from rank_bm25 import BM25Okapi
 from recall_report import DOC, curve_section, parse_budgets, report, shown_section, write_doc
@@ -58,8 +52,6 @@ from caesar.memory.scope import Scope
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
 
-DATA = ROOT.parent / "shared" / "data"
-OUT = ROOT / "bench" / "out"
 RANK_DEPTH = 50  # preview top_k when ranking: every session of a LoCoMo conversation, ~all of LME
 KS = (1, 3, 5)
 
@@ -161,12 +153,11 @@ def load_locomo(path: Path) -> list[Haystack]:
     return out
 
 
-def load_longmemeval(folder: Path, ranked: bool = True) -> list[Haystack]:
+def load_longmemeval(folder: str, ranked: bool = True) -> list[Haystack]:
     out = []
-    for path in sorted(folder.glob("*.json")):
-        item = json.loads(path.read_text())
+    for item in benchlib.longmemeval_items([folder]):
         sessions = [
-            Conversation(sid, datetime.strptime(date, "%Y/%m/%d (%a) %H:%M"), turns)
+            Conversation(sid, lme_date(date), turns)
             for sid, date, turns in zip(
                 item["haystack_session_ids"],
                 item["haystack_dates"],
@@ -174,7 +165,7 @@ def load_longmemeval(folder: Path, ranked: bool = True) -> list[Haystack]:
                 strict=True,
             )
         ]
-        now = datetime.strptime(item["question_date"], "%Y/%m/%d (%a) %H:%M")
+        now = lme_date(item["question_date"])
         question = Question(
             item["question_id"],
             item["question"],
@@ -236,6 +227,17 @@ class CachedEmbedder:
         self.hits += len(keys) - len(missing)
         self.misses += len(missing)
         return np.vstack([found[k] for k in keys]) if keys else np.zeros((0, 0), np.float32)
+
+
+def cached_embedder(threads: int | None = None) -> CachedEmbedder:
+    """MiniLM from the benches' model cache (on `threads` threads if given) behind the cache."""
+    from caesar.embeddings import MiniLMEmbedder
+
+    options: dict[str, Any] = {"cache_dir": OUT / "models"}
+    if threads is not None:
+        options["threads"] = threads
+    real = MiniLMEmbedder(Settings(home=OUT, embedder=options))
+    return CachedEmbedder(real, OUT / "embedding-cache.sqlite")
 
 
 # -- one haystack through caesar's pipeline -------------------------------------------------
@@ -539,9 +541,8 @@ def run(
     also the budget of the ranked systems' prompts."""
     tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
     notes: dict[str, Any] = defaultdict(int)
-    prompt_tallies = prompt_quality.new_tallies()
-    notes["prompt"] = prompt_tallies
-    notes["shown"] = shown.new_tallies()
+    notes["prompt"] = defaultdict(prompt_quality.PromptTally)
+    notes["shown"] = defaultdict(shown.ShownTally)
     notes["hnsw"] = defaultdict(list)
     named = systems()
     started = time.monotonic()
@@ -596,7 +597,7 @@ def ask(
     for q in haystack.questions:
         hnsw_overlap(built, q, notes, ds)
         evidence_text = "\n".join(built.sessions_text.get(k, "") for k in q.evidence)
-        answerable = prompt_quality.answerable(q.answer, evidence_text)
+        answerable = bool(present(q.answer, set(toks(evidence_text))))
         contexts = [
             Brain(s).prepare(q.text, now=q.now, scope=Scope(OWNER))
             for s in (built.services, *others)
@@ -679,69 +680,56 @@ def ask(
     previous[ds] = haystack.questions
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", choices=["all", "locomo", "longmemeval"], default="all")
-    parser.add_argument("--limit", type=int, default=None, help="at most N haystacks per dataset")
-    parser.add_argument(
-        "--prompt-chars",
-        default=None,
-        help="memory.episodes_recall.prompt_chars for the evidence-shown measure, e.g. 6000 or "
+def recall_quality(
+    dataset: Literal["all", "locomo", "longmemeval"] = "all",
+    limit: Annotated[int | None, "at most N haystacks per dataset"] = None,
+    prompt_chars: Annotated[
+        str | None,
+        "memory.episodes_recall.prompt_chars for the evidence-shown measure, e.g. 6000 or "
         "2500,6000,12000 (a curve; the first is also the ranked systems' budget)",
-    )
-    parser.add_argument(
-        "--no-docs", action="store_true", help="do not rewrite docs/recall-quality.md"
-    )
-    parser.add_argument(
-        "--dump", default=None, help="write every question's prompt and what it showed (JSON lines)"
-    )
-    parser.add_argument(
-        "--postgres",
-        action="store_true",
-        help="on PostgreSQL with pgvector (the test suite's; a partial run: docs not rewritten)",
-    )
-    parser.add_argument(
-        "--types",
-        default=None,
-        help="only LongMemEval questions of these types, e.g. multi-session,temporal-reasoning "
+    ] = None,
+    no_docs: Annotated[bool, "do not rewrite docs/recall-quality.md"] = False,
+    dump: Annotated[
+        str | None, "write every question's prompt and what it showed (JSON lines)"
+    ] = None,
+    postgres: Annotated[
+        bool, "on PostgreSQL with pgvector (the test suite's; a partial run: docs not rewritten)"
+    ] = False,
+    types: Annotated[
+        str | None,
+        "only LongMemEval questions of these types, e.g. multi-session,temporal-reasoning "
         "(a partial run: the docs are not rewritten)",
-    )
-    args = parser.parse_args()
-    if args.dump:
+    ] = None,
+) -> None:
+    if dump:
         global DUMP
-        DUMP = Path(args.dump)
+        DUMP = Path(dump)
         DUMP.unlink(missing_ok=True)
     stack = ExitStack()
-    if args.postgres:
+    if postgres:
         global NEW_DATABASE
         sys.path.insert(0, str(ROOT / "tests"))
         from pg import create_database, start_postgres
 
         server = stack.enter_context(start_postgres(Path(tempfile.mkdtemp(prefix="caesar-pg-"))))
         NEW_DATABASE = lambda: create_database(server, with_vector=True)  # noqa: E731
-    budgets = parse_budgets(args.prompt_chars)
+    budgets = parse_budgets(prompt_chars)
     resolved = [budget_of(bench_settings(OUT, b)) for b in budgets]
 
     haystacks: list[Haystack] = []
-    if args.dataset in ("all", "locomo"):
-        haystacks += load_locomo(DATA / "locomo" / "locomo_dev.json")[: args.limit]
-    if args.dataset in ("all", "longmemeval"):
-        haystacks += load_longmemeval(DATA / "longmemeval_s")[: args.limit]
-        haystacks += load_longmemeval(DATA / "longmemeval_s_more", ranked=False)[: args.limit]
-    if args.types:
-        wanted = set(args.types.split(","))
+    if dataset in ("all", "locomo"):
+        haystacks += load_locomo(DATA / "locomo" / "locomo_dev.json")[:limit]
+    if dataset in ("all", "longmemeval"):
+        haystacks += load_longmemeval("longmemeval_s")[:limit]
+        haystacks += load_longmemeval("longmemeval_s_more", ranked=False)[:limit]
+    if types:
+        wanted = set(types.split(","))
         haystacks = [
             h for h in haystacks if h.dataset != "longmemeval" or h.questions[0].category in wanted
         ]
     print(f"caesar from {Path(caesar.__file__).parent}", flush=True)
-    from caesar.embeddings import MiniLMEmbedder
-
     # A bulk job alone on the machine: every core on the embeddings the cache lacks.
-    threads = min(os.cpu_count() or 1, 64)  # the setting's bound
-    real = MiniLMEmbedder(
-        Settings(home=OUT, embedder={"cache_dir": OUT / "models", "threads": threads})
-    )
-    embedder = CachedEmbedder(real, OUT / "embedding-cache.sqlite")
+    embedder = cached_embedder(threads=min(os.cpu_count() or 1, 64))  # the setting's bound
     with stack:  # the PostgreSQL, if --postgres started one
         tallies, notes = run(haystacks, embedder, budgets)
     datasets = list(dict.fromkeys(h.dataset for h in haystacks))
@@ -759,8 +747,8 @@ def main() -> None:
             for ds in datasets:
                 print(f"\n**{ds}**\n\n" + shown_section(notes, ds, budget))
         print("\n" + curve)
-    whole = args.limit is None and not args.types and not args.no_docs and not args.postgres
-    if args.dataset == "all" and whole:
+    whole = limit is None and not types and not no_docs and not postgres
+    if dataset == "all" and whole:
         if curve:
             write_doc(curve, "budget-curve")
         if resolved[0] == budget_of(bench_settings(OUT)):  # the first budget is the shipped one
@@ -769,4 +757,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    benchlib.cli(recall_quality)

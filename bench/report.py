@@ -6,7 +6,6 @@ figures table, the machine and the load averages are built here.
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,8 @@ TURN_PARTS = {
 }
 MACHINE = ("nproc", "cpu", "ram", "python", "numpy", "onnxruntime", "faiss", "sqlalchemy")
 MACHINE += ("torch", "blas", "OPENBLAS_CORETYPE", "platform")
+# the results whose load average the page prints, in this order
+LOADS = ("query_embedding", "recall", "recall_hybrid", "turn", "serve", "summarise", "busy")
 BUSY_MODES = {
     "threads": "threads of the server (before)",
     "process": "own process, nice 10 (**shipped**)",
@@ -38,16 +39,11 @@ BUSY_MODES = {
 
 
 def get(data: Any, *path: str | int) -> Any:
+    """data[path[0]][path[1]]…, or None where a key or index is missing."""
     for key in path:
-        if (
-            isinstance(data, dict)
-            and key in data
-            or isinstance(data, list)
-            and isinstance(key, int)
-            and key < len(data)
-        ):
+        try:
             data = data[key]
-        else:
+        except (KeyError, IndexError, TypeError):
             return None
     return data
 
@@ -68,11 +64,6 @@ def _met(value: float, target: float) -> str:
 
 def _mark(ratio: float, target: float) -> str:
     return "✅" if ratio <= target else "❌"
-
-
-def _table(head: list[str], rows: list[list[Any]], rule: str | None = None) -> str:
-    lines = ["| " + " | ".join(head) + " |", rule or "|" + "---|" * len(head)]
-    return "\n".join(lines + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
 
 
 # -- the figures table -----------------------------------------------------------------------
@@ -210,29 +201,6 @@ def figures(results: dict[str, Any]) -> list[Row]:
                 "— (not under the summarise target)",
             )
         )
-    real = results.get("perf_realistic")
-    if real:
-        rec, ivf = real["recall"], real["ivf_real"]
-        rows.append(
-            (
-                f"recall search (dense), LongMemEval history ({rec['episodes']:,} real episodes)",
-                "—",
-                _ms(rec["search_ms"]["p50"]),
-                _ms(rec["search_cpu_ms"]["p50"]),
-                f"{rec['mean_recalled']:.1f} episodes recalled per question",
-                "—",
-            )
-        )
-        rows.append(
-            (
-                f"IVF stage on {ivf['vectors']:,} real MiniLM vectors: recall@5 vs exact",
-                "≥ 0.99",
-                f"{ivf['recall_at_5']}",
-                "—",
-                f"≥ 0.45 set: {ivf['recall_above_threshold']} (nlist {ivf['nlist']}, nprobe {ivf['nprobe']})",
-                "✅ met" if ivf["recall_at_5"] >= 0.99 else "❌ under",
-            )
-        )
     return rows
 
 
@@ -245,16 +213,7 @@ def head(results: dict[str, Any]) -> dict[str, str]:
         else ["**Every target above is met in this run.**"]
     )
     loads = []
-    for name in (
-        "query_embedding",
-        "recall",
-        "recall_hybrid",
-        "turn",
-        "serve",
-        "summarise",
-        "busy",
-        "realistic",
-    ):
+    for name in LOADS:
         data = results.get(f"perf_{name}") or {}
         paths = [
             ("load_avg",),
@@ -274,7 +233,7 @@ def head(results: dict[str, Any]) -> dict[str, str]:
     return {
         "last_run": time.strftime("%Y-%m-%d %H:%M"),
         "figures": "| measure | target | caesar p50 (wall) | caesar p50 (CPU) | baseline, same run → ratio | |\n"
-        + "\n".join(_table([""] * 6, [list(r) for r in rows]).splitlines()[1:]),
+        + "\n".join(["|" + "---|" * 6, *("| " + " | ".join(r) + " |" for r in rows)]),
         "verdicts": "\n".join(verdict),
         "loads": "; ".join(loads) or "?",
         "speeds": "; ".join(speeds) or "not recorded",
@@ -305,7 +264,7 @@ def write(results: dict[str, Any], timings: dict[str, float] | None = None) -> P
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters.update(f=_format, met=_met, mark=_mark, median=statistics.median)
+    env.filters.update(f=_format, met=_met, mark=_mark)
     turn = results.get("perf_turn") or {}
     write = {
         k: v["memory_work_cpu_ms"]["p50"] - v["parts_cpu_p50_ms"]["prepare"]

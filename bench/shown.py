@@ -5,7 +5,6 @@ and category (bench/recall_quality.py asks; bench/README.md says what is counted
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,10 +37,6 @@ class ShownTally:
 Tallies = dict[tuple[str, int, str], ShownTally]
 
 
-def new_tallies() -> Tallies:
-    return defaultdict(ShownTally)
-
-
 def shown_sessions(recalled: Iterable[Any], sessions_of_episode: dict[int, list[str]]) -> list[str]:
     """The sessions behind the episodes in the block, in the block's order (an episode of a
     chat that several identical sessions were imported as stands for each of them)."""
@@ -51,11 +46,6 @@ def shown_sessions(recalled: Iterable[Any], sessions_of_episode: dict[int, list[
             if key not in out:
                 out.append(key)
     return out
-
-
-def newest_shown_first(shown: Sequence[str], evidence: Iterable[str], newest: str) -> bool:
-    order = [key for key in shown if key in set(evidence)]
-    return bool(order) and order[0] == newest
 
 
 def score(
@@ -90,7 +80,8 @@ def score(
             tally.answered += bool(present(answer, set(toks(prompt))))
         if newest is not None:
             tally.newest_n += 1
-            tally.newest_first += newest_shown_first(shown, evidence, newest)
+            order = [key for key in shown if key in evidence]  # newest shown first among them?
+            tally.newest_first += bool(order) and order[0] == newest
 
 
 def table(tallies: Tallies, dataset: str, budget: int) -> str:

@@ -10,7 +10,6 @@ model's small one? The sets are bench/data/standing_probes.json. Method: bench/R
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import shutil
@@ -18,15 +17,18 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from json import dump as write_json  # `json` is the --json flag below
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import benchlib
 import recall_quality as rq
 from benchlib import OWNER, lme_date
 
 from caesar.brain import Brain
+from caesar.config import Settings
 from caesar.db import migrate
+from caesar.embeddings import MiniLMEmbedder
 from caesar.importer import import_conversations
 from caesar.memory.scope import Scope
 from caesar.services import Services
@@ -45,13 +47,10 @@ class Probe:
     mark: str  # what only the statement says (lower case)
 
 
-PROBES = benchlib.BENCH_DATA / "standing_probes.json"
-
-
 def probe_sets() -> dict[str, tuple[Probe, ...]]:
     """The sets, from bench/data/standing_probes.json (each with a line on how it was
     written)."""
-    sets = json.loads(PROBES.read_text())
+    sets = json.loads((benchlib.BENCH_DATA / "standing_probes.json").read_text())
     return {name: tuple(Probe(**p) for p in body["probes"]) for name, body in sets.items()}
 
 
@@ -138,31 +137,26 @@ def run_probe(base: Path, probe: Probe, index: int, embedder: Any) -> dict[str, 
         return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sets", nargs="+", default=["A", "B"])
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--verbose", action="store_true")
-    parser.add_argument(
-        "--crowd",
-        action="store_true",
-        help="also tell every statement of another set first (B for A, A for the rest: ~40 more)",
-    )
-    parser.add_argument(
-        "--preference",
-        action="store_true",
-        help="LongMemEval's single-session-preference questions instead of the probe sets",
-    )
-    parser.add_argument("--chars", type=int, help="[memory.standing] max_chars")
-    parser.add_argument("--statements", type=int, help="[memory.standing] max_statements")
-    args = parser.parse_args()
-    if args.chars is not None:
-        STANDING["max_chars"] = args.chars
-    if args.statements is not None:
-        STANDING["max_statements"] = args.statements
-    embedder = rq.CachedEmbedder(_embedder(), CACHE)
+def standing_probe(
+    sets: list[str] = ["A", "B"],  # noqa: B006 - read, never changed
+    json: bool = False,
+    verbose: bool = False,
+    crowd: Annotated[
+        bool, "also tell every statement of another set first (B for A, A for the rest: ~40 more)"
+    ] = False,
+    preference: Annotated[
+        bool, "LongMemEval's single-session-preference questions instead of the probe sets"
+    ] = False,
+    chars: Annotated[int | None, "[memory.standing] max_chars"] = None,
+    statements: Annotated[int | None, "[memory.standing] max_statements"] = None,
+) -> None:
+    if chars is not None:
+        STANDING["max_chars"] = chars
+    if statements is not None:
+        STANDING["max_statements"] = statements
+    embedder = rq.CachedEmbedder(MiniLMEmbedder(Settings()), CACHE)
     results: dict[str, list[dict[str, Any]]] = {}
-    if args.preference:
+    if preference:
         rows = preference_run(embedder)
         shown_all = sum(r["all_evidence_shown"] for r in rows)
         stated = sum(r["evidence_statement_in_prompt"] for r in rows)
@@ -173,13 +167,13 @@ def main() -> None:
             f"the prompt {stated}"
         )
         return
-    sets = probe_sets()
-    for name in args.sets:
+    by_name = probe_sets()
+    for name in sets:
         with tempfile.TemporaryDirectory() as tmp:
             base = Path(tmp)
-            crowd = sets["B" if name == "A" else "A"] if args.crowd else ()
-            build_base(base, embedder, crowd)
-            probes = sets[name]
+            told_first = by_name["B" if name == "A" else "A"] if crowd else ()
+            build_base(base, embedder, told_first)
+            probes = by_name[name]
             results[name] = [run_probe(base, p, i, embedder) for i, p in enumerate(probes)]
     for name, rows in results.items():
         full = sum(r["full"] for r in rows)
@@ -190,20 +184,13 @@ def main() -> None:
             f"({full / len(rows):.3f}); in the small prompt {small} ({small / len(rows):.3f})"
         )
         for r in rows:
-            if args.verbose or not (r["full"] and r["small"]):
+            if verbose or not (r["full"] and r["small"]):
                 print(
                     f"  full={int(r['full'])} small={int(r['small'])} learned={r['learned'][:1]} "
                     f"| {r['told']} -> {r['request']}"
                 )
-    if args.json:
-        json.dump(results, sys.stdout, indent=1)
-
-
-def _embedder() -> Any:
-    from caesar.config import Settings
-    from caesar.embeddings import MiniLMEmbedder
-
-    return MiniLMEmbedder(Settings())
+    if json:
+        write_json(results, sys.stdout, indent=1)
 
 
 def preference_questions() -> list[dict[str, Any]]:
@@ -265,4 +252,4 @@ def preference_run(embedder: Any) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    main()
+    benchlib.cli(standing_probe)

@@ -8,14 +8,13 @@ few older ones, one in eight just after midnight. Seeded: the same history every
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from pathlib import Path
 
 import recall_quality as rq
+from benchlib import lme_date, longmemeval_items
 
 # A question that names a time cannot keep its meaning once its sessions move ("previous",
 # "earlier", "now" name none: they stay).
@@ -67,33 +66,29 @@ def _stable(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def load_pool(folders: list[Path], topics: int = 30, gathers: int = 10, updates: int = 6) -> Pool:
+def load_pool(topics: int = 30, gathers: int = 10, updates: int = 6) -> Pool:
+    """LongMemEval's dev questions and sessions (longmemeval_s and longmemeval_s_more)."""
     sessions: dict[str, Session] = {}
     questions: list[Question] = []
     answers: set[str] = set()
-    for folder in folders:
-        for path in sorted(folder.glob("*.json")):
-            item = json.loads(path.read_text())
-            for sid, when, turns in zip(
-                item["haystack_session_ids"],
-                item["haystack_dates"],
-                item["haystack_sessions"],
-                strict=True,
-            ):
-                chat = rq.importable(turns)
-                if chat is not None and sid not in sessions:
-                    lme = datetime.strptime(when, "%Y/%m/%d (%a) %H:%M")
-                    sessions[sid] = Session(sid, lme, chat)
-            answers |= set(item["answer_session_ids"])
-            evidence = sorted(
-                set(item["answer_session_ids"]),
-                key=lambda s: (sessions[s].lme_date, s) if s in sessions else (datetime.max, s),
-            )
-            questions.append(
-                Question(
-                    item["question_id"], item["question_type"], item["question"], tuple(evidence)
-                )
-            )
+    for item in longmemeval_items():
+        for sid, when, turns in zip(
+            item["haystack_session_ids"],
+            item["haystack_dates"],
+            item["haystack_sessions"],
+            strict=True,
+        ):
+            chat = rq.importable(turns)
+            if chat is not None and sid not in sessions:
+                sessions[sid] = Session(sid, lme_date(when), chat)
+        answers |= set(item["answer_session_ids"])
+        evidence = sorted(
+            set(item["answer_session_ids"]),
+            key=lambda s: (sessions[s].lme_date, s) if s in sessions else (datetime.max, s),
+        )
+        questions.append(
+            Question(item["question_id"], item["question_type"], item["question"], tuple(evidence))
+        )
     usable = [
         q
         for q in questions

@@ -170,7 +170,7 @@ def other_probes(scenario: Scenario) -> None:
 
 
 def scenarios() -> tuple[list[Scenario], th.Pool]:
-    pool = th.load_pool([rq.DATA / "longmemeval_s", rq.DATA / "longmemeval_s_more"])
+    pool = th.load_pool()
     random_time = None
     forced_a = {0: [clock(0, 35), clock(8, 40), clock(14, 10), clock(20, 5)],
                 1: [clock(10, 15), clock(21, 40)], 2: [random_time], 3: [random_time],

@@ -14,23 +14,21 @@ bench/README.md.
 
 from __future__ import annotations
 
-import argparse
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+import benchlib
 import recall_quality as rq  # puts the caesar under test on the path
 import recall_report
 import shown
 import time_history as th
 from benchlib import OWNER
+from shown import ShownTally
 from time_probe_set import NOW_A, NOW_B, ROBUST, ZONE, Probe, Scenario, scenarios
 
 import caesar
@@ -97,10 +95,7 @@ def one(brain: Brain, scenario: Scenario, probe: Probe, now: datetime, built: An
 
 # -- scoring ---------------------------------------------------------------------------------
 @dataclass
-class Score:
-    n: int = 0
-    all: int = 0
-    any: int = 0
+class Score(ShownTally):  # n, all, any, chars, max_chars; share() and chars_cell()
     shown: int = 0
     outside: int = 0  # shown but not expected
     expected: int = 0
@@ -109,8 +104,6 @@ class Score:
     other: int = 0  # time + topic: the other chat shown
     injected: int = 0  # anything shown
     errors: int = 0
-    chars: int = 0
-    max_chars: int = 0
 
     def add(self, o: Outcome) -> None:
         got = set(o.shown)
@@ -128,13 +121,6 @@ class Score:
         self.errors += o.error is not None
         self.chars += o.chars
         self.max_chars = max(self.max_chars, o.chars)
-
-    def rate(self, part: int, whole: int | None = None) -> str:
-        whole = self.n if whole is None else whole
-        return f"{part / whole:.3f}" if whole else "–"
-
-    def chars_cell(self) -> str:
-        return f"{self.chars / self.n:,.0f} / {self.max_chars:,}" if self.n else "–"
 
 
 def tally(outcomes: list[Outcome]) -> dict[tuple[str, str], Score]:
@@ -173,7 +159,7 @@ def report(outcomes: list[Outcome], budget: int, facts: dict[str, Any]) -> str:
             continue
         label = f"**all** ({t.n})" if g == "all" else f"{g} ({t.n})"
         span.append(
-            f"| {label} | {t.rate(t.all)} | {t.rate(t.any)} | {t.rate(t.outside, t.shown)} "
+            f"| {label} | {t.share(t.all)} | {t.share(t.any)} | {t.share(t.outside, t.shown)} "
             f"| {t.expected / t.n:.1f} / {t.shown / t.n:.1f} | {t.chars_cell()} |"
         )
     plain, timed = s[("topic", "all")], s[("topic+time", "all")]
@@ -181,8 +167,8 @@ def report(outcomes: list[Outcome], budget: int, facts: dict[str, Any]) -> str:
     topic = [
         "| topic question (n) | evidence shown | chars mean / max |",
         "| --- | ---: | ---: |",
-        f"| plain ({plain.n}) | {plain.rate(plain.any)} | {plain.chars_cell()} |",
-        f"| with a time covering its date ({timed.n}) | {timed.rate(timed.any)} "
+        f"| plain ({plain.n}) | {plain.share(plain.any)} | {plain.chars_cell()} |",
+        f"| with a time covering its date ({timed.n}) | {timed.share(timed.any)} "
         f"| {timed.chars_cell()} |",
     ]
     pair = [
@@ -193,7 +179,9 @@ def report(outcomes: list[Outcome], budget: int, facts: dict[str, Any]) -> str:
         t = s.get(("time+topic", row))
         if t is not None:
             label = f"**all** ({t.n})" if row == "all" else f"{row} ({t.n})"
-            pair.append(f"| {label} | {t.rate(t.any)} | {t.rate(t.ordered)} | {t.rate(t.other)} |")
+            pair.append(
+                f"| {label} | {t.share(t.any)} | {t.share(t.ordered)} | {t.share(t.other)} |"
+            )
     g = s[("gather", "all")]
     robust = [
         "| message (n) | broke the turn | conversations shown, mean |",
@@ -223,13 +211,13 @@ def report(outcomes: list[Outcome], budget: int, facts: dict[str, Any]) -> str:
             *pair,
             "",
             f"Gathering questions ({g.n}, {g.expected / g.n:.1f} evidence chats each): all shown "
-            f"{g.rate(g.all)}, any {g.rate(g.any)}, evidence chats shown "
-            f"{g.rate(g.expected_shown, g.expected)}; chars {g.chars_cell()}.",
+            f"{g.share(g.all)}, any {g.share(g.any)}, evidence chats shown "
+            f"{g.share(g.expected_shown, g.expected)}; chars {g.chars_cell()}.",
             "",
             *robust,
             "",
             f"Off-topic (LoCoMo questions about other people, asked of A): "
-            f"{off.rate(off.injected)} of {off.n} turns injected a past conversation. "
+            f"{off.share(off.injected)} of {off.n} turns injected a past conversation. "
             f"Turns that broke or recorded a recall error, all probes: {errors}.",
         ]
     )
@@ -263,9 +251,9 @@ def curve(by_budget: dict[int, list[Outcome]]) -> str:
             s[("gather", "all")],
         )
         lines.append(
-            f"| {budget:,} | {sp.rate(sp.all)} | {sp.rate(sp.any)} | {sp.rate(sp.outside, sp.shown)} "
-            f"| {iss.all} of {iss.n} | {pl.rate(pl.any)} / {tm.rate(tm.any)} | {tt.rate(tt.ordered)} "
-            f"| {g.rate(g.all)} | {sp.chars_cell()} |"
+            f"| {budget:,} | {sp.share(sp.all)} | {sp.share(sp.any)} | {sp.share(sp.outside, sp.shown)} "
+            f"| {iss.all} of {iss.n} | {pl.share(pl.any)} / {tm.share(tm.any)} | {tt.share(tt.ordered)} "
+            f"| {g.share(g.all)} | {sp.chars_cell()} |"
         )
     return "\n".join(lines)
 
@@ -295,20 +283,14 @@ def detail(outcomes: list[Outcome], dropped: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--prompt-chars", default=None, help="e.g. 6000 or 2500,6000,12000")
-    parser.add_argument("--no-docs", action="store_true", help="do not rewrite the docs block")
-    args = parser.parse_args()
-    budgets = recall_report.parse_budgets(args.prompt_chars)
+def time_probes(
+    prompt_chars: Annotated[str | None, "e.g. 6000 or 2500,6000,12000"] = None,
+    no_docs: Annotated[bool, "do not rewrite the docs block"] = False,
+) -> None:
+    budgets = recall_report.parse_budgets(prompt_chars)
     started = time.monotonic()
     print(f"caesar from {Path(caesar.__file__).parent}", flush=True)
-    from caesar.embeddings import MiniLMEmbedder
-
-    real = MiniLMEmbedder(
-        Settings(home=rq.OUT, embedder={"cache_dir": rq.OUT / "models", "threads": 2})
-    )
-    embedder = rq.CachedEmbedder(real, rq.OUT / "embedding-cache.sqlite")
+    embedder = rq.cached_embedder(threads=2)
     histories, _pool = scenarios()
     by_budget: dict[int, list[Outcome]] = defaultdict(list)
     facts: dict[str, Any] = {}
@@ -332,7 +314,7 @@ def main() -> None:
         print("\nBy `prompt_chars`:\n\n" + table)
     if dropped:
         print("\ndropped: " + "; ".join(dropped))
-    if not args.no_docs:
+    if not no_docs:
         if table:
             recall_report.write_doc(table, "time-budget-curve")
         elif budgets == [None]:
@@ -341,4 +323,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    benchlib.cli(time_probes)

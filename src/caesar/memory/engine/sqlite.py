@@ -1,8 +1,8 @@
 """SQLite's search backend: FTS5 full text (`bm25()`) and the in-process vector index.
 
-Each person has their own full-text tables (migration 0017; `person_index_ddl` makes them when
-the person is written, `drop_person_index` drops them when they are deleted: db/models.py's
-events on `Person`):
+Each person has their own full-text tables (migration 0017; person_tables.py's `PersonTables`
+names them, `.create` makes them when the person is written, `.drop` drops them when they are
+deleted: db/models.py's events on `Person`):
 - `episode_fts_p<id>` holds each of their episodes' summary and conversation
   (trigger-maintained; rowid = person id << PERSON_SHIFT | episode id), and
   `episode_fts_p<id>_vocab` its vocabulary;
