@@ -26,8 +26,8 @@ from caesar import audit
 from caesar.cli.main import app
 from caesar.clock import utcnow
 from caesar.config import Settings
-from caesar.db.models import AuditLog, EpisodeSummary, Fact
 from caesar.db.backup import libpq_url
+from caesar.db.models import AuditLog, EpisodeSummary, Fact
 from caesar.export import Export, write_jsonl
 from caesar.memory.episodes.rows import episode_row
 from caesar.memory.scope import Scope

@@ -172,7 +172,7 @@ def test_the_openai_endpoint_honours_max_tokens_and_reports_length(make_services
 def test_a_fact_told_in_one_chat_is_answered_in_a_new_one(make_services):
     """The first five minutes (issue #25) with the embedded defaults: the small-model prompt,
     greedy decoding, the fact learned by the offline extractor. Before them the model
-    answered "Your sister's name is Dana." to such questions (bench/probe_first_five.py
+    answered "Your sister's name is Dana." to such questions (bench/probe_first_five.py at dda303d
     measures 20; told the name as well, it still calls the dog "Dana" now and then)."""
     services = make_services(
         gateway={

@@ -270,7 +270,7 @@ def test_the_dense_pools_bound_follows_its_ranking():
     """Under the prior the pool is the cosine: no re-rank, nothing to over-fetch for. Under the
     ADR's formula the bound is that formula's own recall weight at the largest count. (The
     configured recall weight bounded the prior's pool too, so no pgvector search could stop
-    before the threshold: 72.29 ms p50 at 1M episodes against 7.83 ms; bench_pgvector.)"""
+    before the threshold: 72.29 ms p50 at 1M episodes against 7.83 ms; bench_pgvector at dda303d.)"""
     prior = replace(Params(), ranking="prior", recall_weight_scale=0.5)
     assert hybrid.pool_rank(prior, NOW, 100.0) == (None, (1.0, 1.0))
     adr = replace(Params(), ranking="adr", recall_weight_scale=0.5)

@@ -43,7 +43,7 @@ def _small_services(make_services, **overrides):
     ("key", "value", "sentence"),
     [
         # "is called", not "name is": "The user's name is Dana" drew "What is my sister's
-        # name?" to Dana (bench/probe_first_five.py)
+        # name?" to Dana (bench/probe_first_five.py at dda303d)
         ("name", "Dana", "The user is called Dana."),
         ("dog_name", "Biscuit", "The user's dog is called Biscuit."),
         ("sister_name", "Maya", "The user's sister is called Maya."),

@@ -72,7 +72,7 @@ class ProviderSettings(Section):
     # Sampling of the gguf kind: greedy, with no repeat penalty (DRY stops the loops;
     # gguf_provider.py). The penalty and any temperature cost the 135M model right answers: a
     # repeat penalty kept it from saying the name it was asked for ("Biscuzzle"), and 0.2
-    # instead of greedy answered 8–16 of 20 on bench/probe_first_five.py against 17.
+    # instead of greedy answered 8–16 of 20 on bench/probe_first_five.py at dda303d against 17.
     temperature: float = Field(default=0.0, ge=0, le=2)
     repeat_penalty: float = Field(default=1.0, ge=1, le=2)
     # How a chat turn's prompt is built when this provider answers it: "full" (the facts as

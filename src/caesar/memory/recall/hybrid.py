@@ -515,7 +515,7 @@ def pool_rank(
     value at the largest count: a bound an index can stop early on without changing the
     result. (The bound once took the configured recall weight under the prior too, so a search
     could never stop before the threshold: at 1M episodes on pgvector the pool cost 72.29 ms
-    p50 against 7.83 ms, quiet host; bench_pgvector.)"""
+    p50 against 7.83 ms, quiet host; bench_pgvector at dda303d.)"""
     halflife, scale = pool_factors(params)
     if math.isinf(halflife) and scale == 0:
         return None, (1.0, 1.0)

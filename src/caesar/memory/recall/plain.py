@@ -3,7 +3,7 @@
 The embedded 135M model (SmolLM2) answered 5–9 of 20 questions about what it had been told
 from the prompt larger models get: it read `dog_name: Biscuit` among fifteen such lines and
 the summaries of past chats (with caesar's own, often invented, replies) and answered "Your
-dog's name is Dana." Measured on bench/probe_first_five.py, what it answers best from:
+dog's name is Dana." Measured on bench/probe_first_five.py at dda303d, what it answers best from:
 
 - each fact as a sentence ("The user's dog is called Biscuit."), the facts that match the
   message first (the model takes the first that looks right);
