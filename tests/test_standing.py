@@ -261,7 +261,7 @@ def test_forgetting_the_chat_forgets_what_was_said_in_it(learning):
 
     result = forget(learning, ForgetRequest(conversation_ids=[conversation], person=OWNER))
 
-    assert result.memories == 1
+    assert result.memories == 2  # the standing statement, and the dated memory of it (#45)
     assert _current(learning) == ["I'm vegetarian."]  # what it had replaced holds again
     quoting = events(learning, audit.MEMORY_LEARNED) + events(learning, audit.MEMORY_SUPERSEDED)
     assert all("fish" not in json.dumps(r.payload) for r in quoting)

@@ -54,6 +54,8 @@ MEMORY_SUPERSEDED = "memory.superseded"
 MEMORY_USER_ADDED = "memory.user_added"
 MEMORY_USER_EDITED = "memory.user_edited"
 MEMORY_USER_DELETED = "memory.user_deleted"
+# dated memories (issue #45) learned from a chat (subject_id: the chat): how many, never what
+MEMORY_SAID = "memory.said"
 EPISODE_SUMMARISED = "memory.episode.summarised"
 EPISODE_SUMMARISE_SKIPPED = "memory.episode.summarise_skipped"
 EPISODE_SUMMARISE_FAILED = "memory.episode.summarise_failed"

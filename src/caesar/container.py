@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from caesar.db.engine import Database
     from caesar.embeddings import EmbedderHandle
     from caesar.gateway import Gateway
+    from caesar.memory.dated.store import DatedStore
     from caesar.memory.facts.store import FactsStore
     from caesar.memory.recall.episodes import EpisodeMemory
     from caesar.memory.semantic import SemanticMemory
@@ -34,6 +35,7 @@ class Container(Protocol):
     episodes: EpisodeMemory
     semantic: SemanticMemory
     standing: StandingStore
+    dated: DatedStore
     workers: dict[str, Worker]
     readiness: Readiness
 

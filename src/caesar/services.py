@@ -9,6 +9,7 @@ from caesar.config import Settings
 from caesar.db.engine import Database
 from caesar.embeddings import EmbedderHandle
 from caesar.gateway import Gateway
+from caesar.memory.dated.store import DatedStore
 from caesar.memory.facts.store import FactsStore
 from caesar.memory.recall.episodes import EpisodeMemory
 from caesar.memory.semantic import SemanticMemory
@@ -41,6 +42,7 @@ class Services:
     episodes: EpisodeMemory
     semantic: SemanticMemory
     standing: StandingStore
+    dated: DatedStore
     workers: dict[str, Worker] = field(default_factory=dict)
     readiness: Readiness = field(default_factory=Readiness)
 
@@ -61,6 +63,7 @@ class Services:
             ),
             semantic=SemanticMemory(db, embedder),
             standing=StandingStore(db, embedder),
+            dated=DatedStore(db),
         )
         services.workers = {w.name: w for w in _all_workers(services)}
         return services

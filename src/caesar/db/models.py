@@ -94,10 +94,10 @@ class Fact(Base):
 
 
 class Memory(Base):
-    """A thing the person said, kept on its own (issue #46; docs/standing.md): today the
-    standing kinds, what holds until they say otherwise (`instruction`, `constraint`,
-    `preference`, `profile`; memory/standing/kinds.py). The dated memories of what was said
-    and done extend this table.
+    """A thing said, kept on its own: the standing kinds, what the person says holds until they
+    say otherwise (`instruction`, `constraint`, `preference`, `profile`; memory/standing/kinds.py,
+    issue #46, docs/standing.md), and the dated memories of what was said and done, by the
+    person or caesar (kind `said`; memory/dated/, issue #45).
 
     `text` is the person's own words; `about` what it is about, in a normal form, which tells a
     restatement or a change of mind from a new statement. A newer statement that replaces one
@@ -139,10 +139,19 @@ class Memory(Base):
     edit_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
     vector: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # dated memories (kind `said`, migration 0020): the conversation (conversations.id) and the
+    # turn in it the words were said in, and the time they name, resolved on the person's
+    # clock (naive UTC)
+    conversation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    turn: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    refers_start: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    refers_end: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
 
     __table_args__ = (
         # a turn reads the person's current ones: superseded_by IS NULL
         Index("idx_memories_person_current", "person_id", "superseded_by", "kind"),
+        Index("idx_memories_person_kind_said", "person_id", "kind", "said_at"),
+        Index("idx_memories_conversation", "conversation_id"),
         Index("idx_memories_source_audit", "source_audit_id"),
         Index("idx_memories_superseded_by", "superseded_by"),
         Index("idx_memories_contradicts", "contradicts"),

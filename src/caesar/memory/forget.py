@@ -70,6 +70,7 @@ DERIVED_EVENTS = (
     audit.FACT_CONFLICT,
     audit.EXTRACT_FAILED,
     audit.MEMORY_LEARNED,
+    audit.MEMORY_SAID,
     audit.MEMORY_SUPERSEDED,
     audit.MEMORY_USER_EDITED,
     audit.SEMANTIC_INDEXED,

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
 from caesar.memory.recall.when import read_time
+from caesar.memory.standing.offline import unsafe
 
 PERSON = "person"
 CAESAR = "caesar"
@@ -206,8 +207,10 @@ def content_words(text: str) -> list[str]:
 
 
 def worth_keeping(sentence: str) -> bool:
-    """Says something: not a question, not chit-chat, enough words that carry meaning."""
-    if sentence.endswith("?") or _CHITCHAT.match(sentence):
+    """Says something: not a question, not chit-chat, enough words that carry meaning; never
+    an instruction to drop caesar's rules (standing/offline.py's `unsafe`), which a prompt
+    would otherwise quote back."""
+    if sentence.endswith("?") or _CHITCHAT.match(sentence) or unsafe(sentence):
         return False
     words = _WORD.findall(sentence)
     return len(words) >= MIN_WORDS and len(content_words(sentence)) >= MIN_CONTENT_WORDS
@@ -229,7 +232,7 @@ def sentences(content: str) -> list[str]:
 
 
 def extract(
-    messages: Sequence[Mapping[str, str]], said_at: datetime, zone: tzinfo = UTC
+    messages: Sequence[Mapping[str, object]], said_at: datetime, zone: tzinfo = UTC
 ) -> list[DatedMemory]:
     """The dated memories of an exchange (`role` user/assistant, `content`), said at `said_at`
     (naive UTC) on a clock in `zone`. Duplicates within the exchange are kept once."""
@@ -242,7 +245,7 @@ def extract(
         speaker = PERSON if role == "user" else CAESAR
         limit = MAX_PERSON_PER_TURN if speaker == PERSON else MAX_CAESAR_PER_TURN
         kept = 0
-        for sentence in sentences(message.get("content") or ""):
+        for sentence in sentences(str(message.get("content") or "")):
             if kept >= limit:
                 break
             if not worth_keeping(sentence):

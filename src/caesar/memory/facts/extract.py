@@ -1,8 +1,11 @@
-"""Worker `memory.extract`: finished chats → facts about the operator (v1.8 facts layer).
+"""Worker `memory.extract`: finished chats → facts about the operator (v1.8 facts layer), the
+standing statements (issue #46) and the dated memories of what was said (issue #45).
 
 Each `chat.completed` row past the cursor gets exactly one outcome, written in the transaction
 that advances the cursor: its facts (`memory.fact.extracted` / `memory.fact.updated` rows) or
 one `memory.extract_failed` row keeping the raw reply. A reply is used whole or not at all.
+The dated memories are read with no LLM (memory/dated/offline.py) from the row's new turns and
+written with the rest (not when the reply failed): one `memory.said` row says how many.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from caesar import audit
 from caesar.db.models import AuditLog, MemoryExtractCursor
 from caesar.errors import CaesarError, InputError
 from caesar.gateway.base import Message
+from caesar.memory.dated import offline as dated_offline
 from caesar.memory.facts.store import clean_value, normalise_key
 from caesar.memory.scope import Scope
 from caesar.memory.standing import kinds
@@ -207,6 +211,22 @@ def latest_exchange(payload: dict[str, Any]) -> list[Message]:
     return [{"role": t["role"], "content": _MEMORY_SPAN.sub("", t["content"])} for t in picked]
 
 
+def new_turns(payload: dict[str, Any]) -> tuple[int, list[Message]]:
+    """What this chat row added to its conversation, for the dated memories: the person's last
+    message and caesar's reply (all of an imported conversation), and the index of the first
+    of them in the conversation. Nothing of a temporary chat."""
+    if is_temporary(payload):
+        return 0, []
+    turns: list[Message] = [
+        {"role": t["role"], "content": _MEMORY_SPAN.sub("", t["content"])}
+        for t in conversation_turns(payload)
+    ]
+    if payload.get("imported") is True:
+        return 0, turns
+    last_user = max((i for i, t in enumerate(turns) if t["role"] == "user"), default=None)
+    return (0, []) if last_user is None else (last_user, turns[last_user:])
+
+
 def extraction_messages(payload: dict[str, Any]) -> list[Message] | None:
     """The LLM request for one chat row; None when the operator said nothing to learn from, or
     sent the chat as temporary."""
@@ -229,6 +249,11 @@ class _Outcome:
     facts: list[_ExtractedFact] = field(default_factory=list)
     # standing statements, each with its bearing vector (memory/standing)
     memories: list[tuple[Statement, Any]] = field(default_factory=list)
+    # the dated memories of its new turns (memory/dated), and the conversation and the index in
+    # it of the first of those turns
+    said: list[dated_offline.DatedMemory] = field(default_factory=list)
+    conversation_id: int | None = None
+    first_turn: int = 0
     error: str | None = None
     raw: str | None = None
 
@@ -254,6 +279,9 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
         for row in rows:
             outcome = _Outcome(row.id, row.created_at, row.person_id)
             outcomes.append(outcome)
+            outcome.first_turn, turns = new_turns(row.payload)
+            outcome.conversation_id = row.subject_id
+            outcome.said = dated_offline.extract(turns, row.created_at, self.services.settings.zone)
             messages = extraction_messages(row.payload)
             if messages is None:  # no LLM call for nothing: the outcome is "no facts"
                 continue
@@ -278,6 +306,16 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
 
     def apply(self, session: Session, rows: Sequence[AuditLog], prepared: list[_Outcome]) -> None:
         for outcome in prepared:
+            if outcome.error is None:  # a row's outcome is whole or nothing
+                self.services.dated.learn(
+                    Scope(outcome.person, session),
+                    self.audit,
+                    outcome.said,
+                    source_audit_id=outcome.audit_id,
+                    conversation_id=outcome.conversation_id,
+                    said_at=outcome.said_at,
+                    first_turn=outcome.first_turn,
+                )
             if outcome.error is not None:
                 self.audit.append(
                     Scope(outcome.person, session),

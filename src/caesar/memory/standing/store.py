@@ -143,7 +143,11 @@ _CURRENT = (
         _COLUMNS.model,
         _COLUMNS.about,
     )
-    .where(_COLUMNS.person_id == bindparam("person"), _COLUMNS.superseded_by.is_(None))
+    .where(
+        _COLUMNS.person_id == bindparam("person"),
+        _COLUMNS.superseded_by.is_(None),
+        _COLUMNS.kind.in_(kinds.KINDS),
+    )
     .order_by(_COLUMNS.id.desc())
     .limit(bindparam("limit"))
 )
@@ -161,7 +165,11 @@ _VERSION = select(
     func.max(_COLUMNS.updated_at),
     func.coalesce(func.sum(_COLUMNS.edit_count), 0),
     func.count(_COLUMNS.contradicts),
-).where(_COLUMNS.person_id == bindparam("person"), _COLUMNS.superseded_by.is_(None))
+).where(
+    _COLUMNS.person_id == bindparam("person"),
+    _COLUMNS.superseded_by.is_(None),
+    _COLUMNS.kind.in_(kinds.KINDS),
+)
 
 
 def _group(slot: str) -> tuple[str, ...]:
@@ -230,6 +238,7 @@ class StandingStore:
                 select(Memory).where(
                     Memory.person_id == person,
                     Memory.superseded_by.is_(None),
+                    Memory.kind.in_(kinds.KINDS),
                     Memory.slot.in_(_group(statement.slot)),
                 )
             )
@@ -368,7 +377,7 @@ class StandingStore:
         """`person`'s statements by kind, newest first; `history`: the replaced ones too."""
         person = scope.person
         with self.db.read() as session:
-            query = select(Memory).where(Memory.person_id == person)
+            query = select(Memory).where(Memory.person_id == person, Memory.kind.in_(kinds.KINDS))
             if kind is not None:
                 query = query.where(Memory.kind == kind)
             if not history:
@@ -392,6 +401,7 @@ class StandingStore:
                 .where(
                     Memory.person_id == person,
                     Memory.superseded_by.is_(None),
+                    Memory.kind.in_(kinds.KINDS),
                     Memory.text.ilike(needle, escape="\\"),
                 )
                 .order_by(Memory.said_at.desc())
