@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+import numpy as np
 import pytest
 from conftest import OWNER
 from memory_helpers import add_chat, count, events
+from sqlalchemy import select
 
 from caesar import audit, people
 from caesar.db.models import AuditLog, Memory, MemoryExtractCursor
+from caesar.embeddings import normalise
 from caesar.memory import conversations
 from caesar.memory.dated.offline import CAESAR, PERSON
 from caesar.memory.dated.store import SAID
@@ -64,6 +67,19 @@ def test_a_chat_yields_the_dated_memories_of_both_speakers(learning):
     (said,) = events(learning, audit.MEMORY_SAID)
     assert said.subject_id == chat and said.payload["count"] == 2
     assert "pottery" not in json.dumps(said.payload)  # how many, never what
+
+
+def test_each_is_embedded_by_the_services_embedder(learning):
+    add_chat(learning, "I adopted a grey cat named Luna from the shelter.", "Lovely!", MONDAY)
+    _learn(learning)
+    with learning.db.read() as session:
+        (row,) = session.scalars(select(Memory).where(Memory.kind == SAID))
+        blob, model, text = row.vector, row.model, row.text
+    embedder = learning.embedder.get()
+    assert model == embedder.model_id and blob is not None
+    stored = np.frombuffer(blob, np.float32)
+    fresh = normalise(embedder.embed_batch([text]))[0]
+    assert stored.shape == fresh.shape and float(stored @ fresh) > 0.999
 
 
 def test_a_chat_with_nothing_worth_keeping_yields_none_and_is_done(learning):

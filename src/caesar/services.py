@@ -63,7 +63,7 @@ class Services:
             ),
             semantic=SemanticMemory(db, embedder),
             standing=StandingStore(db, embedder),
-            dated=DatedStore(db),
+            dated=DatedStore(db, embedder),
         )
         services.workers = {w.name: w for w in _all_workers(services)}
         return services

@@ -14,12 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.engine import Database
 from caesar.db.models import Memory
+from caesar.embeddings import EmbedderHandle, normalise
 from caesar.memory.dated.offline import DatedMemory
 from caesar.memory.scope import Scope
 
@@ -67,25 +69,39 @@ def _view(row: Memory) -> SaidMemory:
 
 
 class DatedStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, embedder: EmbedderHandle) -> None:
         self.db = db
+        self.embedder = embedder
+
+    def vectors(self, texts: Sequence[str]) -> list[np.ndarray | None]:
+        """The memories' vectors, normalised, with the model that made them; Nones with the
+        embedder off. Outside any transaction: embedding is slow."""
+        if not texts or not self.embedder.enabled:
+            return [None] * len(texts)
+        return list(normalise(self.embedder.get().embed_batch(list(texts))))
+
+    @property
+    def model(self) -> str | None:
+        return self.embedder.get().model_id if self.embedder.enabled else None
 
     def learn(
         self,
         scope: Scope,
         log: audit.Audit,
         memories: Sequence[DatedMemory],
+        vectors: Sequence[np.ndarray | None],
         *,
         source_audit_id: int,
         conversation_id: int | None,
         said_at: datetime,
         first_turn: int = 0,
     ) -> int:
-        """Write one chat row's dated memories (in the worker's transaction); `first_turn` is
-        the conversation's index of the exchange's first message. How many were written."""
+        """Write one chat row's dated memories with their `vectors` (in the worker's
+        transaction); `first_turn` is the conversation's index of the exchange's first message.
+        How many were written."""
         if not memories:
             return 0
-        session, now = scope.session, utcnow()
+        session, now, model = scope.session, utcnow(), self.model
         rows = [
             Memory(
                 person_id=scope.person,
@@ -104,8 +120,10 @@ class DatedStore:
                 turn=first_turn + m.turn,
                 refers_start=m.refers_start,
                 refers_end=m.refers_end,
+                vector=None if v is None else np.asarray(v, np.float32).tobytes(),
+                model=None if v is None else model,
             )
-            for m in memories
+            for m, v in zip(memories, vectors, strict=True)
         ]
         session.add_all(rows)
         session.flush()

@@ -252,6 +252,7 @@ class _Outcome:
     # the dated memories of its new turns (memory/dated), and the conversation and the index in
     # it of the first of those turns
     said: list[dated_offline.DatedMemory] = field(default_factory=list)
+    said_vectors: list[Any] = field(default_factory=list)
     conversation_id: int | None = None
     first_turn: int = 0
     error: str | None = None
@@ -282,6 +283,7 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
             outcome.first_turn, turns = new_turns(row.payload)
             outcome.conversation_id = row.subject_id
             outcome.said = dated_offline.extract(turns, row.created_at, self.services.settings.zone)
+            outcome.said_vectors = self.services.dated.vectors([m.text for m in outcome.said])
             messages = extraction_messages(row.payload)
             if messages is None:  # no LLM call for nothing: the outcome is "no facts"
                 continue
@@ -311,6 +313,7 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
                     Scope(outcome.person, session),
                     self.audit,
                     outcome.said,
+                    outcome.said_vectors,
                     source_audit_id=outcome.audit_id,
                     conversation_id=outcome.conversation_id,
                     said_at=outcome.said_at,
