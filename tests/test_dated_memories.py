@@ -159,3 +159,54 @@ def test_each_row_gives_only_the_turns_it_added():
     imported = {**live, "imported": True}
     assert new_turns(imported)[0] == 0 and len(new_turns(imported)[1]) == 4
     assert new_turns({**live, "temporary": True}) == (0, [])
+
+
+# -- an upgraded install: the chats from before ---------------------------------------------------
+def test_the_chats_from_before_the_upgrade_are_read_in_the_background(tmp_path, make_services):
+    from sqlalchemy import text
+
+    from caesar.db import migrate
+    from caesar.db.engine import Database
+    from caesar.db.models import MemoryDatedCursor
+
+    url = f"sqlite:///{tmp_path / 'upgraded.db'}"
+    db = Database(url)
+    migrate.upgrade(db, "0019")
+    with db.engine.begin() as connection:  # what 0019 holds: a chat already extracted
+        connection.execute(
+            text(
+                "INSERT INTO audit_log (id, event_type, created_at, payload, person_id) VALUES "
+                "(1, 'chat.completed', '2026-11-01 10:00:00', :payload, 1)"
+            ),
+            {
+                "payload": json.dumps(
+                    {
+                        "messages": [
+                            {"role": "user", "content": "I ran my first half marathon in Porto."}
+                        ],
+                        "reply": "Congratulations!",
+                        "imported": True,
+                    }
+                )
+            },
+        )
+        connection.execute(text("UPDATE memory_extract_cursor SET last_audit_id = 1"))
+    migrate.upgrade(db)
+    db.dispose()
+    services = make_services(
+        database_url=url,
+        memory={"facts_extract": {"enabled": True}},
+        gateway={"routes": {"memory_extract": "offline:patterns"}},
+    )
+    with services.db.read() as session:
+        assert session.get(MemoryDatedCursor, 1).until_audit_id == 1
+    assert services.workers["memory.dated"].backlog() == 1
+    assert run_until_caught_up(services.workers["memory.extract"]) == 0  # extracted before
+    assert run_until_caught_up(services.workers["memory.dated"]) == 1
+    [run] = services.dated.list(scope=Scope(OWNER))
+    assert run.text == "The person ran their first half marathon in Porto."
+    assert run.said_at == datetime(2026, 11, 1, 10, 0) and run.source_audit_id == 1
+    later = add_chat(services, "I bought a new pair of trail shoes.", "Nice.")
+    assert run_until_caught_up(services.workers["memory.dated"]) == 0  # not its chat
+    assert run_until_caught_up(services.workers["memory.extract"]) == 1
+    assert [m.source_audit_id for m in services.dated.list(scope=Scope(OWNER))] == [1, later]

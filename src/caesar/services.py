@@ -97,6 +97,7 @@ class Services:
 
 
 def _all_workers(services: Services) -> list[Worker]:
+    from caesar.memory.dated.backfill import DatedBackfillWorker
     from caesar.memory.episodes.reembed import PassagesWorker
     from caesar.memory.episodes.summarise import SummariseWorker
     from caesar.memory.facts.extract import ExtractWorker
@@ -109,6 +110,7 @@ def _all_workers(services: Services) -> list[Worker]:
     return [
         ExtractWorker(services),
         StandingBackfillWorker(services),
+        DatedBackfillWorker(services),
         SummariseWorker(services),
         PassagesWorker(services),
         SemanticIndexWorker(services),

@@ -347,6 +347,17 @@ class MemoryStandingCursor(_CursorMixin, Base):
     )
 
 
+class MemoryDatedCursor(_CursorMixin, Base):
+    """The `memory.dated` worker: the chats from before migration 0020, read again for their
+    dated memories; it stops at `until_audit_id` (the extract worker's cursor when the
+    migration ran: past it, `memory.extract` writes them itself)."""
+
+    __tablename__ = "memory_dated_cursor"
+    until_audit_id: Mapped[int] = mapped_column(
+        Integer, nullable=False, default=0, server_default="0"
+    )
+
+
 class SemanticIndexCursor(_CursorMixin, Base):
     __tablename__ = "semantic_index_cursor"
 
