@@ -419,3 +419,62 @@ def test_dashboard_another_persons_memory_is_not_theirs(home):
         refused = c.post(path, data={"text": "mine now"}, headers=home.b)
         assert refused.status_code == 404, (path, refused.text)
     assert services.standing.get(memory.id, scope=Scope(OWNER)).text == GLUTEN
+
+
+def test_cli_said_lists_the_dated_memories_oldest_first(cli, monkeypatch):
+    from datetime import datetime
+
+    from memory_helpers import add_chat
+
+    from caesar.cli import common
+    from caesar.db.models import AuditLog
+    from caesar.memory.dated.offline import CAESAR, PERSON, DatedMemory
+
+    services = cli.services
+    said = [
+        (datetime(2026, 10, 3, 9), "The person ran their first half marathon in Porto."),
+        (datetime(2026, 11, 20, 18), "The person adopted a grey cat named Luna."),
+    ]
+    chats = []
+    for when, text in said:
+        chat = add_chat(services, "(the chat)", "ok", when)
+        chats.append(chat)
+        with services.db.write() as session:
+            conversation = session.get(AuditLog, chat).subject_id
+            services.dated.learn(
+                Scope(OWNER, session),
+                services.audit,
+                [DatedMemory(PERSON, text, 0), DatedMemory(CAESAR, "caesar suggested a vet.", 1)]
+                if "cat" in text
+                else [DatedMemory(PERSON, text, 0, when.replace(hour=0))],
+                [None, None] if "cat" in text else [None],
+                source_audit_id=chat,
+                conversation_id=conversation,
+                said_at=when,
+            )
+
+    listed = run("memories", "said", "--json")
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)
+    assert [(r["speaker"], r["text"][:20]) for r in rows] == [
+        ("person", "The person ran their"),
+        ("person", "The person adopted a"),
+        ("caesar", "caesar suggested a v"),
+    ]
+    assert rows[0]["refers_start"] == "2026-10-03T00:00:00" and rows[0]["turn"] == 0
+    one = json.loads(
+        run("memories", "said", "--conversation", str(rows[2]["conversation_id"]), "--json").stdout
+    )
+    assert [r["id"] for r in one] == [rows[1]["id"], rows[2]["id"]]
+    assert json.loads(run("memories", "said", "--limit", "1", "--json").stdout)[0] == rows[0]
+
+    monkeypatch.setattr(common.console, "width", 80)
+    table = run("memories", "said")
+    assert table.exit_code == 0, table.output
+    assert max(len(line) for line in table.output.splitlines()) <= 80
+    assert "2026-10-03" in table.output and "caesar" in table.output
+
+    theirs = run("--person", "B", "memories", "said")
+    assert theirs.exit_code == 0 and "nothing yet" in theirs.output
+    bad = run("memories", "said", "--limit", "0")
+    assert bad.exit_code != 0

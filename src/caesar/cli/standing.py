@@ -1,5 +1,6 @@
 """`caesar memories`: what you told caesar about yourself (standing statements, issue #46), to
-see and correct: `list`, `search`, `add`, `edit`, `forget`.
+see and correct: `list`, `search`, `add`, `edit`, `forget`; and `said`, the dated memories of
+what was said in your conversations (issue #45, docs/memories.md).
 
 As the facts commands, every one acts as `caesar --person NAME memories …`'s person (default
 the owner), and another person's id is not found. Registered on the main app by cli/main.py
@@ -72,6 +73,44 @@ def memories_list(
         scope=Scope(person(built)), kind=kinds.check_kind(kind), history=history
     )
     _show(found, wide=wide, as_json=as_json, history=history)
+
+
+def _when(moment: Any) -> str:
+    return str(moment.strftime("%Y-%m-%d")) if moment else ""
+
+
+# id, who and date take ~25 columns; the text the rest
+SAID_COLUMNS = (
+    Column("id", lambda m: str(m.id)),
+    Column("who", lambda m: m.speaker),
+    Column("said", _said),
+    Column("text", lambda m: m.text, prose=True),
+    Column("refers to", lambda m: _when(m.refers_start), wide=True),
+    Column("conversation", lambda m: str(m.conversation_id or ""), wide=True),
+    Column("turn", lambda m: "" if m.turn is None else str(m.turn), wide=True),
+    Column("chat", lambda m: f"#{m.source_audit_id}" if m.source_audit_id else "", wide=True),
+)
+
+
+@memories_app.command("said")
+@friendly
+def memories_said(
+    conversation: Annotated[
+        int | None,
+        typer.Option("--conversation", min=1, max=MAX_ID, help="Only this conversation's."),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000)] = 200,
+    wide: Wide = False,
+    as_json: AsJson = False,
+) -> None:
+    """The dated memories of what was said in your conversations, oldest first."""
+
+    built = services()
+    found = built.dated.list(scope=Scope(person(built)), conversation_id=conversation, limit=limit)
+    if not found and not as_json:
+        console.print("nothing yet", highlight=False, markup=False)
+        return
+    listing(found, SAID_COLUMNS, wide=wide, as_json=as_json)
 
 
 @memories_app.command("search")
