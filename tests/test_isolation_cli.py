@@ -127,6 +127,15 @@ def memories_list(c: Cli) -> None:
     assert all(m["id"] != c.world.a_memory for m in listed)
 
 
+def memories_said(c: Cli) -> None:
+    # A's chat gave dated memories (issue #45); B's listing has their own, none of A's
+    owner = c.world.services.owner_id()
+    assert any("Zanzibar" in m.text for m in c.world.services.dated.list(scope=Scope(owner)))
+    listed = json.loads(c.as_b("memories", "said", "--json"))
+    assert listed and any("Reykjavik" in m["text"] for m in listed)
+    assert not any(word in m["text"] for m in listed for word in A_WORDS)
+
+
 def memories_search(c: Cli) -> None:
     assert json.loads(c.as_b("memories", "search", "Marmaduke", "--json")) == []
 
@@ -198,6 +207,7 @@ CLI_MATRIX: dict[tuple[str, ...], Callable[[Cli], None]] = {
     ("facts", "history"): facts_history,
     ("memories", "list"): memories_list,
     ("memories", "search"): memories_search,
+    ("memories", "said"): memories_said,
     ("conversations", "list"): conversations_list,
     ("conversations", "show"): conversations_show,
     ("export",): export,
