@@ -174,3 +174,30 @@ def engine_scope(session: Any, person: int = OWNER, model: str = "m") -> Scope:
     indexes = CurrentModelIndex(EpisodeSummary, lambda: model)
     engine = search_backend(session.get_bind().dialect.name, indexes, "in_process")
     return Scope(person, session, engine)
+
+
+def install_at(tmp_path: Any, revision: str, payload: dict[str, Any]) -> str:
+    """An install migrated to `revision` holding one chat (audit id 1, 2026-11-01 10:00) that
+    its extract worker has read; then upgraded to head. Its database URL."""
+    import json
+
+    from sqlalchemy import text
+
+    from caesar.db import migrate
+    from caesar.db.engine import Database
+
+    url = f"sqlite:///{tmp_path / 'upgraded.db'}"
+    db = Database(url)
+    migrate.upgrade(db, revision)
+    with db.engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO audit_log (id, event_type, created_at, payload, person_id) VALUES "
+                "(1, 'chat.completed', '2026-11-01 10:00:00', :payload, 1)"
+            ),
+            {"payload": json.dumps(payload)},
+        )
+        connection.execute(text("UPDATE memory_extract_cursor SET last_audit_id = 1"))
+    migrate.upgrade(db)
+    db.dispose()
+    return url

@@ -10,7 +10,7 @@ from datetime import datetime
 import numpy as np
 import pytest
 from conftest import OWNER
-from memory_helpers import add_chat, count, events
+from memory_helpers import add_chat, count, events, install_at
 from sqlalchemy import select
 
 from caesar import audit, people
@@ -163,36 +163,18 @@ def test_each_row_gives_only_the_turns_it_added():
 
 # -- an upgraded install: the chats from before ---------------------------------------------------
 def test_the_chats_from_before_the_upgrade_are_read_in_the_background(tmp_path, make_services):
-    from sqlalchemy import text
 
-    from caesar.db import migrate
-    from caesar.db.engine import Database
     from caesar.db.models import MemoryDatedCursor
 
-    url = f"sqlite:///{tmp_path / 'upgraded.db'}"
-    db = Database(url)
-    migrate.upgrade(db, "0019")
-    with db.engine.begin() as connection:  # what 0019 holds: a chat already extracted
-        connection.execute(
-            text(
-                "INSERT INTO audit_log (id, event_type, created_at, payload, person_id) VALUES "
-                "(1, 'chat.completed', '2026-11-01 10:00:00', :payload, 1)"
-            ),
-            {
-                "payload": json.dumps(
-                    {
-                        "messages": [
-                            {"role": "user", "content": "I ran my first half marathon in Porto."}
-                        ],
-                        "reply": "Congratulations!",
-                        "imported": True,
-                    }
-                )
-            },
-        )
-        connection.execute(text("UPDATE memory_extract_cursor SET last_audit_id = 1"))
-    migrate.upgrade(db)
-    db.dispose()
+    url = install_at(
+        tmp_path,
+        "0019",
+        {
+            "messages": [{"role": "user", "content": "I ran my first half marathon in Porto."}],
+            "reply": "Congratulations!",
+            "imported": True,
+        },
+    )
     services = make_services(
         database_url=url,
         memory={"facts_extract": {"enabled": True}},

@@ -9,7 +9,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from conftest import OWNER
-from memory_helpers import add_chat, count, events
+from memory_helpers import add_chat, count, events, install_at
 
 from caesar import audit, people
 from caesar.brain import Brain
@@ -508,35 +508,17 @@ def test_every_slot_bears_on_something_and_belongs_to_a_kind():
 def test_the_chats_from_before_the_upgrade_are_read_again_in_the_background(
     tmp_path, make_services
 ):
-    from sqlalchemy import text
 
-    from caesar.db import migrate
-    from caesar.db.engine import Database
     from caesar.db.models import MemoryStandingCursor
 
-    url = f"sqlite:///{tmp_path / 'upgraded.db'}"
-    db = Database(url)
-    migrate.upgrade(db, "0018")
-    with db.engine.begin() as connection:  # what 0018 holds: a chat already extracted
-        connection.execute(
-            text(
-                "INSERT INTO audit_log (id, event_type, created_at, payload, person_id) VALUES "
-                "(1, 'chat.completed', '2026-11-01 10:00:00', :payload, 1)"
-            ),
-            {
-                "payload": json.dumps(
-                    {
-                        "messages": [
-                            {"role": "user", "content": "I have a severe peanut allergy."}
-                        ],
-                        "reply": "Noted.",
-                    }
-                )
-            },
-        )
-        connection.execute(text("UPDATE memory_extract_cursor SET last_audit_id = 1"))
-    migrate.upgrade(db)
-    db.dispose()
+    url = install_at(
+        tmp_path,
+        "0018",
+        {
+            "messages": [{"role": "user", "content": "I have a severe peanut allergy."}],
+            "reply": "Noted.",
+        },
+    )
     services = make_services(database_url=url, memory={"facts_extract": {"enabled": True}})
     with services.db.read() as session:
         assert session.get(MemoryStandingCursor, 1).until_audit_id == 1

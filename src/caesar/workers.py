@@ -89,10 +89,20 @@ class CursorWorker(Worker, Generic[Prepared]):
         )
         return int(value or 0)
 
+    def until(self, session: Session) -> int | None:
+        """The last audit id this worker reads (a backfill's end, `BackfillWorker`); None: it
+        follows the log for ever."""
+        return None
+
+    def _waiting(self, session: Session, after_id: int) -> list[Any]:
+        waiting = [AuditLog.id > after_id, AuditLog.event_type.in_(self.source_events)]
+        end = self.until(session)
+        return waiting if end is None else [*waiting, AuditLog.id <= end]
+
     def pending(self, session: Session, after_id: int, limit: int) -> Sequence[AuditLog]:
         return session.scalars(
             select(AuditLog)
-            .where(AuditLog.id > after_id, AuditLog.event_type.in_(self.source_events))
+            .where(*self._waiting(session, after_id))
             .order_by(AuditLog.id)
             .limit(limit)
         ).all()
@@ -101,14 +111,9 @@ class CursorWorker(Worker, Generic[Prepared]):
         from sqlalchemy import func
 
         with self.db.read() as session:
-            after = self.cursor(session)
+            waiting = self._waiting(session, self.cursor(session))
             return int(
-                session.scalar(
-                    select(func.count())
-                    .select_from(AuditLog)
-                    .where(AuditLog.id > after, AuditLog.event_type.in_(self.source_events))
-                )
-                or 0
+                session.scalar(select(func.count()).select_from(AuditLog).where(*waiting)) or 0
             )
 
     def step(self) -> int:
@@ -204,6 +209,18 @@ def _audit_crash(worker: Worker, exc: BaseException) -> None:
 # crash with its traceback every interval (a 5 s restart under load logged 240 of them).
 OUTAGE_RETRY_SECONDS = 2.0
 OUTAGE_REMINDER_SECONDS = 60.0
+
+
+class BackfillWorker(CursorWorker[Prepared]):
+    """A cursor worker that reads the chats from before a migration again and then is idle:
+    it stops at its cursor row's `until_audit_id` (set by the migration to the extract
+    worker's cursor then; memory.standing, memory.dated)."""
+
+    def until(self, session: Session) -> int:
+        value = session.scalar(
+            select(self.cursor_model.until_audit_id).where(self.cursor_model.id == 1)
+        )
+        return int(value or 0)
 
 
 class _Outage:

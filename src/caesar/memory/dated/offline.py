@@ -11,8 +11,8 @@ speaker's "you"/"your" become theirs ("You could lower the thermostat" said by c
 ("last Saturday", "in May", "two weeks ago") is resolved on the person's clock from the moment
 it was said (recall/when.py) and kept beside it as `refers_start`/`refers_end`.
 
-Pasted text is not the person's words: fenced code, quoted lines and the middle of a message
-longer than DOCUMENT_CHARS are skipped, as for standing statements.
+Pasted text is not the speaker's words: fenced code, quoted lines and the middle of a
+document-length message are skipped, as for standing statements (their `own_words`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 
 from caesar.memory.recall.when import read_time
+from caesar.memory.standing import offline as standing_offline
 from caesar.memory.standing.offline import unsafe
 
 PERSON = "person"
@@ -30,7 +31,6 @@ CAESAR = "caesar"
 MAX_TEXT = 240
 MIN_WORDS = 4
 MIN_CONTENT_WORDS = 2
-DOCUMENT_CHARS = 1500
 # caesar's replies are long and mostly elaboration: its first sentences that say something
 MAX_CAESAR_PER_TURN = 3
 MAX_PERSON_PER_TURN = 12
@@ -57,10 +57,7 @@ class DatedMemory:
         }
 
 
-_FENCE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
-_QUOTED = re.compile(r"^\s*>.*$", re.MULTILINE)
 _URL = re.compile(r"https?://\S+")
-_SENTENCES = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
 _MARKUP = re.compile(r"[*_#`]+")
 _LIST_MARK = re.compile(r"^\s*(?:[*•+-]|\d{1,2}[.)])\s+")
 # chit-chat and reactions: what a sentence that opens so goes on to say is rarely a memory
@@ -157,8 +154,6 @@ def resolve(sentence: str, speaker: str) -> str:
             return f"{subject} {adverbs}{verb}"
         if verb.lower() == "am":
             return f"{subject} {adverbs}is"
-        if verb.lower() == "was":
-            return f"{subject} {adverbs}was"
         return f"{subject} {adverbs}{_third_person(verb)}"
 
     text = re.sub(r"\bI\s+don[’']t\b", f"{subject} doesn't", text)
@@ -192,16 +187,6 @@ def _possessives(text: str, word: str, subject: str, first: str, later: str) -> 
 
 
 # -- reading a turn ---------------------------------------------------------------------------
-def _own_words(content: str) -> str:
-    """What the speaker typed themselves: no fenced code, quoted lines or links; of a message
-    as long as a document, its first and last paragraphs."""
-    text = _URL.sub("", _QUOTED.sub("", _FENCE.sub(" ", content)))
-    if len(text) > DOCUMENT_CHARS:
-        paragraphs = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
-        text = "\n".join(paragraphs[:1] + paragraphs[-1:])[: DOCUMENT_CHARS * 2]
-    return text
-
-
 def content_words(text: str) -> list[str]:
     return [w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if w not in _STOP]
 
@@ -223,9 +208,11 @@ def _cut(text: str) -> str:
 
 
 def sentences(content: str) -> list[str]:
+    """A turn's own words (standing/offline.py's `own_words`, list items kept), cut into
+    sentences as the standing statements' are, without links or markdown marks."""
     out = []
-    for raw in _SENTENCES.split(_own_words(content)):
-        sentence = _MARKUP.sub("", _LIST_MARK.sub("", raw)).strip().strip('"“”')
+    for raw in standing_offline.sentences(standing_offline.own_words(content, lists=True)):
+        sentence = _MARKUP.sub("", _LIST_MARK.sub("", _URL.sub("", raw))).strip().strip('"“”')
         if sentence:
             out.append(" ".join(sentence.split()))
     return out

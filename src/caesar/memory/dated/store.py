@@ -9,19 +9,21 @@ time its words name. One `memory.said` audit row per chat row says how many, nev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
 from typing import Any
 
 import numpy as np
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from caesar import audit
 from caesar.clock import utcnow
 from caesar.db.engine import Database
 from caesar.db.models import Memory
 from caesar.embeddings import EmbedderHandle, normalise
+from caesar.memory.dated import offline
 from caesar.memory.dated.offline import DatedMemory
 from caesar.memory.scope import Scope
 
@@ -68,6 +70,20 @@ def _view(row: Memory) -> SaidMemory:
     )
 
 
+@dataclass
+class RowMemories:
+    """A chat row's dated memories, read outside the transaction: what it said, their vectors,
+    its conversation and the index in it of the first turn the row added."""
+
+    audit_id: int
+    said_at: datetime
+    person: int
+    conversation_id: int | None
+    first_turn: int = 0
+    said: list[DatedMemory] = field(default_factory=list)
+    vectors: list[np.ndarray | None] = field(default_factory=list)
+
+
 class DatedStore:
     def __init__(self, db: Database, embedder: EmbedderHandle) -> None:
         self.db = db
@@ -79,6 +95,34 @@ class DatedStore:
         if not texts or not self.embedder.enabled:
             return [None] * len(texts)
         return list(normalise(self.embedder.get().embed_batch(list(texts))))
+
+    def read(
+        self,
+        row_id: int,
+        said_at: datetime,
+        person: int,
+        conversation_id: int | None,
+        first_turn: int,
+        turns: Sequence[Mapping[str, object]],
+        zone: tzinfo,
+    ) -> RowMemories:
+        """A chat row's dated memories from the turns it added, with no LLM, embedded."""
+        said = offline.extract(turns, said_at, zone)
+        vectors = self.vectors([m.text for m in said])
+        return RowMemories(row_id, said_at, person, conversation_id, first_turn, said, vectors)
+
+    def write(self, session: Session, log: audit.Audit, read: RowMemories) -> int:
+        """`read` written in the worker's transaction."""
+        return self.learn(
+            Scope(read.person, session),
+            log,
+            read.said,
+            read.vectors,
+            source_audit_id=read.audit_id,
+            conversation_id=read.conversation_id,
+            said_at=read.said_at,
+            first_turn=read.first_turn,
+        )
 
     @property
     def model(self) -> str | None:

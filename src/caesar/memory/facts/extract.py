@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from sqlalchemy.orm import Session
@@ -25,7 +25,7 @@ from caesar import audit
 from caesar.db.models import AuditLog, MemoryExtractCursor
 from caesar.errors import CaesarError, InputError
 from caesar.gateway.base import Message
-from caesar.memory.dated import offline as dated_offline
+from caesar.memory.dated.store import RowMemories
 from caesar.memory.facts.store import clean_value, normalise_key
 from caesar.memory.scope import Scope
 from caesar.memory.standing import kinds
@@ -39,6 +39,9 @@ from caesar.memory.transcript import (
     render_transcript,
 )
 from caesar.workers import CursorWorker
+
+if TYPE_CHECKING:
+    from caesar.container import Container
 
 RAW_KEEP = 2000
 MAX_FACTS_PER_CHAT = 50
@@ -227,6 +230,20 @@ def new_turns(payload: dict[str, Any]) -> tuple[int, list[Message]]:
     return (0, []) if last_user is None else (last_user, turns[last_user:])
 
 
+def read_dated(services: Container, row: AuditLog) -> RowMemories:
+    """The dated memories of the turns a chat row added (memory.extract, memory.dated)."""
+    first, turns = new_turns(row.payload)
+    return services.dated.read(
+        row.id,
+        row.created_at,
+        row.person_id,
+        row.subject_id,
+        first,
+        turns,
+        services.settings.zone,
+    )
+
+
 def extraction_messages(payload: dict[str, Any]) -> list[Message] | None:
     """The LLM request for one chat row; None when the operator said nothing to learn from, or
     sent the chat as temporary."""
@@ -249,12 +266,8 @@ class _Outcome:
     facts: list[_ExtractedFact] = field(default_factory=list)
     # standing statements, each with its bearing vector (memory/standing)
     memories: list[tuple[Statement, Any]] = field(default_factory=list)
-    # the dated memories of its new turns (memory/dated), and the conversation and the index in
-    # it of the first of those turns
-    said: list[dated_offline.DatedMemory] = field(default_factory=list)
-    said_vectors: list[Any] = field(default_factory=list)
-    conversation_id: int | None = None
-    first_turn: int = 0
+    # the dated memories of its new turns (memory/dated)
+    said: RowMemories | None = None
     error: str | None = None
     raw: str | None = None
 
@@ -280,10 +293,6 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
         for row in rows:
             outcome = _Outcome(row.id, row.created_at, row.person_id)
             outcomes.append(outcome)
-            outcome.first_turn, turns = new_turns(row.payload)
-            outcome.conversation_id = row.subject_id
-            outcome.said = dated_offline.extract(turns, row.created_at, self.services.settings.zone)
-            outcome.said_vectors = self.services.dated.vectors([m.text for m in outcome.said])
             messages = extraction_messages(row.payload)
             if messages is None:  # no LLM call for nothing: the outcome is "no facts"
                 continue
@@ -300,6 +309,9 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
                 continue
             vectors = self.services.standing.vectors([(s.slot, s.text) for s in statements])
             outcome.memories = list(zip(statements, vectors, strict=True))
+        for outcome, row in zip(outcomes, rows, strict=True):
+            if outcome.error is None:  # a failed row writes nothing: no need to read it
+                outcome.said = read_dated(self.services, row)
         return outcomes
 
     @property
@@ -308,17 +320,8 @@ class ExtractWorker(CursorWorker[list[_Outcome]]):
 
     def apply(self, session: Session, rows: Sequence[AuditLog], prepared: list[_Outcome]) -> None:
         for outcome in prepared:
-            if outcome.error is None:  # a row's outcome is whole or nothing
-                self.services.dated.learn(
-                    Scope(outcome.person, session),
-                    self.audit,
-                    outcome.said,
-                    outcome.said_vectors,
-                    source_audit_id=outcome.audit_id,
-                    conversation_id=outcome.conversation_id,
-                    said_at=outcome.said_at,
-                    first_turn=outcome.first_turn,
-                )
+            if outcome.said is not None:  # a row's outcome is whole or nothing
+                self.services.dated.write(session, self.audit, outcome.said)
             if outcome.error is not None:
                 self.audit.append(
                     Scope(outcome.person, session),

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from caesar import audit
@@ -27,7 +26,7 @@ from caesar.memory.facts.extract import latest_exchange
 from caesar.memory.scope import Scope
 from caesar.memory.standing.offline import Statement, extract_statements
 from caesar.memory.transcript import is_temporary
-from caesar.workers import CursorWorker
+from caesar.workers import BackfillWorker
 
 BATCH = 64
 
@@ -40,7 +39,7 @@ class _Read:
     statements: list[tuple[Statement, Any]] = field(default_factory=list)
 
 
-class StandingBackfillWorker(CursorWorker[list[_Read]]):
+class StandingBackfillWorker(BackfillWorker[list[_Read]]):
     name = "memory.standing"
     cursor_model = MemoryStandingCursor
     source_events = (audit.CHAT_COMPLETED,)
@@ -56,40 +55,6 @@ class StandingBackfillWorker(CursorWorker[list[_Read]]):
     @property
     def batch_size(self) -> int:
         return BATCH
-
-    def _until(self, session: Session) -> int:
-        value = session.scalar(
-            select(MemoryStandingCursor.until_audit_id).where(MemoryStandingCursor.id == 1)
-        )
-        return int(value or 0)
-
-    def pending(self, session: Session, after_id: int, limit: int) -> Sequence[AuditLog]:
-        return session.scalars(
-            select(AuditLog)
-            .where(
-                AuditLog.id > after_id,
-                AuditLog.id <= self._until(session),
-                AuditLog.event_type.in_(self.source_events),
-            )
-            .order_by(AuditLog.id)
-            .limit(limit)
-        ).all()
-
-    def backlog(self) -> int:
-        with self.db.read() as session:
-            after, until = self.cursor(session), self._until(session)
-            return int(
-                session.scalar(
-                    select(func.count())
-                    .select_from(AuditLog)
-                    .where(
-                        AuditLog.id > after,
-                        AuditLog.id <= until,
-                        AuditLog.event_type.in_(self.source_events),
-                    )
-                )
-                or 0
-            )
 
     def prepare(self, rows: Sequence[AuditLog]) -> list[_Read]:
         read = []

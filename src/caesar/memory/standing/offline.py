@@ -681,10 +681,12 @@ def _about(text: str) -> str:
     return " ".join(words)[:200]
 
 
-def _own_words(message: str) -> str:
-    """What of a user turn is the person's own: code, quoted lines and the middle of a pasted
-    document are not."""
-    text = _LIST_ITEM.sub(" ", _QUOTED.sub(" ", _FENCE.sub(" ", message)))
+def own_words(message: str, *, lists: bool = False) -> str:
+    """What of a turn is the speaker's own: code, quoted lines and the middle of a pasted
+    document are not; nor list items, unless `lists` (a reply's steps are what it said)."""
+    text = _QUOTED.sub(" ", _FENCE.sub(" ", message))
+    if not lists:
+        text = _LIST_ITEM.sub(" ", text)
     if len(text) > DOCUMENT_CHARS:
         paragraphs = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
         if len(paragraphs) < 2:  # one long block: a paste, not a message
@@ -949,7 +951,7 @@ def extract_statements(turns: Sequence[Mapping[str, object]]) -> list[Statement]
         if _verse(content):
             continue
         mine: list[Statement] = []
-        for sentence in sentences(_own_words(content)):
+        for sentence in sentences(own_words(content)):
             mine.extend(s for s in statements_in(sentence) if not _echoes(s.text, assistant))
         found.extend(s for s in mine[:MAX_PER_MESSAGE] if s.text not in {f.text for f in found})
     return found
