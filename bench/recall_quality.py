@@ -52,6 +52,7 @@ from caesar.memory.scope import Scope
 from caesar.services import Services
 from caesar.workers import run_until_caught_up
 
+SAID_SHARE: float | None = None  # --said-share
 RANK_DEPTH = 50  # preview top_k when ranking: every session of a LoCoMo conversation, ~all of LME
 KS = (1, 3, 5)
 
@@ -255,6 +256,8 @@ def bench_settings(
     names: the past-conversations budget, the operator's time zone (when this caesar has the
     setting), the database (default: SQLite in `home`)."""
     recall: dict[str, Any] = {} if prompt_chars is None else {"prompt_chars": prompt_chars}
+    if SAID_SHARE is not None:
+        recall["said_share"] = SAID_SHARE
     zone: dict[str, Any] = {}
     if timezone is not None and "timezone" in Settings.model_fields:
         zone["timezone"] = timezone
@@ -325,6 +328,8 @@ def build(
     for (key, _turns, _when), audit_id in zip(accepted, report.audit_ids, strict=True):
         sessions_of_audit[audit_id].append(key)  # duplicate sessions share one chat row
     run_until_caught_up(services.workers["memory.summarise"])
+    if "memory.extract" in services.workers:  # its dated memories (issue #45), as `serve` would
+        run_until_caught_up(services.workers["memory.extract"])
     run_until_caught_up(services.workers["memory.passages"])
     # PostgreSQL with pgvector (--postgres): the vectors copied where it searches them and its
     # index built, as `caesar serve` does at start (SQLite: nothing to do)
@@ -695,12 +700,18 @@ def recall_quality(
     postgres: Annotated[
         bool, "on PostgreSQL with pgvector (the test suite's; a partial run: docs not rewritten)"
     ] = False,
+    said_share: Annotated[
+        float | None, "memory.episodes_recall.said_share (default: the shipped one)"
+    ] = None,
     types: Annotated[
         str | None,
         "only LongMemEval questions of these types, e.g. multi-session,temporal-reasoning "
         "(a partial run: the docs are not rewritten)",
     ] = None,
 ) -> None:
+    if said_share is not None:
+        global SAID_SHARE
+        SAID_SHARE = said_share
     if dump:
         global DUMP
         DUMP = Path(dump)

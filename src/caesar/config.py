@@ -323,6 +323,9 @@ class EpisodesRecallSettings(Section):
     # (ProviderSettings.recall_chars, by kind). Chosen by measurement: docs/recall-quality.md.
     prompt_chars: int = Field(default=2500, ge=200, le=50_000)
     excerpts: bool = True  # false: the summary lines alone (ADR-0034 §3.5)
+    # At most this share of `prompt_chars` goes to dated memories, one line each, from the
+    # conversations recall ranks (memory/recall/said.py, docs/memories.md); 0 turns them off.
+    said_share: float = Field(default=0.25, ge=0, le=0.9)
     # One turn of an excerpt longer than this is cut to its sentences that match the message.
     excerpt_turn_chars: int = Field(default=600, ge=80, le=5_000)
     summary_chars: int = Field(default=200, ge=20, le=2_000)  # a summary line's length cap

@@ -135,6 +135,18 @@ def excerpt_line(role: str, text: str) -> str:
     return fence(f"  {SPEAKERS.get(role, role)}: {one_line(text)}")
 
 
+# Before the dated memories' lines in the block (memory/recall/said.py).
+SAID_HEADER = "Things said in past conversations:"
+
+
+def said_line(
+    text: str, said_at: datetime, now: datetime, zone: tzinfo = UTC, refers: str = ""
+) -> str:
+    """'- <time anchor>: <memory>[ (of <the time it names>)]', on one line."""
+    of = f" (of {refers})" if refers else ""
+    return fence(f"- {time_anchor(said_at, now, zone)}: {one_line(text)}{of}")
+
+
 GAP_LINE = "  …"  # between two excerpts of one conversation that do not touch
 
 

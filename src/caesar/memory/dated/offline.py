@@ -67,7 +67,7 @@ _CHITCHAT = re.compile(
     r"no problem|(?:it(?:'s| is|’s) )?(?:good|nice|great|lovely) to (?:see|meet|hear|talk)|you're welcome|of course|sure thing|sounds (?:great|good|fun|amazing|lovely|"
     r"like)|that (?:sounds|is|was|'s|’s) (?:great|awesome|amazing|so|really|wonderful|"
     r"lovely|cool|fun|nice|fantastic|incredible|beautiful)|(?:i'?m|i’m|i am) (?:so |always |"
-    r"more than )?(?:glad|happy|sorry|here) (?:to (?:hear|help|assist)|for you)\b|glad (?:to hear|you)|happy to help|great (?:question|"
+    r"more than )?(?:glad|happy|sorry|here) (?:to (?:hear|help|assist)|for you)\b|(?:so |really |very )?glad (?:to hear|you|that you)|happy to help|great (?:question|"
     r"idea|job)|i hope (?:you|it|that)|hope (?:you|it|that)|let me know|feel free|"
     r"keep (?:it )?up|you(?:'re| are) (?:welcome|right|so|amazing|awesome))\b",
     re.IGNORECASE,
@@ -191,6 +191,30 @@ def content_words(text: str) -> list[str]:
     return [w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if w not in _STOP]
 
 
+# A name the speaker addresses the other by ("Caroline, so glad …", "… great news, Mel!"):
+# not what was said, and a word recall would match every such line on.
+_ADDRESS_HEAD = re.compile(r"^(?:(?i:hey|hi|oh|yeah|wow|aw+)\s+)?[A-Z][a-z]+,\s+")
+_ADDRESS_TAIL = re.compile(r",\s+[A-Z][a-z]+\s*([.!]*)$")
+
+
+def unaddressed(sentence: str) -> str:
+    """The sentence without the name it opens or closes on, addressing the other speaker."""
+    sentence = _ADDRESS_TAIL.sub(r"\1", sentence)
+    head = _ADDRESS_HEAD.match(sentence)
+    if head and head.group(0).split()[-1].rstrip(",") not in _NOT_NAMES:
+        rest = sentence[head.end() :]
+        sentence = rest[:1].upper() + rest[1:]
+    return sentence
+
+
+# Capitalised words that open a sentence with a comma and are no name.
+_NOT_NAMES = frozenset(
+    "Yes No Well So Oh Yeah Ok Okay Also Actually Honestly Anyway Now Then Sure Right Hey Hi "
+    "Wow Besides However Still Plus Luckily Sadly Unfortunately Fortunately Basically First "
+    "Second Finally Today Yesterday Tomorrow Recently Lately Tonight Later".split()  # noqa: SIM905
+)
+
+
 def worth_keeping(sentence: str) -> bool:
     """Says something: not a question, not chit-chat, enough words that carry meaning; never
     an instruction to drop caesar's rules (standing/offline.py's `unsafe`), which a prompt
@@ -235,6 +259,7 @@ def extract(
         for sentence in sentences(str(message.get("content") or "")):
             if kept >= limit:
                 break
+            sentence = unaddressed(sentence)
             if not worth_keeping(sentence):
                 continue
             text = _cut(resolve(sentence, speaker))

@@ -138,3 +138,37 @@ def count_recalls(scope: Scope, ids: list[int], now: datetime) -> None:
         .where(table.c.id.in_(ids))
         .values(recall_count=table.c.recall_count + 1, last_recalled_at=now)
     )
+
+
+_SAID_TIMES = (4, 6, 7)  # said_rows' datetime columns
+# What the memory stage reads of a dated memory (memory/recall/said.py), by position.
+SAID_COLUMNS = (
+    "m.id, e.id, m.text, m.speaker, m.said_at, m.turn, m.refers_start, m.refers_end, "
+    "m.vector, m.model"
+)
+
+
+def said_rows(scope: Scope, episode_ids: Sequence[int]) -> list[tuple[Any, ...]]:
+    """(memory id, episode id, text, speaker, said_at, turn, refers_start, refers_end, vector,
+    model) of the dated memories (kind `said`) of these episodes' conversations, the scope's
+    person's only: what the memory stage ranks. Found through the conversations' index
+    (idx_memories_conversation); SQLite's datetimes are parsed here."""
+    if not episode_ids:
+        return []
+    session = scope.session
+    sql = (
+        f"SELECT {SAID_COLUMNS} FROM episode_summaries e JOIN memories m "
+        "ON m.conversation_id = e.conversation_id "
+        f"WHERE e.id IN ({marks(session, len(episode_ids))}) "
+        f"AND +e.person_id = {marks(session, 1)} "
+        f"AND +m.person_id = {marks(session, 1)} AND m.kind = 'said' ORDER BY m.id"
+    )
+    person = int(scope.person)
+    rows = driver_rows(session, sql, [*(int(i) for i in episode_ids), person, person])
+    return [
+        tuple(
+            as_datetime(v) if k in _SAID_TIMES and isinstance(v, str) else v
+            for k, v in enumerate(r)
+        )
+        for r in rows
+    ]

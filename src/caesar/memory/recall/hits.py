@@ -17,6 +17,7 @@ from caesar.memory.render import FactLine
 
 if TYPE_CHECKING:
     from caesar.memory.recall.hybrid import Fusion, Ranking
+    from caesar.memory.recall.said import SaidLine
     from caesar.memory.standing.store import StandingMemory
 
 
@@ -32,6 +33,9 @@ class RecallParams:
     ranking: Ranking = "adr"
     comparable_within: float = 0.0
     date_weight: float = 0.0
+    # hybrid: rank up to GATHER_K conversations, those behind top_k as reserve, for the memory
+    # stage (memory/recall/said.py); on when it has a share of the budget
+    said_pool: bool = False
 
     @classmethod
     def from_settings(cls, s: EpisodesRecallSettings, **overrides: object) -> RecallParams:
@@ -46,6 +50,7 @@ class RecallParams:
             "ranking": s.ranking,
             "comparable_within": s.comparable_within,
             "date_weight": s.date_weight,
+            "said_pool": s.said_share > 0 and s.fusion == "hybrid",
         }
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
@@ -101,12 +106,17 @@ class RecalledEpisode:
     # a conversation the summariser has not reached yet (`unsummarised`): no episode
     # (`episode_id` 0), `audit_log_id` its latest turn, `summary` UNSUMMARISED_LINE
     pending: bool = False
+    # ranked behind the block's candidates: a conversation for the memory stage alone
+    reserve: bool = False
+    # the dated memories of it in the block, in time order (memory/recall/said.py)
+    said: tuple[SaidLine, ...] = ()
 
     def as_json(self) -> dict[str, object]:
         # Field by field, not asdict: that deep-copies `windows` (one float per window of the
         # conversation) only to drop it, and this runs for every recalled episode of a turn.
         data: dict[str, Any] = {f.name: getattr(self, f.name) for f in _JSON_FIELDS}
         data["excerpts"] = [e.as_json() for e in self.excerpts]
+        data["said"] = [m.as_json() for m in self.said]
         data["created_at"] = self.created_at.isoformat()
         for key in (
             "cosine",
@@ -126,7 +136,7 @@ class RecalledEpisode:
         return data
 
 
-_JSON_FIELDS = tuple(f for f in fields(RecalledEpisode) if f.name != "windows")
+_JSON_FIELDS = tuple(f for f in fields(RecalledEpisode) if f.name not in ("windows", "said"))
 
 
 @dataclass

@@ -192,6 +192,8 @@ class HybridHit:
     # fuse(max(cosine, passage), keyword × known): what the threshold applies to (= relevance
     # when every word of the message is somewhere in the history)
     gated: float = 0.0
+    # ranked behind the block's candidates, kept for the memory stage (memory/recall/said.py)
+    reserve: bool = False
     # held within a span of time the message names by date (memory/recall/dates.py): the
     # relevance and `gated` are lifted by date_weight × (1 − ·), `gated` not when the message
     # names someone the history never heard of
@@ -288,7 +290,10 @@ def rank_candidates(
         limit = max(limit, TIME_POOL)
     elif asked.gathers or asked.time.spans:
         limit = max(limit, GATHER_K)
-    order = [i for i in ranked if keep[i]][:limit]
+    # the memory stage reads the dated memories of up to GATHER_K conversations: those
+    # behind the block's candidates come as reserve
+    depth = max(limit, GATHER_K) if getattr(params, "said_pool", False) else limit
+    order = [i for i in ranked if keep[i]][:depth]
     return [
         HybridHit(
             episode_id=int(ids[i]),
@@ -308,8 +313,9 @@ def rank_candidates(
             known=known,
             gated=float(gated[i]),
             dated=bool(on_day[i]),
+            reserve=n >= limit,
         )
-        for i in order
+        for n, i in enumerate(order)
     ]
 
 

@@ -36,13 +36,13 @@ from caesar.memory.engine.rows import chat_payloads, ranked_rows, turn_vector_ro
 from caesar.memory.engine.vectors import epoch_seconds
 from caesar.memory.importance import SECONDS_PER_DAY, episode_rank, freshness, recall_weight
 from caesar.memory.passages import window_spans, window_turns
-from caesar.memory.recall import excerpts
+from caesar.memory.recall import excerpts, said
 from caesar.memory.recall.hits import Recalled, RecalledEpisode, RecallParams
 from caesar.memory.recall.hybrid import hybrid_search
 from caesar.memory.recall.question import NOTHING, Asked
-from caesar.memory.render import EpisodeLine
+from caesar.memory.render import EPISODES_HEADER, EpisodeLine
 from caesar.memory.scope import Scope
-from caesar.memory.transcript import conversation_turns
+from caesar.memory.transcript import MEMORY_CLOSE, MEMORY_OPEN, conversation_turns
 
 if TYPE_CHECKING:
     from caesar.memory.recall.episodes import EpisodeMemory
@@ -282,6 +282,7 @@ def with_excerpts(
     if not ranked:
         return "", []
     now = scope.now or utcnow()
+    pool, ranked = ranked, [e for e in ranked if not e.reserve]
     ids = [e.audit_log_id for e in ranked]
     turns = conversations(scope, ids) if settings.excerpts else {}
     # a message about time alone has no topic a turn could be near
@@ -298,18 +299,57 @@ def with_excerpts(
         )
         for e in ranked
     ]
-    block = excerpts.select(
-        candidates,
-        query,
-        now,
-        budget=settings.prompt_chars,
-        turn_chars=settings.excerpt_turn_chars,
-        summary_chars=settings.summary_chars,
-        zone=memory.zone,
-        layout=asked.layout,
-    )
+
+    def block_of(budget: int) -> excerpts.Block:
+        return excerpts.select(
+            candidates,
+            query,
+            now,
+            budget=budget,
+            turn_chars=settings.excerpt_turn_chars,
+            summary_chars=settings.summary_chars,
+            zone=memory.zone,
+            layout=asked.layout,
+        )
+
+    block = block_of(settings.prompt_chars)
+    lines = said.NONE
+    if settings.said_share > 0 and asked.layout != "timeline":
+        # memory lines reach the conversations the block cannot show: of those alone, at
+        # most their share of the budget, which the block then does without
+        in_block = {ranked[c.index].episode_id for c in block.chosen}
+        beyond = [e.episode_id for e in pool if e.episode_id not in in_block and not e.pending]
+        found = said.candidates(
+            scope,
+            beyond,
+            query,
+            vector_of(vector),
+            scope.search.model_id,
+            settings.similarity_threshold,
+        )
+        share = int(settings.prompt_chars * settings.said_share)
+        lines = said.choose(found, share, now, memory.zone)
+        if lines.said:
+            block = block_of(settings.prompt_chars - lines.chars)
     shown = [replace(ranked[c.index], excerpts=c.excerpts) for c in block.chosen]
-    return block.text, shown
+    if not lines.said:
+        return block.text, shown
+    return with_said(block.text, shown, pool, lines)
+
+
+def with_said(
+    text: str, shown: list[RecalledEpisode], pool: list[RecalledEpisode], lines: said.Lines
+) -> tuple[str, list[RecalledEpisode]]:
+    """The block with the memory lines after the excerpts, and the episodes in it: each with
+    the memories of it shown, those shown by memory lines alone after the others (best
+    first)."""
+    of: dict[int, list[said.SaidLine]] = {}
+    for m in lines.said:
+        of.setdefault(m.episode_id, []).append(m)
+    out = [replace(e, said=tuple(of.pop(e.episode_id, ()))) for e in shown]
+    out += [replace(e, said=tuple(of[e.episode_id])) for e in pool if e.episode_id in of]
+    body = text[: -len(MEMORY_CLOSE) - 1].split("\n") if text else [EPISODES_HEADER, MEMORY_OPEN]
+    return "\n".join([*body, *lines.lines, MEMORY_CLOSE]), out
 
 
 def conversations(scope: Scope, audit_ids: list[int]) -> dict[int, list[Message]]:
