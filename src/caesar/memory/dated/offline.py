@@ -63,7 +63,9 @@ _LIST_MARK = re.compile(r"^\s*(?:[*•+-]|\d{1,2}[.)])\s+")
 # chit-chat and reactions: what a sentence that opens so goes on to say is rarely a memory
 _CHITCHAT = re.compile(
     r"^(?:thanks|thank you|thx|cheers|congrat\w*|wow|whoa|yay|haha\w*|lol|omg|aw+|ooh|hi|hey|"
-    r"hello|bye|good ?night|good morning|see you|take care|good luck|best of luck|no worries|"
+    r"hello|bye|what an? (?:\w+ )?(?:thing|idea|day|time|story|news|way|question|place|view|shot|"
+    r"photo|pic|picture|one)\b|how (?:lovely|nice|great|cool|fun|exciting|wonderful|sweet|cute|"
+    r"awesome|amazing)\b|good ?night|good morning|see you|take care|good luck|best of luck|no worries|"
     r"no problem|(?:it(?:'s| is|’s) )?(?:good|nice|great|lovely) to (?:see|meet|hear|talk)|you're welcome|of course|sure thing|sounds (?:great|good|fun|amazing|lovely|"
     r"like)|that (?:sounds|is|was|'s|’s) (?:great|awesome|amazing|so|really|wonderful|"
     r"lovely|cool|fun|nice|fantastic|incredible|beautiful)|(?:i'?m|i’m|i am) (?:so |always |"
@@ -193,12 +195,19 @@ def content_words(text: str) -> list[str]:
 
 # A name the speaker addresses the other by ("Caroline, so glad …", "… great news, Mel!"):
 # not what was said, and a word recall would match every such line on.
-_ADDRESS_HEAD = re.compile(r"^(?:(?i:hey|hi|oh|yeah|wow|aw+)\s+)?[A-Z][a-z]+,\s+")
+_ADDRESS_HEAD = re.compile(
+    r"^(?:(?i:hey|hi|hello|oh|ah|yeah|yes|wow|woah|whoa|aw+|thanks|thank you|got it|ok|okay|"
+    r"congrats|haha|lol|omg|so)\s+)?[A-Z][a-z]+,\s+"
+)
+# What a chat says of a picture it shares ("[shares a photo: …]", an import's "[image]"): not
+# something said.
+_BRACKETED = re.compile(r"\[[^\]]*\]")
 _ADDRESS_TAIL = re.compile(r",\s+[A-Z][a-z]+\s*([.!]*)$")
 
 
 def unaddressed(sentence: str) -> str:
     """The sentence without the name it opens or closes on, addressing the other speaker."""
+    sentence = " ".join(_BRACKETED.sub(" ", sentence).split())
     sentence = _ADDRESS_TAIL.sub(r"\1", sentence)
     head = _ADDRESS_HEAD.match(sentence)
     if head and head.group(0).split()[-1].rstrip(",") not in _NOT_NAMES:

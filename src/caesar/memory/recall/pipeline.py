@@ -40,9 +40,9 @@ from caesar.memory.recall import excerpts, said
 from caesar.memory.recall.hits import Recalled, RecalledEpisode, RecallParams
 from caesar.memory.recall.hybrid import hybrid_search
 from caesar.memory.recall.question import NOTHING, Asked
-from caesar.memory.render import EPISODES_HEADER, EpisodeLine
+from caesar.memory.render import EpisodeLine
 from caesar.memory.scope import Scope
-from caesar.memory.transcript import MEMORY_CLOSE, MEMORY_OPEN, conversation_turns
+from caesar.memory.transcript import conversation_turns
 
 if TYPE_CHECKING:
     from caesar.memory.recall.episodes import EpisodeMemory
@@ -299,57 +299,50 @@ def with_excerpts(
         )
         for e in ranked
     ]
-
-    def block_of(budget: int) -> excerpts.Block:
-        return excerpts.select(
-            candidates,
-            query,
-            now,
-            budget=budget,
-            turn_chars=settings.excerpt_turn_chars,
-            summary_chars=settings.summary_chars,
-            zone=memory.zone,
-            layout=asked.layout,
-        )
-
-    block = block_of(settings.prompt_chars)
-    lines = said.NONE
+    timed: list[said.SaidLine] = []
+    items: list[excerpts.SaidItem] = []
     if settings.said_share > 0 and asked.layout != "timeline":
-        # memory lines reach the conversations the block cannot show: of those alone, at
-        # most their share of the budget, which the block then does without
-        in_block = {ranked[c.index].episode_id for c in block.chosen}
-        beyond = [e.episode_id for e in pool if e.episode_id not in in_block and not e.pending]
         found = said.candidates(
             scope,
-            beyond,
+            [e.episode_id for e in pool if not e.pending],
             query,
             vector_of(vector),
             scope.search.model_id,
             settings.similarity_threshold,
+            settings.keyword_weight,
         )
-        share = int(settings.prompt_chars * settings.said_share)
-        lines = said.choose(found, share, now, memory.zone)
-        if lines.said:
-            block = block_of(settings.prompt_chars - lines.chars)
+        candidate_of = {e.episode_id: i for i, e in enumerate(ranked) if not e.pending}
+        score_of = {e.episode_id: e.score for e in pool}
+        timed, items = said.items(found, candidate_of, score_of, now, memory.zone)
+    block = excerpts.select(
+        candidates,
+        query,
+        now,
+        budget=settings.prompt_chars,
+        turn_chars=settings.excerpt_turn_chars,
+        summary_chars=settings.summary_chars,
+        zone=memory.zone,
+        layout=asked.layout,
+        memories=items,
+        memory_budget=int(settings.prompt_chars * settings.said_share),
+    )
     shown = [replace(ranked[c.index], excerpts=c.excerpts) for c in block.chosen]
-    if not lines.said:
+    if not block.said:
         return block.text, shown
-    return with_said(block.text, shown, pool, lines)
+    return block.text, with_said(shown, pool, [timed[k] for k in block.said])
 
 
 def with_said(
-    text: str, shown: list[RecalledEpisode], pool: list[RecalledEpisode], lines: said.Lines
-) -> tuple[str, list[RecalledEpisode]]:
-    """The block with the memory lines after the excerpts, and the episodes in it: each with
-    the memories of it shown, those shown by memory lines alone after the others (best
-    first)."""
+    shown: list[RecalledEpisode], pool: list[RecalledEpisode], lines: list[said.SaidLine]
+) -> list[RecalledEpisode]:
+    """The episodes in the block, each with the memories of it shown (in time order), those
+    shown by memory lines alone after the others (best first): every conversation anything in
+    the prompt came from."""
     of: dict[int, list[said.SaidLine]] = {}
-    for m in lines.said:
+    for m in lines:
         of.setdefault(m.episode_id, []).append(m)
     out = [replace(e, said=tuple(of.pop(e.episode_id, ()))) for e in shown]
-    out += [replace(e, said=tuple(of[e.episode_id])) for e in pool if e.episode_id in of]
-    body = text[: -len(MEMORY_CLOSE) - 1].split("\n") if text else [EPISODES_HEADER, MEMORY_OPEN]
-    return "\n".join([*body, *lines.lines, MEMORY_CLOSE]), out
+    return out + [replace(e, said=tuple(of[e.episode_id])) for e in pool if e.episode_id in of]
 
 
 def conversations(scope: Scope, audit_ids: list[int]) -> dict[int, list[Message]]:

@@ -91,7 +91,7 @@ def said_lines(recalled: Sequence[RecalledEpisode], now: datetime, zone: tzinfo)
     each dated: 'Yesterday the user said: "I play the cello."'. One sentence a line, so that the
     one that answers can be put first ("I play the cello, and my cat Miso hates it" told in one
     message). caesar's own replies are left out: a small model repeats them as facts, and they
-    are often invented."""
+    are often invented. Then the operator's dated memories shown of it, as they read."""
     lines: list[str] = []
     for episode in recalled:
         when = relative_time(local(episode.created_at, zone), local(now, zone)).capitalize()
@@ -103,6 +103,11 @@ def said_lines(recalled: Sequence[RecalledEpisode], now: datetime, zone: tzinfo)
                     line = f'{when} the user said: "{sentence.strip()}"'
                     if sentence.strip() and line not in lines:
                         lines.append(line)
+        # the dated memories of it in the prompt (memory/recall/said.py): the operator's own
+        for memory in episode.said:
+            if memory.speaker == "person":
+                text = memory.text.replace("The person", WHO).replace("the person", "the user")
+                lines.append(f"{when}: {text}")
     return lines
 
 

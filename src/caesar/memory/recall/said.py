@@ -7,23 +7,25 @@ each, not three turns of two. A memory line costs ~130 characters where an excer
 
 How:
 - the candidates are the memories of the conversations recall ranked (`pool`): the ones the
-  block shows and those ranked behind them (`RecalledEpisode.reserve`), every one of which
-  cleared the similarity threshold — so a message that recalls nothing gets no memory line, and
-  the stage reads at most a few hundred rows, whatever the size of the history;
-- each is scored by its own cosine with the message and by its words (BM25 over the
-  candidates, stemmed as the keyword index stems), fused by reciprocal ranks; one that shares
-  no content word with the message and whose cosine is under the threshold is left out;
-- a memory whose source turn is shown in an excerpt already is left out;
-- lines are taken one per conversation first (best first), then a second of each, while they
-  fit the stage's share of the budget (`share`); in the block they are in time order, each with
-  the day it was said and the day its words name ("last Saturday": Sat 6 May 2023).
+  block is chosen from and those ranked behind them (`RecalledEpisode.reserve`), every one of
+  which cleared the similarity threshold — so a message that recalls nothing gets no memory
+  line, and the stage reads at most a few hundred rows, whatever the size of the history;
+- each is scored as an episode is (hybrid.fuse): its own cosine with the message, lifted by
+  its words (the share of the message's information it says, IDF-weighted over the
+  candidates, stemmed as the keyword index stems), in cosine units; those under the
+  similarity threshold are left out;
+- the block's selection (excerpts.select) takes them as items beside the windows, by the same
+  priority (half their conversation's score, half their own relevance), within the one budget
+  and at most `said_share` of it; one whose turn an excerpt shows, or whose line another
+  says, is left out. In the block they follow the excerpts, in time order, each with the day
+  it was said and the day its words name ("last Saturday": Sat 6 May 2023).
 Pure but for `candidates`, which reads the rows.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -32,15 +34,11 @@ from datetime import UTC, datetime, timedelta, tzinfo
 import numpy as np
 
 from caesar.memory.engine.rows import said_rows
-from caesar.memory.recall.excerpts import stems, turn_stems
+from caesar.memory.recall.excerpts import SaidItem, stems, turn_stems
+from caesar.memory.recall.hybrid import fuse
 from caesar.memory.recall.keywords import query_terms
-from caesar.memory.render import SAID_HEADER, said_line
+from caesar.memory.render import said_line
 from caesar.memory.scope import Scope
-
-RRF_K = 60.0  # reciprocal-rank fusion's constant (hybrid.RRF_K): the customary 60
-# BM25's customary constants: term saturation and length normalisation.
-BM25_K1 = 1.2
-BM25_B = 0.75
 
 
 @dataclass(frozen=True)
@@ -82,9 +80,11 @@ def candidates(
     vector: np.ndarray,
     model_id: str | None,
     threshold: float | None,
+    keyword_weight: float,
 ) -> list[SaidLine]:
     """The dated memories of these episodes' conversations that bear on `query`, best first."""
-    return rank(said_rows(scope, episode_ids), query, vector, model_id, threshold)
+    rows = said_rows(scope, episode_ids)
+    return rank(rows, query, vector, model_id, threshold, keyword_weight)
 
 
 def rank(
@@ -93,13 +93,16 @@ def rank(
     vector: np.ndarray,
     model_id: str | None,
     threshold: float | None,
+    keyword_weight: float,
 ) -> list[SaidLine]:
-    """`said_rows` rows scored against the message, best first (see the module docstring)."""
+    """`said_rows` rows scored against the message, best first: the cosine fused with the
+    keyword side as an episode's is (hybrid.fuse, in cosine units; the keyword side the share
+    of the message's information the memory says, `coverage`), those clearing `threshold`."""
     if not rows:
         return []
     wanted = stems(" ".join(query_terms(query)))
     texts = [str(r[2]) for r in rows]
-    keyword = bm25([turn_stems(t) for t in texts], [len(t.split()) for t in texts], wanted)
+    keyword = coverage([turn_stems(t) for t in texts], wanted)
     cosine = np.zeros(len(rows))
     for i, r in enumerate(rows):
         blob, model = r[8], r[9]
@@ -107,11 +110,9 @@ def rank(
             stored = np.frombuffer(bytes(blob), dtype=np.float32)  # type: ignore[arg-type]
             if stored.shape == vector.shape:
                 cosine[i] = float(stored @ vector)
-    keep = cosine >= (-1.0 if threshold is None else threshold)
-    if not keep.any():
-        return []
-    fused = rrf(cosine, keyword)
-    order = sorted(np.flatnonzero(keep), key=lambda i: (-fused[i], -int(rows[i][0])))  # type: ignore[call-overload]
+    relevance = fuse(cosine, keyword, method="hybrid", keyword_weight=keyword_weight)
+    keep = relevance >= (-1.0 if threshold is None else threshold)
+    order = sorted(np.flatnonzero(keep), key=lambda i: (-relevance[i], -int(rows[i][0])))  # type: ignore[call-overload]
     return [
         SaidLine(
             id=int(rows[i][0]),  # type: ignore[call-overload]
@@ -124,97 +125,50 @@ def rank(
             refers_end=rows[i][7],  # type: ignore[arg-type]
             cosine=float(cosine[i]),
             keyword=float(keyword[i]),
-            score=float(fused[i]),
+            score=float(relevance[i]),
         )
         for i in order
     ]
 
 
-def bm25(
-    docs: Sequence[AbstractSet[str]], lengths: Sequence[int], wanted: AbstractSet[str]
-) -> np.ndarray:
-    """Okapi BM25 of each document (its set of stems; a sentence rarely says a word twice, so a
-    term counts once) for the query's stems, over these documents alone."""
+def coverage(docs: Sequence[AbstractSet[str]], wanted: AbstractSet[str]) -> np.ndarray:
+    """How much of the message's information each document (its set of stems) holds: the IDF
+    weight of the message's stems it says, over theirs all (IDF over these documents, a stem
+    none says weighing most) — a memory that says one of five words holds a fifth, however it
+    ranks against the others."""
     scores = np.zeros(len(docs))
     if not wanted or not docs:
         return scores
-    df = Counter(t for d in docs for t in wanted if t in d)
-    if not df:
-        return scores
     n = len(docs)
-    avg = max(1.0, sum(lengths) / n)
-    idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+    df = Counter(t for d in docs for t in wanted if t in d)
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in wanted}
+    total = sum(idf.values())
     for i, d in enumerate(docs):
-        hit = [idf[t] for t in df if t in d]
-        if hit:
-            norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths[i] / avg)
-            scores[i] = sum(hit) * (BM25_K1 + 1) / (1 + norm)
+        scores[i] = sum(idf[t] for t in wanted if t in d) / total
     return scores
 
 
-def rrf(cosine: np.ndarray, keyword: np.ndarray) -> np.ndarray:
-    """Σ 1 / (RRF_K + rank) over the cosine ranking and the keyword ranking (a memory with no
-    keyword match has no keyword rank)."""
-
-    def ranks(values: np.ndarray) -> np.ndarray:
-        order = np.argsort(-values, kind="stable")
-        out = np.empty(values.size)
-        out[order] = np.arange(1, values.size + 1)
-        return out
-
-    fused = 1.0 / (RRF_K + ranks(cosine))
-    return fused + np.where(keyword > 0, 1.0 / (RRF_K + ranks(keyword)), 0.0)
-
-
-@dataclass(frozen=True)
-class Lines:
-    """The memory lines chosen: the rendered lines in time order (header first) and their
-    memories; `chars` what they cost in the block."""
-
-    lines: tuple[str, ...]
-    said: tuple[SaidLine, ...]
-    chars: int
-
-
-NONE = Lines((), (), 0)
-
-
-def choose(
+def items(
     ranked: Sequence[SaidLine],
-    budget: int,
+    candidate_of: dict[int, int],
+    score_of: dict[int, float],
     now: datetime,
     zone: tzinfo = UTC,
-    shown: AbstractSet[tuple[int, int]] = frozenset(),
-) -> Lines:
-    """Lines for `ranked` (best first) within `budget` characters, newlines and header
-    included: one per conversation first, then a second of each, and so on; none whose
-    (episode, turn) is in `shown` (an excerpt holds its turn). In time order."""
-    by_episode: dict[int, list[SaidLine]] = defaultdict(list)
-    for m in ranked:
-        if m.turn is None or (m.episode_id, m.turn) not in shown:
-            by_episode[m.episode_id].append(m)
-    rounds: list[SaidLine] = []
-    depth = max((len(v) for v in by_episode.values()), default=0)
-    for k in range(depth):
-        rounds.extend(v[k] for v in by_episode.values() if len(v) > k)
-    # rounds keeps the best-first order of each round (dicts keep insertion order)
-    room = budget - len(SAID_HEADER) - 1
-    taken: list[tuple[SaidLine, str]] = []
-    seen: set[str] = set()
-    for m in rounds:
-        key = m.text.lower()
-        if key in seen:
-            continue
-        line = said_line(m.text, m.said_at, now, zone, refers(m, zone))
-        if len(line) + 1 <= room:
-            taken.append((m, line))
-            seen.add(key)
-            room -= len(line) + 1
-    if not taken:
-        return NONE
-    taken.sort(key=lambda t: (t[0].said_at, t[0].turn or 0, t[0].id))
-    lines = (SAID_HEADER, *(line for _, line in taken))
-    return Lines(lines, tuple(m for m, _ in taken), sum(len(x) + 1 for x in lines))
+) -> tuple[list[SaidLine], list[SaidItem]]:
+    """The memories as the block's items (excerpts.SaidItem), in time order: their line, the
+    block candidate of their conversation (`candidate_of`: episode → index; absent: ranked
+    behind them) and its score (`score_of`)."""
+    timed = sorted(ranked, key=lambda m: (m.said_at, m.turn or 0, m.id))
+    return timed, [
+        SaidItem(
+            said_line(m.text, m.said_at, now, zone, refers(m, zone)),
+            candidate_of.get(m.episode_id),
+            score_of.get(m.episode_id, 0.0),
+            m.score,
+            m.turn,
+        )
+        for m in timed
+    ]
 
 
 def refers(m: SaidLine, zone: tzinfo) -> str:
