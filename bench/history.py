@@ -1,6 +1,6 @@
 """Synthetic histories of N episodes, written straight into a real, migrated SQLite database:
 each episode a `chat.completed` row and its summary row (the ADR's JSON embedding, the float32
-copy, one window vector and its words), random unit vectors (4 decimals) plus planted topics
+copy, one window vector and its words) and MEMORIES_PER_EPISODE dated memories, random unit vectors (4 decimals) plus planted topics
 (bench/data/topics.json) whose members are near the topic's MiniLM centre, over 120 days.
 Cached in bench/out/history/ by size, schema revision and recipe; rebuilt after MAX_AGE_DAYS.
 
@@ -21,14 +21,17 @@ from sqlalchemy import create_engine, text
 
 from caesar.clock import utcnow
 from caesar.db import Database, migrate
-from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.db.models import AuditLog, EpisodeSummary, Memory
 from caesar.memory import passages
 from caesar.memory.engine import window_keywords
 from caesar.memory.engine.person_tables import PersonTables
 from caesar.memory.transcript import conversation_turns
 from caesar.minilm import MODEL_ID, MiniLM
 
-RECIPE = "5"  # bump when the generator changes
+RECIPE = "6"  # bump when the generator changes
+# Dated memories a conversation yields (issue #45 asks the turn's cost with ≥ 10 each): near
+# their episode's vector, as a conversation's sentences are near its summary.
+MEMORIES_PER_EPISODE = 10
 DIM = 384
 SPREAD_DAYS = 120
 # Planted topics (bench/data/topics.json): the centre of each is the real MiniLM embedding of its
@@ -164,8 +167,39 @@ def episode_rows(
         "created_at": created,
         "recall_count": recall_count,
         "person_id": person,
+        "conversation_id": row_id,
     }
     return audit, summary
+
+
+def memory_rows(
+    row_id: int, seed: int, created: datetime, vectors: np.ndarray, person: int
+) -> list[dict[str, object]]:
+    """An episode's dated memories (kind `said`, memory/dated): one sentence each of its
+    words, said by the person at its time, each with one of `vectors`."""
+    return [
+        {
+            "person_id": person,
+            "kind": "said",
+            "slot": "",
+            "text": "The person said "
+            + " ".join(WORDS[(seed * 11 + k * 7 + n * 5) % len(WORDS)] for n in range(9))
+            + ".",
+            "about": "",
+            "polarity": 1,
+            "confidence": 1.0,
+            "speaker": "person",
+            "source_audit_id": row_id,
+            "said_at": created,
+            "created_at": created,
+            "updated_at": created,
+            "conversation_id": row_id,
+            "turn": k,
+            "vector": v.astype("<f4").tobytes(),
+            "model": MODEL_ID,
+        }
+        for k, v in enumerate(vectors)
+    ]
 
 
 def _paths(episodes: int) -> tuple[Path, Path]:
@@ -225,7 +259,12 @@ def build(episodes: int) -> History:
             # The chat's one window (its message and reply): near its summary, as in real use.
             windows = unit(f32 + rng.standard_normal(f32.shape).astype(np.float32) * 0.03)
             encoded = json_rows(vectors)
-            audits, summaries = [], []
+            audits, summaries, memories = [], [], []
+            said = unit(
+                np.repeat(f32, MEMORIES_PER_EPISODE, axis=0)
+                + rng.standard_normal((f32.shape[0] * MEMORIES_PER_EPISODE, DIM)).astype(np.float32)
+                * 0.04
+            )
             for j in range(hi - lo):
                 i = lo + j
                 created = anchor - timedelta(seconds=float(offsets[i]))
@@ -243,6 +282,10 @@ def build(episodes: int) -> History:
                 )
                 audits.append(audit)
                 summaries.append(summary)
+                k = j * MEMORIES_PER_EPISODE
+                memories += memory_rows(
+                    i + 1, i, created, said[k : k + MEMORIES_PER_EPISODE], benchlib.OWNER
+                )
             # The one window's words, as memory.passages indexes them (window_keywords).
             window_rows = [
                 row
@@ -254,6 +297,7 @@ def build(episodes: int) -> History:
             with conn.begin():
                 conn.execute(audit_table.insert(), audits)
                 conn.execute(episode_table.insert(), summaries)
+                conn.execute(Memory.__table__.insert(), memories)
                 conn.execute(
                     text(
                         f"INSERT INTO {PersonTables(benchlib.OWNER).windows} (rowid, body) VALUES (:rowid, :body)"

@@ -53,6 +53,7 @@ from caesar.services import Services
 from caesar.workers import run_until_caught_up
 
 SAID_SHARE: float | None = None  # --said-share
+LOCOMO_A = frozenset({"conv-26", "conv-30", "conv-41"})  # --half A; B: conv-42, conv-43
 RANK_DEPTH = 50  # preview top_k when ranking: every session of a LoCoMo conversation, ~all of LME
 KS = (1, 3, 5)
 
@@ -703,6 +704,12 @@ def recall_quality(
     said_share: Annotated[
         float | None, "memory.episodes_recall.said_share (default: the shipped one)"
     ] = None,
+    half: Annotated[
+        Literal["A", "B"] | None, "only one dev half (a partial run: the docs are not rewritten)"
+    ] = None,
+    sample: Annotated[
+        int | None, "only the first N histories left (a partial run: docs not rewritten)"
+    ] = None,
     types: Annotated[
         str | None,
         "only LongMemEval questions of these types, e.g. multi-session,temporal-reasoning "
@@ -733,11 +740,24 @@ def recall_quality(
     if dataset in ("all", "longmemeval"):
         haystacks += load_longmemeval("longmemeval_s")[:limit]
         haystacks += load_longmemeval("longmemeval_s_more", ranked=False)[:limit]
+    if half:
+        # the dev halves (docs/memories.md): LoCoMo conv-26, 30, 41 (A) against conv-42, 43
+        # (B); LongMemEval's questions of both folders sorted by id, every other one
+        lme = sorted((h for h in haystacks if h.dataset == "longmemeval"), key=lambda h: h.name)
+        in_half = {h.name for h in lme[(half == "B") :: 2]}
+        haystacks = [
+            h
+            for h in haystacks
+            if (h.name in in_half)
+            or (h.dataset == "locomo" and (h.name in LOCOMO_A) == (half == "A"))
+        ]
     if types:
         wanted = set(types.split(","))
         haystacks = [
             h for h in haystacks if h.dataset != "longmemeval" or h.questions[0].category in wanted
         ]
+    if sample:
+        haystacks = haystacks[:sample]
     print(f"caesar from {Path(caesar.__file__).parent}", flush=True)
     # A bulk job alone on the machine: every core on the embeddings the cache lacks.
     embedder = cached_embedder(threads=min(os.cpu_count() or 1, 64))  # the setting's bound
@@ -758,7 +778,7 @@ def recall_quality(
             for ds in datasets:
                 print(f"\n**{ds}**\n\n" + shown_section(notes, ds, budget))
         print("\n" + curve)
-    whole = limit is None and not types and not no_docs and not postgres
+    whole = limit is None and not types and not no_docs and not postgres and not half and not sample
     if dataset == "all" and whole:
         if curve:
             write_doc(curve, "budget-curve")

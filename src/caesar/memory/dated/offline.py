@@ -197,7 +197,7 @@ def content_words(text: str) -> list[str]:
 # not what was said, and a word recall would match every such line on.
 _ADDRESS_HEAD = re.compile(
     r"^(?:(?i:hey|hi|hello|oh|ah|yeah|yes|wow|woah|whoa|aw+|thanks|thank you|got it|ok|okay|"
-    r"congrats|haha|lol|omg|so)\s+)?[A-Z][a-z]+,\s+"
+    r"congrats|haha|lol|omg|so),?\s+)?[A-Z][a-z]+,\s+"
 )
 # What a chat says of a picture it shares ("[shares a photo: …]", an import's "[image]"): not
 # something said.

@@ -32,7 +32,12 @@ from caesar.embeddings import vector_of
 from caesar.gateway.base import Message
 from caesar.memory import passages
 from caesar.memory.conversations import NO_CURRENT, Current, unsummarised_within
-from caesar.memory.engine.rows import chat_payloads, ranked_rows, turn_vector_rows
+from caesar.memory.engine.rows import (
+    candidate_rows,
+    chat_payloads,
+    ranked_rows,
+    turn_vector_rows,
+)
 from caesar.memory.engine.vectors import epoch_seconds
 from caesar.memory.importance import SECONDS_PER_DAY, episode_rank, freshness, recall_weight
 from caesar.memory.passages import window_spans, window_turns
@@ -329,20 +334,42 @@ def with_excerpts(
     shown = [replace(ranked[c.index], excerpts=c.excerpts) for c in block.chosen]
     if not block.said:
         return block.text, shown
-    return block.text, with_said(shown, pool, [timed[k] for k in block.said])
+    return block.text, with_said(scope, shown, pool, [timed[k] for k in block.said])
 
 
 def with_said(
-    shown: list[RecalledEpisode], pool: list[RecalledEpisode], lines: list[said.SaidLine]
+    scope: Scope,
+    shown: list[RecalledEpisode],
+    pool: list[RecalledEpisode],
+    lines: list[said.SaidLine],
 ) -> list[RecalledEpisode]:
-    """The episodes in the block, each with the memories of it shown (in time order), those
-    shown by memory lines alone after the others (best first): every conversation anything in
-    the prompt came from."""
+    """The episodes in the block, each with the memories of it shown (in time order), then
+    those shown by memory lines alone: the ranked ones best first, then those recall did not
+    rank: every conversation anything in the prompt came from."""
     of: dict[int, list[said.SaidLine]] = {}
     for m in lines:
         of.setdefault(m.episode_id, []).append(m)
     out = [replace(e, said=tuple(of.pop(e.episode_id, ()))) for e in shown]
-    return out + [replace(e, said=tuple(of[e.episode_id])) for e in pool if e.episode_id in of]
+    out += [replace(e, said=tuple(of.pop(e.episode_id))) for e in pool if e.episode_id in of]
+    if of:
+        now = scope.now or utcnow()
+        out += [
+            RecalledEpisode(
+                episode_id=int(row[0]),
+                audit_log_id=int(row[1]),
+                summary=row[2],
+                created_at=row[3],
+                cosine=0.0,
+                age_days=(now - row[3]).total_seconds() / SECONDS_PER_DAY,
+                freshness=1.0,
+                recall_count=int(row[4]),
+                recall_weight=1.0,
+                score=0.0,
+                said=tuple(of[int(row[0])]),
+            )
+            for row in candidate_rows(scope, sorted(of))
+        ]
+    return out
 
 
 def conversations(scope: Scope, audit_ids: list[int]) -> dict[int, list[Message]]:

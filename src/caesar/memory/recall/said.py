@@ -163,7 +163,8 @@ def items(
         SaidItem(
             said_line(m.text, m.said_at, now, zone, refers(m, zone)),
             candidate_of.get(m.episode_id),
-            score_of.get(m.episode_id, 0.0),
+            # a conversation recall did not rank: known by this memory alone
+            score_of.get(m.episode_id, m.score),
             m.score,
             m.turn,
         )
