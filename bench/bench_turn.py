@@ -97,11 +97,12 @@ def one_episode_db(path: Path) -> str:
     return f"sqlite:///{path}"
 
 
-def copy_history(episodes: int) -> str:
-    """A copy of the synthetic history of that size, with 1k facts."""
-    hist = history.load(episodes)
+def copy_history(episodes: int, adr: bool = False) -> str:
+    """A copy of the synthetic history of that size, with 1k facts (`adr`: shaped like an
+    install upgraded from the ADR's schema, history.load)."""
+    hist = history.load(episodes, adr)
     WORK.mkdir(parents=True, exist_ok=True)
-    target = WORK / f"turn-{episodes}.db"
+    target = WORK / f"turn-{episodes}{'-adr' if adr else ''}.db"
     for leftover in WORK.glob(target.name + "*"):
         leftover.unlink()
     shutil.copyfile(hist.path, target)
@@ -112,9 +113,16 @@ def copy_history(episodes: int) -> str:
 
 
 def run_case(
-    label: str, url: str, turns: int, fusion: str = "dense", prompt_chars: int | None = None
+    label: str,
+    url: str,
+    turns: int,
+    fusion: str = "dense",
+    prompt_chars: int | None = None,
+    said_share: float | None = None,
 ) -> dict[str, Any]:
     chars = {} if prompt_chars is None else {"prompt_chars": prompt_chars}
+    if said_share is not None:
+        chars["said_share"] = said_share
     recall = {"episodes_recall": {"fusion": fusion, **chars}}
     services = Services.build(benchlib.bench_settings(WORK / f"home-{label}", url, memory=recall))
     provider = benchlib.InstantProvider()
@@ -126,6 +134,7 @@ def run_case(
     for message in messages[:10]:  # warm-up: embedder, caches, first writes
         brain.turn(message, scope=Scope(OWNER))
     total, memory, memory_cpu, recalled = [], [], [], []
+    said: list[int] = []
     for i in range(turns):
         provider.seconds = 0.0
         c0, started = time.thread_time(), time.perf_counter()
@@ -135,6 +144,7 @@ def run_case(
         memory.append(benchlib.ms(elapsed - provider.seconds))
         memory_cpu.append(benchlib.ms(cpu - provider.seconds))
         recalled.append(len(result.recalled))
+        said.append(sum(len(e.said) for e in result.recalled))
     now = utcnow()
     params = RecallParams.from_settings(services.settings.memory.episodes_recall)
     vectors = {m: services.episodes.embed_query(m) for m in messages}
@@ -175,6 +185,7 @@ def run_case(
         "memory_work_ms": work,
         "memory_work_cpu_ms": benchlib.summary(memory_cpu),
         "recalled_per_turn": statistics.mean(recalled),
+        "memory_lines_per_turn": statistics.mean(said),
         "parts_p50_ms": {k: round(statistics.median(v), 3) for k, v in parts.items()},
         "parts_cpu_p50_ms": {k: round(statistics.median(v), 3) for k, v in parts_cpu.items()},
         "load_avg": benchlib.load_avg(),
@@ -193,12 +204,18 @@ def turn(turns: int = 200, episodes: int = 100_000, prompt_chars: int | None = N
             url = copy_history(episodes) if key == "large" else one_episode_db(WORK / "turn-1.db")
             name = label + suffix.replace("_", "-")
             cases[key + suffix] = run_case(name, url, turns, fusion, prompt_chars)
+    # the memory stage off (issue #45's baseline, the same history and run): what it adds
+    cases["large_hybrid_no_said"] = run_case(
+        f"{episodes}-hybrid-no-said", copy_history(episodes), turns, "hybrid", prompt_chars, 0.0
+    )
     big, small = cases["large"], cases["small"]
     added = {
         "added_latency_ms_p50_hybrid": cases["large_hybrid"]["turn_ms"]["p50"]
         - cases["small_hybrid"]["turn_ms"]["p50"],
         "added_latency_ms_p50": big["turn_ms"]["p50"] - small["turn_ms"]["p50"],
         "added_cpu_ms_p50": big["memory_work_cpu_ms"]["p50"] - small["memory_work_cpu_ms"]["p50"],
+        "said_added_ms_p50": cases["large_hybrid"]["memory_work_ms"]["p50"]
+        - cases["large_hybrid_no_said"]["memory_work_ms"]["p50"],
     }
     benchlib.write_result("perf_turn", {**cases, **{k: round(v, 3) for k, v in added.items()}})
 
@@ -260,11 +277,17 @@ cache_dir = "{benchlib.MODEL_CACHE}"
 
 
 def turn_http(turns: int = 200, episodes: int = 100_000, warmup: int = 10) -> None:
-    """A chat turn over HTTP as a client meets it, 100k episodes against 1 (SQLite), two
-    `caesar serve --no-workers` asked in turn once both have settled."""
+    """A chat turn over HTTP as a client meets it, 100k episodes against 1 (SQLite): on the
+    bench's history (windows, turn vectors, dated memories) and on one shaped like an upgraded
+    install; three `caesar serve --no-workers` asked in turn once all have settled."""
     from fakes.llm_server import FakeLLMServer
 
-    sources = {"1": one_episode_db(WORK / "turn-1.db"), "large": copy_history(episodes)}
+    sources = {
+        "1": one_episode_db(WORK / "turn-1.db"),
+        "large": copy_history(episodes),
+        # an upgraded install's history: summaries and JSON embeddings alone (issue #45)
+        "large_adr": copy_history(episodes, adr=True),
+    }
     messages = history.topic_messages()
     timings: dict[str, list[float]] = {label: [] for label in sources}
     memory: dict[str, list[float]] = {}
@@ -319,7 +342,15 @@ def turn_http(turns: int = 200, episodes: int = 100_000, warmup: int = 10) -> No
             "recalled_per_turn": round(recalled[label] / turns, 2),
         }
     added = result["large"]["turn_ms"]["p50"] - result["1"]["turn_ms"]["p50"]
-    benchlib.write_result("perf_turn_http", {**result, "added_turn_ms_p50": round(added, 2)})
+    added_adr = result["large_adr"]["turn_ms"]["p50"] - result["1"]["turn_ms"]["p50"]
+    benchlib.write_result(
+        "perf_turn_http",
+        {
+            **result,
+            "added_turn_ms_p50": round(added, 2),
+            "added_turn_ms_p50_adr": round(added_adr, 2),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -136,6 +136,7 @@ def episode_rows(
     window: np.ndarray,
     recall_count: int,
     person: int,
+    adr: bool = False,
 ) -> tuple[dict[str, object], dict[str, object]]:
     """One synthetic episode: its `chat.completed` row and its summary row (id `row_id`),
     six words picked by `seed`, about planted `topic` (−1: none), with its float32 vector,
@@ -169,6 +170,9 @@ def episode_rows(
         "person_id": person,
         "conversation_id": row_id,
     }
+    if adr:  # an install upgraded from the ADR's schema: the summary and its JSON record alone
+        for key in ("embedding_f32", "passage_vectors", "turn_vectors", "conversation_id"):
+            del summary[key]
     return audit, summary
 
 
@@ -202,27 +206,29 @@ def memory_rows(
     ]
 
 
-def _paths(episodes: int) -> tuple[Path, Path]:
+def _paths(episodes: int, adr: bool = False) -> tuple[Path, Path]:
     rev = migrate.head_revision()
-    stem = f"synthetic-{episodes}-rev{rev}-r{RECIPE}"
+    stem = f"synthetic-{episodes}{'-adr' if adr else ''}-rev{rev}-r{RECIPE}"
     return HISTORY_DIR / f"{stem}.db", HISTORY_DIR / f"{stem}.json"
 
 
-def load(episodes: int) -> History:
-    """The cached history of `episodes` episodes, built first if missing or stale."""
-    db_path, meta_path = _paths(episodes)
+def load(episodes: int, adr: bool = False) -> History:
+    """The cached history of `episodes` episodes, built first if missing or stale. `adr`:
+    shaped like an install upgraded from the ADR's schema — each episode its summary and JSON
+    embedding, with no float32 copy, windows, turn vectors or dated memories."""
+    db_path, meta_path = _paths(episodes, adr)
     if db_path.exists() and meta_path.exists():
         meta = json.loads(meta_path.read_text())
         anchor = datetime.fromisoformat(meta["anchor"])
         if utcnow() - anchor < timedelta(days=MAX_AGE_DAYS):
             return History(db_path, episodes, anchor, centres())
-    return build(episodes)
+    return build(episodes, adr)
 
 
-def build(episodes: int) -> History:
-    db_path, meta_path = _paths(episodes)
+def build(episodes: int, adr: bool = False) -> History:
+    db_path, meta_path = _paths(episodes, adr)
     HISTORY_DIR.mkdir(parents=True, exist_ok=True)
-    for stale in HISTORY_DIR.glob(f"synthetic-{episodes}-*"):
+    for stale in HISTORY_DIR.glob(f"synthetic-{episodes}-{'adr-' if adr else 'rev'}*"):
         stale.unlink()
     tmp = db_path.with_suffix(".building")
     for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
@@ -279,17 +285,19 @@ def build(episodes: int) -> History:
                     windows[j],
                     int(recalls[i]),
                     benchlib.OWNER,
+                    adr,
                 )
                 audits.append(audit)
                 summaries.append(summary)
-                k = j * MEMORIES_PER_EPISODE
-                memories += memory_rows(
-                    i + 1, i, created, said[k : k + MEMORIES_PER_EPISODE], benchlib.OWNER
-                )
+                if not adr:
+                    k = j * MEMORIES_PER_EPISODE
+                    memories += memory_rows(
+                        i + 1, i, created, said[k : k + MEMORIES_PER_EPISODE], benchlib.OWNER
+                    )
             # The one window's words, as memory.passages indexes them (window_keywords).
             window_rows = [
                 row
-                for a in audits
+                for a in ([] if adr else audits)
                 for row in window_keywords.sqlite_rows(
                     a["id"], passages.windows(conversation_turns(a["payload"]))
                 )
@@ -297,13 +305,15 @@ def build(episodes: int) -> History:
             with conn.begin():
                 conn.execute(audit_table.insert(), audits)
                 conn.execute(episode_table.insert(), summaries)
-                conn.execute(Memory.__table__.insert(), memories)
-                conn.execute(
-                    text(
-                        f"INSERT INTO {PersonTables(benchlib.OWNER).windows} (rowid, body) VALUES (:rowid, :body)"
-                    ),
-                    window_rows,
-                )
+                if memories:
+                    conn.execute(Memory.__table__.insert(), memories)
+                if window_rows:
+                    conn.execute(
+                        text(
+                            f"INSERT INTO {PersonTables(benchlib.OWNER).windows} (rowid, body) VALUES (:rowid, :body)"
+                        ),
+                        window_rows,
+                    )
             rate = hi / max(time.perf_counter() - started, 1e-9)
             print(f"\r  building {episodes:,}: {hi:,} rows ({rate:,.0f}/s)", end="", flush=True)
         raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")

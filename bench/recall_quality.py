@@ -705,7 +705,7 @@ def recall_quality(
         float | None, "memory.episodes_recall.said_share (default: the shipped one)"
     ] = None,
     half: Annotated[
-        Literal["A", "B"] | None, "only one dev half (a partial run: the docs are not rewritten)"
+        str | None, "only one dev half, A or B (a partial run: the docs are not rewritten)"
     ] = None,
     sample: Annotated[
         int | None, "only the first N histories left (a partial run: docs not rewritten)"
