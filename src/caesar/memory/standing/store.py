@@ -106,6 +106,17 @@ def clean_text(raw: str) -> str:
     return text
 
 
+def search_pattern(text: str) -> str:
+    """The LIKE pattern (ESCAPE '\\') of a search for `text`'s words in a memory's text, any
+    case; an InputError for blank words or control characters."""
+    words = " ".join(text.split())
+    if not words:
+        raise InputError("say what to search for")
+    if any(ord(ch) < 32 for ch in words):
+        raise InputError("a search must not contain control characters")
+    return like_pattern(words.lower())
+
+
 def _view(row: Memory, with_vector: bool = False) -> StandingMemory:
     vector = None
     if with_vector and row.vector is not None:
@@ -389,12 +400,7 @@ class StandingStore:
         """Current statements whose text holds `text` (case-insensitive); an InputError for
         blank words or control characters."""
         person = scope.person
-        words = " ".join(text.split())
-        if not words:
-            raise InputError("say what to search for")
-        if any(ord(ch) < 32 for ch in words):
-            raise InputError("a search must not contain control characters")
-        needle = like_pattern(words.lower())
+        needle = search_pattern(text)
         with self.db.read() as session:
             rows = session.scalars(
                 select(Memory)
@@ -417,7 +423,9 @@ class StandingStore:
     def _owned(scope: Scope, memory_id: int) -> Memory:
         session, person = scope.session, scope.person
         row = session.get(Memory, memory_id)
-        if row is None or row.person_id != person:  # another person's is not there at all
+        # another person's is not there at all; a dated memory is DatedStore's (its vector is
+        # of its words alone, not of a slot's bearing)
+        if row is None or row.person_id != person or row.kind not in kinds.KINDS:
             raise NotFound(f"no memory with id {memory_id}")
         return row
 

@@ -1,0 +1,241 @@
+"""The dated memories of what was said (issue #45) seen and corrected by the person on every
+surface: the store (`DatedStore.get/search/edit/delete`), `caesar memories search --said / edit
+/ forget`, the API (/v1/memories/said) and the dashboard's facts page. Real SQLite, the real
+embedder; two people, each with memories of their own, the other's ids not found; a said
+memory is never a standing statement's id, nor the other way round."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import OWNER, TEST_TOKEN
+from fastapi.testclient import TestClient
+from memory_helpers import count, events
+from sqlalchemy import select
+
+from caesar import audit, people
+from caesar.api import create_app
+from caesar.db.models import AuditLog, Memory
+from caesar.embeddings import normalise
+from caesar.errors import InputError, NotFound
+from caesar.memory import conversations
+from caesar.memory.dated.offline import CAESAR, PERSON, DatedMemory
+from caesar.memory.forget import ForgetRequest, forget
+from caesar.memory.scope import Scope
+
+A = {"Authorization": f"Bearer {TEST_TOKEN}"}
+XSS = "<script>x</script>"
+OCTOBER = datetime(2026, 10, 3, 9)
+NOVEMBER = datetime(2026, 11, 20, 18)
+MARATHON = "The person ran their first half marathon in Porto."
+LUNA = "The person adopted a grey cat named Luna."
+VET = "caesar suggested a vet near the river for Luna."
+
+
+class Household:
+    def __init__(self, services: Any, client: TestClient, b_token: str, b_id: int) -> None:
+        self.services = services
+        self.client = client
+        self.b = {"Authorization": f"Bearer {b_token}"}
+        self.b_id = b_id
+
+
+@pytest.fixture
+def home(make_services: Any) -> Iterator[Household]:
+    """The owner (A, the test token) and B, on a token-guarded app."""
+    services = make_services(api_token=TEST_TOKEN)
+    with services.db.write() as session:
+        b, token = people.add(session, services.audit, "B")
+        b_id = b.id
+    with TestClient(create_app(services.settings, services, run_workers=False)) as client:
+        yield Household(services, client, token, b_id)
+
+
+def said(
+    services: Any, when: datetime, memories: list[DatedMemory], person: int = OWNER
+) -> tuple[int, int]:
+    """A chat of `person`'s at `when` and its dated memories, embedded, as the memory.extract
+    worker writes them: (its chat row, its conversation)."""
+    with services.db.write() as session:
+        chat = conversations.add_finished(
+            Scope(person, session),
+            services.audit,
+            {"messages": [{"role": "user", "content": "(the chat)"}], "reply": "ok"},
+            when,
+        )
+        conversation = session.get(AuditLog, chat).subject_id
+        services.dated.learn(
+            Scope(person, session),
+            services.audit,
+            memories,
+            services.dated.vectors([m.text for m in memories]),
+            source_audit_id=chat,
+            conversation_id=conversation,
+            said_at=when,
+        )
+    return chat, conversation
+
+
+@pytest.fixture
+def history(home: Household) -> dict[str, Any]:
+    """A's marathon (October) and cat (November, with caesar's reply), B's own memory."""
+    services = home.services
+    run_chat, run_conversation = said(
+        services, OCTOBER, [DatedMemory(PERSON, MARATHON, 0, OCTOBER.replace(hour=0))]
+    )
+    cat_chat, cat_conversation = said(
+        services, NOVEMBER, [DatedMemory(PERSON, LUNA, 0), DatedMemory(CAESAR, VET, 1)]
+    )
+    said(services, NOVEMBER, [DatedMemory(PERSON, "The person sold a red bike.", 0)], home.b_id)
+    ids = {m.text: m.id for m in services.dated.list(scope=Scope(OWNER))}
+    return {
+        "run": ids[MARATHON],
+        "luna": ids[LUNA],
+        "vet": ids[VET],
+        "run_chat": run_chat,
+        "run_conversation": run_conversation,
+        "cat_conversation": cat_conversation,
+        "cat_chat": cat_chat,
+    }
+
+
+def _vector(services: Any, memory_id: int) -> tuple[np.ndarray | None, str | None]:
+    with services.db.read() as session:
+        row = session.get(Memory, memory_id)
+        blob = None if row.vector is None else np.frombuffer(row.vector, np.float32)
+        return blob, row.model
+
+
+# -- the store ----------------------------------------------------------------------------------
+def test_store_gets_and_searches_the_persons_own_newest_first(home, history):
+    dated, me, b = home.services.dated, Scope(OWNER), Scope(home.b_id)
+    run = dated.get(history["run"], scope=me)
+    assert (run.text, run.speaker, run.said_at, run.edit_count) == (MARATHON, PERSON, OCTOBER, 0)
+    assert run.refers_start == datetime(2026, 10, 3) and run.updated_at == OCTOBER
+
+    assert [m.id for m in dated.search("LUNA", scope=me)] == [history["vet"], history["luna"]]
+    assert [m.id for m in dated.search("the person", scope=me)] == [history["luna"], history["run"]]
+    assert [m.id for m in dated.search("the person", scope=me, limit=1)] == [history["luna"]]
+    only = dated.search("the", scope=me, conversation_id=history["run_conversation"])
+    assert [m.id for m in only] == [history["run"]]
+    assert dated.search("100%", scope=me) == []  # a wildcard is a character
+    for blank in ("", "   ", "a\x00b"):
+        with pytest.raises(InputError):
+            dated.search(blank, scope=me)
+    newest = dated.list(scope=me, limit=2, newest_first=True)
+    assert [m.id for m in newest] == [history["vet"], history["luna"]]
+
+    # B: their own, none of A's, and A's ids not found
+    assert [m.text for m in dated.search("the person", scope=b)] == ["The person sold a red bike."]
+    assert dated.search("Luna", scope=b) == []
+    with pytest.raises(NotFound, match="no said memory with id"):
+        dated.get(history["run"], scope=b)
+    assert not dated.owns(history["run"], scope=b) and dated.owns(history["run"], scope=me)
+
+
+def test_store_edit_cleans_embeds_counts_and_audits(home, history):
+    services, me = home.services, Scope(OWNER)
+    before, _model = _vector(services, history["run"])
+    edited = services.dated.edit(
+        services.audit, history["run"], "  The person ran a  full marathon in Porto. ", scope=me
+    )
+    assert edited.text == "The person ran a full marathon in Porto."
+    assert edited.edit_count == 1 and edited.updated_at > OCTOBER
+    assert (edited.said_at, edited.speaker, edited.turn) == (OCTOBER, PERSON, 0)
+    assert edited.conversation_id == history["run_conversation"]
+    assert edited.refers_start == datetime(2026, 10, 3)
+    assert edited.source_audit_id == history["run_chat"]
+    # a new row (the vector indexes learn of rows by id), in the old one's place
+    assert edited.id > history["vet"]
+    with pytest.raises(NotFound):
+        services.dated.get(history["run"], scope=me)
+    assert [m.id for m in services.dated.list(scope=me)] == [
+        edited.id,
+        history["luna"],
+        history["vet"],
+    ]
+    vector, model = _vector(services, edited.id)
+    fresh = normalise(services.embedder.get().embed_batch([edited.text]))[0]
+    assert model == services.embedder.get().model_id
+    assert float(vector @ fresh) > 0.999 and float(vector @ before) < 0.999
+    (row,) = events(services, audit.MEMORY_USER_EDITED)
+    assert row.subject_id == history["run_chat"] and row.person_id == OWNER
+    assert row.payload == {
+        "memory_id": edited.id,
+        "replaces": history["run"],
+        "kind": "said",
+        "text": edited.text,
+    }
+
+    for bad in (" ", "x" * 501, "a\x07b"):
+        with pytest.raises(InputError):
+            services.dated.edit(services.audit, edited.id, bad, scope=me)
+    with pytest.raises(NotFound):
+        services.dated.edit(services.audit, edited.id, "mine now", scope=Scope(home.b_id))
+    assert services.dated.get(edited.id, scope=me).text == edited.text
+
+    # edited again: counted again; one edit row, the latest words'
+    again = services.dated.edit(services.audit, edited.id, "The person ran 42 km.", scope=me)
+    assert again.edit_count == 2
+    (row,) = events(services, audit.MEMORY_USER_EDITED)
+    assert row.payload["memory_id"] == again.id and row.payload["replaces"] == edited.id
+
+
+def test_store_delete_leaves_no_row_and_no_words_in_the_audit(home, history):
+    services, me = home.services, Scope(OWNER)
+    cat = services.dated.edit(
+        services.audit, history["luna"], "The person adopted a cat.", scope=me
+    )
+    with pytest.raises(NotFound):
+        services.dated.delete(services.audit, cat.id, scope=Scope(home.b_id))
+
+    services.dated.delete(services.audit, cat.id, scope=me)
+    assert count(services, Memory, Memory.id.in_((cat.id, history["luna"]))) == 0
+    assert events(services, audit.MEMORY_USER_EDITED) == []  # the row quoting it went with it
+    (gone,) = events(services, audit.MEMORY_USER_DELETED)
+    assert gone.payload == {"memory_id": cat.id, "kind": "said"}
+    with services.db.read() as session:
+        payloads = [json.dumps(p) for p in session.scalars(select(AuditLog.payload))]
+    assert not any("adopted" in p for p in payloads)
+    with pytest.raises(NotFound):
+        services.dated.delete(services.audit, cat.id, scope=me)
+    assert [m.id for m in services.dated.list(scope=me)] == [history["run"], history["vet"]]
+
+
+def test_a_said_memory_is_no_statement_and_a_statement_no_said_memory(home, history):
+    services, me = home.services, Scope(OWNER)
+    statement = services.standing.add(
+        services.audit, "Answer briefly", kind="instruction", scope=me
+    )
+    with pytest.raises(NotFound):
+        services.standing.get(history["run"], scope=me)
+    with pytest.raises(NotFound):
+        services.standing.edit(services.audit, history["run"], "x", scope=me)
+    with pytest.raises(NotFound):
+        services.standing.delete(services.audit, history["run"], scope=me)
+    with pytest.raises(NotFound):
+        services.dated.get(statement.id, scope=me)
+    with pytest.raises(NotFound):
+        services.dated.delete(services.audit, statement.id, scope=me)
+    assert not services.dated.owns(statement.id, scope=me)
+    assert [m.id for m in services.standing.list(scope=me)] == [statement.id]
+    assert len(services.dated.list(scope=me)) == 3
+
+
+def test_forgetting_the_conversation_leaves_nothing_of_an_edited_memory(home, history):
+    services, me = home.services, Scope(OWNER)
+    services.dated.edit(services.audit, history["luna"], "The person adopted Luna.", scope=me)
+    result = forget(
+        services, ForgetRequest(conversation_ids=[history["cat_conversation"]], person=OWNER)
+    )
+    assert result.memories == 2
+    assert [m.id for m in services.dated.list(scope=me)] == [history["run"]]
+    with services.db.read() as session:
+        payloads = [json.dumps(p) for p in session.scalars(select(AuditLog.payload))]
+    assert not any("Luna" in p for p in payloads)  # the edit's row went with the chat
+    assert events(services, audit.MEMORY_USER_EDITED) == []
