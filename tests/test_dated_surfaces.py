@@ -9,17 +9,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from conftest import OWNER, TEST_TOKEN
 from fastapi.testclient import TestClient
-from memory_helpers import count, events
+from memory_helpers import count, events, write_config
 from sqlalchemy import select
+from typer.testing import CliRunner
 
 from caesar import audit, people
 from caesar.api import create_app
+from caesar.cli.main import app as cli_app
 from caesar.db.models import AuditLog, Memory
 from caesar.embeddings import normalise
 from caesar.errors import InputError, NotFound
@@ -239,3 +242,80 @@ def test_forgetting_the_conversation_leaves_nothing_of_an_edited_memory(home, hi
         payloads = [json.dumps(p) for p in session.scalars(select(AuditLog.payload))]
     assert not any("Luna" in p for p in payloads)  # the edit's row went with the chat
     assert events(services, audit.MEMORY_USER_EDITED) == []
+
+
+# -- the command line ---------------------------------------------------------------------------
+@pytest.fixture
+def cli(home: Household, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Household:
+    config = write_config(tmp_path / "caesar.toml", home.services.settings)
+    monkeypatch.setenv("CAESAR_CONFIG", str(config))
+    return home
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(cli_app, list(args))
+
+
+def test_cli_search_said_edit_and_forget(cli, history, monkeypatch):
+    from caesar.cli import common
+
+    found = run("memories", "search", "luna", "--said", "--json")
+    assert found.exit_code == 0, found.output
+    rows = json.loads(found.stdout)
+    assert [(r["id"], r["speaker"]) for r in rows] == [
+        (history["vet"], "caesar"),
+        (history["luna"], "person"),
+    ]
+    assert rows[1]["conversation_id"] == history["cat_conversation"] and rows[1]["turn"] == 0
+    # without --said: the standing statements, which say nothing of Luna
+    assert json.loads(run("memories", "search", "luna", "--json").stdout) == []
+    assert "nothing found" in run("memories", "search", "zebra", "--said").output
+
+    monkeypatch.setattr(common.console, "width", 80)
+    table = run("memories", "search", "the person", "--said")
+    assert table.exit_code == 0, table.output
+    assert max(len(line) for line in table.output.splitlines()) <= 80
+    assert "2026-10-03" in table.output and "2026-11-20" in table.output
+    wide = run("memories", "search", "marathon", "--said", "--wide")
+    assert f"#{history['run_chat']}" in wide.output and "refers to" in wide.output
+
+    edited = run("memories", "edit", str(history["run"]), "The person ran a marathon in Porto.")
+    assert edited.exit_code == 0, edited.output
+    [new] = cli.services.dated.search("ran a marathon", scope=Scope(OWNER))
+    assert new.edit_count == 1
+    assert (
+        f"edited said memory #{new.id} (was #{history['run']}): The person ran a marathon"
+        in edited.output
+    )
+
+    forgot = run("memories", "forget", str(history["vet"]))
+    assert forgot.exit_code == 0, forgot.output
+    assert f"forgot said memory #{history['vet']} (caesar, 2026-11-20)" in forgot.output
+    left = json.loads(run("memories", "said", "--json").stdout)
+    assert [r["id"] for r in left] == [new.id, history["luna"]]
+
+    # a statement's id still reaches the statement
+    statement = cli.services.standing.add(
+        cli.services.audit, "Answer briefly", kind="instruction", scope=Scope(OWNER)
+    )
+    again = run("memories", "edit", str(statement.id), "Answer very briefly")
+    assert again.exit_code == 0 and f"edited #{statement.id}: Answer very briefly" in again.output
+
+
+def test_cli_another_persons_said_memory_is_not_found(cli, history):
+    for args in (
+        ("--person", "B", "memories", "edit", str(history["run"]), "mine now"),
+        ("--person", "B", "memories", "forget", str(history["run"])),
+        ("memories", "edit", str(history["run"]), "   "),
+    ):
+        result = run(*args)
+        assert result.exit_code == 1, (args, result.output)
+        assert "no memory with id" in result.output or "must not be empty" in result.output
+        assert MARATHON not in result.output
+    theirs = json.loads(
+        run("--person", "B", "memories", "search", "the", "--said", "--json").stdout
+    )
+    assert [r["text"] for r in theirs] == ["The person sold a red bike."]
+    bad = run("memories", "search", "a\x01b", "--said")
+    assert bad.exit_code == 1 and "control characters" in bad.output
+    assert cli.services.dated.get(history["run"], scope=Scope(OWNER)).text == MARATHON

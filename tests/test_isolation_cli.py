@@ -138,6 +138,17 @@ def memories_said(c: Cli) -> None:
 
 def memories_search(c: Cli) -> None:
     assert json.loads(c.as_b("memories", "search", "Marmaduke", "--json")) == []
+    assert json.loads(c.as_b("memories", "search", "Zanzibar", "--said", "--json")) == []
+    mine = json.loads(c.as_b("memories", "search", "Reykjavik", "--said", "--json"))
+    assert mine and all("Reykjavik" in m["text"] for m in mine)
+
+
+def _a_said(c: Cli) -> int:
+    """One of A's dated memories (issue #45): what A's chat said of Zanzibar."""
+    owner = c.world.services.owner_id()
+    return next(
+        m.id for m in c.world.services.dated.list(scope=Scope(owner)) if "Zanzibar" in m.text
+    )
 
 
 def memories_add(c: Cli) -> None:
@@ -145,13 +156,15 @@ def memories_add(c: Cli) -> None:
 
 
 def memories_edit(c: Cli) -> None:
-    said = c.as_b("memories", "edit", str(c.world.a_memory), "Rex eats fish", ok=False)
-    assert "no memory with id" in said
+    for memory in (c.world.a_memory, _a_said(c)):
+        said = c.as_b("memories", "edit", str(memory), "Rex eats fish", ok=False)
+        assert "no memory with id" in said
 
 
 def memories_forget(c: Cli) -> None:
-    said = c.as_b("memories", "forget", str(c.world.a_memory), ok=False)
-    assert "no memory with id" in said
+    for memory in (c.world.a_memory, _a_said(c)):
+        said = c.as_b("memories", "forget", str(memory), ok=False)
+        assert "no memory with id" in said
 
 
 def conversations_list(c: Cli) -> None:

@@ -1,6 +1,7 @@
 """`caesar memories`: what you told caesar about yourself (standing statements, issue #46), to
 see and correct: `list`, `search`, `add`, `edit`, `forget`; and `said`, the dated memories of
-what was said in your conversations (issue #45, docs/memories.md).
+what was said in your conversations (issue #45, docs/memories.md), which `search --said` finds
+and `edit` and `forget` correct by their id as well.
 
 As the facts commands, every one acts as `caesar --person NAME memories …`'s person (default
 the owner), and another person's id is not found. Registered on the main app by cli/main.py
@@ -115,11 +116,28 @@ def memories_said(
 
 @memories_app.command("search")
 @friendly
-def memories_search(text: str, wide: Wide = False, as_json: AsJson = False) -> None:
-    """The statements that hold whose text contains TEXT (any case)."""
+def memories_search(
+    text: str,
+    said: Annotated[
+        bool,
+        typer.Option("--said", help="The dated memories of your conversations, newest first."),
+    ] = False,
+    wide: Wide = False,
+    as_json: AsJson = False,
+) -> None:
+    """The statements that hold whose text contains TEXT (any case); with --said, the things
+    said in your conversations."""
 
     built = services()
-    _show(built.standing.search(text, scope=Scope(person(built))), wide=wide, as_json=as_json)
+    scope = Scope(person(built))
+    if not said:
+        _show(built.standing.search(text, scope=scope), wide=wide, as_json=as_json)
+        return
+    found = built.dated.search(text, scope=scope)
+    if not found and not as_json:
+        console.print("nothing found", highlight=False, markup=False)
+        return
+    listing(found, SAID_COLUMNS, wide=wide, as_json=as_json)
 
 
 @memories_app.command("add")
@@ -153,21 +171,40 @@ def memories_add(
 @memories_app.command("edit")
 @friendly
 def memories_edit(memory_id: MemoryId, text: str) -> None:
-    """Correct statement ID: its new TEXT, counted as your edit."""
+    """Correct statement or said memory ID: its new TEXT, counted as your edit (a said memory
+    gets a new id)."""
 
     built = services()
-    memory = built.standing.edit(built.audit, memory_id, text, scope=Scope(person(built)))
+    scope = Scope(person(built))
+    if built.dated.owns(memory_id, scope=scope):
+        said = built.dated.edit(built.audit, memory_id, text, scope=scope)
+        console.print(
+            f"edited said memory #{said.id} (was #{memory_id}): {said.text}",
+            highlight=False,
+            markup=False,
+        )
+        return
+    memory = built.standing.edit(built.audit, memory_id, text, scope=scope)
     console.print(f"edited #{memory.id}: {memory.text}", highlight=False, markup=False)
 
 
 @memories_app.command("forget")
 @friendly
 def memories_forget(memory_id: MemoryId) -> None:
-    """Forget statement ID for good; one it had replaced holds again."""
+    """Forget statement or said memory ID for good; a statement it had replaced holds again."""
     built = services()
-    who = person(built)
-    memory = built.standing.get(memory_id, scope=Scope(who))
-    built.standing.delete(built.audit, memory_id, scope=Scope(who))
+    scope = Scope(person(built))
+    if built.dated.owns(memory_id, scope=scope):
+        said = built.dated.get(memory_id, scope=scope)
+        built.dated.delete(built.audit, memory_id, scope=scope)
+        console.print(
+            f"forgot said memory #{said.id} ({said.speaker}, {_said(said)})",
+            highlight=False,
+            markup=False,
+        )
+        return
+    memory = built.standing.get(memory_id, scope=scope)
+    built.standing.delete(built.audit, memory_id, scope=scope)
     console.print(
         f"forgot #{memory.id} ({memory.kind}, {memory.slot})", highlight=False, markup=False
     )
