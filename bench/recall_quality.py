@@ -41,6 +41,7 @@ from recall_report import DOC, curve_section, parse_budgets, report, shown_secti
 from sqlalchemy import select
 
 import caesar
+from caesar import config
 from caesar.brain import Brain
 from caesar.config import ProviderSettings, Settings
 from caesar.db import migrate
@@ -259,6 +260,10 @@ def bench_settings(
     recall: dict[str, Any] = {} if prompt_chars is None else {"prompt_chars": prompt_chars}
     if SAID_SHARE is not None:
         recall["said_share"] = SAID_SHARE
+    elif prompt_chars is not None and hasattr(config, "SAID_SHARE_BY_KIND"):
+        # the share of the route that gets this budget: the embedded model's at its 2,500
+        kind = "gguf" if prompt_chars <= config.RECALL_CHARS_BY_KIND["gguf"] else "openai"
+        recall["said_share"] = config.SAID_SHARE_BY_KIND[kind]
     zone: dict[str, Any] = {}
     if timezone is not None and "timezone" in Settings.model_fields:
         zone["timezone"] = timezone

@@ -15,7 +15,7 @@ from caesar import people
 from caesar.brain import Brain
 from caesar.db.models import AuditLog, EpisodeSummary
 from caesar.memory import conversations
-from caesar.memory.recall import excerpts, said
+from caesar.memory.recall import said
 from caesar.memory.render import SAID_HEADER
 from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
@@ -102,8 +102,9 @@ def test_lines_reach_conversations_the_block_cannot_show(make_services):
     by_lines = [e for e in ctx.recalled if e.said]
     assert by_lines, "a conversation shown by its memory lines is reported"
     for episode in by_lines:
-        assert not episode.excerpts  # the block did not show it: the lines did
+        excerpted = {x.first_turn + k for x in episode.excerpts for k in range(len(x.turns))}
         for memory in episode.said:
+            assert memory.turn not in excerpted  # a line says what no excerpt shows
             assert memory.text in prompt and memory.episode_id == episode.episode_id
             # the memory is what was said in the conversation it is reported under
             said_there = painted_in[conversation[episode.episode_id]]
@@ -177,57 +178,69 @@ def _line(i: int, episode: int, text: str, day: int, score: float = 0.6, turn: i
     )
 
 
-def _block(memories, budget=2000, memory_budget=None, candidates=()):
-    return excerpts.select(
-        list(candidates),
-        "What have I painted?",
-        NOW,
-        budget=budget,
-        turn_chars=600,
-        summary_chars=200,
-        memories=memories,
-        memory_budget=memory_budget,
-    )
+def test_choose_takes_one_line_per_conversation_first_then_shows_them_in_time_order():
+    ranked = [
+        _line(1, 10, "The person painted a sunset over the lake.", 9, 0.9),
+        _line(2, 10, "The person painted a second sunset at dawn.", 9, 0.8, turn=2),
+        _line(3, 20, "The person painted a portrait of their grandmother.", 2, 0.7),
+    ]
+    two = said.choose(ranked, 10_000, NOW)
+    room = two.chars - len(two.lines[2]) - 1  # all but the second sunset
+    chosen = said.choose(ranked, room, NOW)
+    assert [m.id for m in chosen.said] == [3, 1]  # one per conversation, in time order
+    assert chosen.lines[0] == SAID_HEADER and "grandmother" in chosen.lines[1]
+    assert chosen.chars == sum(len(x) + 1 for x in chosen.lines) <= room
+    assert [m.id for m in two.said] == [3, 1, 2]
 
 
-def test_lines_follow_the_excerpts_in_the_given_order_within_their_budget():
-    timed, items = said.items(
-        [
-            _line(1, 10, "The person painted a sunset over the lake.", 9, 0.9),
-            _line(2, 20, "The person painted a portrait of their grandmother.", 2, 0.7),
-            _line(3, 30, "The person painted a fox in the snow.", 5, 0.5),
-        ],
-        {},
-        {10: 0.8, 20: 0.7, 30: 0.6},
-        NOW,
-    )
-    assert [m.id for m in timed] == [2, 3, 1]  # time order
-    block = _block(items)
-    assert block.said == (0, 1, 2)
-    body = block.text.split(SAID_HEADER, 1)[1]
-    assert body.index("grandmother") < body.index("fox") < body.index("sunset")
-    # a budget for two lines: the two with the best priority, still in time order
-    two = len(SAID_HEADER) + 1 + len(items[0].line) + len(items[2].line) + 2
-    assert _block(items, memory_budget=two).said == (0, 2)
+def test_the_same_words_come_once_and_a_line_an_excerpt_shows_goes():
+    ranked = [
+        _line(1, 10, "The person painted a sunset over the lake.", 9, turn=4),
+        _line(2, 20, "The person painted a sunset over the lake.", 10),
+        _line(3, 30, "The person painted a fox.", 11),
+    ]
+    chosen = said.choose(ranked, 10_000, NOW)
+    assert [m.id for m in chosen.said] == [1, 3]
+    left = chosen.without({(10, 4)})
+    assert [m.id for m in left.said] == [3] and left.lines[0] == SAID_HEADER
+    assert left.chars == sum(len(x) + 1 for x in left.lines)
+    assert chosen.without({(30, 0), (10, 4)}) is said.NONE
 
 
-def test_a_line_saying_the_same_words_comes_once():
-    _, items = said.items(
-        [
-            _line(1, 10, "The person painted a sunset over the lake.", 9),
-            _line(2, 20, "The person painted a sunset over the lake.", 9),
-        ],
-        {},
-        {},
-        NOW,
-    )
-    assert len(_block(items).said) == 1
+def test_rank_fuses_the_cosine_and_the_words_ranks():
+    rows = [
+        (1, 10, "The person painted a sunset.", "person", NOW, 0, None, None),
+        (2, 20, "The person walked the dog.", "person", NOW, 0, None, None),
+        (3, 30, "The person painted the dog.", "person", NOW, 0, None, None),
+    ]
+    ranked = said.rank(rows, "Did I paint the dog?", {1: 0.5, 2: 0.6, 3: 0.55})
+    assert [m.id for m in ranked][0] == 3  # both words and a near cosine
+    assert ranked[0].keyword == 1.0
 
 
 def test_coverage_is_the_share_of_the_message_said_the_rarer_word_weighing_more():
     docs = [{"paint", "sunset"}, {"paint", "dog"}, {"walk", "dog"}]
     scores = said.coverage(docs, {"sunset", "paint"})
     assert scores[0] == 1.0 and 0 < scores[1] < 0.5 and scores[2] == 0
+
+
+def test_within_a_span_by_when_it_was_said_or_the_time_it_names():
+    from caesar.memory.recall.when import read_time
+
+    span = read_time("in May 2026", NOW).spans
+    said_in_may = (1, 1, "x", "person", datetime(2026, 5, 9), 0, None, None)
+    about_may = (
+        2,
+        1,
+        "x",
+        "person",
+        datetime(2026, 6, 9),
+        0,
+        datetime(2026, 5, 2),
+        datetime(2026, 5, 3),
+    )
+    neither = (3, 1, "x", "person", datetime(2026, 6, 9), 0, None, None)
+    assert [said.within(r, span) for r in (said_in_may, about_may, neither)] == [True, True, False]
 
 
 def test_refers_names_the_day_month_or_year_its_words_name():

@@ -84,6 +84,10 @@ class ProviderSettings(Section):
     # chat route's): None: by kind (RECALL_CHARS_BY_KIND). An explicit
     # memory.episodes_recall.prompt_chars wins over both.
     recall_chars: int | None = Field(default=None, ge=200, le=50_000)
+    # The share of those characters dated memories may take, one line each (issue #45,
+    # memory/recall/said.py): None: by kind (SAID_SHARE_BY_KIND). An explicit
+    # memory.episodes_recall.said_share wins over both.
+    said_share: float | None = Field(default=None, ge=0, le=0.9)
 
 
 # The past-conversations budget by the kind of the chat route's provider: the embedded 135M
@@ -92,6 +96,11 @@ class ProviderSettings(Section):
 # The standing statements' block gets this fraction of the route's recall budget by default
 STANDING_SHARE = 3
 RECALL_CHARS_BY_KIND = {"gguf": 2500, "openai": 6000, "anthropic": 6000, "offline": 2500}
+# The share of it dated memories get, by kind: at 6,000 characters 1,000 of lines raised the
+# LoCoMo dev questions whose every evidence conversation is shown from 0.864 / 0.865 to
+# 0.90+ (halves A / B) and kept the answers; at 2,500 the 417 they took from the excerpts
+# cost answers in both halves (docs/memories.md, "What recall does with them").
+SAID_SHARE_BY_KIND = {"gguf": 0.0, "openai": 0.17, "anthropic": 0.17, "offline": 0.0}
 
 
 # The prompt by the kind of the chat route's provider: only the embedded model is small.
@@ -323,9 +332,12 @@ class EpisodesRecallSettings(Section):
     # (ProviderSettings.recall_chars, by kind). Chosen by measurement: docs/recall-quality.md.
     prompt_chars: int = Field(default=2500, ge=200, le=50_000)
     excerpts: bool = True  # false: the summary lines alone (ADR-0034 §3.5)
-    # At most this share of `prompt_chars` goes to dated memories, one line each, from the
-    # conversations recall ranks (memory/recall/said.py, docs/memories.md); 0 turns them off.
-    said_share: float = Field(default=0.25, ge=0, le=0.9)
+    # At most this share of `prompt_chars` goes to dated memories, one line each, nearest the
+    # message across every conversation, one per conversation first; the excerpts get the
+    # rest (memory/recall/said.py, docs/memories.md); 0 turns them off. Only when the message
+    # recalls some conversation. Unset: the chat route's provider decides
+    # (ProviderSettings.said_share, by kind).
+    said_share: float = Field(default=0.17, ge=0, le=0.9)
     # One turn of an excerpt longer than this is cut to its sentences that match the message.
     excerpt_turn_chars: int = Field(default=600, ge=80, le=5_000)
     summary_chars: int = Field(default=200, ge=20, le=2_000)  # a summary line's length cap
@@ -519,6 +531,8 @@ class Settings(BaseSettings):
         recall = self.memory.episodes_recall
         if "prompt_chars" not in recall.model_fields_set:
             recall.prompt_chars = self.chat_recall_chars()
+        if "said_share" not in recall.model_fields_set:
+            recall.said_share = self.chat_said_share()
         standing = self.memory.standing
         if standing.max_chars is None:
             standing.max_chars = self.chat_recall_chars() // STANDING_SHARE
@@ -558,6 +572,16 @@ class Settings(BaseSettings):
         if provider is None:
             return RECALL_CHARS_BY_KIND["gguf"]
         return provider.recall_chars or RECALL_CHARS_BY_KIND[provider.kind]
+
+    def chat_said_share(self) -> float:
+        """The share of the recall budget dated memories get on the chat route's provider
+        (its said_share, or its kind's)."""
+        provider = self.gateway.providers.get(self.gateway.routes[CHAT_TASK].partition(":")[0])
+        if provider is None:
+            return SAID_SHARE_BY_KIND["gguf"]
+        if provider.said_share is not None:
+            return provider.said_share
+        return SAID_SHARE_BY_KIND[provider.kind]
 
     def chat_prompt(self) -> Literal["full", "small"]:
         """The prompt a chat turn gets from the chat route's provider (its `prompt`, or its

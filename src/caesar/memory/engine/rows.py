@@ -141,18 +141,15 @@ def count_recalls(scope: Scope, ids: list[int], now: datetime) -> None:
 
 
 _SAID_TIMES = (4, 6, 7)  # said_rows' datetime columns
-# What the memory stage reads of a dated memory (memory/recall/said.py), by position.
-SAID_COLUMNS = (
-    "m.id, e.id, m.text, m.speaker, m.said_at, m.turn, m.refers_start, m.refers_end, "
-    "m.vector, m.model"
-)
+# What the memory stage reads of a dated memory (memory/recall/said.py), by position; its
+# vector is in the in-process index (memory/engine/said_vectors.py).
+SAID_COLUMNS = "m.id, e.id, m.text, m.speaker, m.said_at, m.turn, m.refers_start, m.refers_end"
 
 
 def said_rows(scope: Scope, episode_ids: Sequence[int]) -> list[tuple[Any, ...]]:
-    """(memory id, episode id, text, speaker, said_at, turn, refers_start, refers_end, vector,
-    model) of the dated memories (kind `said`) of these episodes' conversations, the scope's
-    person's only: what the memory stage ranks. Found through the conversations' index
-    (idx_memories_conversation); SQLite's datetimes are parsed here."""
+    """(memory id, episode id, text, speaker, said_at, turn, refers_start, refers_end) of the
+    dated memories (kind `said`) of these episodes' conversations, the scope's person's only.
+    Found through the conversations' index (idx_memories_conversation)."""
     if not episode_ids:
         return []
     session = scope.session
@@ -161,10 +158,29 @@ def said_rows(scope: Scope, episode_ids: Sequence[int]) -> list[tuple[Any, ...]]
         "ON m.conversation_id = e.conversation_id "
         f"WHERE e.id IN ({marks(session, len(episode_ids))}) "
         f"AND +e.person_id = {marks(session, 1)} "
-        f"AND +m.person_id = {marks(session, 1)} AND m.kind = 'said' ORDER BY m.id"
+        f"AND +m.person_id = {marks(session, 1)} AND m.kind = 'said'"
     )
     person = int(scope.person)
-    rows = driver_rows(session, sql, [*(int(i) for i in episode_ids), person, person])
+    return _said(driver_rows(session, sql, [*(int(i) for i in episode_ids), person, person]))
+
+
+def said_rows_by_id(scope: Scope, ids: Sequence[int]) -> list[tuple[Any, ...]]:
+    """`said_rows`' columns of these dated memories of the person's (episode id None: their
+    conversation has none yet), those that still exist."""
+    if not ids:
+        return []
+    session = scope.session
+    sql = (
+        f"SELECT {SAID_COLUMNS} FROM memories m LEFT JOIN episode_summaries e "
+        "ON e.conversation_id = m.conversation_id "
+        f"WHERE m.id IN ({marks(session, len(ids))}) "
+        f"AND +m.person_id = {marks(session, 1)} AND m.kind = 'said'"
+    )
+    return _said(driver_rows(session, sql, [*(int(i) for i in ids), int(scope.person)]))
+
+
+def _said(rows: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """Rows with SQLite's datetime text parsed."""
     return [
         tuple(
             as_datetime(v) if k in _SAID_TIMES and isinstance(v, str) else v

@@ -179,7 +179,7 @@ class VectorIndex:
         where = [m.model == bindparam("model"), m.id > bindparam("after")]
         if self.extra_filter is not None:
             where.append(self.extra_filter)
-        count = select(func.count()).select_from(m).where(*where)
+        count = select(func.count()).select_from(m.__table__).where(*where)
         rows = select(*columns).where(*where).order_by(m.id).limit(bindparam("chunk"))
         return count, rows
 

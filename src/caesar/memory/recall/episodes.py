@@ -30,6 +30,7 @@ from caesar.embeddings import EmbedderHandle, embed_one, embed_soon
 from caesar.memory.engine.backend import SearchBackend, backend_for
 from caesar.memory.engine.pgvector_migration import Progress, VectorStatus
 from caesar.memory.engine.rows import count_recalls
+from caesar.memory.engine.said_vectors import SaidVectors
 from caesar.memory.engine.vectors import CurrentModelIndex, VectorIndex
 from caesar.memory.recall.hits import RecalledEpisode, RecallParams
 from caesar.memory.recall.question import Asked, read_question
@@ -55,6 +56,8 @@ class EpisodeMemory:
             lambda: self.embedder.get().model_id,
             extra_filter=EpisodeSummary.summary != "",
         )
+        # the dated memories' vectors, searched in this process on either engine (issue #45)
+        self.said = SaidVectors(lambda: self.embedder.get().model_id)
         # chosen once, by engine: what recall searches the episodes with
         self.backend: SearchBackend = backend_for(
             db,
@@ -74,8 +77,11 @@ class EpisodeMemory:
             yield Scope(person, session, self.backend, now)
 
     def warm(self) -> int:
-        """Ready the search now (start-up), rather than on the first turn."""
-        return self.backend.warm(self.db)
+        """Ready the search now (start-up), rather than on the first turn: the episodes' and
+        the owner's dated memories' vectors."""
+        loaded = self.backend.warm(self.db)
+        self.said.warm(self.db)
+        return loaded
 
     def migrate_vectors(self, progress: Progress | None = None) -> VectorStatus | None:
         """Move the vectors where the database searches them, if it does (PostgreSQL with

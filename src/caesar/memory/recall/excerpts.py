@@ -43,7 +43,6 @@ from caesar.memory.recall.keywords import query_terms
 from caesar.memory.render import (
     BLOCK_FRAME,
     GAP_LINE,
-    SAID_HEADER,
     EpisodeLine,
     episode_header,
     excerpt_line,
@@ -138,19 +137,6 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class SaidItem:
-    """A dated memory offered to the block (memory/recall/said.py): its rendered line, the
-    candidate of its conversation (None: a conversation ranked behind them) and that
-    conversation's score, its own relevance (in the windows' units), and its turn."""
-
-    line: str
-    candidate: int | None
-    score: float
-    relevance: float
-    turn: int | None = None
-
-
-@dataclass(frozen=True)
 class Chosen:
     """What of candidate `index` goes into the prompt: its excerpts, in conversation order."""
 
@@ -162,7 +148,6 @@ class Chosen:
 class Block:
     text: str
     chosen: tuple[Chosen, ...]
-    said: tuple[int, ...] = ()  # the SaidItems in it, by index, in the order shown
 
 
 @lru_cache(maxsize=1)
@@ -394,8 +379,6 @@ def select(
     summary_chars: int,
     zone: tzinfo = UTC,
     layout: Layout = "depth",
-    memories: Sequence[SaidItem] = (),
-    memory_budget: int | None = None,
 ) -> Block:
     """The past-conversations block for these recalled episodes (best first), at most `budget`
     characters (GATHER_ROOM times it for a question that gathers), fences included (see the
@@ -433,7 +416,7 @@ def select(
     weights = _Weights(episodes, wanted) if wanted else None
     for ep in episodes:
         ep.weights = weights
-    state = _Selection(candidates, episodes, budget, memories, memory_budget)
+    state = _Selection(candidates, episodes, budget)
     telling = [
         (
             ep.telling(wanted, _best_window(ep, c), weights.get())
@@ -462,12 +445,7 @@ def select(
     # the best window of each comparable episode first (see _leading)
     front = _leading(items, candidates)
     led = set(front)
-    # the memory lines compete with the windows after the front, by the same priority
-    offered = [
-        (-(EPISODE_SHARE * m.score + (1 - EPISODE_SHARE) * m.relevance), SAID_ITEM, k)
-        for k, m in enumerate(memories)
-    ]
-    items = front + _merged([item for item in items if item not in led], offered)
+    items = front + [item for item in items if item not in led]
     if lead:  # breadth: the best windows first, within the lead's share of the budget
         state.budget = lead
         _fill(state, items, candidates, episodes)
@@ -511,50 +489,15 @@ def select(
                 lines.append(GAP_LINE)
             lines.extend(ep.line(part.first_turn + j) for j in range(len(part.turns)))
         chosen.append(Chosen(ci, parts))
-    shown = tuple(sorted(state.said_shown()))  # the caller's order: time
-    if shown:
-        lines += [SAID_HEADER, *(memories[k].line for k in shown)]
-    return Block(past_conversations(lines), tuple(chosen), shown)
-
-
-SAID_ITEM = -1  # an item's candidate index when it is a memory line (its third is the line's)
-
-
-def _merged(
-    items: list[tuple[float, int, int]], memories: list[tuple[float, int, int]]
-) -> list[tuple[float, int, int]]:
-    """`memories` (sorted here) placed among `items` by priority, `items`' own order kept (it
-    may group by span first): each goes before the first item it outranks."""
-    if not memories:
-        return items
-    memories = sorted(memories)
-    out: list[tuple[float, int, int]] = []
-    k = 0
-    for item in items:
-        while k < len(memories) and memories[k][0] < item[0]:
-            out.append(memories[k])
-            k += 1
-        out.append(item)
-    return out + memories[k:]
+    return Block(past_conversations(lines), tuple(chosen))
 
 
 class _Selection:
     """The block being filled: what is in it and what it costs."""
 
-    def __init__(
-        self,
-        candidates: Sequence[Candidate],
-        episodes: list[_Episode],
-        budget: int,
-        said: Sequence[SaidItem] = (),
-        said_budget: int | None = None,
-    ):
+    def __init__(self, candidates: Sequence[Candidate], episodes: list[_Episode], budget: int):
         self.candidates, self.episodes, self.budget = candidates, episodes, budget
         self.used = BLOCK_FRAME
-        self.said, self.said_budget = said, budget if said_budget is None else said_budget
-        self.said_taken: list[int] = []
-        self.said_used = 0
-        self.said_texts: set[str] = set()
         self.included: list[int] = []
         self.costs = [0] * len(candidates)
         # What is already in the block, across episodes: a client that resends its history
@@ -573,33 +516,6 @@ class _Selection:
             self.included.append(ci)
             if not self.candidates[ci].pending:
                 self.shown_summaries.add(self.candidates[ci].line.summary)
-
-    def take_said(self, k: int) -> None:
-        """Memory line `k`, if it fits (the header with the first), within its own budget too,
-        and says what the block does not: not the same words as another line, not a turn an
-        excerpt shows."""
-        m = self.said[k]
-        if m.line in self.said_texts or self._said_shown_turn(m):
-            return
-        cost = len(m.line) + 1 + (0 if self.said_taken else len(SAID_HEADER) + 1)
-        if self.used + cost > self.budget or self.said_used + cost > self.said_budget:
-            return
-        self.said_taken.append(k)
-        self.said_texts.add(m.line)
-        self.used += cost
-        self.said_used += cost
-
-    def _said_shown_turn(self, m: SaidItem) -> bool:
-        return (
-            m.candidate is not None
-            and m.turn is not None
-            and (m.candidate in self.included and m.turn in self.episodes[m.candidate].taken)
-        )
-
-    def said_shown(self) -> tuple[int, ...]:
-        """The memory lines taken whose turn no excerpt came to show since, in the order taken
-        (the caller orders them)."""
-        return tuple(k for k in self.said_taken if not self._said_shown_turn(self.said[k]))
 
     def take_line(self, ci: int) -> None:
         """The episode's line alone, if it fits and is not in yet."""
@@ -646,9 +562,6 @@ def _fill(
     """Windows in priority order while they fit (`lines_first`: only of episodes whose line
     is in already)."""
     for _, ci, wi in items:
-        if ci == SAID_ITEM:
-            state.take_said(wi)
-            continue
         if wi < 0:
             state.take_line(ci)
             continue

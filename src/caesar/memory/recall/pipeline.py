@@ -45,9 +45,9 @@ from caesar.memory.recall import excerpts, said
 from caesar.memory.recall.hits import Recalled, RecalledEpisode, RecallParams
 from caesar.memory.recall.hybrid import hybrid_search
 from caesar.memory.recall.question import NOTHING, Asked
-from caesar.memory.render import EpisodeLine
+from caesar.memory.render import EPISODES_HEADER, EpisodeLine
 from caesar.memory.scope import Scope
-from caesar.memory.transcript import conversation_turns
+from caesar.memory.transcript import MEMORY_CLOSE, MEMORY_OPEN, conversation_turns
 
 if TYPE_CHECKING:
     from caesar.memory.recall.episodes import EpisodeMemory
@@ -304,37 +304,48 @@ def with_excerpts(
         )
         for e in ranked
     ]
-    timed: list[said.SaidLine] = []
-    items: list[excerpts.SaidItem] = []
+    lines = said.NONE
     if settings.said_share > 0 and asked.layout != "timeline":
         found = said.candidates(
             scope,
+            memory.said,
             [e.episode_id for e in pool if not e.pending],
             query,
             vector_of(vector),
-            scope.search.model_id,
-            settings.similarity_threshold,
-            settings.keyword_weight,
+            asked.time.spans,
         )
-        candidate_of = {e.episode_id: i for i, e in enumerate(ranked) if not e.pending}
-        score_of = {e.episode_id: e.score for e in pool}
-        timed, items = said.items(found, candidate_of, score_of, now, memory.zone)
+        # a conversation not summarised yet is not recalled (the turn's own among them)
+        found = [m for m in found if m.episode_id]
+        lines = said.choose(
+            found, int(settings.prompt_chars * settings.said_share), now, memory.zone
+        )
     block = excerpts.select(
         candidates,
         query,
         now,
-        budget=settings.prompt_chars,
+        budget=settings.prompt_chars - lines.chars,
         turn_chars=settings.excerpt_turn_chars,
         summary_chars=settings.summary_chars,
         zone=memory.zone,
         layout=asked.layout,
-        memories=items,
-        memory_budget=int(settings.prompt_chars * settings.said_share),
     )
     shown = [replace(ranked[c.index], excerpts=c.excerpts) for c in block.chosen]
-    if not block.said:
+    excerpted = {
+        (e.episode_id, x.first_turn + k)
+        for e in shown
+        for x in e.excerpts
+        for k in range(len(x.turns))
+    }
+    lines = lines.without(excerpted)
+    if not lines.said:
         return block.text, shown
-    return block.text, with_said(scope, shown, pool, [timed[k] for k in block.said])
+    body = (
+        block.text[: -len(MEMORY_CLOSE) - 1].split("\n")
+        if block.text
+        else [EPISODES_HEADER, MEMORY_OPEN]
+    )
+    text = "\n".join([*body, *lines.lines, MEMORY_CLOSE])
+    return text, with_said(scope, shown, pool, list(lines.said))
 
 
 def with_said(

@@ -5,27 +5,26 @@ Why: the block shows a few conversations in depth, and an answer spread over man
 ("What has Melanie painted?", "How many weddings did I go to this year?") needs a line from
 each, not three turns of two. A memory line costs ~130 characters where an excerpt costs ~600.
 
-How:
-- the candidates are the memories of the conversations recall ranked (`pool`): the ones the
-  block is chosen from and those ranked behind them (`RecalledEpisode.reserve`), every one of
-  which cleared the similarity threshold — so a message that recalls nothing gets no memory
-  line, and the stage reads at most a few hundred rows, whatever the size of the history;
-- each is scored as an episode is (hybrid.fuse): its own cosine with the message, lifted by
-  its words (the share of the message's information it says, IDF-weighted over the
-  candidates, stemmed as the keyword index stems), in cosine units; those under the
-  similarity threshold are left out;
-- the block's selection (excerpts.select) takes them as items beside the windows, by the same
-  priority (half their conversation's score, half their own relevance), within the one budget
-  and at most `said_share` of it; one whose turn an excerpt shows, or whose line another
-  says, is left out. In the block they follow the excerpts, in time order, each with the day
-  it was said and the day its words name ("last Saturday": Sat 6 May 2023).
-Pure but for `candidates`, which reads the rows.
+How (`candidates`, `rank`, `choose`):
+- the candidates are the person's memories nearest the message across every conversation
+  (their own in-process index, memory/engine/said_vectors.py, VECTOR_POOL of them) and every
+  memory of the conversations recall ranked (`pool`); a span the message names ("in May",
+  "this year") keeps those said, or about a time, within it;
+- each is ranked by its cosine with the message and by the share of the message's information
+  it says (IDF-weighted stems, as the keyword index stems), fused by reciprocal ranks — as the
+  prototype that chose this measured (docs/memories.md);
+- the lines are taken one per conversation first (best first), then a second of each, within
+  `said_share` of the budget, which the excerpts then do without; a line whose turn an excerpt
+  shows is dropped; in the block they follow the excerpts, in time order, each with the day it
+  was said and the day its words name ("last Saturday": Sat 6 May 2023).
+A message that recalls no conversation gets no memory line: an off-topic message shares some
+nearest memory with every history.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -33,18 +32,24 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 import numpy as np
 
-from caesar.memory.engine.rows import said_rows
-from caesar.memory.recall.excerpts import SaidItem, stems, turn_stems
-from caesar.memory.recall.hybrid import fuse
+from caesar.memory.engine.rows import said_rows, said_rows_by_id
+from caesar.memory.engine.said_vectors import SaidVectors
+from caesar.memory.recall.excerpts import stems, turn_stems
 from caesar.memory.recall.keywords import query_terms
-from caesar.memory.render import said_line
+from caesar.memory.recall.when import NamedSpan
+from caesar.memory.render import SAID_HEADER, said_line
 from caesar.memory.scope import Scope
+
+# The memories nearest the message taken as candidates beside the ranked conversations': a
+# block holds ~8 lines at 6,000 characters (1,000 of them), ~3 at 2,500.
+VECTOR_POOL = 100
+RRF_K = 60.0  # reciprocal-rank fusion's customary constant (hybrid.RRF_K)
 
 
 @dataclass(frozen=True)
 class SaidLine:
-    """A dated memory that bears on the message: its row, its conversation's episode, and the
-    numbers that ranked it."""
+    """A dated memory that bears on the message: its row, its conversation's episode (0: none),
+    and the numbers that ranked it."""
 
     id: int
     episode_id: int
@@ -75,67 +80,78 @@ class SaidLine:
 
 def candidates(
     scope: Scope,
+    vectors: SaidVectors,
     episode_ids: Sequence[int],
     query: str,
     vector: np.ndarray,
-    model_id: str | None,
-    threshold: float | None,
-    keyword_weight: float,
+    spans: Sequence[NamedSpan] = (),
 ) -> list[SaidLine]:
-    """The dated memories of these episodes' conversations that bear on `query`, best first."""
-    rows = said_rows(scope, episode_ids)
-    return rank(rows, query, vector, model_id, threshold, keyword_weight)
+    """The person's memories that bear on `query`, best first: the nearest across every
+    conversation and those of these ranked episodes' conversations, within `spans` if any."""
+    near = vectors.search(scope, vector, VECTOR_POOL)
+    rows = {int(r[0]): r for r in said_rows(scope, episode_ids)}
+    found = said_rows_by_id(scope, [i for i in near if i not in rows])
+    rows.update((int(r[0]), r) for r in found)
+    gone = [i for i in near if i not in rows]
+    if gone:  # deleted since the index loaded them
+        vectors.forget(gone)
+    cosine = {**vectors.cosines(scope, [i for i in rows if i not in near], vector), **near}
+    kept = [r for r in rows.values() if not spans or within(r, spans)]
+    return rank(kept, query, cosine)
 
 
-def rank(
-    rows: Sequence[Sequence[object]],
-    query: str,
-    vector: np.ndarray,
-    model_id: str | None,
-    threshold: float | None,
-    keyword_weight: float,
-) -> list[SaidLine]:
-    """`said_rows` rows scored against the message, best first: the cosine fused with the
-    keyword side as an episode's is (hybrid.fuse, in cosine units; the keyword side the share
-    of the message's information the memory says, `coverage`), those clearing `threshold`."""
+def within(row: Sequence[object], spans: Sequence[NamedSpan]) -> bool:
+    """Said within one of the spans, or about a time that overlaps one."""
+    said_at, start, end = row[4], row[6], row[7]
+    for span in spans:
+        if span.start <= said_at < span.end:  # type: ignore[operator]
+            return True
+        if start is not None and end is not None and start < span.end and span.start < end:  # type: ignore[operator]
+            return True
+    return False
+
+
+def rank(rows: Sequence[Sequence[object]], query: str, cosine: dict[int, float]) -> list[SaidLine]:
+    """`said_rows` rows, best first: the ranks of their cosine and of their share of the
+    message's information (`coverage`) fused (a memory saying none of it has no keyword rank)."""
     if not rows:
         return []
     wanted = stems(" ".join(query_terms(query)))
     texts = [str(r[2]) for r in rows]
     keyword = coverage([turn_stems(t) for t in texts], wanted)
-    cosine = np.zeros(len(rows))
-    for i, r in enumerate(rows):
-        blob, model = r[8], r[9]
-        if blob is not None and model == model_id:
-            stored = np.frombuffer(bytes(blob), dtype=np.float32)  # type: ignore[arg-type]
-            if stored.shape == vector.shape:
-                cosine[i] = float(stored @ vector)
-    relevance = fuse(cosine, keyword, method="hybrid", keyword_weight=keyword_weight)
-    keep = relevance >= (-1.0 if threshold is None else threshold)
-    order = sorted(np.flatnonzero(keep), key=lambda i: (-relevance[i], -int(rows[i][0])))  # type: ignore[call-overload]
+    cos = np.array([cosine.get(int(r[0]), 0.0) for r in rows])  # type: ignore[call-overload]
+    fused = 1.0 / (RRF_K + ranks(cos)) + np.where(keyword > 0, 1.0 / (RRF_K + ranks(keyword)), 0.0)
+    order = sorted(range(len(rows)), key=lambda i: (-fused[i], -int(rows[i][0])))  # type: ignore[call-overload]
     return [
         SaidLine(
             id=int(rows[i][0]),  # type: ignore[call-overload]
-            episode_id=int(rows[i][1]),  # type: ignore[call-overload]
+            episode_id=int(rows[i][1] or 0),  # type: ignore[call-overload]
             text=texts[i],
             speaker=str(rows[i][3]),
             said_at=rows[i][4],  # type: ignore[arg-type]
             turn=None if rows[i][5] is None else int(rows[i][5]),  # type: ignore[call-overload]
             refers_start=rows[i][6],  # type: ignore[arg-type]
             refers_end=rows[i][7],  # type: ignore[arg-type]
-            cosine=float(cosine[i]),
+            cosine=float(cos[i]),
             keyword=float(keyword[i]),
-            score=float(relevance[i]),
+            score=float(fused[i]),
         )
         for i in order
     ]
 
 
+def ranks(values: np.ndarray) -> np.ndarray:
+    """1-based rank of each value, highest first (ties by position)."""
+    order = np.argsort(-values, kind="stable")
+    out = np.empty(values.size)
+    out[order] = np.arange(1, values.size + 1)
+    return out
+
+
 def coverage(docs: Sequence[AbstractSet[str]], wanted: AbstractSet[str]) -> np.ndarray:
     """How much of the message's information each document (its set of stems) holds: the IDF
     weight of the message's stems it says, over theirs all (IDF over these documents, a stem
-    none says weighing most) — a memory that says one of five words holds a fifth, however it
-    ranks against the others."""
+    none says weighing most)."""
     scores = np.zeros(len(docs))
     if not wanted or not docs:
         return scores
@@ -148,28 +164,61 @@ def coverage(docs: Sequence[AbstractSet[str]], wanted: AbstractSet[str]) -> np.n
     return scores
 
 
-def items(
-    ranked: Sequence[SaidLine],
-    candidate_of: dict[int, int],
-    score_of: dict[int, float],
-    now: datetime,
-    zone: tzinfo = UTC,
-) -> tuple[list[SaidLine], list[SaidItem]]:
-    """The memories as the block's items (excerpts.SaidItem), in time order: their line, the
-    block candidate of their conversation (`candidate_of`: episode → index; absent: ranked
-    behind them) and its score (`score_of`)."""
-    timed = sorted(ranked, key=lambda m: (m.said_at, m.turn or 0, m.id))
-    return timed, [
-        SaidItem(
-            said_line(m.text, m.said_at, now, zone, refers(m, zone)),
-            candidate_of.get(m.episode_id),
-            # a conversation recall did not rank: known by this memory alone
-            score_of.get(m.episode_id, m.score),
-            m.score,
-            m.turn,
-        )
-        for m in timed
-    ]
+@dataclass(frozen=True)
+class Lines:
+    """The memory lines chosen: the rendered lines in time order (header first) and their
+    memories; `chars` what they cost in the block."""
+
+    lines: tuple[str, ...]
+    said: tuple[SaidLine, ...]
+    chars: int
+
+    def without(self, shown: AbstractSet[tuple[int, int]]) -> Lines:
+        """These lines but those whose (episode, turn) an excerpt shows."""
+        keep = [
+            k
+            for k, m in enumerate(self.said)
+            if m.turn is None or (m.episode_id, m.turn) not in shown
+        ]
+        if len(keep) == len(self.said):
+            return self
+        if not keep:
+            return NONE
+        lines = (SAID_HEADER, *(self.lines[k + 1] for k in keep))
+        return Lines(lines, tuple(self.said[k] for k in keep), sum(len(x) + 1 for x in lines))
+
+
+NONE = Lines((), (), 0)
+
+
+def choose(ranked: Sequence[SaidLine], budget: int, now: datetime, zone: tzinfo = UTC) -> Lines:
+    """Lines for `ranked` (best first) within `budget` characters, newlines and header
+    included: one per conversation first, then a second of each, and so on; the same words
+    once. In time order."""
+    by_episode: dict[int, list[SaidLine]] = defaultdict(list)
+    for m in ranked:
+        by_episode[m.episode_id].append(m)
+    rounds: list[SaidLine] = []
+    depth = max((len(v) for v in by_episode.values()), default=0)
+    for k in range(depth):
+        rounds.extend(v[k] for v in by_episode.values() if len(v) > k)
+    room = budget - len(SAID_HEADER) - 1
+    taken: list[tuple[SaidLine, str]] = []
+    seen: set[str] = set()
+    for m in rounds:
+        key = m.text.lower()
+        if key in seen:
+            continue
+        line = said_line(m.text, m.said_at, now, zone, refers(m, zone))
+        if len(line) + 1 <= room:
+            taken.append((m, line))
+            seen.add(key)
+            room -= len(line) + 1
+    if not taken:
+        return NONE
+    taken.sort(key=lambda t: (t[0].said_at, t[0].turn or 0, t[0].id))
+    lines = (SAID_HEADER, *(line for _, line in taken))
+    return Lines(lines, tuple(m for m, _ in taken), sum(len(x) + 1 for x in lines))
 
 
 def refers(m: SaidLine, zone: tzinfo) -> str:
