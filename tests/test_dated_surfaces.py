@@ -319,3 +319,70 @@ def test_cli_another_persons_said_memory_is_not_found(cli, history):
     bad = run("memories", "search", "a\x01b", "--said")
     assert bad.exit_code == 1 and "control characters" in bad.output
     assert cli.services.dated.get(history["run"], scope=Scope(OWNER)).text == MARATHON
+
+
+# -- the API ------------------------------------------------------------------------------------
+def _said(h: Household, headers: dict[str, str], **params: Any) -> list[dict[str, Any]]:
+    response = h.client.get("/v1/memories/said", params=params, headers=headers)
+    assert response.status_code == 200, response.text
+    return response.json()["memories"]  # type: ignore[no-any-return]
+
+
+def test_api_lists_searches_edits_and_deletes(home, history):
+    c = home.client
+    listed = _said(home, A)
+    assert [m["id"] for m in listed] == [history["vet"], history["luna"], history["run"]]
+    assert listed[2] == {
+        **listed[2],
+        "text": MARATHON,
+        "speaker": "person",
+        "said_at": OCTOBER.isoformat(),
+        "refers_start": "2026-10-03T00:00:00",
+        "edit_count": 0,
+        "source_audit_id": history["run_chat"],
+    }
+    assert [m["id"] for m in _said(home, A, limit=1)] == [history["vet"]]
+    one = _said(home, A, conversation_id=history["cat_conversation"])
+    assert [m["id"] for m in one] == [history["vet"], history["luna"]]
+    assert [m["id"] for m in _said(home, A, q="PORTO")] == [history["run"]]
+    assert _said(home, A, q="luna", conversation_id=history["run_conversation"]) == []
+
+    path = f"/v1/memories/said/{history['luna']}"
+    edited = c.patch(path, json={"text": "The person adopted a cat named Luna."}, headers=A)
+    assert edited.status_code == 200, edited.text
+    memory = edited.json()["memory"]
+    assert memory["text"] == "The person adopted a cat named Luna." and memory["edit_count"] == 1
+    assert memory["conversation_id"] == history["cat_conversation"] and memory["turn"] == 0
+    assert _vector(home.services, memory["id"])[0] is not None
+    assert c.patch(path, json={"text": "again"}, headers=A).status_code == 404  # replaced
+
+    path = f"/v1/memories/said/{memory['id']}"
+    assert c.delete(path, headers=A).status_code == 204
+    again = c.delete(path, headers=A)
+    assert again.status_code == 404 and "no said memory" in again.json()["error"]["message"]
+    assert [m["id"] for m in _said(home, A)] == [history["vet"], history["run"]]
+
+
+def test_api_another_persons_is_not_found_and_bad_input_is_a_clear_4xx(home, history):
+    c = home.client
+    assert [m["text"] for m in _said(home, home.b)] == ["The person sold a red bike."]
+    assert _said(home, home.b, q="marathon") == []
+    assert _said(home, home.b, conversation_id=history["run_conversation"]) == []
+    path = f"/v1/memories/said/{history['run']}"
+    put = c.patch(path, json={"text": "mine now"}, headers=home.b)
+    assert put.status_code == 404 and MARATHON not in put.text
+    assert c.delete(path, headers=home.b).status_code == 404
+    # a said memory is not a statement, on either route
+    assert c.put(f"/v1/memories/{history['run']}", json={"text": "x"}, headers=A).status_code == 404
+    assert c.delete(f"/v1/memories/{history['run']}", headers=A).status_code == 404
+
+    for params, status in (({"q": " "}, 400), ({"limit": 0}, 422), ({"conversation_id": 0}, 422)):
+        response = c.get("/v1/memories/said", params=params, headers=A)
+        assert response.status_code == status, (params, response.text)
+    blank = c.patch(path, json={"text": "  "}, headers=A)
+    assert blank.status_code == 400 and "must not be empty" in blank.text
+    assert c.patch(path, json={"text": "x", "extra": 1}, headers=A).status_code == 422
+    assert c.patch("/v1/memories/said/0", json={"text": "x"}, headers=A).status_code == 422
+    assert c.get("/v1/memories/said", headers={}).status_code == 401
+    [kept] = [m for m in _said(home, A) if m["id"] == history["run"]]
+    assert kept["text"] == MARATHON and kept["edit_count"] == 0

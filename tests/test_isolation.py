@@ -176,6 +176,30 @@ def memory_delete(w: World, *_route: str) -> None:
     assert w.call("DELETE", f"/v1/memories/{w.a_memory}").status_code == 404
 
 
+def _a_said(w: World) -> int:
+    """One of A's dated memories (issue #45): what A's chat said of Zanzibar."""
+    found = w.services.dated.search("Zanzibar", scope=Scope(OWNER))
+    assert found
+    return found[0].id
+
+
+def said_listing(w: World, *_route: str) -> None:
+    listed = w.call("GET", "/v1/memories/said").json()["memories"]
+    assert any("Reykjavik" in m["text"] for m in listed)  # B's own; none of A's (`call`)
+    assert w.call("GET", "/v1/memories/said", params={"q": "Zanzibar"}).json()["memories"] == []
+    theirs = {"conversation_id": w.a_conversation}
+    assert w.call("GET", "/v1/memories/said", params=theirs).json()["memories"] == []
+
+
+def said_patch(w: World, *_route: str) -> None:
+    said = {"text": "My dog Rex flew to Reykjavik"}
+    assert w.call("PATCH", f"/v1/memories/said/{_a_said(w)}", json=said).status_code == 404
+
+
+def said_delete(w: World, *_route: str) -> None:
+    assert w.call("DELETE", f"/v1/memories/said/{_a_said(w)}").status_code == 404
+
+
 def recall(w: World, *_route: str) -> None:
     found = w.call("POST", "/v1/memory/recall", json={"query": "flying with my dog"}).json()
     assert all(e["episode_id"] != w.a_episode for e in found["episodes"])
@@ -300,6 +324,9 @@ MATRIX: dict[tuple[str, str], Callable[[World, str, str], None]] = {
     ("POST", "/v1/memories"): memory_add,
     ("PUT", "/v1/memories/{memory_id}"): memory_put,
     ("DELETE", "/v1/memories/{memory_id}"): memory_delete,
+    ("GET", "/v1/memories/said"): said_listing,
+    ("PATCH", "/v1/memories/said/{memory_id}"): said_patch,
+    ("DELETE", "/v1/memories/said/{memory_id}"): said_delete,
     ("POST", "/v1/memory/recall"): recall,
     ("POST", "/v1/memory/semantic_recall"): semantic_recall,
     ("GET", "/v1/episodes"): episodes_listing,
@@ -347,6 +374,9 @@ def test_every_route_as_the_other_person_leaks_nothing_and_changes_nothing_of_th
     assert episode["id"] == world.a_episode
     [memory] = world.client.get("/v1/memories", headers=a).json()["memories"]
     assert memory["id"] == world.a_memory and "Marmaduke" in memory["text"]
+    said = world.client.get("/v1/memories/said", headers=a).json()["memories"]
+    assert said and any("Zanzibar" in m["text"] for m in said)
+    assert all(m["edit_count"] == 0 for m in said)
     recalled = world.services.episodes.preview("Zanzibar spice market", scope=Scope(OWNER))
     assert [e.episode_id for e in recalled][:1] == [world.a_episode]
 

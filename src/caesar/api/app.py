@@ -150,6 +150,7 @@ def create_app(
         routes_conversations,
         routes_episodes,
         routes_memory,
+        routes_said,
         routes_standing,
     )
 
@@ -175,6 +176,7 @@ def create_app(
     app.include_router(routes_chat.router)
     app.include_router(routes_memory.router)
     app.include_router(routes_standing.router)
+    app.include_router(routes_said.router)
     app.include_router(routes_episodes.router)
     app.include_router(routes_conversations.router)
     app.include_router(dashboard.router)
