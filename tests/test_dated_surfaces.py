@@ -7,6 +7,7 @@ memory is never a standing statement's id, nor the other way round."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -386,3 +387,75 @@ def test_api_another_persons_is_not_found_and_bad_input_is_a_clear_4xx(home, his
     assert c.get("/v1/memories/said", headers={}).status_code == 401
     [kept] = [m for m in _said(home, A) if m["id"] == history["run"]]
     assert kept["text"] == MARATHON and kept["edit_count"] == 0
+
+
+# -- the dashboard ------------------------------------------------------------------------------
+def _csrf(html: str) -> str:
+    match = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert match, "no CSRF token in the page"
+    return match.group(1)
+
+
+def _login(c: TestClient) -> None:
+    response = c.post("/dashboard/login", data={"token": TEST_TOKEN}, follow_redirects=False)
+    assert response.status_code == 303, response.text
+
+
+def _section(html: str) -> str:
+    return html[html.index('<section id="said"') :]
+
+
+def test_dashboard_lists_them_newest_first_escaped_with_their_conversation(home, history):
+    services, c = home.services, home.client
+    said(services, datetime(2026, 11, 25, 8), [DatedMemory(PERSON, f"The person wrote {XSS}.", 0)])
+    _login(c)
+    html = c.get("/dashboard/facts").text
+    section = _section(html)
+    assert "Things said in your conversations" in section
+    assert XSS not in html and "&lt;script&gt;x&lt;/script&gt;" in section
+    assert section.index("&lt;script&gt;") < section.index("Luna") < section.index("Porto")
+    row = re.search(rf'<tr class="said" data-id="{history["vet"]}".*?</tr>', section, re.S)
+    assert row and "caesar" in row.group(0) and "2026-11-20" in row.group(0)
+    assert f'href="/dashboard/chat/{history["cat_conversation"]}"' in row.group(0)
+    assert f'action="/dashboard/memories/said/{history["vet"]}/forget"' in row.group(0)
+    mine = re.search(rf'<tr class="said" data-id="{history["run"]}".*?</tr>', section, re.S)
+    assert mine and '<td class="speaker">you</td>' in mine.group(0)
+    assert "The person sold a red bike" not in html  # B's
+
+
+def test_dashboard_forms_need_the_csrf_token_and_edit_and_forget(home, history):
+    services, c = home.services, home.client
+    _login(c)
+    token = _csrf(c.get("/dashboard/facts").text)
+    edit = f"/dashboard/memories/said/{history['run']}"
+    forget_it = f"/dashboard/memories/said/{history['luna']}/forget"
+    for data in ({"text": "x"}, {"text": "x", "csrf": "0" * 64}):
+        assert c.post(edit, data=data, follow_redirects=False).status_code == 403
+        assert c.post(forget_it, data=data, follow_redirects=False).status_code == 403
+    assert services.dated.get(history["run"], scope=Scope(OWNER)).text == MARATHON
+
+    saved = c.post(
+        edit, data={"text": "The person ran a marathon.", "csrf": token}, follow_redirects=False
+    )
+    assert saved.status_code == 303 and saved.headers["location"].endswith("said=edited#said")
+    [new] = services.dated.search("ran a marathon", scope=Scope(OWNER))
+    assert new.edit_count == 1
+    assert "Saved your correction." in _section(c.get(saved.headers["location"]).text)
+    blank = c.post(f"/dashboard/memories/said/{new.id}", data={"text": " ", "csrf": token})
+    assert blank.status_code == 400 and "must not be empty" in _section(blank.text)
+
+    gone = c.post(forget_it, data={"csrf": token}, follow_redirects=False)
+    assert gone.status_code == 303 and "said=forgotten" in gone.headers["location"]
+    assert [m.id for m in services.dated.list(scope=Scope(OWNER))] == [new.id, history["vet"]]
+    assert c.post(forget_it, data={"csrf": token}).status_code == 404
+
+
+def test_dashboard_another_persons_said_memory_is_not_theirs(home, history):
+    services, c = home.services, home.client
+    page = c.get("/dashboard/facts", headers=home.b)
+    assert page.status_code == 200 and "Porto" not in page.text and "red bike" in page.text
+    edit = f"/dashboard/memories/said/{history['run']}"
+    for path in (edit, f"{edit}/forget"):
+        refused = c.post(path, data={"text": "mine now"}, headers=home.b)
+        assert refused.status_code == 404, (path, refused.text)
+    assert services.dated.get(history["run"], scope=Scope(OWNER)).text == MARATHON

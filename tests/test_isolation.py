@@ -269,6 +269,15 @@ def dashboard_memory_forget(w: World, *_route: str) -> None:
     assert w.call("POST", f"/dashboard/memories/{w.a_memory}/forget").status_code == 404
 
 
+def dashboard_said_edit(w: World, *_route: str) -> None:
+    said = {"text": "I live in Reykjavik"}
+    assert w.call("POST", f"/dashboard/memories/said/{_a_said(w)}", data=said).status_code == 404
+
+
+def dashboard_said_forget(w: World, *_route: str) -> None:
+    assert w.call("POST", f"/dashboard/memories/said/{_a_said(w)}/forget").status_code == 404
+
+
 def dashboard_audit(w: World, *_route: str) -> None:
     assert w.call("GET", "/dashboard/audit").status_code == 200
 
@@ -343,6 +352,8 @@ MATRIX: dict[tuple[str, str], Callable[[World, str, str], None]] = {
     ("POST", "/dashboard/memories"): dashboard_memory_add,
     ("POST", "/dashboard/memories/{memory_id}"): dashboard_memory_edit,
     ("POST", "/dashboard/memories/{memory_id}/forget"): dashboard_memory_forget,
+    ("POST", "/dashboard/memories/said/{memory_id}"): dashboard_said_edit,
+    ("POST", "/dashboard/memories/said/{memory_id}/forget"): dashboard_said_forget,
     ("GET", "/dashboard/audit"): dashboard_audit,
     ("GET", "/dashboard/audit/{audit_id}"): dashboard_audit_row,
     ("GET", "/dashboard/episodes"): dashboard_episodes,

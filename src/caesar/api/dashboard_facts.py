@@ -16,6 +16,13 @@ issue #46), current ones grouped by kind, each with the conversation it was said
     POST /dashboard/memories/{id}          correct one (form: text)
     POST /dashboard/memories/{id}/forget   forget one
 
+and below those, the things said in their conversations (their dated memories, issue #45),
+the newest `SAID_SHOWN`, each with its conversation:
+
+    GET  /dashboard/facts                       ?said=edited|forgotten (what was done)
+    POST /dashboard/memories/said/{id}          correct one (form: text)
+    POST /dashboard/memories/said/{id}/forget   forget one
+
 A deleted fact is still said in the conversations it was learned from, and recall can bring it
 back from them. So the delete reads them first (`caesar.memory.forget.fact_sources`) and carries
 their ids (at most `MAX_OFFERED`, the latest) to the page it redirects to, which offers to
@@ -74,6 +81,8 @@ MEMORY_DONE = {
     "edited": "Saved your correction.",
     "forgotten": "Forgot it.",
 }
+SAID_SHOWN = 50  # the newest dated memories the page lists
+SAID_DONE = {"edited": "Saved your correction.", "forgotten": "Forgot it."}
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,7 @@ def facts_page(
     forgot: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     gone: Annotated[int | None, Query(ge=1, le=MAX_OFFERED)] = None,
     memory: Annotated[Literal["added", "edited", "forgotten"] | None, Query()] = None,
+    said: Annotated[Literal["edited", "forgotten"] | None, Query()] = None,
 ) -> Response:
     ids = parse_ids(learned_from, "learned_from") if deleted and learned_from else []
     with services.db.read() as session:
@@ -134,6 +144,7 @@ def facts_page(
         services,
         notice=notice,
         memory_notice=MEMORY_DONE[memory] if memory else None,
+        said_notice=SAID_DONE[said] if said else None,
         offer=offer,
         forgotten=forgotten,
         gone=gone if forgotten else None,
@@ -154,6 +165,8 @@ def _facts(
     memory_notice: str | None = None,
     memory_error: str | None = None,
     memory_draft: dict[str, str] | None = None,
+    said_notice: str | None = None,
+    said_error: str | None = None,
     status: int = 200,
 ) -> Response:
     settings = services.settings.memory
@@ -174,6 +187,12 @@ def _facts(
         "memory_notice": memory_notice,
         "memory_error": memory_error,
         "memory_draft": memory_draft or {"text": "", "kind": kinds.INSTRUCTION},
+        "said": services.dated.list(
+            scope=Scope(viewer.person), limit=SAID_SHOWN, newest_first=True
+        ),
+        "said_shown": SAID_SHOWN,
+        "said_notice": said_notice,
+        "said_error": said_error,
         "facts": services.facts.list_all(scope=Scope(viewer.person)),
         "notice": notice,
         "offer": offer,
@@ -296,3 +315,27 @@ def forget_memory_form(
 ) -> Response:
     services.standing.delete(services.audit, memory_id, scope=Scope(viewer.person))
     return redirect(url("/dashboard/facts", memory="forgotten") + "#memories")
+
+
+# -- the things said in their conversations ---------------------------------------------------
+@router.post("/memories/said/{memory_id}")
+def edit_said_form(
+    request: Request,
+    memory_id: MemoryId,
+    viewer: FormViewerDep,
+    services: ServicesDep,
+    text: MemoryText = "",
+) -> Response:
+    """Correct one of the viewer's dated memories (another's, or one gone: the 404 page)."""
+    try:
+        services.dated.edit(services.audit, memory_id, text, scope=Scope(viewer.person))
+    except InputError as exc:
+        error = f"Not saved: {exc}."
+        return _facts(request, viewer, services, said_error=error, status=400)
+    return redirect(url("/dashboard/facts", said="edited") + "#said")
+
+
+@router.post("/memories/said/{memory_id}/forget")
+def forget_said_form(memory_id: MemoryId, viewer: FormViewerDep, services: ServicesDep) -> Response:
+    services.dated.delete(services.audit, memory_id, scope=Scope(viewer.person))
+    return redirect(url("/dashboard/facts", said="forgotten") + "#said")
