@@ -5,6 +5,7 @@ line came from; a message that recalls nothing gets none; nobody else's are read
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -13,7 +14,7 @@ from sqlalchemy import select
 
 from caesar import people
 from caesar.brain import Brain
-from caesar.db.models import AuditLog, EpisodeSummary
+from caesar.db.models import AuditLog, EpisodeSummary, Memory
 from caesar.memory import conversations
 from caesar.memory.recall import said
 from caesar.memory.render import SAID_HEADER
@@ -254,3 +255,42 @@ def test_refers_names_the_day_month_or_year_its_words_name():
     assert said.refers(named(datetime(2025, 1, 1), datetime(2026, 1, 1)), UTC) == "2025"
     assert said.refers(named(datetime(2026, 5, 9), datetime(2026, 5, 10)), UTC) == ""  # its day
     assert said.refers(base, UTC) == ""
+
+
+def test_the_chat_panel_names_each_line_and_the_conversation_it_came_from(make_services, llm):
+    from fastapi.testclient import TestClient
+    from test_dashboard import _csrf
+    from test_dashboard_chat import STREAM, _events
+
+    from caesar.api import create_app
+
+    services = _services(make_services)
+    _history(services)
+    with TestClient(create_app(services.settings, services, run_workers=False)) as client:
+        page = client.get("/dashboard/chat").text
+        llm.replies.append("A sunset, a portrait, a spaniel and sunflowers.")
+        sent = client.post(
+            "/dashboard/chat/send",
+            data={"message": "What have I painted?", "csrf": _csrf(page)},
+            headers=STREAM,
+        )
+        done = _events(sent)[-1]
+        html = client.get(done["memory_url"]).text
+        turn = services.db.read
+    lines = re.findall(r'<li class="said-memory" data-memory="(\d+)">(.*?)</li>', html, re.S)
+    assert lines
+    episodes = html.split('<li class="remembered-episode"')[1:]
+    with turn() as session:
+        for memory_id, shown in lines:
+            row = session.get(Memory, int(memory_id))
+            assert row.text in shown and f"said {row.said_at:%Y-%m-%d}" in shown
+            # under the conversation it came from, with the link that opens it
+            (episode,) = [e for e in episodes if f'data-memory="{memory_id}"' in e]
+            assert f'href="/dashboard/chat/{row.conversation_id}"' in episode
+    # the reply's row names every conversation a line came from
+    with turn() as session:
+        recalled = session.scalars(
+            select(AuditLog).where(AuditLog.event_type == "memory.episode.recalled")
+        ).all()
+    said_ids = {m["id"] for r in recalled for m in r.payload.get("said", [])}
+    assert {int(i) for i, _ in lines} <= said_ids
