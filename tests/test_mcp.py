@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,11 @@ from memory_helpers import events
 from sqlalchemy import func, select
 
 from caesar import audit, people
+from caesar.clock import utcnow
 from caesar.config import Settings
 from caesar.db.models import AuditLog, Conversation, Fact
+from caesar.mcp_server import build
+from caesar.memory import conversations
 from caesar.memory.scope import Scope
 from caesar.workers import run_until_caught_up
 
@@ -313,3 +317,66 @@ def test_stdio_as_a_person(stdio, tmp_path):
     anyio.run(session)
     assert services.facts.list_all(scope=Scope(OWNER)) == []
     assert [f.value for f in services.facts.list_all(scope=Scope(anna_id))] == ["Rex"]
+
+
+# -- recall's dated memories (issue #45) ---------------------------------------------------------
+PAINTED = [
+    "I painted a sunset over the lake with my kids.",
+    "I painted a portrait of my grandmother in oils.",
+    "I painted the neighbour's spaniel in watercolour.",
+    "I painted a mural of sunflowers on the garden shed.",
+]
+FILLER = [
+    ("We had a long week at work and the deadlines kept moving around.", "That sounds tiring."),
+    ("The weather was grey most days but Sunday was sunny and warm.", "Nice to get some sun."),
+    ("My neighbour's car alarm went off twice at night again.", "That must be annoying."),
+]
+
+
+def test_recall_carries_the_things_said_and_forget_memory_takes_their_id(make_services):
+    """Four conversations about painting, each among turns about other things, and a budget
+    that shows one or two in depth: the tool's conversations carry the memory lines the
+    prompt would (`said`), and `forget_memory` forgets one by its id."""
+    services = make_services(
+        memory={
+            "facts_extract": {"enabled": True},
+            "episodes_summarise": {"enabled": True},
+            "episodes_recall": {"prompt_chars": 1100, "said_share": 0.5},
+        },
+        gateway={
+            "routes": {"memory_extract": "offline:patterns", "memory_summarise": "offline:textrank"}
+        },
+    )
+    for weeks, painted in zip((4, 3, 2, 1), PAINTED, strict=True):
+        messages: list[dict[str, str]] = []
+        for user, reply in FILLER:
+            messages += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
+        messages.append({"role": "user", "content": painted})
+        with services.db.write() as session:
+            conversations.add_finished(
+                Scope(OWNER, session),
+                services.audit,
+                {"messages": messages, "reply": "What a lovely thing to paint."},
+                utcnow() - timedelta(weeks=weeks),
+            )
+    _learn(services)
+
+    async def session() -> dict[str, Any]:
+        async with Client(build(services, transport="stdio", scope=Scope(OWNER))) as client:
+            found = _data(await client.call_tool("recall", {"text": "What have I painted?"}))
+            lines = [m for e in found["episodes"] for m in e["said"]]
+            assert lines, found
+            forgot = _data(await client.call_tool("forget_memory", {"memory_id": lines[0]["id"]}))
+            return {"found": found, "lines": lines, "forgot": forgot}
+
+    out = anyio.run(session)
+    assert all(isinstance(e["said"], list) for e in out["found"]["episodes"])
+    for line in out["lines"]:
+        assert {"id", "text", "speaker", "said_at", "turn"} <= set(line)
+    said_anywhere = " ".join(m["text"] for m in out["lines"])
+    assert any(
+        subject in said_anywhere for subject in ("sunset", "grandmother", "spaniel", "sunflowers")
+    )
+    first = out["lines"][0]["id"]
+    assert out["forgot"] == {"forgotten": first}
+    assert all(m.id != first for m in services.dated.list(scope=Scope(OWNER)))

@@ -83,7 +83,9 @@ Key = Annotated[
 Value = Annotated[str, Field(min_length=1, max_length=MAX_VALUE)]
 # kinds.KINDS, spelled out for the tools' JSON schema (tests/test_standing_surfaces.py checks)
 Kind = Literal["instruction", "constraint", "preference", "profile"]
-MemoryId = Annotated[int, Field(ge=1, le=2**63 - 1, description="a statement's id")]
+MemoryId = Annotated[
+    int, Field(ge=1, le=2**63 - 1, description="a statement's id, or a said memory's")
+]
 MAX_RECALLED_MEMORIES = 30
 
 
@@ -185,7 +187,9 @@ def build(services: Container, *, transport: str, scope: Scope) -> MCPServer:
         the user (most important first), what the user told it about themselves that bears on
         `text` (`memories`: how to answer, diet, family, …, each with its kind and the date it
         was said), and the past conversations it finds relevant, best first, each with its
-        date, summary, verbatim excerpts and every score (relevance, keyword, recency).
+        date, summary, verbatim excerpts, the things said in it that bear on `text` (`said`:
+        one dated sentence each, by the user or by caesar) and every score (relevance,
+        keyword, recency).
         `asked` says which span of time `text` names (with its dates on the user's clock), and
         each conversation's `in_span` whether it was held then. Read-only; counts nothing as
         recalled. Use it before answering anything about the user's life, plans or past."""
@@ -337,9 +341,14 @@ def build(services: Container, *, transport: str, scope: Scope) -> MCPServer:
     @server.tool(annotations=CHANGES)
     def forget_memory(memory_id: MemoryId) -> dict[str, Any]:
         """Forget one thing the user told caesar about themselves (by its id from
-        `list_memories` or `recall`), for good; one it had replaced holds again."""
+        `list_memories` or `recall`), for good; one it had replaced holds again. A thing said
+        in a conversation (by its id from a recalled conversation's `said`) is forgotten the
+        same way."""
         with calls("forget_memory", {"memory_id": memory_id}) as touched:
-            services.standing.delete(services.audit, memory_id, scope=Scope(person))
+            if services.dated.owns(memory_id, scope=Scope(person)):
+                services.dated.delete(services.audit, memory_id, scope=Scope(person))
+            else:
+                services.standing.delete(services.audit, memory_id, scope=Scope(person))
             touched["memory_id"] = memory_id
             return {"forgotten": memory_id}
 
