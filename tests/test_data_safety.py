@@ -11,12 +11,13 @@ import sqlite3
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Self
 
 import crashkit
 import exactly_once
+import numpy as np
 import pytest
 from conftest import OWNER, PROVIDER_KEY
 from sqlalchemy import func, select, text
@@ -27,8 +28,9 @@ from caesar.cli.main import app
 from caesar.clock import utcnow
 from caesar.config import Settings
 from caesar.db.backup import libpq_url
-from caesar.db.models import AuditLog, EpisodeSummary, Fact
+from caesar.db.models import AuditLog, EpisodeSummary, Fact, Memory
 from caesar.export import Export, write_jsonl
+from caesar.memory.dated.offline import CAESAR, PERSON, DatedMemory
 from caesar.memory.episodes.rows import episode_row
 from caesar.memory.scope import Scope
 from caesar.workers import WorkerRunner
@@ -259,9 +261,31 @@ def test_backup_on_postgresql_prints_pg_dump_without_the_password(services, tmp_
 
 # -- export --------------------------------------------------------------------------------------
 def _seed(services) -> None:
-    exactly_once.backfill(services, 30)
+    chats = exactly_once.backfill(services, 30)
     services.facts.set_by_operator("dog_name", "Biscuit", scope=Scope(OWNER))
     services.facts.set_by_operator("home_city", "Lisbon — “quoted” ünïcode", scope=Scope(OWNER))
+    # a standing statement and two dated memories of the first chat (3 audit rows in all)
+    services.standing.add(
+        services.audit,
+        "I keep a gluten-free diet",
+        kind="constraint",
+        slot="diet",
+        scope=Scope(OWNER),
+    )
+    said = [
+        DatedMemory(PERSON, "The person ran a half marathon in Porto.", 0, datetime(2026, 10, 3)),
+        DatedMemory(CAESAR, "caesar suggested an ice bath.", 1),
+    ]
+    with services.db.write() as session:
+        services.dated.learn(
+            Scope(OWNER, session),
+            services.audit,
+            said,
+            [np.ones(384, np.float32) / np.sqrt(384), None],
+            source_audit_id=chats[0],
+            conversation_id=session.get(AuditLog, chats[0]).subject_id,
+            said_at=datetime(2026, 10, 5, 9),
+        )
     vector = services.embedder.get().embed_batch(["we talked about the dog"])[0]
     with services.db.write() as session:
         for chat_id in (1, 2, 3):
@@ -293,11 +317,33 @@ def test_export_round_trips_every_row(make_services, db_url, tmp_path):
     kinds = Counter(r["type"] for r in rows)
     db_counts = {
         "fact": _count(services, Fact),
+        "memory": _count(services, Memory),
         "episode": _count(services, EpisodeSummary),
         "audit": _count(services, AuditLog),
     }
     assert header["type"] == "export" and header["counts"] == db_counts == dict(kinds)
-    assert db_counts == {"fact": 2, "episode": 3, "audit": 32}
+    assert header["format"] == 2
+    assert db_counts == {"fact": 2, "memory": 3, "episode": 3, "audit": 34}
+    # the memories: every field but the vector, the dated ones with their conversation and time
+    memories = {r["text"]: r for r in rows if r["type"] == "memory"}
+    assert all("vector" not in r and "model" not in r for r in memories.values())
+    gluten = memories["I keep a gluten-free diet"]
+    assert (gluten["kind"], gluten["slot"], gluten["speaker"]) == ("constraint", "diet", "person")
+    run = memories["The person ran a half marathon in Porto."]
+    assert run == {
+        **run,
+        "kind": "said",
+        "slot": "",
+        "speaker": "person",
+        "said_at": "2026-10-05T09:00:00",
+        "turn": 0,
+        "refers_start": "2026-10-03T00:00:00",
+        "refers_end": None,
+    }
+    first_chat = min(r["id"] for r in rows if r.get("event_type") == audit.CHAT_COMPLETED)
+    assert run["source_audit_id"] == first_chat
+    assert run["conversation_id"] is not None
+    assert memories["caesar suggested an ice bath."]["speaker"] == "caesar"
     assert all("embedding" not in r for r in rows if r["type"] == "episode")
     # Every audit row as stored, in id order.
     with services.db.read() as session:
@@ -333,8 +379,8 @@ def test_export_to_stdout_is_pure_jsonl(services):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert [json.loads(line)["type"] for line in lines[:1]] == ["export"]
-    assert len(lines) == 1 + 2 + 3 + 32  # the progress bar and summary went to stderr
-    assert "exported 2 facts, 3 episodes, 32 audit rows" in result.stderr
+    assert len(lines) == 1 + 2 + 3 + 3 + 34  # the progress bar and summary went to stderr
+    assert "exported 2 facts, 3 memories, 3 episodes, 34 audit rows" in result.stderr
 
 
 def test_export_is_one_snapshot_while_writes_happen(make_services, db_url, tmp_path):

@@ -1,8 +1,9 @@
 """Leaving with your data: `caesar export` (JSONL) and `caesar db backup` (a copy of the file).
 
 Export writes one JSON object per line, each with a `type`: first an `export` header (format
-version, time, row counts), then every `fact`, every `episode` and every `audit` row, oldest
-first. All of it is read inside ONE read transaction (a snapshot: SQLite in WAL mode, PostgreSQL
+version, time, row counts), then every `fact`, every `memory` (the standing statements and the
+dated memories of what was said, without their vectors), every `episode` and every `audit` row,
+oldest first. All of it is read inside ONE read transaction (a snapshot: SQLite in WAL mode, PostgreSQL
 REPEATABLE READ), so the header's counts match the lines that follow even while caesar keeps
 writing; rows are fetched in keyset-paginated batches, so memory stays flat at any size.
 
@@ -30,13 +31,13 @@ from sqlalchemy.orm import Session
 from caesar import __version__
 from caesar.clock import utcnow
 from caesar.db.engine import Database
-from caesar.db.models import AuditLog, EpisodeSummary, Fact
+from caesar.db.models import AuditLog, EpisodeSummary, Fact, Memory
 from caesar.errors import InputError
 from caesar.memory.scope import Scope
 
-EXPORT_FORMAT = 1
+EXPORT_FORMAT = 2  # 2: `memory` records
 BATCH = 500
-RECORD_TYPES = ("fact", "episode", "audit")
+RECORD_TYPES = ("fact", "memory", "episode", "audit")
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -46,15 +47,21 @@ def _iso(value: datetime | None) -> str | None:
 @dataclass(frozen=True)
 class ExportCounts:
     facts: int
+    memories: int
     episodes: int
     audit: int
 
     @property
     def total(self) -> int:
-        return self.facts + self.episodes + self.audit
+        return self.facts + self.memories + self.episodes + self.audit
 
     def by_type(self) -> dict[str, int]:
-        return {"fact": self.facts, "episode": self.episodes, "audit": self.audit}
+        return {
+            "fact": self.facts,
+            "memory": self.memories,
+            "episode": self.episodes,
+            "audit": self.audit,
+        }
 
 
 def _counts(scope: Scope) -> ExportCounts:
@@ -65,7 +72,10 @@ def _counts(scope: Scope) -> ExportCounts:
         return int(session.scalar(mine) or 0)
 
     return ExportCounts(
-        facts=count(Fact), episodes=count(EpisodeSummary, _TOLD), audit=count(AuditLog)
+        facts=count(Fact),
+        memories=count(Memory),
+        episodes=count(EpisodeSummary, _TOLD),
+        audit=count(AuditLog),
     )
 
 
@@ -85,6 +95,56 @@ def fact_record(f: Fact) -> dict[str, Any]:
         "source_audit_id": f.source_audit_id,
         "created_at": _iso(f.created_at),
         "updated_at": _iso(f.updated_at),
+    }
+
+
+# Every column but the vector and its model: what was said, about what, when, where and how it
+# stands (replaced, contradicted, edited)
+_MEMORY_COLUMNS = (
+    Memory.id,
+    Memory.kind,
+    Memory.slot,
+    Memory.text,
+    Memory.about,
+    Memory.polarity,
+    Memory.confidence,
+    Memory.speaker,
+    Memory.source_audit_id,
+    Memory.said_at,
+    Memory.created_at,
+    Memory.updated_at,
+    Memory.superseded_by,
+    Memory.contradicts,
+    Memory.edit_count,
+    Memory.conversation_id,
+    Memory.turn,
+    Memory.refers_start,
+    Memory.refers_end,
+)
+
+
+def memory_record(row: Any) -> dict[str, Any]:
+    return {
+        "type": "memory",
+        "id": row.id,
+        "kind": row.kind,
+        "slot": row.slot,
+        "text": row.text,
+        "about": row.about,
+        "polarity": row.polarity,
+        "confidence": row.confidence,
+        "speaker": row.speaker,
+        "source_audit_id": row.source_audit_id,
+        "said_at": _iso(row.said_at),
+        "created_at": _iso(row.created_at),
+        "updated_at": _iso(row.updated_at),
+        "superseded_by": row.superseded_by,
+        "contradicts": row.contradicts,
+        "edit_count": row.edit_count,
+        "conversation_id": row.conversation_id,
+        "turn": row.turn,
+        "refers_start": _iso(row.refers_start),
+        "refers_end": _iso(row.refers_end),
     }
 
 
@@ -148,6 +208,23 @@ def _facts(scope: Scope) -> Iterator[dict[str, Any]]:
         session.expunge_all()
 
 
+def _memories(scope: Scope) -> Iterator[dict[str, Any]]:
+    session, person = scope.session, scope.person
+    last = 0
+    while True:
+        batch = session.execute(
+            select(*_MEMORY_COLUMNS)
+            .where(Memory.id > last, Memory.person_id == person)
+            .order_by(Memory.id)
+            .limit(BATCH)
+        ).all()
+        if not batch:
+            return
+        for row in batch:
+            yield memory_record(row)
+        last = batch[-1].id
+
+
 def _episodes(scope: Scope, with_embeddings: bool) -> Iterator[dict[str, Any]]:
     # Without embeddings the (large) vector columns are never even read.
     session, person = scope.session, scope.person
@@ -187,7 +264,7 @@ def _audit(scope: Scope) -> Iterator[dict[str, Any]]:
 
 class Export:
     """`with Export(db, person=…) as export:` opens the snapshot of `person`'s memory (their
-    facts, episodes and audit rows; nobody else's); `export.counts` is known before the first
+    facts, memories, episodes and audit rows; nobody else's); `export.counts` is known before the first
     record is read (for a progress bar); `export.records()` streams them."""
 
     def __init__(self, db: Database, *, scope: Scope, with_embeddings: bool = False) -> None:
@@ -197,7 +274,7 @@ class Export:
         self.with_embeddings = with_embeddings
         self._stack = ExitStack()
         self._session: Session | None = None
-        self.counts = ExportCounts(0, 0, 0)
+        self.counts = ExportCounts(0, 0, 0, 0)
 
     def __enter__(self) -> Self:
         self._session = self._stack.enter_context(self.db.read())
@@ -224,6 +301,7 @@ class Export:
             raise RuntimeError("use `with Export(db) as export:` before reading records")
         yield self.header()
         yield from _facts(Scope(self.person, self._session))
+        yield from _memories(Scope(self.person, self._session))
         yield from _episodes(Scope(self.person, self._session), self.with_embeddings)
         yield from _audit(Scope(self.person, self._session))
 

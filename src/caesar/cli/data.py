@@ -71,8 +71,8 @@ def export(
         bool, typer.Option("--with-embeddings", help="Include episode embedding vectors.")
     ] = False,
 ) -> None:
-    """Every fact, episode and audit row of yours (`--person`; default the owner) as JSONL (one
-    object per line, each with a "type")."""
+    """Every fact, memory, episode and audit row of yours (`--person`; default the owner) as
+    JSONL (one object per line, each with a "type")."""
     if out != "-":
         check_target(Path(out))
     built = services()
@@ -114,7 +114,12 @@ def export(
         built.close()
     summary = ", ".join(
         f"{written.get(kind, 0)} {label}"
-        for kind, label in (("fact", "facts"), ("episode", "episodes"), ("audit", "audit rows"))
+        for kind, label in (
+            ("fact", "facts"),
+            ("memory", "memories"),
+            ("episode", "episodes"),
+            ("audit", "audit rows"),
+        )
     )
     where = "stdout" if out == "-" else out
     _progress_console.print(f"exported {summary} to {where}", highlight=False, markup=False)
