@@ -42,10 +42,33 @@ def test_both_speakers_are_read_and_kept_apart() -> None:
         "Haha yes totally.",
         "I'm so glad to hear that.",
         "Ok.",
+        # a reaction to what the other said, with the name it addresses them by
+        "Woah Joanna, that's incredible!",
+        "That's great news, Caroline!",
+        "Caroline, so glad you got the support!",
+        "What a lovely thing to paint.",
+        "How lovely!",
+        "[shares a photo: a dog on a beach]",
     ],
 )
 def test_chit_chat_and_questions_are_not_memories(said: str) -> None:
     assert texts([{"role": "user", "content": said}]) == []
+
+
+@pytest.mark.parametrize(
+    ("said", "kept"),
+    [
+        ("Hey Mel, I painted a lake at dawn.", "The person painted a lake at dawn."),
+        ("Yeah, Jon, I moved to Rome last spring.", "The person moved to Rome last spring."),
+        (
+            "I adopted a puppy [image] from the shelter.",
+            "The person adopted a puppy from the shelter.",
+        ),
+        ("Yes, Rome was great in the summer.", "Yes, Rome was great in the summer."),
+    ],
+)
+def test_a_name_addressed_and_a_picture_note_are_left_out(said: str, kept: str) -> None:
+    assert texts([{"role": "user", "content": said}]) == [kept]
 
 
 def test_happy_about_something_is_kept() -> None:
