@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 from caesar import audit, people
 from caesar.api import create_app
 from caesar.cli.main import app as cli_app
+from caesar.clock import utcnow
 from caesar.db.models import AuditLog, Memory
 from caesar.embeddings import normalise
 from caesar.errors import InputError, NotFound
@@ -243,6 +244,43 @@ def test_forgetting_the_conversation_leaves_nothing_of_an_edited_memory(home, hi
         payloads = [json.dumps(p) for p in session.scalars(select(AuditLog.payload))]
     assert not any("Luna" in p for p in payloads)  # the edit's row went with the chat
     assert events(services, audit.MEMORY_USER_EDITED) == []
+
+
+def _in_index(services: Any, person: int, ids: list[int]) -> set[int]:
+    """Those of `ids` the process's index of `person`'s memories' vectors holds, loaded by a
+    search as a turn's recall loads it."""
+    query = services.dated.vectors(["a cat named Luna"])[0]
+    with services.db.read() as session:
+        services.episodes.said.search(Scope(person, session), query, 10)
+        return set(services.episodes.said.cosines(Scope(person, session), ids, query))
+
+
+def test_forgetting_a_conversation_drops_its_memories_from_the_vector_index(home, history):
+    services = home.services
+    cat = [history["luna"], history["vet"]]
+    assert _in_index(services, OWNER, [*cat, history["run"]]) == {*cat, history["run"]}
+    forget(services, ForgetRequest(conversation_ids=[history["cat_conversation"]], person=OWNER))
+    # at once, not when a search finds the rows gone
+    with services.db.read() as session:
+        query = services.dated.vectors(["a cat named Luna"])[0]
+        left = services.episodes.said.cosines(Scope(OWNER, session), [*cat, history["run"]], query)
+    assert set(left) == {history["run"]}
+
+
+def test_the_retention_sweep_drops_its_memories_from_the_vector_index(make_services):
+    from caesar.retention import RetentionWorker
+
+    services = make_services(retention={"ttl_days": 90})
+    said(services, datetime(2020, 1, 1), [DatedMemory(PERSON, LUNA, 0)])
+    said(services, utcnow(), [DatedMemory(PERSON, VET, 0)])
+    ids = [m.id for m in services.dated.list(scope=Scope(OWNER))]
+    assert _in_index(services, OWNER, ids) == set(ids)
+    RetentionWorker(services).step()
+    assert [m.text for m in services.dated.list(scope=Scope(OWNER))] == [VET]
+    with services.db.read() as session:
+        query = services.dated.vectors(["a cat named Luna"])[0]
+        left = services.episodes.said.cosines(Scope(OWNER, session), ids, query)
+    assert set(left) == {ids[1]}
 
 
 # -- the command line ---------------------------------------------------------------------------

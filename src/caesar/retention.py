@@ -28,7 +28,7 @@ from sqlalchemy import delete, func, select
 
 from caesar import audit
 from caesar.clock import utcnow
-from caesar.db.models import AuditLog, Conversation, EpisodeSummary, Fact, SemanticChunk
+from caesar.db.models import AuditLog, Conversation, EpisodeSummary, Fact, Memory, SemanticChunk
 from caesar.memory.engine import window_keywords
 from caesar.memory.scope import Scope
 from caesar.workers import Worker
@@ -95,6 +95,11 @@ class RetentionWorker(Worker):
             chunk_ids = list(
                 session.scalars(select(SemanticChunk.id).where(SemanticChunk.audit_log_id.in_(ids)))
             )
+            # the chats' memories go with them (ON DELETE CASCADE); their vectors' ids, for the
+            # dated memories' index below
+            memory_ids = list(
+                session.scalars(select(Memory.id).where(Memory.source_audit_id.in_(ids)))
+            )
             facts_unlinked = session.scalar(
                 select(func.count()).select_from(Fact).where(Fact.source_audit_id.in_(ids))
             )
@@ -140,6 +145,7 @@ class RetentionWorker(Worker):
             )
         # This process's indexes drop them now; other processes find them missing on search.
         self.services.episodes.forget(episode_ids)
+        self.services.episodes.said.forget(memory_ids)
         self.services.semantic.forget(chunk_ids)
         return len(ids)
 

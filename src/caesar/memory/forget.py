@@ -248,6 +248,7 @@ def forget(services: Container, request: ForgetRequest, *, dry_run: bool = False
     what would go, change nothing."""
     removed_episodes: list[int] = []
     removed_chunks: list[int] = []
+    removed_memories: list[int] = []
     with services.db.write() as session:
         # PostgreSQL: the append lock first, as every writer of memory takes it first (a turn
         # before it finds its conversation, the workers before they check their chats are
@@ -328,9 +329,10 @@ def forget(services: Container, request: ForgetRequest, *, dry_run: bool = False
             {**result.as_json(), "request": request.as_audit()},
         )
         result.audit_id = row.id
-        removed_episodes, removed_chunks = episodes, chunks
+        removed_episodes, removed_chunks, removed_memories = episodes, chunks, memories
         upkeep.compact_words(Scope(request.person, session))
     services.episodes.forget(removed_episodes)
+    services.episodes.said.forget(removed_memories)  # the dated memories' vectors
     services.semantic.forget(removed_chunks)
     upkeep.after_forget(services.db)
     log.info(
