@@ -105,7 +105,8 @@ def preview(
     **overrides: object,
 ) -> list[RecalledEpisode]:
     """What auto-recall would surface for the scope's `query`, read-only: the ranking, and
-    for the episodes that would reach the prompt, their excerpts (the others have none)."""
+    for the episodes that would reach the prompt, their excerpts and memory lines (the others
+    have none), then the conversations shown by memory lines alone."""
     now = scope.now or utcnow()
     # one embedding of the query, for the ranking and the excerpts
     vector = memory.embed_query_soon(query)
@@ -116,7 +117,13 @@ def preview(
     _text, shown = with_excerpts(memory, scope, settings, ranked, query, asked, vector=vector)
     # by chat row: the conversations not summarised yet have no episode id
     by_chat = {e.audit_log_id: e for e in shown}
-    return [by_chat.get(e.audit_log_id, e) for e in ranked]
+    ranked_chats = {e.audit_log_id for e in ranked}
+    # the ranking as the block sees it (those ranked behind it for the memory stage only when
+    # a line of theirs is shown), then those shown by memory lines that recall did not rank
+    listed = [
+        by_chat.get(e.audit_log_id, e) for e in ranked if not e.reserve or e.audit_log_id in by_chat
+    ]
+    return listed + [e for e in shown if e.audit_log_id not in ranked_chats]
 
 
 # -- candidates, fused and ranked ----------------------------------------------------------------
