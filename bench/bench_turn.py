@@ -129,6 +129,8 @@ def run_case(
     benchlib.install(services, provider)
     services.episodes.warm()
     services.episodes.index(person=OWNER).wait_for_ivf()
+    if services.episodes.warm_said():  # as serve does once ready; its IVF built
+        services.episodes.said.index(OWNER).wait_for_ivf()
     brain = Brain(services)
     messages = history.topic_messages()
     for message in messages[:10]:  # warm-up: embedder, caches, first writes

@@ -312,6 +312,8 @@ def _warm(built: Container, when_ready: Callable[[], object] | None = None) -> N
     if when_ready is not None:
         when_ready()
     if built.settings.semantic.enabled:
+        count = built.episodes.warm_said()
+        logging.getLogger("caesar.warm").info("dated memories' index ready: %d", count)
         _migrate_vectors(built)
     _catch_up(built)
 

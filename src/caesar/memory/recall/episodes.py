@@ -77,11 +77,13 @@ class EpisodeMemory:
             yield Scope(person, session, self.backend, now)
 
     def warm(self) -> int:
-        """Ready the search now (start-up), rather than on the first turn: the episodes' and
-        the owner's dated memories' vectors."""
-        loaded = self.backend.warm(self.db)
-        self.said.warm(self.db)
-        return loaded
+        """Ready the search now (start-up), rather than on the first turn."""
+        return self.backend.warm(self.db)
+
+    def warm_said(self) -> int:
+        """Load the dated memories' vectors now, when recall shows them (a share of the
+        budget): after start-up is ready (~66 s for a million on this host), not on a turn."""
+        return self.said.warm(self.db) if self.settings.said_share > 0 else 0
 
     def migrate_vectors(self, progress: Progress | None = None) -> VectorStatus | None:
         """Move the vectors where the database searches them, if it does (PostgreSQL with

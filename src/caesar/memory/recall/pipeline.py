@@ -319,6 +319,7 @@ def with_excerpts(
             [e.episode_id for e in pool if not e.pending],
             query,
             vector_of(vector),
+            settings.similarity_threshold,
             asked.time.spans,
         )
         # a conversation not summarised yet is not recalled (the turn's own among them)

@@ -7,7 +7,8 @@ each, not three turns of two. A memory line costs ~130 characters where an excer
 
 How (`candidates`, `rank`, `choose`):
 - the candidates are the person's memories nearest the message across every conversation
-  (their own in-process index, memory/engine/said_vectors.py, VECTOR_POOL of them) and every
+  that clear the similarity threshold (their own in-process index,
+  memory/engine/said_vectors.py, VECTOR_POOL of them) and every
   memory of the conversations recall ranked (`pool`); a span the message names ("in May",
   "this year") keeps those said, or about a time, within it;
 - each is ranked by its cosine with the message and by the share of the message's information
@@ -84,11 +85,13 @@ def candidates(
     episode_ids: Sequence[int],
     query: str,
     vector: np.ndarray,
+    threshold: float | None,
     spans: Sequence[NamedSpan] = (),
 ) -> list[SaidLine]:
     """The person's memories that bear on `query`, best first: the nearest across every
-    conversation and those of these ranked episodes' conversations, within `spans` if any."""
-    near = vectors.search(scope, vector, VECTOR_POOL)
+    conversation whose cosine clears `threshold` (recall's similarity threshold) and those of
+    these ranked episodes' conversations, within `spans` if any."""
+    near = vectors.search(scope, vector, VECTOR_POOL, threshold)
     rows = {int(r[0]): r for r in said_rows(scope, episode_ids)}
     found = said_rows_by_id(scope, [i for i in near if i not in rows])
     rows.update((int(r[0]), r) for r in found)
