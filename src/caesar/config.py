@@ -96,11 +96,13 @@ class ProviderSettings(Section):
 # The standing statements' block gets this fraction of the route's recall budget by default
 STANDING_SHARE = 3
 RECALL_CHARS_BY_KIND = {"gguf": 2500, "openai": 6000, "anthropic": 6000, "offline": 2500}
-# The share of it dated memories get, by kind: at 6,000 characters 1,000 of lines raised the
-# LoCoMo dev questions whose every evidence conversation is shown from 0.864 / 0.865 to
-# 0.90+ (halves A / B) and kept the answers; at 2,500 the 417 they took from the excerpts
-# cost answers in both halves (docs/memories.md, "What recall does with them").
-SAID_SHARE_BY_KIND = {"gguf": 0.0, "openai": 0.17, "anthropic": 0.17, "offline": 0.0}
+# The share of it dated memories get, by kind: none yet. At 6,000 characters 0.17 of lines
+# raised the LoCoMo dev questions whose every evidence conversation is shown from 0.864 /
+# 0.865 to 0.890 / 0.899 (halves A / B) and kept the answers, but the search of the nearest
+# memories added 292 ms p50 to a turn at 100k episodes with a million memories (bench turn):
+# opt-in (0.17) until that is cheap. At 2,500 the lines cost answers in both halves
+# (docs/memories.md, "What recall does with them").
+SAID_SHARE_BY_KIND = {"gguf": 0.0, "openai": 0.0, "anthropic": 0.0, "offline": 0.0}
 
 
 # The prompt by the kind of the chat route's provider: only the embedded model is small.
