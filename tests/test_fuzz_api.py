@@ -153,7 +153,8 @@ def test_schema_fuzzing_as_two_people_keeps_each_ones_memory_theirs(
             run_until_caught_up(services.workers[worker])
         seeded = {name: _memory(services, name) for name in SEEDS}
         assert all(
-            {r["type"] for r in records} == {"fact", "episode", "audit"}
+            # "memory": the dated memories of what they said (and any standing statement)
+            {r["type"] for r in records} == {"fact", "episode", "audit", "memory"}
             for records in seeded.values()
         )
         # Ben's run first, against Ann's memory as it was seeded; then Ann's, against Ben's

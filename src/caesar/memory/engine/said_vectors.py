@@ -51,7 +51,7 @@ class SaidVectors:
         return self._indexes.get(person)
 
     def search(
-        self, scope: Scope, query: np.ndarray, limit: int, threshold: float | None
+        self, scope: Scope, query: np.ndarray, limit: int, threshold: float | None = None
     ) -> dict[int, float]:
         """{memory id: cosine} of the person's `limit` nearest with cosine ≥ threshold (their
         own index: nobody else's is scanned). With a threshold the index's IVF stage answers
