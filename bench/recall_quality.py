@@ -427,6 +427,7 @@ class _HybridParams:
     ranking: str
     comparable_within: float
     date_weight: float
+    said_pool: bool = False
 
 
 def hybrid_ranker(**overrides: Any) -> Ranker:

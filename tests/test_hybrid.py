@@ -37,6 +37,7 @@ class Params:
     ranking: hybrid.Ranking = "adr"  # the formula these tests pin; the prior has its own
     comparable_within: float = 0.03
     date_weight: float = 0.5
+    said_pool: bool = False
 
 
 # -- the keyword index, kept by triggers, on SQLite (FTS5) and PostgreSQL (tsvector) ----------

@@ -21,7 +21,7 @@ from caesar.memory.engine.vectors import CurrentModelIndex, VectorIndex
 from caesar.memory.scope import Scope
 
 SAID = "said"  # the kind (memory/dated/store.py)
-# Memories whose vectors start-up loads (~1.6 KiB each in memory): ten per conversation of
+# Memories whose vectors start-up loads (1,920 bytes of vectors each, float32 and 8-bit: computed): ten per conversation of
 # in_process.WARM_EPISODES.
 WARM_MEMORIES = 2_000_000
 

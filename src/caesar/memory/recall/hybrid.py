@@ -163,6 +163,10 @@ class HybridParams(Protocol):
     def comparable_within(self) -> float: ...
     @property
     def date_weight(self) -> float: ...
+    @property
+    def said_pool(self) -> bool:
+        """Rank up to GATHER_K, those behind top_k as reserve, for the memory stage."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -292,7 +296,7 @@ def rank_candidates(
         limit = max(limit, GATHER_K)
     # the memory stage reads the dated memories of up to GATHER_K conversations: those
     # behind the block's candidates come as reserve
-    depth = max(limit, GATHER_K) if getattr(params, "said_pool", False) else limit
+    depth = max(limit, GATHER_K) if params.said_pool else limit
     order = [i for i in ranked if keep[i]][:depth]
     return [
         HybridHit(
