@@ -194,7 +194,7 @@ def imported_home(root: Path, name: str, provider_url: str, history: Path, **ext
     home = root / name
     env = {**busy_env(home, provider_url), **extra}
     procs.caesar(env, "db", "upgrade")
-    procs.caesar(env, "import", str(history))
+    procs.caesar(env, "import", str(history), "--no-learn")
     return home, env, f"sqlite:///{home / 'caesar.db'}"
 
 

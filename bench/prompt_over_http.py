@@ -79,7 +79,7 @@ def prompt_over_http(
                 ]
                 (home / "history.jsonl").write_text("\n".join(lines) + "\n")
                 procs.caesar(env, "db", "upgrade")
-                procs.caesar(env, "import", str(home / "history.jsonl"))
+                procs.caesar(env, "import", str(home / "history.jsonl"), "--no-learn")
                 procs.caesar(env, "worker", "--once", "memory.summarise", "memory.passages")
                 with procs.Server(env, timeout=600) as server:
                     built = rq.build(haystack, rq.cached_embedder(), home / "inside")

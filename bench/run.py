@@ -35,6 +35,7 @@ MEASUREMENTS = {
     "first-start": ("bench_serve", "first_start", "a fresh home's first start, and its memory"),
     "summarise": ("bench_workers", "summarise", "summarise worker overhead per chat; windows"),
     "busy": ("bench_workers", "busy", "chat turns while the workers learn a backlog"),
+    "import": ("bench_import", "import_bench", "a ChatGPT export imported, then learned"),
     "load": ("load", "main", "50 concurrent chat clients against serve + workers"),
     "recall-quality": ("recall_quality", "recall_quality", "recall quality on LoCoMo, LongMemEval"),
     "time-probes": ("time_probes", "time_probes", "recall by time: spans, topics, gathering"),

@@ -178,7 +178,9 @@ def test_cli_import_warns_of_the_sweep_only_with_a_ttl(
     monkeypatch.setenv(
         "CAESAR_CONFIG", str(write_config(tmp_path / "caesar.toml", services.settings))
     )
-    result = CliRunner().invoke(cli_app, ["import", str(_old_and_new(tmp_path / "old.jsonl"))])
+    result = CliRunner().invoke(
+        cli_app, ["import", str(_old_and_new(tmp_path / "old.jsonl")), "--no-learn"]
+    )
     assert result.exit_code == 0, result.output
     note = "1 are older than retention.ttl_days (90); the next retention sweep deletes them"
     assert (note in " ".join(result.output.split())) == (ttl_days is not None)
@@ -191,10 +193,15 @@ def test_cli_import_reports_lines_and_progress(services, tmp_path, monkeypatch):
     path = _write(
         tmp_path / "in.jsonl", [_line(), "oops", _line(created_at="2026-04-01T10:00:00Z")]
     )
-    result = CliRunner().invoke(cli_app, ["import", str(path)])
-    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(cli_app, ["import", str(path), "--no-learn"])
+    # the rest is imported, but a line skipped is not a success
+    assert result.exit_code == 1, result.output
     assert "line 2: not JSON" in result.output
-    assert "imported 2 conversations; 0 already there; 1 invalid lines skipped" in result.output
+    assert (
+        "imported 2 conversations (caesar JSONL); 0 already there; 1 invalid lines skipped"
+        in " ".join(result.output.split())
+    )
+    assert len(events(services, audit.CHAT_COMPLETED)) == 2
     missing = CliRunner().invoke(cli_app, ["import", str(tmp_path / "nope.jsonl")])
     assert missing.exit_code != 0
 

@@ -188,7 +188,13 @@ def import_(c: Cli) -> None:
     said = [{"role": "user", "content": B_IMPORTS}, {"role": "assistant", "content": "Lovely."}]
     lines = [{"created_at": "2026-04-01T10:00:00Z", "messages": said}, BOTH_IMPORT]
     mine.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert "imported 2 conversations; 0 already there" in c.as_b("import", str(mine))
+    said_back = c.as_b("import", str(mine), "--no-learn")
+    assert "imported 2 conversations (caesar JSONL); 0 already there" in said_back
+
+
+def imports(c: Cli) -> None:
+    listed = c.as_b("imports")
+    assert "b.jsonl" in listed and "a.jsonl" not in listed  # A imported a.jsonl first
 
 
 def facts_set(c: Cli) -> None:
@@ -225,6 +231,7 @@ CLI_MATRIX: dict[tuple[str, ...], Callable[[Cli], None]] = {
     ("conversations", "show"): conversations_show,
     ("export",): export,
     ("import",): import_,
+    ("imports",): imports,
     ("facts", "set"): facts_set,
     ("facts", "delete"): facts_delete,
     ("memories", "add"): memories_add,
@@ -282,7 +289,7 @@ def test_every_command_as_the_other_person_leaks_nothing_and_changes_nothing_of_
     # A has the tulips too, imported first: B's import of the same must not count as "there"
     a_file = cli.workdir / "a.jsonl"
     a_file.write_text(json.dumps(BOTH_IMPORT) + "\n")
-    assert "imported 1 conversations" in cli.run("import", str(a_file)).output
+    assert "imported 1 conversations" in cli.run("import", str(a_file), "--no-learn").output
     a_with_tulips = cli.a_export()
     assert len(a_with_tulips) > len(a_before)
 

@@ -51,7 +51,7 @@ def test_monday_thursday_story(make_settings, make_services, llm, tmp_path, monk
     jsonl.write_text(
         json.dumps({"created_at": monday.isoformat() + "Z", "messages": MONDAY_CHAT}) + "\n"
     )
-    result = runner.invoke(cli_app, ["import", str(jsonl)])
+    result = runner.invoke(cli_app, ["import", str(jsonl), "--no-learn"])
     assert result.exit_code == 0, result.output
     assert "imported 1 conversations" in result.output
     [monday_row] = events(services, audit.CHAT_COMPLETED)

@@ -1,7 +1,13 @@
-"""`caesar import FILE.jsonl`: past conversations become `chat.completed` rows, dated when they
+"""`caesar import FILE`: past conversations become `chat.completed` rows, dated when they
 happened, so the memory workers (summarise, extract, index) learn from them like live chats.
 
-One conversation per line: `{"created_at": ISO-8601, "messages": [{"role", "content"}, …]}`,
+Other assistants' exports (ChatGPT, Claude, Open WebUI; import_formats.py reads them) are
+found by shape; each source conversation is one row, keyed `import:<format>:<its id>`, so a
+second import of the same export, or of a later one, adds only what is new. Batches are one
+transaction each: a conversation is written whole or not at all, and an import stopped
+halfway finishes the rest when run again.
+
+caesar's own JSONL, one conversation per line: `{"created_at": ISO-8601, "messages": [{"role", "content"}, …]}`,
 ending with the assistant's message, which becomes the row's `reply`. Each line is validated
 whole before anything is written (a bad line is reported with its number and skipped, never
 half-imported); valid lines are written in batches, one transaction each. The payload's
@@ -23,10 +29,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 from sqlalchemy import select
 
-from caesar import audit
+from caesar import audit, import_formats
 from caesar.clock import to_naive_utc, utcnow
 from caesar.db.models import AuditLog
 from caesar.errors import InputError
+from caesar.import_formats import Broken, FileBroken, Source
 from caesar.memory import conversations
 from caesar.memory.scope import Scope
 
@@ -137,17 +144,37 @@ class LineError:
 
 @dataclass
 class ImportReport:
+    format: str = "caesar"
     imported: int = 0
     duplicates: int = 0
-    errors: list[LineError] = field(default_factory=list)
+    errors: list[LineError] = field(default_factory=list)  # caesar JSONL: lines skipped
+    broken: list[Broken] = field(default_factory=list)  # an export's conversations skipped
+    empty: int = 0  # an export's conversations with nothing said in them
     # imported, but the next retention sweep will delete them (0 when no TTL is set)
     older_than_ttl: int = 0
     # One entry per valid input, in order: the chat.completed id it is stored as (for a
     # duplicate, the id stored the first time). Benchmarks map their sessions with this.
     audit_ids: list[int] = field(default_factory=list)
 
+    @property
+    def failed(self) -> int:
+        """Conversations that could not be read: the import exits non-zero."""
+        return len(self.errors) + len(self.broken)
+
+    @property
+    def found(self) -> int:
+        """Conversations the file holds that are (now) in memory."""
+        return self.imported + self.duplicates
+
 
 ProgressFn = Callable[[int], None]
+
+
+def _ttl_cutoff(services: Container) -> datetime | None:
+    retention = services.settings.retention
+    if retention.active and retention.ttl_days is not None:
+        return utcnow() - timedelta(days=retention.ttl_days)
+    return None
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str | UnicodeDecodeError]]:
@@ -172,13 +199,8 @@ def import_lines(
     `on_progress(n)` after each line."""
     person = scope.person
     report = ImportReport()
-    retention = services.settings.retention
-    ttl_cutoff = (
-        utcnow() - timedelta(days=retention.ttl_days)
-        if retention.active and retention.ttl_days is not None
-        else None
-    )
-    batch: list[tuple[ImportedConversation, str]] = []
+    ttl_cutoff = _ttl_cutoff(services)
+    batch: list[_Row] = []
 
     def flush() -> None:
         _write_batch(services, batch, report, ttl_cutoff, Scope(person))
@@ -195,7 +217,9 @@ def import_lines(
             except InputError as exc:
                 report.errors.append(LineError(number, str(exc)))
             else:
-                batch.append((conversation, content_hash(conversation)))
+                digest = content_hash(conversation)
+                at = conversation.created_at
+                batch.append(_Row(digest, chat_payload(conversation, digest), at, at))
                 if len(batch) >= batch_size:
                     flush()
         if on_progress:
@@ -205,42 +229,53 @@ def import_lines(
     return report
 
 
+@dataclass(frozen=True)
+class _Row:
+    """A conversation ready to write: its key (what a re-import finds it by), payload, dates."""
+
+    key: str
+    payload: dict[str, Any]
+    created_at: datetime
+    last_at: datetime
+
+
 def _write_batch(
     services: Container,
-    batch: list[tuple[ImportedConversation, str]],
+    batch: list[_Row],
     report: ImportReport,
     ttl_cutoff: datetime | None,
     scope: Scope,
 ) -> None:
     person = scope.person
-    digests = list({digest for _, digest in batch})
+    keys = list({row.key for row in batch})
     with services.db.write() as session:
         existing: dict[str, int] = {
             str(key): int(row_id)
             for key, row_id in session.execute(
                 select(AuditLog.subject_key, AuditLog.id).where(
                     AuditLog.event_type == audit.CHAT_COMPLETED,
-                    AuditLog.subject_key.in_(digests),
+                    AuditLog.subject_key.in_(keys),
                     AuditLog.person_id == person,  # another person's copy is theirs
                 )
             )
         }
-        for conversation, digest in batch:
-            if digest in existing:  # imported before, or twice in this file
+        for row in batch:
+            if row.key in existing:  # imported before, or twice in this file
                 report.duplicates += 1
-                report.audit_ids.append(existing[digest])
+                report.audit_ids.append(existing[row.key])
                 continue
             row_id = conversations.add_finished(
                 Scope(person, session),
                 services.audit,
-                chat_payload(conversation, digest),
-                conversation.created_at,
-                subject_key=digest,
+                row.payload,
+                row.created_at,
+                subject_key=row.key,
+                last_turn_at=row.last_at,
             )
-            existing[digest] = row_id
+            existing[row.key] = row_id
             report.imported += 1
             report.audit_ids.append(row_id)
-            if ttl_cutoff is not None and conversation.created_at < ttl_cutoff:
+            if ttl_cutoff is not None and row.last_at < ttl_cutoff:
                 report.older_than_ttl += 1
 
 
@@ -279,3 +314,145 @@ def import_conversations(
         for i, c in enumerate(conversations, start=1)
     )
     return import_lines(services, numbered, scope=scope, batch_size=batch_size)
+
+
+# -- other assistants' exports (import_formats.py) --------------------------------------------
+KEY_PREFIX = "import:"
+LABELS = {
+    "chatgpt": "ChatGPT export",
+    "claude": "Claude export",
+    "openwebui": "Open WebUI chat export",
+    "caesar": "caesar JSONL",
+}
+MAX_CONVERSATION_CHARS = MAX_LINE_CHARS
+
+
+def source_row(source: Source, fmt: str) -> _Row | str | None:
+    """A source conversation as caesar stores an imported one; a reason it cannot be (a
+    `Broken`); None when nothing was said in it."""
+    messages = [m for m in source.messages if m.content.strip()]
+    if not any(m.role == "user" for m in messages):
+        return None
+    if len(messages) > MAX_MESSAGES:
+        return f"{len(messages)} messages, more than the {MAX_MESSAGES} an import takes"
+    if sum(len(m.content) for m in messages) > MAX_CONVERSATION_CHARS:
+        return f"longer than {MAX_CONVERSATION_CHARS:,} characters"
+    times = [m.at for m in messages if m.at is not None]
+    start = to_naive_utc(min([source.created_at, *times]))
+    last = to_naive_utc(max([source.created_at, *times]))
+    if last > utcnow() + FUTURE_TOLERANCE:
+        return f"dated {last.isoformat()}, in the future"
+    *earlier, final = messages
+    reply = final if final.role == "assistant" else None
+    said = earlier if reply else messages
+
+    def stored(role: str, content: str, at: datetime | None) -> dict[str, Any]:
+        item: dict[str, Any] = {"role": role, "content": content.replace("\x00", "\ufffd")}
+        if at is not None:
+            item["at"] = to_naive_utc(at).isoformat()
+        return item
+
+    payload: dict[str, Any] = {
+        "messages": [stored(m.role, m.content, m.at) for m in said],
+        # A conversation that ended on the person's words (the reply failed) keeps them.
+        "reply": reply.content.replace("\x00", "\ufffd") if reply else "",
+        "imported": True,
+        "source": fmt,
+        "source_key": source.key,
+    }
+    if reply is not None and reply.at is not None:
+        payload["reply_at"] = to_naive_utc(reply.at).isoformat()
+    if source.title:
+        payload["title"] = source.title[:300]
+    return _Row(KEY_PREFIX + source.key, payload, start, last)
+
+
+def import_sources(
+    services: Container,
+    sources: Iterable[Source | Broken],
+    fmt: str,
+    *,
+    scope: Scope,
+    batch_size: int = BATCH_SIZE,
+    on_progress: ProgressFn | None = None,
+) -> ImportReport:
+    """Import an export's conversations (import_formats.read) into `scope.person`'s memory."""
+    report = ImportReport(format=fmt)
+    ttl_cutoff = _ttl_cutoff(services)
+    batch: list[_Row] = []
+    for source in sources:
+        if isinstance(source, Broken):
+            report.broken.append(source)
+        else:
+            row = source_row(source, fmt)
+            if row is None:
+                report.empty += 1
+            elif isinstance(row, str):
+                report.broken.append(Broken(source.key, row))
+            else:
+                batch.append(row)
+                if len(batch) >= batch_size:
+                    _write_batch(services, batch, report, ttl_cutoff, Scope(scope.person))
+                    batch.clear()
+        if on_progress:
+            on_progress(1)
+    if batch:
+        _write_batch(services, batch, report, ttl_cutoff, Scope(scope.person))
+    return report
+
+
+def resolve_format(path: Path, named: str | None) -> str:
+    """The format `path` is in: found by its shape, or `named` checked against it. InputError
+    for an unknown name; FileBroken for a file in no known format or not in the named one."""
+    if named is not None and named not in import_formats.FORMATS:
+        raise InputError(
+            f"unknown format {named!r}; known formats: {', '.join(import_formats.FORMATS)}"
+        )
+    if not path.is_file():
+        raise InputError(f"{path} is not a file")
+    try:
+        found = import_formats.detect(path)
+    except FileBroken:
+        if named is None or named == "caesar":
+            raise
+        # Say what is wrong with it as the named format (where its JSON broke, say).
+        import_formats.read(path, named)
+        raise
+    if named is not None and found != named:
+        raise FileBroken(
+            f"{path}: not a {LABELS[named]} file: it looks like {LABELS[found]} (--format {found})"
+        )
+    return found
+
+
+def import_path(
+    services: Container,
+    path: Path,
+    *,
+    scope: Scope,
+    fmt: str | None = None,
+    batch_size: int = BATCH_SIZE,
+    on_total: Callable[[int | None], None] | None = None,
+    on_progress: ProgressFn | None = None,
+) -> ImportReport:
+    """`caesar import`: `path` in whichever format it is (or `fmt`, checked). A file that cannot
+    be read at all raises FileBroken before anything is written. `on_total(n)`: how many
+    conversations (or lines) there are, once known."""
+    found = resolve_format(path, fmt)
+    if found == "caesar":
+        if on_total:
+            on_total(_count_lines(path))
+        return import_file(
+            services, path, scope=scope, batch_size=batch_size, on_progress=on_progress
+        )
+    sources = list(import_formats.read(path, found))
+    if on_total:
+        on_total(len(sources))
+    return import_sources(
+        services, sources, found, scope=scope, batch_size=batch_size, on_progress=on_progress
+    )
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(1 for _ in handle)

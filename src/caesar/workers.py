@@ -260,8 +260,12 @@ class WorkerRunner:
     audited as `worker.crashed` and retried after the worker's interval; it never kills
     the process (or the server that hosts it)."""
 
-    def __init__(self, workers: Sequence[Worker]) -> None:
+    def __init__(self, workers: Sequence[Worker], *, catch_up_every: float | None = None) -> None:
+        """`catch_up_every`: take work without waiting for a conversation to go quiet
+        (`catch_up_step`), and look again that many seconds after a step found none, not the
+        worker's interval (`caesar import` learning its own rows while the person waits)."""
         self.workers = list(workers)
+        self.catch_up_every = catch_up_every
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -269,7 +273,7 @@ class WorkerRunner:
         outage = _Outage(worker.name)
         while not self._stop.is_set():
             try:
-                done = worker.step()
+                done = worker.step() if self.catch_up_every is None else worker.catch_up_step()
                 outage.over()
             except UNAVAILABLE as exc:  # not the worker's fault: its batch rolled back whole
                 outage.seen(exc)
@@ -280,7 +284,9 @@ class WorkerRunner:
                 _audit_crash(worker, exc)
                 done = 0
             if done == 0:
-                self._stop.wait(worker.interval_seconds)
+                self._stop.wait(
+                    worker.interval_seconds if self.catch_up_every is None else self.catch_up_every
+                )
 
     def start(self) -> None:
         for worker in self.workers:

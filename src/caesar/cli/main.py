@@ -22,7 +22,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from caesar.cli import conversations, data, mcp_command, memory, people, standing
+from caesar.cli import conversations, data, importing, mcp_command, memory, people, standing
 from caesar.cli.common import (
     AsJson,
     Column,
@@ -679,6 +679,7 @@ def episodes_reembed(
 # mcp (mcp_command.py); db backup, export (data.py); people (people.py) ----------------------
 # Registered after the commands above, so `caesar --help` lists them in this order.
 memory.register(app)
+importing.register(app)
 conversations.register(app)
 mcp_command.register(app)
 data.register(app, db_app)

@@ -1,4 +1,4 @@
-"""CLI commands for episodes' neighbours: `import`, `semantic-recall`, `proactive run|list`.
+"""CLI commands for episodes' neighbours: `semantic-recall`, `proactive run|list`.
 
 Registered on the main app by cli/main.py (`register(app)`); shares its error translation
 (cli/common.py).
@@ -6,71 +6,17 @@ Registered on the main app by cli/main.py (`register(app)`); shares its error tr
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from caesar.cli.common import console, err, friendly, person, services
+from caesar.cli.common import console, friendly, person, services
 from caesar.memory.scope import Scope
 
 proactive_app = typer.Typer(
     help="Turns caesar starts itself (the proactive tables of the config).", no_args_is_help=True
 )
-MAX_ERRORS_SHOWN = 50
-
-
-def _count_lines(path: Path) -> int:
-    with path.open("rb") as handle:
-        return sum(1 for _ in handle)
-
-
-@friendly
-def import_command(
-    file: Annotated[
-        Path,
-        typer.Argument(
-            help="JSONL: one {created_at, messages} per line.", exists=True, dir_okay=False
-        ),
-    ],
-) -> None:
-    """Import past conversations as chat.completed rows dated when they happened."""
-    from caesar.importer import import_file
-
-    built = services()
-    total = _count_lines(file)
-    columns = (TextColumn("importing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("import", total=total)
-        report = import_file(
-            built, file, scope=Scope(person(built)), on_progress=lambda n: progress.advance(task, n)
-        )
-    for problem in report.errors[:MAX_ERRORS_SHOWN]:
-        err.print(f"line {problem.line}: {problem.error}", highlight=False, markup=False)
-    if len(report.errors) > MAX_ERRORS_SHOWN:
-        err.print(
-            f"… and {len(report.errors) - MAX_ERRORS_SHOWN} more invalid lines", highlight=False
-        )
-    console.print(
-        f"imported {report.imported} conversations; {report.duplicates} already there; "
-        f"{len(report.errors)} invalid lines skipped",
-        highlight=False,
-    )
-    if report.older_than_ttl:  # only counted when a TTL is set
-        ttl = built.settings.retention.ttl_days
-        console.print(
-            f"[yellow]note:[/yellow] {report.older_than_ttl} are older than retention.ttl_days "
-            f"({ttl}); the next retention sweep deletes them unless you raise the TTL or remove "
-            "it (no TTL: nothing is deleted by age)",
-            highlight=False,
-        )
-    if report.imported:
-        console.print(
-            "run `caesar worker --once memory.summarise memory.passages` to summarise them now",
-            highlight=False,
-        )
 
 
 @friendly
@@ -129,6 +75,5 @@ def proactive_list() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("import")(import_command)
     app.command("semantic-recall")(semantic_recall_command)
     app.add_typer(proactive_app, name="proactive")

@@ -178,10 +178,12 @@ def add_finished(
     *,
     key: str | None = None,
     subject_key: str | None = None,
+    last_turn_at: datetime | None = None,
 ) -> int:
     """A whole past conversation in one `chat.completed` row (`caesar import`): a conversation
     of its own, over already, so the summariser need not wait for it to go quiet. Returns the
-    row's id. `subject_key`: the row's (the importer's content hash), else its `turns_key`."""
+    row's id. `subject_key`: the row's (the importer's key), else its `turns_key`;
+    `last_turn_at`: when its last turn was said, if later than `created_at`."""
     session = scope.session
     conversation = _new(scope, key or uuid.uuid4().hex, created_at)
     row = audit_log.append(
@@ -192,7 +194,8 @@ def add_finished(
         subject_key=subject_key or turns_key(conversation_turns(payload)),
         created_at=created_at,
     )
-    record_turn(session, conversation, row.id, created_at, touched_at=created_at)
+    last = max(created_at, last_turn_at or created_at)
+    record_turn(session, conversation, row.id, last, touched_at=last)
     return int(row.id)
 
 

@@ -46,6 +46,8 @@ class DatedMemory:
     turn: int
     refers_start: datetime | None = None
     refers_end: datetime | None = None
+    # when its message was said, where that is not the row's time (an import's dated turns)
+    said_at: datetime | None = None
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -252,16 +254,22 @@ def sentences(content: str) -> list[str]:
 
 
 def extract(
-    messages: Sequence[Mapping[str, object]], said_at: datetime, zone: tzinfo = UTC
+    messages: Sequence[Mapping[str, object]],
+    said_at: datetime,
+    zone: tzinfo = UTC,
+    times: Sequence[datetime | None] | None = None,
 ) -> list[DatedMemory]:
     """The dated memories of an exchange (`role` user/assistant, `content`), said at `said_at`
-    (naive UTC) on a clock in `zone`. Duplicates within the exchange are kept once."""
+    (naive UTC) on a clock in `zone`, or at `times[i]` for message i where given (an imported
+    conversation's dated turns). Duplicates within the exchange are kept once."""
     out: list[DatedMemory] = []
     seen: set[str] = set()
     for turn, message in enumerate(messages):
         role = message.get("role")
         if role not in ("user", "assistant"):
             continue
+        own_time = times[turn] if times is not None and turn < len(times) else None
+        at = own_time or said_at
         speaker = PERSON if role == "user" else CAESAR
         limit = MAX_PERSON_PER_TURN if speaker == PERSON else MAX_CAESAR_PER_TURN
         kept = 0
@@ -277,7 +285,7 @@ def extract(
                 continue
             seen.add(key)
             kept += 1
-            spans = read_time(sentence, said_at, zone).spans
+            spans = read_time(sentence, at, zone).spans
             start, end = (spans[0].start, spans[0].end) if spans else (None, None)
-            out.append(DatedMemory(speaker, text, turn, start, end))
+            out.append(DatedMemory(speaker, text, turn, start, end, own_time))
     return out

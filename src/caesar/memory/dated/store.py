@@ -126,9 +126,11 @@ class DatedStore:
         first_turn: int,
         turns: Sequence[Mapping[str, object]],
         zone: tzinfo,
+        times: Sequence[datetime | None] | None = None,
     ) -> RowMemories:
-        """A chat row's dated memories from the turns it added, with no LLM, embedded."""
-        said = offline.extract(turns, said_at, zone)
+        """A chat row's dated memories from the turns it added, with no LLM, embedded;
+        `times`: when each turn was said, where known (an import's)."""
+        said = offline.extract(turns, said_at, zone, times)
         vectors = self.vectors([m.text for m in said])
         return RowMemories(row_id, said_at, person, conversation_id, first_turn, said, vectors)
 
@@ -178,9 +180,9 @@ class DatedStore:
                 confidence=1.0,
                 speaker=m.speaker,
                 source_audit_id=source_audit_id,
-                said_at=said_at,
+                said_at=m.said_at or said_at,
                 created_at=now,
-                updated_at=said_at,
+                updated_at=m.said_at or said_at,
                 conversation_id=conversation_id,
                 turn=first_turn + m.turn,
                 refers_start=m.refers_start,

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from sqlalchemy.orm import Session
 
 from caesar import audit
+from caesar.clock import to_naive_utc
 from caesar.db.models import AuditLog, MemoryExtractCursor
 from caesar.errors import CaesarError, InputError
 from caesar.gateway.base import Message
@@ -230,6 +231,31 @@ def new_turns(payload: dict[str, Any]) -> tuple[int, list[Message]]:
     return (0, []) if last_user is None else (last_user, turns[last_user:])
 
 
+def turn_times(payload: dict[str, Any]) -> list[datetime | None] | None:
+    """When each of an imported conversation's turns was said (an export's own message times,
+    `at` and `reply_at`), aligned with `conversation_turns`; None when it gives none."""
+    if payload.get("imported") is not True:
+        return None
+    times = [
+        _naive(m.get("at"))
+        for m in payload.get("messages", [])
+        if isinstance(m, dict) and m.get("role") in ("user", "assistant")
+    ]
+    reply = payload.get("reply")
+    if isinstance(reply, str) and reply:
+        times.append(_naive(payload.get("reply_at")))
+    return times if any(times) else None
+
+
+def _naive(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return to_naive_utc(datetime.fromisoformat(value))
+    except ValueError:
+        return None
+
+
 def read_dated(services: Container, row: AuditLog) -> RowMemories:
     """The dated memories of the turns a chat row added (memory.extract, memory.dated)."""
     first, turns = new_turns(row.payload)
@@ -241,6 +267,7 @@ def read_dated(services: Container, row: AuditLog) -> RowMemories:
         first,
         turns,
         services.settings.zone,
+        turn_times(row.payload) if first == 0 else None,
     )
 
 
