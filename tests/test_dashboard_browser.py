@@ -679,3 +679,64 @@ def test_chat_on_a_phone_and_without_javascript(server, llm, browser):
     # the screen as the operator sees it, scrolled to the reply
     page.locator("li.msg-assistant").last.evaluate("e => e.scrollIntoView()")
     _shoot(page, "dashboard-chat-phone.png", full_page=False)
+
+
+# -- the import page (issue 48) -----------------------------------------------------------------
+def test_import_an_export_and_watch_it_learned(learning_server, page, tmp_path):
+    from test_dashboard_import import chatgpt_export
+
+    base, services = learning_server
+    export = tmp_path / "conversations.json"
+    export.write_bytes(
+        chatgpt_export(
+            (
+                "conv-lisbon",
+                "Trip to Lisbon",
+                [
+                    ("user", "My dog's name is Biscuit. I am planning a trip to Lisbon in June."),
+                    ("assistant", "Lisbon in June is lovely: book the tram tours early."),
+                ],
+            ),
+            (
+                "conv-cello",
+                "Cello",
+                [
+                    ("user", "I started learning the cello last week and I practise daily."),
+                    ("assistant", "Twenty minutes a day beats two hours on a Sunday."),
+                ],
+            ),
+        )
+    )
+    page.set_viewport_size({"width": 1280, "height": 800})
+    _login(page, base)
+    page.click("header nav >> text=Import")
+    page.wait_for_url(f"{base}/dashboard/import")
+    assert page.locator("p.empty").inner_text() == "No imports yet."
+
+    page.set_input_files("form.import-form input[name=file]", str(export))
+    page.click("form.import-form button")
+    # the page reloads itself while the import runs, then shows its result
+    notice = page.locator("section.import-job p.notice")
+    notice.wait_for(timeout=30_000)
+    assert notice.inner_text().startswith(
+        "Imported conversations.json (ChatGPT export): 2 new conversations"
+    )
+    assert page.locator("ul.import-result b.imported").inner_text() == "2"
+    learning = page.locator("table.imports td.learning")
+    assert learning.all_inner_texts() == ["learning 0 of 2"]
+    with services.db.read() as session:
+        rows = session.scalars(
+            select(AuditLog).where(AuditLog.subject_key.startswith("import:chatgpt:"))
+        ).all()
+    assert sorted(r.person_id for r in rows) == [OWNER, OWNER]
+    _shoot(page, "dashboard-import.png")
+
+    # the workers learn them; the page's script puts the fresh table in place, no reload
+    for name in ("memory.extract", "memory.summarise", "memory.passages"):
+        run_until_caught_up(services.workers[name])
+    page.wait_for_function(
+        "() => document.querySelector('table.imports td.learning').textContent === 'learned'",
+        timeout=15_000,
+    )
+    assert page.locator("p.learning-hint").count() == 0
+    assert notice.is_visible()  # the result stays as it was

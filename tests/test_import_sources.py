@@ -305,3 +305,63 @@ def test_file_broken_is_an_input_error(services, tmp_path):
     with pytest.raises(FileBroken):
         import_path(services, path, scope=Scope(OWNER))
     assert _chats(services) == []
+
+
+def test_custom_instructions_become_what_the_person_said_about_themselves(make_services, tmp_path):
+    from test_import_formats import chain, custom_instructions, gm, gpt
+
+    services = _learning_services(make_services)
+    told = custom_instructions(
+        "I keep a gluten-free diet because of coeliac disease.", "Keep answers short."
+    )
+    chats = [
+        gpt(f"c-{n}", *chain(told, gm("user", said, t=10 + n), gm("assistant", "Sure.", t=20 + n)))
+        for n, said in enumerate(["Plan a walk in the hills.", "What is a good book to read?"])
+    ]
+    path = _zip(tmp_path / "export.zip", chats)
+    result = _cli(services, tmp_path, "import", str(path))
+    assert result.exit_code == 0, result.output
+    # the two chats and the instructions they both carried, once
+    assert "imported 3 conversations (ChatGPT export)" in result.output
+    with services.db.read() as session:
+        standing = session.scalars(select(Memory).where(Memory.kind != "said")).all()
+    assert any("gluten-free" in m.text for m in standing), [m.text for m in standing]
+    ctx = Brain(services).prepare("Can you suggest a dinner recipe?", scope=Scope(OWNER))
+    assert "gluten-free" in ctx.messages[0]["content"]
+
+
+def test_claude_and_open_webui_exports_land_as_dated_conversations(services, tmp_path):
+    from test_import_formats import claude, cm, om, owui
+
+    conversation = claude(
+        "k-1",
+        [
+            cm("h1", "human", "Mi perro se llama Toby 🐶", 1),
+            cm("a1", "assistant", "¡Qué nombre tan bonito!", 2, "h1"),
+        ],
+    )
+    path = tmp_path / "claude.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("conversations.json", json.dumps([conversation], ensure_ascii=False))
+        archive.writestr("users.json", "[]")
+    assert _cli(services, tmp_path, "import", str(path), "--no-learn").exit_code == 0
+    webui = owui(
+        "w-1",
+        {
+            "u1": om("u1", "user", "My sister lives in Graz.", 10, None, ["a1"]),
+            "a1": om("a1", "assistant", "Graz is lovely.", 20, "u1", []),
+        },
+        current="a1",
+    )
+    owui_path = tmp_path / "chat-export.json"
+    owui_path.write_text(json.dumps([webui]), encoding="utf-8")
+    result = _cli(services, tmp_path, "import", str(owui_path), "--no-learn")
+    assert result.exit_code == 0, result.output
+    assert "(Open WebUI chat export)" in " ".join(result.output.split())
+    rows = {r.subject_key: r for r in _chats(services)}
+    assert set(rows) == {"import:claude:k-1", "import:openwebui:w-1"}
+    said = rows["import:claude:k-1"]
+    assert said.payload["messages"][0]["content"] == "Mi perro se llama Toby 🐶"
+    assert said.payload["reply"] == "¡Qué nombre tan bonito!"
+    assert said.created_at == datetime(2024, 6, 1, 10, 0)
+    assert rows["import:openwebui:w-1"].payload["reply"] == "Graz is lovely."

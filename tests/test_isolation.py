@@ -314,6 +314,40 @@ def dashboard_send(w: World, *_route: str) -> None:
     _prompt_holds_nothing_of_a(w)
 
 
+def dashboard_import(w: World, *_route: str) -> None:
+    # an import of A's, named with A's words: B's page does not list it
+    from caesar import import_learning
+    from caesar.importer import ImportReport
+
+    report = ImportReport(format="chatgpt", imported=1)
+    import_learning.record(w.services, Scope(OWNER), report, "Zanzibar spice market.json")
+    page = w.call("GET", "/dashboard/import")
+    assert page.status_code == 200 and "No imports yet." in page.text
+
+
+def dashboard_import_upload(w: World, *_route: str) -> None:
+    import json
+    import time
+
+    from sqlalchemy import select
+
+    from caesar.db.models import AuditLog
+
+    said = [{"role": "user", "content": B_SAYS}, {"role": "assistant", "content": "ok"}]
+    line = json.dumps({"created_at": "2026-01-10T09:30:00Z", "messages": said}) + "\n"
+    upload = {"file": ("mine.jsonl", line.encode(), "application/jsonl")}
+    assert w.call("POST", "/dashboard/import", files=upload).status_code == 303
+    deadline = time.monotonic() + 30
+    while 'http-equiv="refresh"' in w.call("GET", "/dashboard/import").text:
+        assert time.monotonic() < deadline, "the import did not end"
+        time.sleep(0.05)
+    with w.services.db.read() as session:
+        imported = session.scalars(
+            select(AuditLog.person_id).where(AuditLog.subject_key.startswith("import:"))
+        ).all()
+    assert list(imported) == [w.b_id]  # into B's memory, none of A's touched
+
+
 def mcp(w: World, *_route: str) -> None:
     # one route; its tools as two people: test_mcp.py::test_http_each_persons_token_is_their_own_memory
     assert w.call("GET", "/mcp").status_code < 500
@@ -362,6 +396,8 @@ MATRIX: dict[tuple[str, str], Callable[[World, str, str], None]] = {
     ("GET", "/dashboard/chat/{conversation_id}"): dashboard_chat_conversation,
     ("GET", "/dashboard/chat/turns/{audit_id}/memory"): dashboard_turn_memory,
     ("POST", "/dashboard/chat/send"): dashboard_send,
+    ("GET", "/dashboard/import"): dashboard_import,
+    ("POST", "/dashboard/import"): dashboard_import_upload,
     ("GET", "/mcp"): mcp,
 }
 

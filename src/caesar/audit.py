@@ -66,7 +66,9 @@ SEMANTIC_INDEX_FAILED = "semantic.index_failed"
 RETENTION_SWEPT = "retention.swept"
 MCP_TOOL_CALLED = "mcp.tool_called"  # an MCP client called a tool: which, and what it touched
 MEMORY_FORGOTTEN = "memory.forgotten"  # conversations the operator forgot: ids and counts
-IMPORT_COMPLETED = "import.completed"  # `caesar import` or the dashboard: a file, its counts, its rows
+IMPORT_COMPLETED = (
+    "import.completed"  # `caesar import` or the dashboard: a file, its counts, its rows
+)
 WORKER_CRASHED = "worker.crashed"
 AUTH_LIMITED = "auth.limited"  # an address locked out after too many wrong API tokens
 # People (caesar.people): who and what changed, never a token or its hash

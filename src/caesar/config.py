@@ -456,6 +456,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8042, ge=1, le=65535)
     max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # the dashboard's import page: a history export, streamed to a temporary file
+    max_import_bytes: int = Field(default=1024**3, ge=1024)
     auth_failures: AuthFailureSettings = Field(default_factory=AuthFailureSettings)
     system_prompt: str = "You are caesar, the operator's personal assistant. Be direct and helpful."
     operator_prompt: str = ""

@@ -401,28 +401,24 @@ def import_sources(
     return report
 
 
-def resolve_format(path: Path, named: str | None) -> str:
-    """The format `path` is in: found by its shape, or `named` checked against it. InputError
-    for an unknown name; FileBroken for a file in no known format or not in the named one."""
+def _sources(path: Path, named: str | None) -> tuple[str, Iterator[Source | Broken] | None]:
+    """The format `path` is in (found by its shape, or `named` and checked) and its
+    conversations (None for caesar JSONL). InputError for an unknown name; FileBroken for a
+    file in no known format or not in the named one, before anything is written."""
     if named is not None and named not in import_formats.FORMATS:
         raise InputError(
             f"unknown format {named!r}; known formats: {', '.join(import_formats.FORMATS)}"
         )
     if not path.is_file():
         raise InputError(f"{path} is not a file")
-    try:
-        found = import_formats.detect(path)
-    except FileBroken:
-        if named is None or named == "caesar":
-            raise
-        # Say what is wrong with it as the named format (where its JSON broke, say).
-        import_formats.read(path, named)
-        raise
-    if named is not None and found != named:
-        raise FileBroken(
-            f"{path}: not a {LABELS[named]} file: it looks like {LABELS[found]} (--format {found})"
-        )
-    return found
+    if named is None:
+        return import_formats.found_and_read(path)
+    if named != "caesar":
+        return named, import_formats.read(path, named)  # says what else it looks like
+    found = import_formats.detect(path)
+    if found != "caesar":
+        raise FileBroken(f"{path}: not {LABELS['caesar']}: it looks like a {LABELS[found]}")
+    return "caesar", None
 
 
 def import_path(
@@ -432,20 +428,23 @@ def import_path(
     scope: Scope,
     fmt: str | None = None,
     batch_size: int = BATCH_SIZE,
-    on_total: Callable[[int | None], None] | None = None,
+    on_format: Callable[[str], None] | None = None,
+    on_total: Callable[[int], None] | None = None,
     on_progress: ProgressFn | None = None,
 ) -> ImportReport:
     """`caesar import`: `path` in whichever format it is (or `fmt`, checked). A file that cannot
-    be read at all raises FileBroken before anything is written. `on_total(n)`: how many
-    conversations (or lines) there are, once known."""
-    found = resolve_format(path, fmt)
-    if found == "caesar":
+    be read at all raises FileBroken before anything is written. `on_format(name)` once the
+    format is known; `on_total(n)`: how many conversations (or lines) there are."""
+    found, read = _sources(path, fmt)
+    if on_format:
+        on_format(found)
+    if read is None:
         if on_total:
             on_total(_count_lines(path))
         return import_file(
             services, path, scope=scope, batch_size=batch_size, on_progress=on_progress
         )
-    sources = list(import_formats.read(path, found))
+    sources = list(read)
     if on_total:
         on_total(len(sources))
     return import_sources(

@@ -125,6 +125,7 @@ def create_app(
                     await stack.enter_async_context(mcp.running())
                 yield
         finally:
+            app.state.import_jobs.stop()  # a running dashboard import ends, its file deleted
             if runner:
                 runner.stop()
 
@@ -146,6 +147,7 @@ def create_app(
 
     from caesar.api import (
         dashboard,
+        dashboard_import,
         routes_chat,
         routes_conversations,
         routes_episodes,
@@ -153,6 +155,9 @@ def create_app(
         routes_said,
         routes_standing,
     )
+
+    # The dashboard's running imports, one registry per app: stopped with the app.
+    app.state.import_jobs = dashboard_import.ImportJobs()
 
     @app.get("/healthz", tags=["health"], response_model=None)
     def healthz() -> Any:
@@ -182,5 +187,7 @@ def create_app(
     app.include_router(dashboard.router)
     if mcp is not None:
         app.router.routes.append(mcp.route)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=settings.max_request_bytes, streamed=dashboard.STREAMED
+    )
     return app

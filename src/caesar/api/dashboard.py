@@ -9,7 +9,8 @@ dashboard_session.py.
     GET  /dashboard/audit, /audit/{id}     the timeline and one row: dashboard_audit.py
     GET  /dashboard/episodes, POST forget  past conversations: dashboard_episodes.py
     GET  /dashboard/chat, POST send, …     chat, with what was remembered: dashboard_chat.py
-    GET  /dashboard/static/{name}          the stylesheet and the chat page's script
+    GET  /dashboard/import, POST           import a history export: dashboard_import.py
+    GET  /dashboard/static/{name}          the stylesheet, the chat and import pages' scripts
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import FileResponse, Response
 
 from caesar import people
-from caesar.api import dashboard_audit, dashboard_chat, dashboard_episodes, dashboard_facts
+from caesar.api import (
+    dashboard_audit,
+    dashboard_chat,
+    dashboard_episodes,
+    dashboard_facts,
+    dashboard_import,
+)
 from caesar.api.auth_limit import AuthLocked, client_address, limiter_of
 from caesar.api.dashboard_render import HERE, HtmlErrors, page, redirect, set_session
 from caesar.api.dashboard_session import COOKIE_PATH, FormViewerDep, codec_for
@@ -56,7 +63,14 @@ def _locked_out(request: Request, next: str | None, locked: AuthLocked) -> Respo
 
 
 # Everything a dashboard page loads, shipped in the package (no build step, no CDN).
-_STATIC = {"dashboard.css": "text/css", "chat.js": "text/javascript"}
+_STATIC = {
+    "dashboard.css": "text/css",
+    "chat.js": "text/javascript",
+    "import.js": "text/javascript",
+}
+# Routes that read their own request body as it arrives, under a limit of their own: the
+# app's BodySizeLimit (max_request_bytes) passes them by.
+STREAMED = frozenset({dashboard_import.UPLOAD_PATH})
 
 
 @router.get("/static/{name}")
@@ -119,5 +133,11 @@ def logout(request: Request, viewer: FormViewerDep) -> Response:
     return response
 
 
-for _pages in (dashboard_facts, dashboard_audit, dashboard_episodes, dashboard_chat):
+for _pages in (
+    dashboard_facts,
+    dashboard_audit,
+    dashboard_episodes,
+    dashboard_chat,
+    dashboard_import,
+):
     router.include_router(_pages.router)

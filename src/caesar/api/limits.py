@@ -4,12 +4,16 @@ A pure ASGI middleware. A declared `Content-Length` over the limit is refused at
 without one (chunked upload) is read here, up to the limit, and then handed to the app in one
 piece: the 413 is answered by the middleware itself. (Raising from inside `receive` instead
 would reach FastAPI's body parser, which turns any such error into a vague 400.)
+
+Paths in `streamed` are passed through untouched: their route reads the body as it arrives
+and enforces a limit of its own (the dashboard's import upload: `max_import_bytes`,
+api/upload.py), where holding it here would hold a whole history export in memory.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from typing import Any
 
 Scope = MutableMapping[str, Any]
@@ -36,9 +40,10 @@ def declared_length(scope: Scope) -> int | None:
 
 
 class BodySizeLimit:
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, max_bytes: int, streamed: Collection[str] = ()) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.streamed = frozenset(streamed)
 
     async def _reject(self, send: Send) -> None:
         body = json.dumps(
@@ -63,7 +68,7 @@ class BodySizeLimit:
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] in self.streamed:
             await self.app(scope, receive, send)
             return
         declared = declared_length(scope)

@@ -97,13 +97,16 @@ def import_command(
 
     built = services()
     scope = Scope(built.person_id(who) if who is not None else person(built))
-    with Progress(*_columns("importing"), console=console, transient=True) as bar:
-        task = bar.add_task("import", total=None)
+    with Progress(
+        *_columns("importing {task.description}"), console=console, transient=True
+    ) as bar:
+        task = bar.add_task("", total=None)
         report = import_path(
             built,
             file,
             scope=scope,
             fmt=fmt,
+            on_format=lambda name: bar.update(task, description=LABELS[name]),
             on_total=lambda n: bar.update(task, total=n),
             on_progress=lambda n: bar.advance(task, n),
         )
@@ -175,7 +178,7 @@ def _learn(built: Container, scope: Scope, first_id: int, last_id: int) -> None:
     last_change, seen = time.monotonic(), state.done
     try:
         with Progress(*_columns("learning"), console=console, transient=True) as bar:
-            task = bar.add_task("learn", total=state.total, completed=state.done)
+            task = bar.add_task("", total=state.total, completed=state.done)
             while not state.finished:
                 time.sleep(POLL_SECONDS)
                 state = import_learning.progress(built, scope, first_id, last_id)

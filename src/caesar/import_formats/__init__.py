@@ -23,7 +23,16 @@ from caesar.import_formats._common import describe
 from caesar.import_formats._files import Loaded, first_line, is_zip, load, say, with_article
 from caesar.import_formats.source import FORMATS, Broken, FileBroken, Source, SourceMessage
 
-__all__ = ["FORMATS", "Broken", "FileBroken", "Source", "SourceMessage", "detect", "read"]
+__all__ = [
+    "FORMATS",
+    "Broken",
+    "FileBroken",
+    "Source",
+    "SourceMessage",
+    "detect",
+    "found_and_read",
+    "read",
+]
 
 
 class _Format(Protocol):
@@ -58,7 +67,23 @@ def detect(path: Path) -> str:
         line = first_line(path)
         if line is not None and _is_caesar_line(line):
             return "caesar"
+    return _detected(load(path, None))
+
+
+def found_and_read(path: Path) -> tuple[str, Iterator[Source | Broken] | None]:
+    """`detect` and `read` with the file parsed once: its format, and its conversations (None
+    for caesar's JSONL, which importer.py reads line by line)."""
+    if not is_zip(path):
+        line = first_line(path)
+        if line is not None and _is_caesar_line(line):
+            return "caesar", None
     loaded = load(path, None)
+    found = _detected(loaded)
+    reader = _READERS[found]
+    return found, reader.read(_items(loaded, reader.LABEL))
+
+
+def _detected(loaded: Loaded) -> str:
     items = _items(loaded, None)
     found = _shape(items)
     if found is None and not items:
