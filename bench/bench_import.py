@@ -4,9 +4,9 @@
   start-up included) and `importer.import_path` in-process on a fresh database;
 - learned: `caesar serve` with its workers (shipped: their own niced process) until every
   imported conversation is summarised, windowed and read for facts, standing statements and
-  dated memories (import_learning.progress, what "learning N of M" shows), with one client
-  sending chat turns back to back meanwhile, against the same turns on the same history with no
-  workers (idle). Targets: ≥ 200 conversations/s written; learned ≤ 15 min on SQLite; busy
+  dated memories (import_learning.progress, what "learning N of M" shows), one client sending
+  chat turns back to back for its first minutes (`--chat-seconds`), against the same turns on
+  the same history with no workers (idle), then the learning alone. Targets: ≥ 200 conversations/s written; learned ≤ 15 min on SQLite; busy
   p50 ≤ 1.5× idle p50.
 `--postgres` runs the same on a PostgreSQL with pgvector started for the run.
 """
@@ -136,7 +136,11 @@ def write_rate(env: dict[str, str], export: Path) -> dict[str, Any]:
     }
 
 
-def learn_while_chatting(env: dict[str, str], home: Path, max_seconds: float) -> dict[str, Any]:
+def learn_while_chatting(
+    env: dict[str, str], home: Path, max_seconds: float, chat_seconds: float
+) -> dict[str, Any]:
+    """`caesar serve` with its workers on the imported history: turns back to back for the
+    first `chat_seconds`, then the learning alone, until learned or `max_seconds`."""
     services = services_of(env)
     [record] = import_learning.recent(services, Scope(OWNER), limit=1)
     turns: list[float] = []
@@ -152,20 +156,26 @@ def learn_while_chatting(env: dict[str, str], home: Path, max_seconds: float) ->
             with httpx.Client(base_url=server.url, headers=headers, timeout=60) as http:
                 now = state()
                 while not now.finished and time.monotonic() - started < max_seconds:
-                    turns.append(one_turn(http, len(turns), "busy"))
+                    if time.monotonic() - started < chat_seconds:
+                        turns.append(one_turn(http, len(turns), "busy"))
+                    else:
+                        time.sleep(2.0)
                     if time.monotonic() - last > 5.0:
                         now, last = state(), time.monotonic()
                         progress.append((round(last - started, 1), now.done))
             seconds = time.monotonic() - started
     finally:
         services.close()
+    at_15_min = max((done for t, done in progress if t <= 900.0), default=0)
     return {
         "learned": now.done,
         "of": now.total,
         "seconds": round(seconds, 1),
         "finished": now.finished,
         "per_minute": round(now.done / (seconds / 60), 1),
-        "progress": progress[:: max(1, len(progress) // 20)],
+        "learned_in_15_min": at_15_min,
+        "progress": progress[:: max(1, len(progress) // 30)],
+        "chat_seconds": chat_seconds,
         "busy_ms": benchlib.summary(turns),
     }
 
@@ -174,6 +184,7 @@ def import_bench(
     conversations: Annotated[int, "conversations in the export"] = 2000,
     idle_turns: Annotated[int, "idle chat turns timed"] = 60,
     max_seconds: Annotated[float, "stop waiting for the learning after this"] = 2400.0,
+    chat_seconds: Annotated[float, "chat back to back for the learning's first seconds"] = 180.0,
     postgres: Annotated[bool, "on a PostgreSQL with pgvector started for the run"] = False,
 ) -> None:
     """`caesar import` of a ChatGPT export: parse and write, then learned while chatting."""
@@ -216,7 +227,7 @@ def import_bench(
                     one_turn(http, i)
                 idle = benchlib.summary([one_turn(http, i) for i in range(idle_turns)])
         result["idle_ms"] = idle
-        learned = learn_while_chatting(env, learn_home, max_seconds)
+        learned = learn_while_chatting(env, learn_home, max_seconds, chat_seconds)
         learned["busy_p50_over_idle_p50"] = round(learned["busy_ms"]["p50"] / idle["p50"], 2)
         result["learn"] = learned
     name = "perf_import_pg" if postgres else "perf_import"

@@ -65,8 +65,7 @@ class ImportJob:
     size: int  # bytes
     named: str | None  # the format chosen in the form; None: found from the file
     started: datetime
-    # The file's format: the one named, else once the import is done (import_path does not
-    # say which it found before then; finding it here first would read the file once more).
+    # The file's format, once import_path has found it (or checked the one named).
     found: str | None = None
     counted: bool = False  # the file is read: `total` is known (None: it could not be told)
     total: int | None = None  # conversations (caesar JSONL: lines)
