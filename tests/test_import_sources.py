@@ -7,6 +7,7 @@ learns from the import ("learning N of M") until a question about it finds it.""
 from __future__ import annotations
 
 import json
+import time
 import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -365,3 +366,34 @@ def test_claude_and_open_webui_exports_land_as_dated_conversations(services, tmp
     assert said.payload["reply"] == "¡Qué nombre tan bonito!"
     assert said.created_at == datetime(2024, 6, 1, 10, 0)
     assert rows["import:openwebui:w-1"].payload["reply"] == "Graz is lovely."
+
+
+def test_the_import_learns_in_niced_threads_and_leaves_the_process_as_it_was(
+    make_services, tmp_path
+):
+    import os
+    import threading
+
+    from caesar.workers import WorkerRunner
+
+    services = _learning_services(make_services)
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    seen: list[int] = []
+    extract = services.workers["memory.extract"]
+
+    class Watched(type(extract)):  # the real worker, its thread's priority noted
+        def catch_up_step(self) -> int:
+            seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            return super().catch_up_step()
+
+    runner = WorkerRunner([Watched(services)], catch_up_every=0.05, nice=10)
+    runner.start()
+    deadline = time.monotonic() + 10
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    runner.stop()
+    assert seen and seen[0] == min(before + 10, 19)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before
+    path = _zip(tmp_path / "export.zip", [KAYAK])
+    assert _cli(services, tmp_path, "import", str(path)).exit_code == 0
+    assert os.getpriority(os.PRIO_PROCESS, 0) == before  # the CLI's learning too

@@ -11,7 +11,9 @@ outcome — the price is, rarely, one wasted LLM call.
 from __future__ import annotations
 
 import logging
+import os
 import random
+import sys
 import threading
 import time
 import traceback
@@ -260,16 +262,28 @@ class WorkerRunner:
     audited as `worker.crashed` and retried after the worker's interval; it never kills
     the process (or the server that hosts it)."""
 
-    def __init__(self, workers: Sequence[Worker], *, catch_up_every: float | None = None) -> None:
+    def __init__(
+        self,
+        workers: Sequence[Worker],
+        *,
+        catch_up_every: float | None = None,
+        nice: int | None = None,
+    ) -> None:
         """`catch_up_every`: take work without waiting for a conversation to go quiet
         (`catch_up_step`), and look again that many seconds after a step found none, not the
-        worker's interval (`caesar import` learning its own rows while the person waits)."""
+        worker's interval (`caesar import` learning its own rows while the person waits).
+        `nice`: each worker thread lowers its own priority by this much (Linux: a thread's
+        nice value is its own), the process that hosts them keeps its own."""
         self.workers = list(workers)
         self.catch_up_every = catch_up_every
+        self.nice = nice
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def _loop(self, worker: Worker) -> None:
+        if self.nice and sys.platform == "linux":
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + self.nice)
         outage = _Outage(worker.name)
         while not self._stop.is_set():
             try:

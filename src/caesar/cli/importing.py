@@ -10,7 +10,6 @@ and finishes it if this command is stopped.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -171,9 +170,8 @@ def _learn(built: Container, scope: Scope, first_id: int, last_id: int) -> None:
         console.print(f"all {state.total} learned", highlight=False)
         return
     chosen = [built.workers[n] for n in LEARNING_WORKERS if n in built.workers]
-    runner = WorkerRunner([w for w in chosen if w.enabled], catch_up_every=POLL_SECONDS)
-    if hasattr(os, "nice"):
-        os.nice(10)  # a chat turn on the same host gets the core first
+    # niced threads: a chat turn on the same host gets the core first
+    runner = WorkerRunner([w for w in chosen if w.enabled], catch_up_every=POLL_SECONDS, nice=10)
     runner.start()
     last_change, seen = time.monotonic(), state.done
     try:
