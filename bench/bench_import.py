@@ -203,6 +203,7 @@ def import_bench(
 
         def home(name: str) -> tuple[Path, dict[str, str]]:
             path = root / name
+            path.mkdir(parents=True, exist_ok=True)  # PostgreSQL writes no file there
             env = busy_env(path, llm)
             if server_pg is not None:
                 env["CAESAR_DATABASE_URL"] = create_database(server_pg, with_vector=True)
