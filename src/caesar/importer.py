@@ -318,12 +318,7 @@ def import_conversations(
 
 # -- other assistants' exports (import_formats.py) --------------------------------------------
 KEY_PREFIX = "import:"
-LABELS = {
-    "chatgpt": "ChatGPT export",
-    "claude": "Claude export",
-    "openwebui": "Open WebUI chat export",
-    "caesar": "caesar JSONL",
-}
+LABELS = import_formats.LABELS  # what the CLI and the dashboard call each format
 MAX_CONVERSATION_CHARS = MAX_LINE_CHARS
 
 

@@ -25,6 +25,7 @@ from caesar.import_formats.source import FORMATS, Broken, FileBroken, Source, So
 
 __all__ = [
     "FORMATS",
+    "LABELS",
     "Broken",
     "FileBroken",
     "Source",
@@ -49,6 +50,10 @@ _READERS: dict[str, _Format] = {
     chatgpt.NAME: chatgpt,
     claude.NAME: claude,
     openwebui.NAME: openwebui,
+}
+# Each format's name for people ("ChatGPT export"), caesar's JSONL included.
+LABELS: dict[str, str] = {name: r.LABEL for name, r in _READERS.items()} | {
+    "caesar": "caesar JSONL"
 }
 # Files an export's zip holds beside conversations.json, to tell an export with no
 # conversations by.
