@@ -107,7 +107,7 @@ def test_export_is_the_fused_sentence_encoder(onnx_model: MiniLM) -> None:
 
 
 def test_onnx_single_matches_batch(onnx_model: MiniLM) -> None:
-    """Padding inside a batch must not change a text's vector."""
+    """A text's vector is the same alone and among others."""
     batch = onnx_model.embed_batch(TEXTS)
     for i, text in enumerate(TEXTS):
         single = onnx_model.embed_batch([text])[0]
@@ -115,13 +115,24 @@ def test_onnx_single_matches_batch(onnx_model: MiniLM) -> None:
 
 
 def test_onnx_matches_torch_chunked_large_batch(onnx_model: MiniLM, torch_model: MiniLM) -> None:
-    """>64 texts of varied lengths: chunked, length-sorted path keeps the input order."""
+    """150 texts of varied lengths, some repeated: every vector in the input's order."""
     texts = [f"note {i}: " + "remember to water the plants " * (i % 13) for i in range(150)]
     a = onnx_model.embed_batch(texts)
     b = torch_model.embed_batch(texts)
     assert a.shape == (150, DIM)
     assert np.all(_cos(a, b) > 0.9999)
     assert float(np.abs(a - b).max()) <= 1e-4
+
+
+def test_texts_that_truncate_alike_get_one_vector(onnx_model: MiniLM) -> None:
+    """A window whose first turn fills the model's 256 tokens is that turn, as the model sees
+    it: it is embedded once and both get the vector the turn alone gets."""
+    turn = "we walked the dog along the river before breakfast " * 40  # > 256 tokens
+    window = turn + " then it rained all afternoon"
+    both = onnx_model.embed_batch([turn, "a short one", window, "a short one"])
+    assert np.array_equal(both[0], both[2]) and np.array_equal(both[1], both[3])
+    assert _cos(both[0], onnx_model.embed(turn)) > 0.99999
+    assert _cos(both[1], onnx_model.embed("a short one")) > 0.99999
 
 
 def test_shape_dtype_normalisation(onnx_model: MiniLM) -> None:

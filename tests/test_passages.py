@@ -3,6 +3,7 @@ summarise worker writes them with the summary."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -19,7 +20,7 @@ from caesar.memory import conversations, passages
 from caesar.memory.recall import hybrid, pipeline
 from caesar.memory.recall.hits import RecallParams
 from caesar.memory.scope import Scope
-from caesar.workers import run_until_caught_up
+from caesar.workers import WorkerRunner, run_until_caught_up, usable_cores
 
 NOW = datetime(2026, 5, 18, 12, 0)
 
@@ -363,3 +364,63 @@ def test_the_turn_nearest_the_message_picks_the_excerpt(make_services, llm, db_u
     said = [turn for excerpt in shown.excerpts for _, turn in excerpt.turns]
     assert GARDEN_CHAT[nearest] in said and GARDEN_CHAT[nearest] in text
     assert GARDEN_CHAT[8 - nearest] not in said  # the other end of the chat: no room for it
+
+
+class _Meeting:
+    """The real embedder, its first two calls held until both have started: two threads of
+    one worker embed at the same time, and each call's texts are kept."""
+
+    def __init__(self, embedder) -> None:
+        self.embedder = embedder
+        self.model_id = embedder.model_id
+        self.meet = threading.Barrier(2, timeout=30)
+        self.calls: list[list[str]] = []
+        self.lock = threading.Lock()
+
+    def embed_batch(self, texts):
+        with self.lock:
+            self.calls.append(list(texts))
+            first_two = len(self.calls) <= 2
+        if first_two:
+            self.meet.wait()
+        return self.embedder.embed_batch(texts)
+
+
+def test_two_threads_of_the_worker_never_embed_the_same_episode(
+    make_services, llm, shared_embedder, db_url
+):
+    svc = make_services(
+        database_url=db_url,
+        memory={"episodes_summarise": {"enabled": True, "passages_batch_size": 1}},
+    )
+    for i in range(6):
+        add_chat(svc, f"Chat {i}: I planted {i} tomatoes.", f"Chat {i}: water them daily.")
+    llm.replies.extend(f"The operator planted {i} tomatoes." for i in range(6))
+    run_until_caught_up(svc.workers["memory.summarise"])
+    worker = svc.workers["memory.passages"]
+    assert worker.threads == usable_cores()  # shipped: one thread a core
+    meeting = _Meeting(shared_embedder)
+    svc.embedder.set(meeting)
+    done: list[int] = []
+    threads = [
+        threading.Thread(target=lambda: done.append(run_until_caught_up(worker))) for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sum(done) == 6 and worker.backlog() == 0
+    embedded = [text for call in meeting.calls for text in call if text.endswith("tomatoes.")]
+    assert sorted(embedded) == sorted(f"Chat {i}: I planted {i} tomatoes." for i in range(6))
+    assert meeting.meet.n_waiting == 0 and not meeting.meet.broken  # they did embed together
+
+
+def test_the_runner_starts_a_worker_on_its_threads(make_services):
+    svc = make_services(memory={"episodes_summarise": {"enabled": True, "passages_threads": 3}})
+    runner = WorkerRunner([svc.workers["memory.passages"]])
+    runner.start()
+    try:
+        names = sorted(t.name for t in threading.enumerate() if t.name.startswith("memory.pass"))
+    finally:
+        runner.stop()
+    assert names == ["memory.passages-1", "memory.passages-2", "memory.passages-3"]

@@ -295,6 +295,10 @@ class EpisodesSummariseSettings(Section):
     # windows cost far more embedding than its summary (docs/performance.md).
     passages: bool = True
     passages_batch_size: int = Field(default=8, ge=1)
+    # Threads `memory.passages` embeds on; None: one per core this process may use. Once the
+    # summaries and facts of a large import are written, the windows alone were left on one
+    # of two cores (docs/import.md, "How long it takes").
+    passages_threads: int | None = Field(default=None, ge=1, le=64)
 
 
 class EpisodesRecallSettings(Section):

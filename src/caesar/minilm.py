@@ -47,8 +47,8 @@ BACKENDS = ("onnx", "torch")
 # Bump whenever the export recipe changes so stale cached .onnx files are not reused.
 # 2: onnxruntime's BERT fusions + pooling and normalisation inside the graph.
 _EXPORT_REVISION = "2"
-_CHUNK = 64
 _OUTPUTS = [OUTPUT]
+_CHUNK = 64  # the torch backend's batches
 _DEFAULT_MAX_SEQ = 256
 
 # Serialises exports inside one process (flock handles other processes).
@@ -303,29 +303,25 @@ class MiniLM:
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
     def _embed_onnx(self, texts: list[str]) -> np.ndarray:
-        if len(texts) == 1:  # the query hot path: no padding, no reordering
+        """Each distinct token sequence run alone, never padded. On one thread a batch bought
+        nothing and its padding cost a lot: 60 LongMemEval chats' windows and turns (up to
+        256 tokens each) took 1,501 ms a chat in sorted chunks of 64, 688 ms one by one
+        (docs/performance.md, "Embedding a chat's windows"). Texts that truncate to the same
+        tokens (a window whose first turn fills the 256 tokens is that turn) are run once."""
+        if len(texts) == 1:  # the query hot path
             ids = np.array([self._tokenizer.encode(texts[0]).ids], dtype=np.int64)
             feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
             return self._session.run(_OUTPUTS, feeds)[0]  # type: ignore[no-any-return]
-        encodings = self._tokenizer.encode_batch(texts)
-        n = len(encodings)
-        out = np.empty((n, DIM), dtype=np.float32)
-        if n <= _CHUNK:
-            order = np.arange(n)
-        else:  # group similar lengths to limit padding
-            order = np.argsort([len(e.ids) for e in encodings], kind="stable")
-        for start in range(0, n, _CHUNK):
-            idx = order[start : start + _CHUNK]
-            chunk = [encodings[i] for i in idx]
-            width = max(len(e.ids) for e in chunk)
-            ids = np.zeros((len(chunk), width), dtype=np.int64)
-            mask = np.zeros((len(chunk), width), dtype=np.int64)
-            # Pad on the right only: the fused Attention reads the mask as sequence lengths.
-            for row, enc in enumerate(chunk):
-                ids[row, : len(enc.ids)] = enc.ids
-                mask[row, : len(enc.ids)] = 1
-            out[idx] = self._session.run(_OUTPUTS, {"input_ids": ids, "attention_mask": mask})[0]
-        return out
+        rows: dict[tuple[int, ...], int] = {}
+        where = [
+            rows.setdefault(tuple(e.ids), len(rows)) for e in self._tokenizer.encode_batch(texts)
+        ]
+        out = np.empty((len(rows), DIM), dtype=np.float32)
+        for tokens, row in rows.items():
+            ids = np.array([tokens], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+            out[row] = self._session.run(_OUTPUTS, feeds)[0][0]
+        return out[where]
 
 
 __all__ = ["BACKENDS", "DIM", "MODEL_ID", "MiniLM", "bundled_model_dir", "export_onnx"]

@@ -58,6 +58,12 @@ class Worker(ABC):
     def step(self) -> int:
         """Do one batch; return how many items were handled (0 = caught up)."""
 
+    @property
+    def threads(self) -> int:
+        """How many threads `WorkerRunner` runs this worker on. One, unless the worker keeps
+        two of its own threads off the same work (`memory.passages`)."""
+        return 1
+
     def catch_up_step(self) -> int:
         """One batch of `caesar worker --once`, which takes everything now (the summariser
         does not wait for a conversation to go quiet)."""
@@ -153,6 +159,13 @@ class CursorWorker(Worker, Generic[Prepared]):
 
 # A queue worker draws its batch from this many batches' worth of the queue's head.
 SPREAD = 8
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, else the machine's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
 
 
 def spread(items: Sequence[T], size: int) -> list[T]:
@@ -258,7 +271,7 @@ class _Outage:
 
 
 class WorkerRunner:
-    """Runs workers forever, each on its own thread, until `stop()`. A step that raises is
+    """Runs workers forever, each on its own thread (or its `threads`), until `stop()`. A step that raises is
     audited as `worker.crashed` and retried after the worker's interval; it never kills
     the process (or the server that hosts it)."""
 
@@ -304,11 +317,12 @@ class WorkerRunner:
 
     def start(self) -> None:
         for worker in self.workers:
-            thread = threading.Thread(
-                target=self._loop, args=(worker,), name=worker.name, daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+            count = max(1, worker.threads)
+            for k in range(count):
+                name = worker.name if count == 1 else f"{worker.name}-{k + 1}"
+                thread = threading.Thread(target=self._loop, args=(worker,), name=name, daemon=True)
+                thread.start()
+                self._threads.append(thread)
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()

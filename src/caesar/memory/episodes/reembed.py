@@ -20,6 +20,7 @@ an interrupted run loses nothing and the next run continues with what is left.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ from caesar.memory.engine import window_keywords
 from caesar.memory.engine.backend import FullTextSearch
 from caesar.memory.episodes.rows import embedding_values
 from caesar.memory.transcript import conversation_turns
-from caesar.workers import SPREAD, Worker, spread
+from caesar.workers import SPREAD, Worker, spread, usable_cores
 
 if TYPE_CHECKING:
     from caesar.container import Container
@@ -101,11 +102,21 @@ def store_windows(
 
 # -- worker memory.passages ---------------------------------------------------------------------
 class PassagesWorker(Worker):
+    """Runs on `threads` threads: each takes a batch none of the others holds (`_held`), so
+    the threads of one process never embed the same episode; other processes are kept apart
+    by `spread` and the conditional write."""
+
     name = "memory.passages"
 
     def __init__(self, services: Container) -> None:
         self.services = services
         self.db: Database = services.db
+        self._lock = threading.Lock()
+        self._held: set[int] = set()
+
+    @property
+    def threads(self) -> int:
+        return int(self.settings.passages_threads or usable_cores())
 
     @property
     def settings(self) -> Any:
@@ -132,30 +143,43 @@ class PassagesWorker(Worker):
                 or 0
             )
 
-    @staticmethod
-    def _pending(session: Session, model_id: str, limit: int) -> list[Any]:
+    def _take(self, model_id: str, limit: int) -> list[int]:
+        """A batch of episodes waiting for their vectors that no other thread holds, held for
+        this one until it lets them go."""
         e = EpisodeSummary
-        head = session.scalars(
-            select(e.id)
-            .where(e.turn_vectors.is_(None), e.summary != "", e.model == model_id)
-            .order_by(e.id)
-            .limit(limit * SPREAD)
-        ).all()
-        chosen = spread(head, limit)
-        if not chosen:
-            return []
-        query = (
-            select(e.id, e.passage_vectors.is_(None).label("no_windows"), AuditLog.payload)
-            .join(AuditLog, AuditLog.id == e.audit_log_id)
-            .where(e.id.in_(chosen))
-            .order_by(e.id)
-        )
-        return list(session.execute(query).all())
+        with self._lock, self.db.read() as session:
+            head = session.scalars(
+                select(e.id)
+                .where(e.turn_vectors.is_(None), e.summary != "", e.model == model_id)
+                .where(e.id.not_in(sorted(self._held)))
+                .order_by(e.id)
+                .limit(limit * SPREAD)
+            ).all()
+            chosen = spread(head, limit)
+            self._held.update(chosen)
+        return chosen
 
     def step(self) -> int:
         embedder = self.services.embedder.get()
-        with self.db.read() as session:
-            rows = self._pending(session, embedder.model_id, int(self.settings.passages_batch_size))
+        chosen = self._take(embedder.model_id, int(self.settings.passages_batch_size))
+        if not chosen:
+            return 0
+        try:
+            e = EpisodeSummary
+            query = (
+                select(e.id, e.passage_vectors.is_(None).label("no_windows"), AuditLog.payload)
+                .join(AuditLog, AuditLog.id == e.audit_log_id)
+                .where(e.id.in_(chosen))
+                .order_by(e.id)
+            )
+            with self.db.read() as session:
+                rows = list(session.execute(query).all())
+            return self._embed(embedder, rows)
+        finally:
+            with self._lock:
+                self._held.difference_update(chosen)
+
+    def _embed(self, embedder: Embedder, rows: Sequence[Any]) -> int:
         if not rows:
             return 0
         embedded = embed_windows(
