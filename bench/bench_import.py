@@ -5,9 +5,10 @@
 - learned: `caesar serve` with its workers (shipped: their own niced process) until every
   imported conversation is summarised, windowed and read for facts, standing statements and
   dated memories (import_learning.progress, what "learning N of M" shows), one client sending
-  chat turns back to back for its first minutes (`--chat-seconds`), against the same turns on
-  the same history with no workers (idle), then the learning alone. Targets: ≥ 200 conversations/s written; learned ≤ 15 min on SQLite; busy
-  p50 ≤ 1.5× idle p50.
+  chat turns back to back for its first minutes (`--chat-seconds`) in rounds, each followed by
+  the same turns with the server restarted without workers on the history as they left it
+  (idle), then the learning alone. Targets: ≥ 200 conversations/s written; learned
+  ≤ 15 min on SQLite; busy p50 ≤ 1.5× idle p50.
 `--postgres` runs the same on a PostgreSQL with pgvector started for the run.
 """
 
@@ -136,59 +137,91 @@ def write_rate(env: dict[str, str], export: Path) -> dict[str, Any]:
     }
 
 
+def turns_for(http: httpx.Client, seconds: float, first: int, phase: str) -> list[float]:
+    """Chat turns back to back for `seconds`, after 5 untimed ones (a server just started)."""
+    for i in range(5):
+        one_turn(http, first + i, phase)
+    timed: list[float] = []
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        timed.append(one_turn(http, first + 5 + len(timed), phase))
+    return timed
+
+
 def learn_while_chatting(
-    env: dict[str, str], home: Path, max_seconds: float, chat_seconds: float
+    env: dict[str, str], home: Path, max_seconds: float, chat_seconds: float, rounds: int
 ) -> dict[str, Any]:
-    """`caesar serve` with its workers on the imported history: turns back to back for the
-    first `chat_seconds`, then the learning alone, until learned or `max_seconds`."""
+    """`caesar serve` on the imported history, in `rounds` rounds: a client chats back to back
+    while the server's workers learn (busy), then with the server restarted without workers
+    on the history as they left it (idle, a third as long), until `chat_seconds` of busy
+    turns; then the learning alone, until learned or `max_seconds` of learning (the idle
+    rounds not counted). Busy and idle turns so sample the same histories."""
     services = services_of(env)
     [record] = import_learning.recent(services, Scope(OWNER), limit=1)
-    turns: list[float] = []
+    busy: list[float] = []
+    idle: list[float] = []
     headers = {"Authorization": f"Bearer {procs.TOKEN}"}
 
     def state() -> import_learning.Learning:
         return import_learning.progress(services, Scope(OWNER), record.first_id, record.last_id)
 
     progress = [(0.0, state().done)]
+    learned_for = 0.0  # seconds the workers ran, over every start of the server
+    now = state()
+    segment = chat_seconds / max(rounds, 1)
     try:
-        with procs.Server(env, log=home / "learn.log") as server:
-            started = last = time.monotonic()
-            with httpx.Client(base_url=server.url, headers=headers, timeout=60) as http:
-                now = state()
-                while not now.finished and time.monotonic() - started < max_seconds:
-                    if time.monotonic() - started < chat_seconds:
-                        turns.append(one_turn(http, len(turns), "busy"))
-                    else:
+        for run in [*["chat"] * (rounds if chat_seconds > 0 else 0), "alone"]:
+            with procs.Server(env, log=home / "learn.log") as server:
+                started = last = time.monotonic()
+                with httpx.Client(base_url=server.url, headers=headers, timeout=60) as http:
+                    if run == "chat":
+                        busy += turns_for(http, segment, len(busy) + len(idle), "busy")
+                    while (
+                        run == "alone"
+                        and not now.finished
+                        and learned_for + (time.monotonic() - started) < max_seconds
+                    ):
                         time.sleep(2.0)
-                    if time.monotonic() - last > 5.0:
-                        now, last = state(), time.monotonic()
-                        progress.append((round(last - started, 1), now.done))
-            seconds = time.monotonic() - started
+                        if time.monotonic() - last > 5.0:
+                            now, last = state(), time.monotonic()
+                            progress.append((round(learned_for + last - started, 1), now.done))
+                learned_for += time.monotonic() - started
+            now = state()
+            progress.append((round(learned_for, 1), now.done))
+            if run == "chat":
+                with procs.Server(env, "--no-workers", log=home / "idle.log") as server:
+                    with httpx.Client(base_url=server.url, headers=headers, timeout=60) as http:
+                        idle += turns_for(http, segment / 3, len(busy) + len(idle), "idle")
+            if now.finished:
+                break
     finally:
         services.close()
     at_15_min = max((done for t, done in progress if t <= 900.0), default=0)
+    busy_ms, idle_ms = benchlib.summary(busy), benchlib.summary(idle)
     return {
         "learned": now.done,
         "of": now.total,
-        "seconds": round(seconds, 1),
+        "seconds": round(learned_for, 1),
         "finished": now.finished,
-        "per_minute": round(now.done / (seconds / 60), 1),
+        "per_minute": round(now.done / (learned_for / 60), 1),
         "learned_in_15_min": at_15_min,
         "progress": progress[:: max(1, len(progress) // 30)],
         "chat_seconds": chat_seconds,
-        "busy_ms": benchlib.summary(turns),
+        "rounds": rounds,
+        "busy_ms": busy_ms,
+        "idle_ms": idle_ms,
+        "busy_p50_over_idle_p50": round(busy_ms["p50"] / idle_ms["p50"], 2) if idle else None,
     }
 
 
 def import_bench(
     conversations: Annotated[int, "conversations in the export"] = 2000,
-    idle_turns: Annotated[int, "idle chat turns timed"] = 60,
+    rounds: Annotated[int, "busy/idle rounds of the chat (each busy one chat-seconds/rounds)"] = 4,
     max_seconds: Annotated[float, "stop waiting for the learning after this"] = 2400.0,
     chat_seconds: Annotated[float, "chat back to back for the learning's first seconds"] = 180.0,
     postgres: Annotated[bool, "on a PostgreSQL with pgvector started for the run"] = False,
 ) -> None:
     """`caesar import` of a ChatGPT export: parse and write, then learned while chatting."""
-    headers = {"Authorization": f"Bearer {procs.TOKEN}"}
     result: dict[str, Any] = {"engine": "postgresql" if postgres else "sqlite"}
     with ExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="caesar-import-")))
@@ -222,14 +255,6 @@ def import_bench(
             "per_second": round(conversations / cli_s, 1),
             "said": said.strip().splitlines()[-2:],
         }
-        with procs.Server(env, "--no-workers", log=learn_home / "idle.log") as server:
-            with httpx.Client(base_url=server.url, headers=headers, timeout=60) as http:
-                for i in range(5):
-                    one_turn(http, i)
-                idle = benchlib.summary([one_turn(http, i) for i in range(idle_turns)])
-        result["idle_ms"] = idle
-        learned = learn_while_chatting(env, learn_home, max_seconds, chat_seconds)
-        learned["busy_p50_over_idle_p50"] = round(learned["busy_ms"]["p50"] / idle["p50"], 2)
-        result["learn"] = learned
+        result["learn"] = learn_while_chatting(env, learn_home, max_seconds, chat_seconds, rounds)
     name = "perf_import_pg" if postgres else "perf_import"
     benchlib.write_result(name, {**result, "load_avg": benchlib.load_avg()})
