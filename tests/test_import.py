@@ -214,3 +214,36 @@ def test_nul_is_stored_and_hashed_as_the_audit_log_stores_it(services, tmp_path)
     [row] = events(services, audit.CHAT_COMPLETED)
     assert row.payload["messages"][0]["content"] == "a\ufffdb"
     assert import_file(services, path, scope=Scope(OWNER)).duplicates == 1
+
+
+def test_a_batch_is_written_whole_on_either_engine(make_services, db_url, tmp_path):
+    """The importer writes a batch of conversations in three statements (their conversations,
+    rows and tips): each row is its own conversation's tip, in the file's order, dated, one
+    turn each; a repeat in the same batch is the first's row."""
+    from sqlalchemy import select
+
+    from caesar.db.models import AuditLog, Conversation
+    from caesar.importer import import_path
+
+    svc = make_services(database_url=db_url)
+    lines = [
+        _line(
+            created_at=f"2026-05-{day:02d}T20:15:00+00:00",
+            messages=GOOD["messages"][:1]
+            + [{"role": "assistant", "content": f"Answer of day {day}."}],
+        )
+        for day in (3, 1, 2)
+    ]
+    path = _write(tmp_path / "h.jsonl", [*lines, lines[0]])
+    report = import_path(svc, path, scope=Scope(OWNER), batch_size=10)
+    assert (report.imported, report.duplicates) == (3, 1)
+    assert report.audit_ids[0] == report.audit_ids[3] and len(set(report.audit_ids)) == 3
+    with svc.db.read() as session:
+        rows = session.execute(
+            select(AuditLog.id, AuditLog.created_at, Conversation.turns, Conversation.last_turn_at)
+            .join(Conversation, Conversation.tip_audit_id == AuditLog.id)
+            .order_by(AuditLog.id)
+        ).all()
+    assert [r.id for r in rows] == report.audit_ids[:3]  # ids grow in the file's order
+    assert [r.created_at.day for r in rows] == [3, 1, 2]
+    assert all(r.turns == 1 and r.last_turn_at == r.created_at for r in rows)

@@ -259,22 +259,25 @@ def _write_batch(
                 )
             )
         }
+        new: dict[str, _Row] = {}
         for row in batch:
-            if row.key in existing:  # imported before, or twice in this file
+            if row.key in existing or row.key in new:  # imported before, or twice in this file
                 report.duplicates += 1
-                report.audit_ids.append(existing[row.key])
-                continue
-            row_id = conversations.add_finished(
-                Scope(person, session),
-                services.audit,
-                row.payload,
-                row.created_at,
-                subject_key=row.key,
-                last_turn_at=row.last_at,
-            )
-            existing[row.key] = row_id
+            else:
+                new[row.key] = row
+        written = conversations.add_finished_many(
+            Scope(person, session),
+            services.audit,
+            [
+                conversations.Finished(row.payload, row.created_at, row.key, row.last_at)
+                for row in new.values()
+            ],
+        )
+        existing.update(zip(new, written, strict=True))
+        for row in batch:  # in the file's order, a repeat with its first's row
+            report.audit_ids.append(existing[row.key])
+        for row in new.values():
             report.imported += 1
-            report.audit_ids.append(row_id)
             if ttl_cutoff is not None and row.last_at < ttl_cutoff:
                 report.older_than_ttl += 1
 
