@@ -46,7 +46,7 @@ from caesar.brain import Brain
 from caesar.config import ProviderSettings, Settings
 from caesar.db import migrate
 from caesar.db.models import EpisodeSummary
-from caesar.embeddings import Embedder
+from caesar.embeddings import Embedder, cut_short
 from caesar.importer import import_conversations
 from caesar.memory.recall.hits import RecallParams
 from caesar.memory.scope import Scope
@@ -202,6 +202,9 @@ class CachedEmbedder:
 
     def _key(self, text: str) -> str:
         return hashlib.sha256(f"{self.model_id}\0{text}".encode()).hexdigest()
+
+    def cut_short(self, texts: Sequence[str]) -> list[bool]:
+        return cut_short(self.inner, texts)
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:

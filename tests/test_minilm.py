@@ -135,6 +135,11 @@ def test_texts_that_truncate_alike_get_one_vector(onnx_model: MiniLM) -> None:
     assert _cos(both[1], onnx_model.embed("a short one")) > 0.99999
 
 
+def test_cut_short_says_which_texts_the_model_reads_only_the_start_of(onnx_model: MiniLM) -> None:
+    words = "river " * 254  # 254 tokens, with [CLS] and [SEP] the 256 the model reads
+    assert onnx_model.cut_short([words, words + "bank", "a short one"]) == [False, True, False]
+
+
 def test_shape_dtype_normalisation(onnx_model: MiniLM) -> None:
     v = onnx_model.embed_batch(TEXTS)
     assert v.dtype == np.float32

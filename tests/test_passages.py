@@ -424,3 +424,38 @@ def test_the_runner_starts_a_worker_on_its_threads(make_services):
     finally:
         runner.stop()
     assert names == ["memory.passages-1", "memory.passages-2", "memory.passages-3"]
+
+
+def test_a_window_longer_than_the_model_reads_is_the_mean_of_its_turns(make_services, llm, db_url):
+    """Three long turns make a window MiniLM would read the first of only: its vector is the
+    mean of its turns' vectors (not embedded). A window it reads whole is embedded as it is."""
+    svc = make_services(database_url=db_url, memory={"episodes_summarise": {"enabled": True}})
+    said = [
+        "We planned the garden beds along the south fence with tomatoes and basil. " * 12,
+        "Then the kayak trip on the lake, packing the dry bags and the paddles. " * 12,
+        "And the bakery order for Saturday, two sourdough loaves and a rye. " * 12,
+        "Hi.",
+        "Hello! How can I help?",
+        "Just saying hi.",
+    ]
+    chat = _chat(svc, said)
+    llm.replies.append("Garden, kayak and bread plans.")
+    _summarise_and_window(svc)
+    embedder = svc.embedder.get()
+    texts = passages.windows([{"role": "user", "content": t} for t in said])
+    assert embedder.cut_short(texts) == [True, True, False, False]
+    with svc.db.read() as session:
+        row = session.scalars(
+            select(EpisodeSummary).where(EpisodeSummary.audit_log_id == chat)
+        ).one()
+    turns = passages.unpack(row.turn_vectors, 384)
+    stored = passages.unpack(row.passage_vectors, 384)
+    assert stored.shape == (4, 384) and turns.shape == (6, 384)
+    for i in (0, 1):  # cut short: the mean of its three turns, made unit
+        mean = turns[i : i + 3].mean(axis=0)
+        assert float(stored[i] @ (mean / np.linalg.norm(mean))) == pytest.approx(1.0, abs=2e-3)
+        assert float(stored[i] @ embedder.embed_batch([texts[i]])[0]) < 0.99  # not the text
+    for i in (2, 3):  # read whole: the window's own vector
+        assert float(stored[i] @ embedder.embed_batch([texts[i]])[0]) == pytest.approx(
+            1.0, abs=2e-3
+        )

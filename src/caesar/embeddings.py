@@ -33,6 +33,13 @@ def embed_one(embedder: Embedder, text: str) -> np.ndarray:
     return embedder.embed_batch([text])[0]
 
 
+def cut_short(embedder: Embedder, texts: Sequence[str]) -> list[bool]:
+    """Which of `texts` are longer than the embedder's model reads, so that their vector is of
+    their start alone (MiniLM: 256 tokens); none, for an embedder that does not say."""
+    says = getattr(embedder, "cut_short", None)
+    return list(says(texts)) if says is not None else [False] * len(texts)
+
+
 # A turn embeds its message here while it reads what needs no vector (its facts, the keyword
 # pool): ONNX Runtime and SQLite both let go of the GIL, so on two cores the ~5 ms embedding
 # and the reads overlap (docs/performance.md, "The embedding beside the reads"). Threads start
@@ -83,6 +90,12 @@ class MiniLMEmbedder:
         try:
             return self._model.embed_batch(list(texts))
         except Exception as exc:  # any load/inference failure is an embedder failure
+            raise EmbedderError(f"{self._model_id}: {type(exc).__name__}: {exc}") from exc
+
+    def cut_short(self, texts: Sequence[str]) -> list[bool]:
+        try:
+            return self._model.cut_short(texts)
+        except Exception as exc:  # a tokenizer that cannot load is an embedder failure
             raise EmbedderError(f"{self._model_id}: {type(exc).__name__}: {exc}") from exc
 
 

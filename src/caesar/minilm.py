@@ -140,6 +140,7 @@ class MiniLM:
         self._tokenizer: Any = None
         # torch backend state
         self._st: Any = None
+        self._counter: Any = None  # the tokenizer `cut_short` counts with (either backend)
 
     @property
     def model_id(self) -> str:
@@ -291,6 +292,19 @@ class MiniLM:
     def embed(self, text: str) -> np.ndarray:
         """Embed one text; returns float32 (384,)."""
         return self.embed_batch([text])[0]
+
+    def cut_short(self, texts: Sequence[str]) -> list[bool]:
+        """Which of `texts` are longer than the model reads (its max_seq_length tokens): their
+        vector says nothing of what comes after."""
+        with self._lock:
+            if self._counter is None:
+                from tokenizers import Tokenizer
+
+                counter = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+                counter.no_padding()
+                counter.enable_truncation(max_length=_max_seq_length(self.model_dir))
+                self._counter = counter
+        return [bool(e.overflowing) for e in self._counter.encode_batch(list(texts))]
 
     def _embed_torch(self, texts: list[str]) -> np.ndarray:
         vecs = self._st.encode(

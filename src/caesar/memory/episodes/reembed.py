@@ -25,12 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from caesar.db.engine import Database
 from caesar.db.models import AuditLog, EpisodeSummary
-from caesar.embeddings import Embedder
+from caesar.embeddings import Embedder, cut_short, normalise
 from caesar.memory import passages
 from caesar.memory.engine import window_keywords
 from caesar.memory.engine.backend import FullTextSearch
@@ -53,25 +54,42 @@ def embed_windows(
     embedder: Embedder, payloads: Sequence[dict[str, Any]], windows: Sequence[bool] | None = None
 ) -> list[EmbeddedWindows]:
     """Each chat payload's windows and turns, their vectors packed, embedded in one batch call;
-    `windows[i]` False: the i-th chat's turns alone (its windows are stored already)."""
+    `windows[i]` False: the i-th chat's turns alone (its windows are stored already).
+
+    A window longer than the model reads (`cut_short`: three long turns, past MiniLM's 256
+    tokens) is not embedded: its vector would be of its first turn or two alone. It is the
+    mean of its turns' vectors instead, which speaks for every turn in it, at no cost."""
     chats = [conversation_turns(p) for p in payloads]
     wanted = windows if windows is not None else [True] * len(chats)
     texts = [passages.windows(c) if w else [] for c, w in zip(chats, wanted, strict=True)]
     turns = [passages.turn_texts(c) for c in chats]
-    flat = [t for ws, ts in zip(texts, turns, strict=True) for t in (*ws, *ts)]
-    vectors = embedder.embed_batch(flat) if flat else None
-
-    def packed(start: int, n: int) -> bytes:
-        return passages.pack(vectors[start : start + n]) if n and vectors is not None else b""
-
-    out, start = [], 0
+    long = cut_short(embedder, [t for ws in texts for t in ws])
+    flat = [t for ts in turns for t in ts]
+    flat += [t for t, cut in zip((t for ws in texts for t in ws), long, strict=True) if not cut]
+    vectors = embedder.embed_batch(flat) if flat else np.zeros((0, 0), dtype=np.float32)
+    turn_at = 0  # where this chat's turns are in `vectors`
+    window_at = sum(len(ts) for ts in turns)  # where its next embedded window is
+    cut_at = 0  # where its windows are in `long`
+    out = []
     for ws, ts, w in zip(texts, turns, wanted, strict=True):
+        own_turns = vectors[turn_at : turn_at + len(ts)]
+        rows = []
+        spans = passages.window_spans(len(ts)) if ws else []
+        for (a, b), cut in zip(spans, long[cut_at : cut_at + len(ws)], strict=True):
+            if cut:
+                rows.append(normalise(own_turns[a:b].mean(axis=0, keepdims=True))[0])
+            else:
+                rows.append(vectors[window_at])
+                window_at += 1
         out.append(
             EmbeddedWindows(
-                ws, packed(start, len(ws)) if w else None, packed(start + len(ws), len(ts))
+                ws,
+                (passages.pack(np.array(rows)) if ws else b"") if w else None,
+                passages.pack(own_turns) if ts else b"",
             )
         )
-        start += len(ws) + len(ts)
+        turn_at += len(ts)
+        cut_at += len(ws)
     return out
 
 
