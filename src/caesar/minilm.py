@@ -320,8 +320,9 @@ class MiniLM:
         """Each distinct token sequence run alone, never padded. On one thread a batch bought
         nothing and its padding cost a lot: 60 LongMemEval chats' windows and turns (up to
         256 tokens each) took 1,501 ms a chat in batches padded to their longest text, 688 ms
-        one by one (docs/performance.md, "Embedding a chat's windows"). Texts that truncate to the same
-        tokens (a window whose first turn fills the 256 tokens is that turn) are run once."""
+        one by one (docs/performance.md, "Embedding a chat's windows"). Texts that truncate to
+        the same tokens (a window whose first turn fills the 256 tokens is that turn) are run
+        once."""
         if len(texts) == 1:  # the query hot path
             ids = np.array([self._tokenizer.encode(texts[0]).ids], dtype=np.int64)
             feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}

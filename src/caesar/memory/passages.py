@@ -7,7 +7,8 @@ conversation itself, as sliding windows of `WINDOW_TURNS` consecutive turns (a q
 that led to it), and stores the vectors with the episode (`episode_summaries.passage_vectors`,
 float16, one row per window). Recall takes an episode's best window — `passage`, its highest
 cosine with the message — and uses `max(cosine, passage)` as the dense side of the fusion
-(memory/recall/hybrid.py). Measured in docs/recall-quality.md: windows of 3 turns beat single turns,
+(memory/recall/hybrid.py). A window longer than the model reads (three long turns past 256
+tokens) is the mean of its turns' vectors instead (memory/episodes/reembed.py, `embed_windows`). Measured in docs/recall-quality.md: windows of 3 turns beat single turns,
 windows of 2 and 4, and non-overlapping chunks on LoCoMo.
 
 The worker also embeds each turn alone (`turn_texts`; `episode_summaries.turn_vectors`). Those
