@@ -19,7 +19,8 @@ from caesar.errors import ConfigError, EmbedderError
 
 class Embedder(Protocol):
     """Called from more than one thread (a turn embeds its message on one of `embed_soon`'s):
-    an implementation must be safe to share between threads."""
+    an implementation must be safe to share between threads. It may also say which texts its
+    model reads only the start of (`cut_short(texts) -> list[bool]`, see `cut_short` below)."""
 
     @property
     def model_id(self) -> str: ...

@@ -61,7 +61,7 @@ class Worker(ABC):
     @property
     def threads(self) -> int:
         """How many threads `WorkerRunner` runs this worker on. One, unless the worker keeps
-        two of its own threads off the same work (`memory.passages`)."""
+        its own threads off each other's work (`memory.passages`)."""
         return 1
 
     def catch_up_step(self) -> int:
@@ -271,9 +271,9 @@ class _Outage:
 
 
 class WorkerRunner:
-    """Runs workers forever, each on its own thread (or its `threads`), until `stop()`. A step that raises is
-    audited as `worker.crashed` and retried after the worker's interval; it never kills
-    the process (or the server that hosts it)."""
+    """Runs workers forever, each on its own thread (or on its `threads`), until `stop()`. A
+    step that raises is audited as `worker.crashed` and retried after the worker's interval;
+    it never kills the process (or the server that hosts it)."""
 
     def __init__(
         self,
